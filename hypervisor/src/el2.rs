@@ -1,0 +1,103 @@
+//! EL2 configuration of one physical CPU before it enters the guest, and the entry itself.
+
+use aarch64_cpu::registers::*;
+
+/// SCTLR_EL1 with its RES1 bits set and the MMU, caches and alignment checks off: the state the
+/// Linux boot protocol promises a kernel.
+const SCTLR_EL1_BOOT: u64 = 0x30d0_0800;
+
+/// Traps and controls for running the guest at EL1 on this CPU. `vttbr` = 0 leaves stage 2 off.
+pub fn setup_cpu(vttbr: u64, vtcr: u64, gic_v3: bool) {
+    VTCR_EL2.set(vtcr);
+    VTTBR_EL2.set(vttbr);
+    // EL1 is AArch64; SMC traps to EL2 (the guest's PSCI conduit, whatever its DTB says);
+    // pointer-authentication keys and instructions do not trap; physical IRQ/FIQ go straight to
+    // EL1 (IMO = FMO = 0: the guest owns the GIC and the timers).
+    let mut hcr = HCR_EL2::RW::EL1IsAarch64
+        + HCR_EL2::TSC::EnableTrapEl1SmcToEl2
+        + HCR_EL2::API::SET
+        + HCR_EL2::APK::SET;
+    if vttbr != 0 {
+        hcr += HCR_EL2::VM::Enable;
+    }
+    HCR_EL2.write(hcr);
+    // The guest uses the physical counter and timer directly, with no offset.
+    CNTHCTL_EL2.write(CNTHCTL_EL2::EL1PCTEN::SET + CNTHCTL_EL2::EL1PCEN::SET);
+    CNTVOFF_EL2.set(0);
+    let midr = MIDR_EL1.get();
+    // SAFETY: VPIDR_EL2 (what the guest reads as MIDR_EL1) is not in aarch64-cpu; writing the
+    // real MIDR only makes the guest see the CPU it runs on.
+    unsafe {
+        core::arch::asm!("msr vpidr_el2, {}", in(reg) midr, options(nomem, nostack, preserves_flags))
+    };
+    VMPIDR_EL2.set(MPIDR_EL1.get());
+    // Give the guest every PMU counter (HPMN = PMCR_EL0.N) and trap none of them.
+    let pmcr: u64;
+    // SAFETY: reads PMCR_EL0 (not in aarch64-cpu); no side effects.
+    unsafe {
+        core::arch::asm!("mrs {}, pmcr_el0", out(reg) pmcr, options(nomem, nostack, preserves_flags))
+    };
+    MDCR_EL2.set((pmcr >> 11) & 0x1f);
+    SCTLR_EL1.set(SCTLR_EL1_BOOT);
+    if gic_v3 {
+        // Let EL1 use the GICv3 system-register interface.
+        ICC_SRE_EL2.write(ICC_SRE_EL2::SRE::SET + ICC_SRE_EL2::ENABLE::SET);
+    }
+    aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
+}
+
+/// Enters the guest at EL1h at `entry` with x0 = `x0`, all other registers zero and DAIF
+/// masked, as the Linux boot protocol requires. The EL2 stack restarts at this CPU's top: the
+/// hypervisor's next entry (a trap) starts from an empty stack.
+pub fn enter_guest(entry: u64, x0: u64, cpu: usize) -> ! {
+    SPSR_EL2.write(
+        SPSR_EL2::D::Masked
+            + SPSR_EL2::A::Masked
+            + SPSR_EL2::I::Masked
+            + SPSR_EL2::F::Masked
+            + SPSR_EL2::M::EL1h,
+    );
+    ELR_EL2.set(entry);
+    let (_, top) = rt::start::stack_bounds(cpu);
+    // SAFETY: ELR/SPSR are set for an EL1h entry; the EL2 stack is reset to this CPU's own boot
+    // stack (nothing on it is needed any more); general registers other than x0 are cleared so
+    // no hypervisor value leaks to the guest.
+    unsafe {
+        core::arch::asm!(
+            "mov sp, x1",
+            "mov x1, xzr", "mov x2, xzr", "mov x3, xzr", "mov x4, xzr", "mov x5, xzr",
+            "mov x6, xzr", "mov x7, xzr", "mov x8, xzr", "mov x9, xzr", "mov x10, xzr",
+            "mov x11, xzr", "mov x12, xzr", "mov x13, xzr", "mov x14, xzr", "mov x15, xzr",
+            "mov x16, xzr", "mov x17, xzr", "mov x18, xzr", "mov x19, xzr", "mov x20, xzr",
+            "mov x21, xzr", "mov x22, xzr", "mov x23, xzr", "mov x24, xzr", "mov x25, xzr",
+            "mov x26, xzr", "mov x27, xzr", "mov x28, xzr", "mov x29, xzr", "mov x30, xzr",
+            "eret",
+            in("x0") x0,
+            in("x1") top,
+            options(noreturn),
+        )
+    }
+}
+
+/// Cleans `[start, start + len)` from the data cache to the point of coherency, so a guest that
+/// starts with its MMU (and so its caches) off sees what the hypervisor wrote.
+pub fn clean_dcache_range(start: u64, len: u64) {
+    let ctr: u64;
+    // SAFETY: reads CTR_EL0 (not in aarch64-cpu); no side effects.
+    unsafe {
+        core::arch::asm!("mrs {}, ctr_el0", out(reg) ctr, options(nomem, nostack, preserves_flags))
+    };
+    // CTR_EL0.DminLine, bits [19:16]: log2 of the smallest data cache line in words.
+    let line = 4u64 << ((ctr >> 16) & 0xf);
+    let mut a = start & !(line - 1);
+    while a < start + len {
+        // SAFETY: `dc cvac` only writes back a cache line; the address is mapped (identity).
+        unsafe { core::arch::asm!("dc cvac, {}", in(reg) a, options(nostack, preserves_flags)) };
+        a += line;
+    }
+    aarch64_cpu::asm::barrier::dsb(aarch64_cpu::asm::barrier::SY);
+    // SAFETY: invalidates all instruction caches to the PoU, inner shareable; no memory effect.
+    unsafe { core::arch::asm!("ic ialluis", options(nostack, preserves_flags)) };
+    aarch64_cpu::asm::barrier::dsb(aarch64_cpu::asm::barrier::SY);
+    aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
+}

@@ -1,0 +1,239 @@
+//! The EL2 hypervisor. Entered by QEMU or the Pi 5 firmware as a Linux arm64 Image with x0 = DTB;
+//! runs one guest at EL1 on every CPU, with the kernel Image it finds in the initrd.
+//!
+//! Boot: `rt_main` (boot CPU) parses the DTB, brings up the console, reserves the hypervisor's
+//! memory, turns on its EL2 MMU (W^X), builds stage 2 for the guest, loads the guest kernel and
+//! its DTB, configures EL2 and enters the guest. Other CPUs start in `rt_secondary_main` when the
+//! guest asks PSCI CPU_ON for them. After that the hypervisor only runs in `trap::rt_exception`.
+#![no_std]
+#![no_main]
+
+extern crate alloc;
+
+mod counters;
+mod cpu;
+mod el2;
+mod exit;
+mod guest;
+mod hypercall;
+mod mem;
+mod mmu;
+mod options;
+mod psci;
+mod smccc;
+mod trap;
+
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+use board::Board;
+use core::sync::atomic::Ordering;
+use cpu::{CpuState, CPUS};
+use mem::{align_down, align_up, Range, BLOCK_2M, FRAME_POOL_SIZE, PAGE};
+use spin::Once;
+
+/// What every CPU needs to configure EL2 the same way.
+struct Config {
+    vttbr: u64,
+    vtcr: u64,
+    gic_v3: bool,
+}
+
+static CONFIG: Once<Config> = Once::new();
+
+#[no_mangle]
+extern "C" fn rt_main(dtb: usize) -> ! {
+    use aarch64_cpu::registers::{Writeable, VBAR_EL2};
+    VBAR_EL2.set(rt::trap::vectors_el2());
+    mem::init_heap();
+    match boot(dtb) {
+        Ok(never) => match never {},
+        Err(e) => {
+            rt::console::panic_print(format_args!("hyp: boot failed: {e}\n"));
+            exit::exit(trap::EXIT_HYP_FAULT)
+        }
+    }
+}
+
+fn boot(dtb_addr: usize) -> Result<core::convert::Infallible, String> {
+    use alloc::format;
+    if dtb_addr == 0 {
+        return Err("no device tree in x0 (boot the hypervisor as an arm64 Image: QEMU -kernel, Pi 5 kernel=)".into());
+    }
+    // SAFETY: x0 points at the DTB per the arm64 boot protocol; dtb_total_size reads only the
+    // 40-byte header, which it checks (magic, sizes) before we read `size` bytes.
+    let size =
+        board::dtb_total_size(unsafe { core::slice::from_raw_parts(dtb_addr as *const u8, 40) })
+            .map_err(|e| format!("device tree at {dtb_addr:#x}: {e}"))?;
+    // Keep our own copy: the original lies in what becomes guest RAM.
+    // SAFETY: the header says the blob is `size` bytes long.
+    let host_dtb: Vec<u8> =
+        unsafe { core::slice::from_raw_parts(dtb_addr as *const u8, size) }.to_vec();
+    let board = Board::from_dtb(&host_dtb).map_err(|e| format!("device tree: {e}"))?;
+    let uart = board
+        .console
+        .as_ref()
+        .ok_or("device tree has no PL011 console")?;
+    // SAFETY: the DTB names this PL011 as the console; it is used only through rt::console.
+    unsafe { rt::console::init(uart.base as usize) };
+    exit::set_on_qemu(board.compatible.iter().any(|c| c == "linux,dummy-virt"));
+
+    let opts = options::parse(board.bootargs.as_deref().unwrap_or(""));
+    let layout = rt::start::image_layout();
+    rt::println!(
+        "hyp: pgtlab hypervisor at EL2, image [{:#x}, {:#x}), DTB {dtb_addr:#x} ({size} bytes), {} CPUs, {}",
+        layout.start,
+        layout.end,
+        board.cpus.len(),
+        board.model.as_deref().unwrap_or("unknown board")
+    );
+
+    for (i, c) in board.cpus.iter().enumerate().take(rt::MAX_CPUS) {
+        CPUS[i]
+            .mpidr
+            .store(c.mpidr & cpu::MPIDR_AFF_MASK, Ordering::Relaxed);
+    }
+    if board.cpus.len() > rt::MAX_CPUS {
+        rt::println!(
+            "hyp: warning: only the first {} of {} CPUs are used",
+            rt::MAX_CPUS,
+            board.cpus.len()
+        );
+    }
+    let me = cpu::index_of(cpu::current_mpidr())
+        .ok_or("the boot CPU's MPIDR is not in the device tree")?;
+    CPUS[me].set_state(CpuState::On);
+
+    // The hypervisor owns [2 MiB below its image, image end + frame pool), 2 MiB aligned so the
+    // guest's stage 2 can use blocks around it.
+    let ram: Vec<Range> = board
+        .memory
+        .iter()
+        .map(|r| Range::new(r.base, r.end()))
+        .collect();
+    let hyp = Range::new(
+        align_down(layout.start as u64, BLOCK_2M),
+        align_up(layout.end as u64 + FRAME_POOL_SIZE as u64, BLOCK_2M),
+    );
+    if !ram.iter().any(|r| r.contains(hyp.start, hyp.len())) {
+        return Err(format!(
+            "hypervisor region [{:#x}, {:#x}) is not inside one RAM range",
+            hyp.start, hyp.end
+        ));
+    }
+    mem::add_frames(align_up(layout.end as u64, PAGE), hyp.end);
+    let mut guest_ram = mem::subtract(&ram, hyp);
+    guest_ram.retain(|r| !r.is_empty());
+    // Firmware-reserved memory (TF-A on the Pi 5) stays guest RAM with its reserved-memory node
+    // kept in the guest DTB; the hypervisor never places the kernel or the DTB there.
+    let reserved: Vec<Range> = board
+        .reserved_regions()
+        .map(|r| Range::new(r.base, r.end()))
+        .collect();
+    guest::set_ram(guest_ram.clone());
+
+    let gic_v3 = matches!(
+        board.gic.as_ref().map(|g| g.version),
+        Some(board::GicVersion::V3)
+    );
+    let (vttbr, vtcr) = mmu::setup(&board, hyp, &opts).map_err(|e| format!("page tables: {e}"))?;
+    CONFIG.call_once(|| Config {
+        vttbr,
+        vtcr,
+        gic_v3,
+    });
+
+    // The guest kernel.
+    let initrd = board
+        .initrd
+        .ok_or_else(|| guest::LoadError::NoInitrd.to_string())?;
+    let kernel = guest::load_kernel(Range::new(initrd.base, initrd.end()), &reserved)
+        .map_err(|e| e.to_string())?;
+    let spec = board::GuestSpec {
+        memory: guest_ram
+            .iter()
+            .map(|r| board::Region::new(r.start, r.len()))
+            .collect(),
+        bootargs: Some(opts.guest_bootargs.clone()),
+        initrd: None,
+        ..Default::default()
+    };
+    let gdtb = board::guest_dtb(&host_dtb, &spec).map_err(|e| format!("guest device tree: {e}"))?;
+    let mut avoid = reserved.clone();
+    avoid.extend([Range::new(initrd.base, initrd.end()), kernel.range()]);
+    let gdtb_at = guest::place_dtb(&gdtb, &avoid).map_err(|e| e.to_string())?;
+    rt::println!(
+        "hyp: guest RAM {} (hypervisor keeps [{:#x}, {:#x})), kernel at {:#x} ({} KiB), DTB at {gdtb_at:#x}",
+        ranges_str(&guest_ram),
+        hyp.start,
+        hyp.end,
+        kernel.entry,
+        kernel.image_size / 1024
+    );
+    let mut r = abi::report::Record::new("hyp_boot");
+    r.u64("cpus", board.cpus.len() as u64)
+        .hex("hyp_start", hyp.start)
+        .hex("hyp_end", hyp.end)
+        .u64("guest_ram_bytes", guest_ram.iter().map(|r| r.len()).sum())
+        .hex("kernel", kernel.entry)
+        .hex("dtb", gdtb_at)
+        .u64("stage2_table_pages", mmu::stage2_table_pages() as u64);
+    rt::println!("{r}");
+    if opts.test_el2_fault {
+        rt::println!("hyp: hyp.test=el2-fault: reading an unmapped address at EL2");
+        // SAFETY: deliberately faults (the address is unmapped) to exercise the fatal-exception
+        // report; the handler never returns.
+        unsafe { core::ptr::read_volatile(opts.fault_addr as *const u64) };
+    }
+    start_cpu(me, kernel.entry, gdtb_at)
+}
+
+fn ranges_str(r: &[Range]) -> String {
+    use core::fmt::Write;
+    let mut s = String::new();
+    for (i, x) in r.iter().enumerate() {
+        let _ = write!(
+            s,
+            "{}[{:#x}, {:#x})",
+            if i > 0 { " + " } else { "" },
+            x.start,
+            x.end
+        );
+    }
+    s
+}
+
+/// Configures EL2 on this CPU and enters the guest.
+fn start_cpu(cpu: usize, entry: u64, x0: u64) -> ! {
+    let c = CONFIG
+        .get()
+        .expect("EL2 configuration is set before any CPU enters the guest");
+    mmu::enable_on_this_cpu();
+    el2::setup_cpu(c.vttbr, c.vtcr, c.gic_v3);
+    CPUS[cpu].set_state(CpuState::On);
+    el2::enter_guest(entry, x0, cpu)
+}
+
+/// A CPU started through the guest's PSCI CPU_ON (context = CPU number).
+#[no_mangle]
+extern "C" fn rt_secondary_main(cpu: usize) -> ! {
+    use aarch64_cpu::registers::{Writeable, VBAR_EL2};
+    VBAR_EL2.set(rt::trap::vectors_el2());
+    let c = &CPUS[cpu];
+    start_cpu(
+        cpu,
+        c.entry.load(Ordering::Relaxed),
+        c.context.load(Ordering::Relaxed),
+    )
+}
+
+#[panic_handler]
+fn panic(info: &core::panic::PanicInfo) -> ! {
+    rt::console::panic_print(format_args!(
+        "hyp: PANIC on CPU {}: {info}\n",
+        cpu::current()
+    ));
+    rt::backtrace::print(rt::backtrace::current_fp(), |a| {
+        rt::console::panic_print(format_args!("hyp: {a}"))
+    });
+    exit::exit(trap::EXIT_HYP_FAULT)
+}

@@ -1,0 +1,89 @@
+//! The hypervisor's memory: a heap inside its own image (BSS), and a frame pool for page
+//! tables just above the image, both inside the region the guest never sees.
+
+use buddy_system_allocator::{FrameAllocator, LockedHeap};
+use spin::Mutex;
+
+/// Heap for the hypervisor's own data (DTB copies, board description, guest DTB).
+const HEAP_SIZE: usize = 4 << 20;
+/// Page-table frames (EL2 stage 1 and stage 2).
+pub const FRAME_POOL_SIZE: usize = 16 << 20;
+pub const PAGE: u64 = 4096;
+pub const BLOCK_2M: u64 = 2 << 20;
+
+#[repr(C, align(4096))]
+struct HeapSpace([u8; HEAP_SIZE]);
+static mut HEAP_SPACE: HeapSpace = HeapSpace([0; HEAP_SIZE]);
+
+#[global_allocator]
+static HEAP: LockedHeap<32> = LockedHeap::empty();
+
+/// 4 KiB frames by frame number.
+pub static FRAMES: Mutex<FrameAllocator<32>> = Mutex::new(FrameAllocator::new());
+
+/// Makes the heap usable. Call once, on the boot CPU, before anything allocates.
+pub fn init_heap() {
+    // SAFETY: HEAP_SPACE is used only here, once, and handed to the allocator for good.
+    unsafe {
+        let start = core::ptr::addr_of_mut!(HEAP_SPACE) as usize;
+        HEAP.lock().init(start, HEAP_SIZE);
+    }
+}
+
+/// Hands `[start, end)` (page aligned, owned by the hypervisor, mapped) to the frame pool.
+pub fn add_frames(start: u64, end: u64) {
+    FRAMES
+        .lock()
+        .add_frame((start / PAGE) as usize, (end / PAGE) as usize);
+}
+
+pub const fn align_up(v: u64, a: u64) -> u64 {
+    (v + a - 1) & !(a - 1)
+}
+
+pub const fn align_down(v: u64, a: u64) -> u64 {
+    v & !(a - 1)
+}
+
+/// `[start, end)` physical range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Range {
+    pub start: u64,
+    pub end: u64,
+}
+
+impl Range {
+    pub const fn new(start: u64, end: u64) -> Self {
+        Self { start, end }
+    }
+    pub fn len(&self) -> u64 {
+        self.end - self.start
+    }
+    pub fn is_empty(&self) -> bool {
+        self.end <= self.start
+    }
+    pub fn contains(&self, addr: u64, len: u64) -> bool {
+        addr >= self.start && addr.checked_add(len).is_some_and(|e| e <= self.end)
+    }
+    pub fn overlaps(&self, o: &Range) -> bool {
+        self.start < o.end && o.start < self.end
+    }
+}
+
+/// `ranges` minus `hole`, keeping order.
+pub fn subtract(ranges: &[Range], hole: Range) -> alloc::vec::Vec<Range> {
+    let mut out = alloc::vec::Vec::new();
+    for r in ranges {
+        if !r.overlaps(&hole) {
+            out.push(*r);
+            continue;
+        }
+        if r.start < hole.start {
+            out.push(Range::new(r.start, hole.start));
+        }
+        if hole.end < r.end {
+            out.push(Range::new(hole.end, r.end));
+        }
+    }
+    out
+}

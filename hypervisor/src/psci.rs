@@ -1,0 +1,81 @@
+//! PSCI for the guest. vCPU n runs on physical CPU n, so most calls are forwarded to the
+//! firmware after checking their arguments; CPU_ON is rewritten so the physical CPU starts in
+//! the hypervisor (which sets up EL2 and then enters the guest at the requested address), and
+//! SYSTEM_OFF / SYSTEM_RESET end the run.
+
+use crate::cpu::{self, CpuState, CPUS};
+use crate::{exit, guest, smccc};
+use abi::psci as p;
+use core::sync::atomic::Ordering;
+
+/// Whether `fid` is in the PSCI range (SMCCC standard secure service, 0x84000000-0x8400001F and
+/// the 64-bit 0xC4000000-0xC400001F).
+pub fn is_psci(fid: u64) -> bool {
+    let f = fid & 0xffff_ffff;
+    (0x8400_0000..=0x8400_001f).contains(&f) || (0xc400_0000..=0xc400_001f).contains(&f)
+}
+
+fn ret(v: i64) -> [u64; 4] {
+    [v as u64, 0, 0, 0]
+}
+
+/// Handles one PSCI call; returns x0..x3.
+pub fn handle(fid: u64, a: [u64; 3]) -> [u64; 4] {
+    let fid = fid & 0xffff_ffff;
+    match fid {
+        p::VERSION
+        | p::FEATURES
+        | p::MIGRATE_INFO_TYPE
+        | p::AFFINITY_INFO_32
+        | p::AFFINITY_INFO_64 => {
+            // Harmless queries: the firmware's answer is the truth.
+            smccc::smc(fid, a[0], a[1], a[2])
+        }
+        p::CPU_ON_32 | p::CPU_ON_64 => ret(cpu_on(a[0], a[1], a[2])),
+        p::CPU_OFF => {
+            CPUS[cpu::current()].set_state(CpuState::Off);
+            let r = smccc::smc(fid, 0, 0, 0);
+            // CPU_OFF only returns on failure.
+            CPUS[cpu::current()].set_state(CpuState::On);
+            r
+        }
+        p::SYSTEM_OFF => {
+            rt::println!("hyp: guest called PSCI SYSTEM_OFF");
+            exit::exit(0)
+        }
+        p::SYSTEM_RESET => {
+            rt::println!("hyp: guest called PSCI SYSTEM_RESET: ending the run");
+            exit::exit(0)
+        }
+        _ => ret(p::NOT_SUPPORTED),
+    }
+}
+
+fn cpu_on(target: u64, entry: u64, context: u64) -> i64 {
+    let Some(idx) = cpu::index_of(target) else {
+        return p::INVALID_PARAMETERS;
+    };
+    if !guest::is_guest_ram(entry, 4) || entry % 4 != 0 {
+        return p::INVALID_ADDRESS;
+    }
+    let c = &CPUS[idx];
+    if let Err(state) = c.claim_for_start() {
+        return if state == CpuState::On {
+            p::ALREADY_ON
+        } else {
+            p::ON_PENDING
+        };
+    }
+    c.entry.store(entry, Ordering::Relaxed);
+    c.context.store(context, Ordering::Relaxed);
+    let r = smccc::smc(
+        p::CPU_ON_64,
+        target,
+        rt::start::secondary_entry_addr() as u64,
+        idx as u64,
+    )[0] as i64;
+    if r != p::SUCCESS {
+        c.set_state(CpuState::Off);
+    }
+    r
+}

@@ -1,0 +1,264 @@
+//! The guest's device tree: the host tree re-emitted with its memory, `/chosen`, reserved
+//! regions, hidden devices and PSCI conduit changed.
+
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use crate::error::BoardError;
+use crate::tree::{Cells, Tree};
+use crate::writer::FdtWriter;
+use crate::{find_psci, is_memory_node, validate, PsciMethod, Region};
+
+/// What the guest's tree differs in from the host's.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GuestSpec {
+    /// Guest RAM (intermediate physical addresses). Replaces every top-level memory node with
+    /// one `memory@<base>` node per range. Must be non-empty, non-overlapping, non-empty ranges.
+    pub memory: Vec<Region>,
+    /// `Some` replaces (or adds) `/chosen/bootargs`; `None` keeps the host's.
+    pub bootargs: Option<String>,
+    /// `Some` writes `linux,initrd-start`/`-end` (two cells each); `None` removes them.
+    pub initrd: Option<Region>,
+    /// Extra `/reserved-memory` children (`guest-reserved@<base>`, `no-map`); the node is
+    /// created (cells as the root's, empty `ranges`) when the host has none.
+    pub reserved: Vec<Region>,
+    /// Absolute node paths (exact, with unit addresses) removed with their subtrees. Each must
+    /// exist. Phandle references to them elsewhere are left as they are.
+    pub remove: Vec<String>,
+    /// Absolute node paths that get `status = "disabled"`. Each must exist.
+    pub disable: Vec<String>,
+    /// `Some` rewrites the PSCI node's `method` (the conduit the hypervisor traps).
+    pub psci_method: Option<PsciMethod>,
+}
+
+struct Ctx<'s> {
+    spec: &'s GuestSpec,
+    root_cells: Cells,
+    chosen: Option<usize>,
+    reserved_node: Option<usize>,
+    psci: Option<usize>,
+    removed: Vec<usize>,
+    disabled: Vec<usize>,
+}
+
+fn spec_err(item: String, why: &'static str) -> BoardError {
+    BoardError::BadGuestSpec { item, why }
+}
+
+/// Writes the guest DTB for `host_dtb` (the host's blob, as given to
+/// [`crate::Board::from_dtb`]) changed as `spec` says. Host `/memreserve/` entries are kept
+/// when they overlap guest RAM and dropped otherwise.
+pub fn guest_dtb(host_dtb: &[u8], spec: &GuestSpec) -> Result<Vec<u8>, BoardError> {
+    let checked = validate::check(host_dtb)?;
+    let bytes = checked.bytes();
+    let header = validate::header(bytes)?;
+    let rsv = validate::mem_reserve(bytes, &header)?;
+    let fdt = fdt::Fdt::new(bytes).map_err(|_| BoardError::BadHeader {
+        field: "magic",
+        value: 0,
+        why: "rejected by the fdt parser",
+    })?;
+    let t = Tree::build(&fdt)?;
+
+    check_ranges("memory", &spec.memory, false)?;
+    if spec.memory.is_empty() {
+        return Err(spec_err(String::from("memory"), "no guest RAM given"));
+    }
+    check_ranges("reserved", &spec.reserved, true)?;
+    if let Some(r) = spec.initrd {
+        check_ranges("initrd", &[r], true)?;
+    }
+    let find = |p: &String| -> Result<usize, BoardError> {
+        match t.nodes.iter().position(|n| n.path == *p) {
+            Some(0) => Err(spec_err(
+                p.clone(),
+                "cannot remove or disable the root node",
+            )),
+            Some(i) => Ok(i),
+            None => Err(spec_err(p.clone(), "no such node in the host tree")),
+        }
+    };
+    let removed = spec
+        .remove
+        .iter()
+        .map(find)
+        .collect::<Result<Vec<_>, _>>()?;
+    let disabled = spec
+        .disable
+        .iter()
+        .map(find)
+        .collect::<Result<Vec<_>, _>>()?;
+    let psci = find_psci(&t);
+    if spec.psci_method.is_some() && psci.is_none() {
+        return Err(spec_err(
+            String::from("psci_method"),
+            "the host tree has no PSCI node",
+        ));
+    }
+    let top = |name: &str| t.children(0).find(|&c| t.nodes[c].name == name);
+    let ctx = Ctx {
+        spec,
+        root_cells: t.cells(0)?,
+        chosen: top("chosen"),
+        reserved_node: top("reserved-memory"),
+        psci,
+        removed,
+        disabled,
+    };
+
+    let mut w = FdtWriter::new();
+    w.set_boot_cpuid_phys(header.boot_cpuid_phys);
+    for (base, size) in rsv {
+        let r = Region::new(base, size);
+        if spec.memory.iter().any(|m| m.overlaps(&r)) {
+            w.add_mem_reserve(base, size)?;
+        }
+    }
+    emit(&t, 0, &ctx, &mut w)?;
+    w.finish()
+}
+
+fn check_ranges(what: &str, ranges: &[Region], allow_overlap: bool) -> Result<(), BoardError> {
+    for (n, r) in ranges.iter().enumerate() {
+        let item = || format!("{what} {:#x}+{:#x}", r.base, r.size);
+        if r.size == 0 {
+            return Err(spec_err(item(), "empty range"));
+        }
+        if r.base.checked_add(r.size).is_none() {
+            return Err(spec_err(item(), "range wraps past 2^64"));
+        }
+        if !allow_overlap && ranges[..n].iter().any(|o| o.overlaps(r)) {
+            return Err(spec_err(item(), "overlaps another range"));
+        }
+    }
+    Ok(())
+}
+
+fn encode_reg(cells: Cells, regions: &[Region], what: &str) -> Result<Vec<u8>, BoardError> {
+    let mut out = Vec::new();
+    for r in regions {
+        for (value, n) in [(r.base, cells.addr), (r.size, cells.size)] {
+            match n {
+                1 if value <= u64::from(u32::MAX) => {
+                    out.extend_from_slice(&(value as u32).to_be_bytes())
+                }
+                2 => out.extend_from_slice(&value.to_be_bytes()),
+                _ => {
+                    return Err(spec_err(
+                        format!("{what} {:#x}+{:#x}", r.base, r.size),
+                        "does not fit the #address-cells/#size-cells of its parent",
+                    ))
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn emit(t: &Tree, i: usize, cx: &Ctx, w: &mut FdtWriter) -> Result<(), BoardError> {
+    let spec = cx.spec;
+    let node = &t.nodes[i];
+    let is_chosen = cx.chosen == Some(i);
+    let is_psci = cx.psci == Some(i) && spec.psci_method.is_some();
+    let disable = cx.disabled.contains(&i);
+    w.begin_node(node.name)?;
+    let mut wrote_method = false;
+    for p in node.fdt.properties() {
+        let skip = (is_chosen
+            && ((p.name == "bootargs" && spec.bootargs.is_some())
+                || p.name == "linux,initrd-start"
+                || p.name == "linux,initrd-end"))
+            || (disable && p.name == "status");
+        if skip {
+            continue;
+        }
+        match (is_psci && p.name == "method", spec.psci_method) {
+            (true, Some(m)) => {
+                w.property_str("method", m.as_str())?;
+                wrote_method = true;
+            }
+            _ => w.property(p.name, p.value)?,
+        }
+    }
+    if let (true, false, Some(m)) = (is_psci, wrote_method, spec.psci_method) {
+        w.property_str("method", m.as_str())?;
+    }
+    if disable {
+        w.property_str("status", "disabled")?;
+    }
+    if is_chosen {
+        chosen_props(spec, w)?;
+    }
+    if i == 0 {
+        for m in &spec.memory {
+            w.begin_node(&format!("memory@{:x}", m.base))?;
+            w.property_str("device_type", "memory")?;
+            w.property("reg", &encode_reg(cx.root_cells, &[*m], "memory")?)?;
+            w.end_node()?;
+        }
+    }
+    for c in t.children(i) {
+        if cx.removed.contains(&c) || is_memory_node(t, c) {
+            continue;
+        }
+        emit(t, c, cx, w)?;
+    }
+    if cx.reserved_node == Some(i) {
+        let existing: Vec<&str> = t.children(i).map(|c| t.nodes[c].name).collect();
+        reserved_children(spec, t.cells(i)?, &existing, w)?;
+    }
+    if i == 0 {
+        let need_chosen = spec.bootargs.is_some() || spec.initrd.is_some();
+        if need_chosen && cx.chosen.is_none_or(|c| cx.removed.contains(&c)) {
+            w.begin_node("chosen")?;
+            chosen_props(spec, w)?;
+            w.end_node()?;
+        }
+        let have_rm = cx.reserved_node.is_some_and(|r| !cx.removed.contains(&r));
+        if !spec.reserved.is_empty() && !have_rm {
+            w.begin_node("reserved-memory")?;
+            w.property_u32("#address-cells", cx.root_cells.addr)?;
+            w.property_u32("#size-cells", cx.root_cells.size)?;
+            w.property_empty("ranges")?;
+            reserved_children(spec, cx.root_cells, &[], w)?;
+            w.end_node()?;
+        }
+    }
+    w.end_node()
+}
+
+fn chosen_props(spec: &GuestSpec, w: &mut FdtWriter) -> Result<(), BoardError> {
+    if let Some(args) = &spec.bootargs {
+        if args.contains('\0') {
+            return Err(spec_err(String::from("bootargs"), "contains NUL"));
+        }
+        w.property_str("bootargs", args)?;
+    }
+    if let Some(r) = spec.initrd {
+        w.property_u64("linux,initrd-start", r.base)?;
+        w.property_u64("linux,initrd-end", r.end())?;
+    }
+    Ok(())
+}
+
+/// Writes the extra reserved regions, except those whose node (same name, so same base) the
+/// host tree already has: a guest tree of a guest tree is the same tree.
+fn reserved_children(
+    spec: &GuestSpec,
+    cells: Cells,
+    existing: &[&str],
+    w: &mut FdtWriter,
+) -> Result<(), BoardError> {
+    for r in &spec.reserved {
+        let name = format!("guest-reserved@{:x}", r.base);
+        if existing.contains(&name.as_str()) {
+            continue;
+        }
+        w.begin_node(&name)?;
+        w.property("reg", &encode_reg(cells, &[*r], "reserved")?)?;
+        w.property_empty("no-map")?;
+        w.end_node()?;
+    }
+    Ok(())
+}

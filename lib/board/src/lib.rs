@@ -1,0 +1,829 @@
+//! Device tree (DTB) -> [`Board`]: what the hypervisor needs to know about the machine, and
+//! [`guest_dtb`]: the tree the guest gets.
+//!
+//! Parsing goes through the `fdt` crate after [`validate`](crate::dtb_total_size)-style checks of
+//! the whole blob, so no input — truncated, corrupted or hostile — makes this crate panic;
+//! every problem is a [`BoardError`] naming the node and property.
+//!
+//! ```no_run
+//! # fn demo(dtb: &[u8]) -> Result<(), board::BoardError> {
+//! let board = board::Board::from_dtb(dtb)?;
+//! let uart = board.console.as_ref().expect("no PL011");
+//! let ram: u64 = board.memory.iter().map(|r| r.size).sum();
+//! # let _ = (uart, ram); Ok(()) }
+//! ```
+
+#![no_std]
+#![deny(missing_docs)]
+
+extern crate alloc;
+
+mod error;
+mod guest;
+mod tree;
+mod validate;
+mod writer;
+
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+
+pub use error::BoardError;
+pub use guest::{guest_dtb, GuestSpec};
+pub use validate::{total_size as dtb_total_size, FDT_MAGIC, MAX_DTB_SIZE};
+pub use writer::FdtWriter;
+
+use error::{bad_prop, missing_prop};
+use tree::Tree;
+
+/// A physical address range `[base, base + size)`; `base + size` never wraps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Region {
+    /// First byte.
+    pub base: u64,
+    /// Length in bytes.
+    pub size: u64,
+}
+
+impl Region {
+    /// A region; callers keep `base + size` from wrapping.
+    pub const fn new(base: u64, size: u64) -> Self {
+        Self { base, size }
+    }
+
+    /// One past the last byte (saturating at `u64::MAX`).
+    pub const fn end(&self) -> u64 {
+        self.base.saturating_add(self.size)
+    }
+
+    /// Does the region contain `addr`?
+    pub const fn contains(&self, addr: u64) -> bool {
+        addr >= self.base && addr - self.base < self.size
+    }
+
+    /// Do the two regions share a byte?
+    pub const fn overlaps(&self, other: &Region) -> bool {
+        self.size != 0 && other.size != 0 && self.base < other.end() && other.base < self.end()
+    }
+}
+
+/// A node's `status` property.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Status {
+    /// No `status`, or `"okay"` / `"ok"`.
+    Okay,
+    /// `"disabled"`.
+    Disabled,
+    /// Anything else (`"reserved"`, `"fail"`, `"fail-sss"`, ...).
+    Other(String),
+}
+
+impl Status {
+    /// Is the device usable (`Okay`)?
+    pub fn is_okay(&self) -> bool {
+        matches!(self, Status::Okay)
+    }
+}
+
+/// The console UART (a PL011).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Uart {
+    /// Node path, e.g. `/pl011@9000000`.
+    pub path: String,
+    /// MMIO base (CPU physical address).
+    pub base: u64,
+    /// MMIO size.
+    pub size: u64,
+    /// UART reference clock in Hz: the node's `clock-frequency`, else the `clock-frequency` of
+    /// the fixed clock its `clocks` (`uartclk` entry) points at. `None` when neither is given.
+    pub clock_frequency: Option<u32>,
+    /// Options after `:` in `/chosen/stdout-path` (e.g. `115200n8`), when this UART was
+    /// chosen from it.
+    pub options: Option<String>,
+    /// `true` when `/chosen/stdout-path` named this UART; `false` when it is the first PL011
+    /// of the tree (fallback).
+    pub from_stdout_path: bool,
+}
+
+/// GIC architecture version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GicVersion {
+    /// GICv2 (`arm,cortex-a15-gic`, `arm,gic-400`, ...).
+    V2,
+    /// GICv3 (`arm,gic-v3`).
+    V3,
+}
+
+/// The interrupt controller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Gic {
+    /// Node path, e.g. `/intc@8000000`.
+    pub path: String,
+    /// Architecture version.
+    pub version: GicVersion,
+    /// The `compatible` string that matched.
+    pub compatible: String,
+    /// GICD.
+    pub distributor: Region,
+    /// GICR regions (v3 only; empty for v2).
+    pub redistributors: Vec<Region>,
+    /// GICC (required for v2, optional legacy interface for v3).
+    pub cpu_interface: Option<Region>,
+    /// GICH (virtual interface control), when the hardware has virtualization extensions.
+    pub hyp_interface: Option<Region>,
+    /// GICV (virtual CPU interface).
+    pub vcpu_interface: Option<Region>,
+}
+
+/// PSCI conduit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PsciMethod {
+    /// `HVC #0`.
+    Hvc,
+    /// `SMC #0`.
+    Smc,
+}
+
+impl PsciMethod {
+    /// The device-tree spelling, `"hvc"` or `"smc"`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            PsciMethod::Hvc => "hvc",
+            PsciMethod::Smc => "smc",
+        }
+    }
+}
+
+/// Highest PSCI version the node's `compatible` claims.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum PsciVersion {
+    /// `arm,psci`: function ids come from the node.
+    V0_1,
+    /// `arm,psci-0.2`.
+    V0_2,
+    /// `arm,psci-1.0`.
+    V1_0,
+}
+
+/// PSCI 0.1 function ids given as node properties (QEMU also gives them with 1.0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PsciFunctionIds {
+    /// `cpu_suspend`.
+    pub cpu_suspend: Option<u32>,
+    /// `cpu_off`.
+    pub cpu_off: Option<u32>,
+    /// `cpu_on`.
+    pub cpu_on: Option<u32>,
+    /// `migrate`.
+    pub migrate: Option<u32>,
+}
+
+/// The PSCI node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Psci {
+    /// Node path, e.g. `/psci`.
+    pub path: String,
+    /// Conduit.
+    pub method: PsciMethod,
+    /// All `compatible` strings.
+    pub compatible: Vec<String>,
+    /// Highest version claimed by `compatible`.
+    pub version: PsciVersion,
+    /// 0.1-style function ids, if given.
+    pub function_ids: PsciFunctionIds,
+}
+
+/// How a secondary CPU is started.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EnableMethod {
+    /// `"psci"`: PSCI CPU_ON.
+    Psci,
+    /// `"spin-table"`, with `cpu-release-addr`.
+    SpinTable {
+        /// Release address, if given.
+        release_addr: Option<u64>,
+    },
+    /// Anything else.
+    Other(String),
+}
+
+/// One CPU node under `/cpus`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cpu {
+    /// Node path, e.g. `/cpus/cpu@0`. Note QEMU numbers the unit address by CPU index,
+    /// which differs from `reg` beyond 16 CPUs.
+    pub path: String,
+    /// MPIDR affinity bits from `reg`.
+    pub mpidr: u64,
+    /// `enable-method` (QEMU gives none with a single CPU).
+    pub enable_method: Option<EnableMethod>,
+    /// First `compatible` string (e.g. `arm,cortex-a76`).
+    pub compatible: Option<String>,
+    /// `status`.
+    pub status: Status,
+}
+
+/// One child of `/reserved-memory`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReservedMemory {
+    /// Node path.
+    pub path: String,
+    /// Static regions from `reg` (empty for a dynamically placed `size` node).
+    pub regions: Vec<Region>,
+    /// `no-map`: must not be mapped at all.
+    pub no_map: bool,
+    /// `reusable`: the OS may use it until its owner claims it.
+    pub reusable: bool,
+    /// First `compatible` string, if any.
+    pub compatible: Option<String>,
+}
+
+/// A memory-mapped device: a top-level node with `reg`, or one nested in `simple-bus` nodes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Device {
+    /// Node path.
+    pub path: String,
+    /// `compatible` strings.
+    pub compatible: Vec<String>,
+    /// `reg`, translated to CPU physical addresses.
+    pub regions: Vec<Region>,
+    /// `status`.
+    pub status: Status,
+}
+
+/// What the hypervisor needs to know about the machine, decoded from its DTB.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Board {
+    /// Root `model`.
+    pub model: Option<String>,
+    /// Root `compatible`.
+    pub compatible: Vec<String>,
+    /// RAM: every `reg` entry of every top-level memory node (zero-sized entries dropped),
+    /// sorted by base.
+    pub memory: Vec<Region>,
+    /// Children of `/reserved-memory`.
+    pub reserved_memory: Vec<ReservedMemory>,
+    /// `/memreserve/` entries of the header block.
+    pub mem_reserve: Vec<Region>,
+    /// Console UART.
+    pub console: Option<Uart>,
+    /// `/chosen/stdout-path` as written.
+    pub stdout_path: Option<String>,
+    /// Interrupt controller (the root's `interrupt-parent` if that is a GIC, else the first GIC).
+    pub gic: Option<Gic>,
+    /// PSCI node.
+    pub psci: Option<Psci>,
+    /// CPUs in tree order.
+    pub cpus: Vec<Cpu>,
+    /// `/chosen/bootargs`.
+    pub bootargs: Option<String>,
+    /// `/chosen/linux,initrd-start` .. `linux,initrd-end`.
+    pub initrd: Option<Region>,
+    /// Other MMIO devices, so the hypervisor can decide what the guest may touch.
+    pub devices: Vec<Device>,
+    /// Header `boot_cpuid_phys`.
+    pub boot_cpuid_phys: u32,
+    /// Header `totalsize`: bytes the DTB occupies in memory.
+    pub dtb_size: usize,
+}
+
+impl Board {
+    /// Parses a DTB. Never panics; `dtb` may be longer than the blob's `totalsize`.
+    pub fn from_dtb(dtb: &[u8]) -> Result<Board, BoardError> {
+        let checked = validate::check(dtb)?;
+        let bytes = checked.bytes();
+        let header = validate::header(bytes)?;
+        let mem_reserve = validate::mem_reserve(bytes, &header)?
+            .into_iter()
+            .map(|(b, s)| Region::new(b, s))
+            .collect();
+        let fdt = fdt::Fdt::new(bytes).map_err(|_| BoardError::BadHeader {
+            field: "magic",
+            value: 0,
+            why: "rejected by the fdt parser",
+        })?;
+        let t = Tree::build(&fdt)?;
+        // Most fundamental first: the first error reported is the one that matters most.
+        let memory = parse_memory(&t)?;
+        let reserved_memory = parse_reserved(&t)?;
+        let cpus = parse_cpus(&t)?;
+        let gic = parse_gic(&t)?;
+        let psci = parse_psci(&t)?;
+        let chosen = t
+            .find_path("/chosen")
+            .filter(|&c| t.nodes[c].parent == Some(0));
+        let (bootargs, initrd) = match chosen {
+            Some(c) => parse_chosen(&t, c)?,
+            None => (None, None),
+        };
+        let (stdout_path, console) = parse_console(&t, chosen)?;
+        let devices = parse_devices(&t)?;
+        Ok(Board {
+            model: t.prop_str(0, "model").ok().flatten().map(String::from),
+            compatible: strings(t.prop_strs(0, "compatible").ok().flatten()),
+            memory,
+            reserved_memory,
+            mem_reserve,
+            console,
+            stdout_path,
+            gic,
+            psci,
+            cpus,
+            bootargs,
+            initrd,
+            devices,
+            boot_cpuid_phys: header.boot_cpuid_phys,
+            dtb_size: header.totalsize,
+        })
+    }
+
+    /// Parses the DTB at `ptr` (as handed over in x0 at boot): reads the header first, checks
+    /// the magic and that `totalsize` is at most [`MAX_DTB_SIZE`], then parses `totalsize`
+    /// bytes.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` must be null or point to at least 8 readable bytes; if those start with the FDT
+    /// magic, the `totalsize` bytes (at most [`MAX_DTB_SIZE`]) from `ptr` must be readable
+    /// and not written during the call. No alignment is required.
+    pub unsafe fn from_ptr(ptr: *const u8) -> Result<Board, BoardError> {
+        if ptr.is_null() {
+            return Err(BoardError::BadHeader {
+                field: "address",
+                value: 0,
+                why: "null DTB pointer",
+            });
+        }
+        let mut head = [0u8; 8];
+        // SAFETY: the caller guarantees 8 readable bytes at `ptr`; `head` is a distinct local.
+        unsafe { core::ptr::copy_nonoverlapping(ptr, head.as_mut_ptr(), head.len()) };
+        let size = validate::total_size(&head)?;
+        if size > MAX_DTB_SIZE {
+            return Err(BoardError::BadHeader {
+                field: "totalsize",
+                value: size as u64,
+                why: "larger than the 2 MiB limit",
+            });
+        }
+        // SAFETY: the magic matched and `size` <= MAX_DTB_SIZE, so the caller guarantees `size`
+        // readable bytes at `ptr` that stay unmodified while the slice lives (this call); u8
+        // has no alignment requirement.
+        let bytes = unsafe { core::slice::from_raw_parts(ptr, size) };
+        Self::from_dtb(bytes)
+    }
+
+    /// The CPU whose `reg` is `mpidr` (affinity bits only).
+    pub fn cpu_by_mpidr(&self, mpidr: u64) -> Option<&Cpu> {
+        self.cpus.iter().find(|c| c.mpidr == mpidr)
+    }
+
+    /// Every range that must not be handed out as free RAM: `/memreserve/` entries and the
+    /// static regions of `/reserved-memory` children.
+    pub fn reserved_regions(&self) -> impl Iterator<Item = Region> + '_ {
+        let rm = self
+            .reserved_memory
+            .iter()
+            .flat_map(|r| r.regions.iter().copied());
+        self.mem_reserve.iter().copied().chain(rm)
+    }
+
+    /// The device whose node path is `path`.
+    pub fn device(&self, path: &str) -> Option<&Device> {
+        self.devices.iter().find(|d| d.path == path)
+    }
+}
+
+fn strings(v: Option<Vec<&str>>) -> Vec<String> {
+    v.unwrap_or_default()
+        .into_iter()
+        .map(String::from)
+        .collect()
+}
+
+fn status(t: &Tree, i: usize) -> Status {
+    match t.prop_str(i, "status").ok().flatten() {
+        None | Some("okay") | Some("ok") => Status::Okay,
+        Some("disabled") => Status::Disabled,
+        Some(other) => Status::Other(other.to_string()),
+    }
+}
+
+fn base_name(name: &str) -> &str {
+    name.split('@').next().unwrap_or(name)
+}
+
+fn prop_is(t: &Tree, i: usize, prop: &str, value: &str) -> bool {
+    t.prop(i, prop)
+        .is_some_and(|v| v.strip_suffix(&[0]) == Some(value.as_bytes()))
+}
+
+fn regions(t: &Tree, i: usize, pairs: Vec<(u64, u64)>) -> Result<Vec<Region>, BoardError> {
+    pairs
+        .into_iter()
+        .map(|(b, s)| match b.checked_add(s) {
+            Some(_) => Ok(Region::new(b, s)),
+            None => Err(bad_prop(t.path(i), "reg", "range wraps past 2^64")),
+        })
+        .collect()
+}
+
+/// `reg` translated to CPU addresses; missing or unreachable is an error.
+fn required_reg(t: &Tree, i: usize) -> Result<Vec<Region>, BoardError> {
+    if !t.has_prop(i, "reg") {
+        return Err(missing_prop(t.path(i), "reg"));
+    }
+    let pairs = t.reg_phys(i)?.ok_or_else(|| {
+        bad_prop(
+            t.path(i),
+            "reg",
+            "not reachable from the CPU: a parent bus lacks matching ranges",
+        )
+    })?;
+    let regs = regions(t, i, pairs)?;
+    if regs.is_empty() {
+        return Err(bad_prop(t.path(i), "reg", "empty"));
+    }
+    Ok(regs)
+}
+
+pub(crate) fn is_memory_node(t: &Tree, i: usize) -> bool {
+    t.nodes[i].parent == Some(0)
+        && (prop_is(t, i, "device_type", "memory")
+            || (base_name(t.nodes[i].name) == "memory" && !t.has_prop(i, "device_type")))
+}
+
+fn parse_memory(t: &Tree) -> Result<Vec<Region>, BoardError> {
+    let mut found = false;
+    let mut out = Vec::new();
+    for i in t.children(0) {
+        if !is_memory_node(t, i) || status(t, i) == Status::Disabled {
+            continue;
+        }
+        found = true;
+        let pairs = t
+            .addr_size_pairs(i, "reg")?
+            .ok_or_else(|| missing_prop(t.path(i), "reg"))?;
+        out.extend(regions(t, i, pairs)?.into_iter().filter(|r| r.size != 0));
+    }
+    if !found {
+        return Err(BoardError::MissingNode {
+            node: String::from("/memory"),
+        });
+    }
+    out.sort();
+    Ok(out)
+}
+
+fn parse_reserved(t: &Tree) -> Result<Vec<ReservedMemory>, BoardError> {
+    let Some(rm) = t
+        .find_path("/reserved-memory")
+        .filter(|&i| t.nodes[i].name == "reserved-memory")
+    else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::new();
+    for c in t.children(rm) {
+        let pairs = t.addr_size_pairs(c, "reg")?.unwrap_or_default();
+        out.push(ReservedMemory {
+            path: t.path(c).to_string(),
+            regions: regions(t, c, pairs)?,
+            no_map: t.has_prop(c, "no-map"),
+            reusable: t.has_prop(c, "reusable"),
+            compatible: t
+                .prop_strs(c, "compatible")
+                .ok()
+                .flatten()
+                .and_then(|v| v.first().map(|s| s.to_string())),
+        });
+    }
+    Ok(out)
+}
+
+fn parse_chosen(t: &Tree, c: usize) -> Result<(Option<String>, Option<Region>), BoardError> {
+    let bootargs = t.prop_str(c, "bootargs")?.map(String::from);
+    let start = t.prop_u32_or_u64(c, "linux,initrd-start")?;
+    let end = t.prop_u32_or_u64(c, "linux,initrd-end")?;
+    let initrd = match (start, end) {
+        (None, None) => None,
+        (Some(_), None) => return Err(missing_prop(t.path(c), "linux,initrd-end")),
+        (None, Some(_)) => return Err(missing_prop(t.path(c), "linux,initrd-start")),
+        (Some(s), Some(e)) if e < s => {
+            return Err(bad_prop(
+                t.path(c),
+                "linux,initrd-end",
+                "smaller than linux,initrd-start",
+            ))
+        }
+        (Some(s), Some(e)) => Some(Region::new(s, e - s)),
+    };
+    Ok((bootargs, initrd))
+}
+
+const PL011: &[&str] = &["arm,pl011"];
+
+fn parse_console(
+    t: &Tree,
+    chosen: Option<usize>,
+) -> Result<(Option<String>, Option<Uart>), BoardError> {
+    let mut stdout_path = None;
+    if let Some(c) = chosen {
+        let (prop, value) = match t.prop_str(c, "stdout-path")? {
+            Some(v) => ("stdout-path", Some(v)),
+            None => ("linux,stdout-path", t.prop_str(c, "linux,stdout-path")?),
+        };
+        if let Some(value) = value {
+            stdout_path = Some(value.to_string());
+            let (path, options) = match value.split_once(':') {
+                Some((p, o)) => (p, Some(o)),
+                None => (value, None),
+            };
+            let Some(node) = t.resolve(path)? else {
+                return Err(bad_prop(
+                    t.path(c),
+                    prop,
+                    "names no node (neither a path nor an alias)",
+                ));
+            };
+            if t.is_compatible(node, PL011) {
+                let uart = uart(t, node, options.map(String::from), true)?;
+                return Ok((stdout_path, Some(uart)));
+            }
+        }
+    }
+    let first = (0..t.nodes.len())
+        .filter(|&i| t.is_compatible(i, PL011))
+        .min_by_key(|&i| !status(t, i).is_okay());
+    let console = first.map(|i| uart(t, i, None, false)).transpose()?;
+    Ok((stdout_path, console))
+}
+
+fn uart(
+    t: &Tree,
+    i: usize,
+    options: Option<String>,
+    from_stdout_path: bool,
+) -> Result<Uart, BoardError> {
+    let reg = required_reg(t, i)?[0];
+    let clock_frequency = match t.prop_u32(i, "clock-frequency")? {
+        Some(f) => Some(f),
+        None => clock_from_provider(t, i),
+    };
+    Ok(Uart {
+        path: t.path(i).to_string(),
+        base: reg.base,
+        size: reg.size,
+        clock_frequency,
+        options,
+        from_stdout_path,
+    })
+}
+
+/// `clock-frequency` of the fixed clock feeding `uartclk` (or the first clock).
+fn clock_from_provider(t: &Tree, i: usize) -> Option<u32> {
+    let clocks = t.prop(i, "clocks")?;
+    let names = t
+        .prop_strs(i, "clock-names")
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+    let want = names.iter().position(|n| *n == "uartclk").unwrap_or(0);
+    let cells: Vec<u32> = clocks
+        .chunks_exact(4)
+        .map(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    let mut pos = 0;
+    for index in 0.. {
+        let provider = t.by_phandle(*cells.get(pos)?)?;
+        let clock_cells = t
+            .prop_u32(provider, "#clock-cells")
+            .ok()
+            .flatten()
+            .unwrap_or(0);
+        if index == want {
+            return match clock_cells {
+                0 => t.prop_u32(provider, "clock-frequency").ok().flatten(),
+                _ => None,
+            };
+        }
+        pos = pos.checked_add(1)?.checked_add(clock_cells as usize)?;
+    }
+    None
+}
+
+const GIC_V2: &[&str] = &[
+    "arm,cortex-a15-gic",
+    "arm,gic-400",
+    "arm,cortex-a9-gic",
+    "arm,cortex-a7-gic",
+];
+const GIC_V3: &[&str] = &["arm,gic-v3"];
+
+fn parse_gic(t: &Tree) -> Result<Option<Gic>, BoardError> {
+    let is_gic = |i: usize| t.is_compatible(i, GIC_V2) || t.is_compatible(i, GIC_V3);
+    let preferred = t
+        .prop(0, "interrupt-parent")
+        .and_then(|v| <[u8; 4]>::try_from(v).ok())
+        .and_then(|p| t.by_phandle(u32::from_be_bytes(p)))
+        .filter(|&i| is_gic(i));
+    let Some(i) = preferred.or_else(|| (0..t.nodes.len()).find(|&i| is_gic(i))) else {
+        return Ok(None);
+    };
+    let compat = t.prop_strs(i, "compatible")?.unwrap_or_default();
+    let v3 = t.is_compatible(i, GIC_V3);
+    let list = if v3 { GIC_V3 } else { GIC_V2 };
+    let compatible = compat
+        .iter()
+        .find(|c| list.contains(c))
+        .map(|s| s.to_string())
+        .unwrap_or_default();
+    let regs = required_reg(t, i)?;
+    let path = t.path(i);
+    let gic = if v3 {
+        let n = t.prop_u32(i, "#redistributor-regions")?.unwrap_or(1) as usize;
+        if n == 0 {
+            return Err(bad_prop(
+                path,
+                "#redistributor-regions",
+                "must be at least 1",
+            ));
+        }
+        if regs.len() < 1 + n {
+            return Err(bad_prop(
+                path,
+                "reg",
+                "fewer entries than 1 distributor + #redistributor-regions",
+            ));
+        }
+        Gic {
+            path: path.to_string(),
+            version: GicVersion::V3,
+            compatible,
+            distributor: regs[0],
+            redistributors: regs[1..1 + n].to_vec(),
+            cpu_interface: regs.get(1 + n).copied(),
+            hyp_interface: regs.get(2 + n).copied(),
+            vcpu_interface: regs.get(3 + n).copied(),
+        }
+    } else {
+        if regs.len() < 2 {
+            return Err(bad_prop(
+                path,
+                "reg",
+                "GICv2 needs distributor and CPU interface entries",
+            ));
+        }
+        Gic {
+            path: path.to_string(),
+            version: GicVersion::V2,
+            compatible,
+            distributor: regs[0],
+            redistributors: Vec::new(),
+            cpu_interface: Some(regs[1]),
+            hyp_interface: regs.get(2).copied(),
+            vcpu_interface: regs.get(3).copied(),
+        }
+    };
+    Ok(Some(gic))
+}
+
+const PSCI: &[&str] = &["arm,psci", "arm,psci-0.2", "arm,psci-1.0"];
+
+pub(crate) fn find_psci(t: &Tree) -> Option<usize> {
+    (0..t.nodes.len()).find(|&i| t.is_compatible(i, PSCI))
+}
+
+fn parse_psci(t: &Tree) -> Result<Option<Psci>, BoardError> {
+    let Some(i) = find_psci(t) else {
+        return Ok(None);
+    };
+    let path = t.path(i);
+    let method = match t.prop_str(i, "method")? {
+        Some("hvc") => PsciMethod::Hvc,
+        Some("smc") => PsciMethod::Smc,
+        Some(_) => return Err(bad_prop(path, "method", "neither \"hvc\" nor \"smc\"")),
+        None => return Err(missing_prop(path, "method")),
+    };
+    let compatible = t.prop_strs(i, "compatible")?.unwrap_or_default();
+    let version = compatible
+        .iter()
+        .filter_map(|c| match *c {
+            "arm,psci" => Some(PsciVersion::V0_1),
+            "arm,psci-0.2" => Some(PsciVersion::V0_2),
+            "arm,psci-1.0" => Some(PsciVersion::V1_0),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(PsciVersion::V0_1);
+    Ok(Some(Psci {
+        path: path.to_string(),
+        method,
+        compatible: compatible.into_iter().map(String::from).collect(),
+        version,
+        function_ids: PsciFunctionIds {
+            cpu_suspend: t.prop_u32(i, "cpu_suspend")?,
+            cpu_off: t.prop_u32(i, "cpu_off")?,
+            cpu_on: t.prop_u32(i, "cpu_on")?,
+            migrate: t.prop_u32(i, "migrate")?,
+        },
+    }))
+}
+
+fn parse_cpus(t: &Tree) -> Result<Vec<Cpu>, BoardError> {
+    let cpus = t
+        .find_path("/cpus")
+        .filter(|&i| t.nodes[i].name == "cpus")
+        .ok_or_else(|| BoardError::MissingNode {
+            node: String::from("/cpus"),
+        })?;
+    let cells = t.cells(cpus)?;
+    if cells.size != 0 {
+        return Err(bad_prop(
+            t.path(cpus),
+            "#size-cells",
+            "must be 0 under /cpus",
+        ));
+    }
+    let mut out = Vec::new();
+    for c in t.children(cpus) {
+        let is_cpu = match t.prop(c, "device_type") {
+            Some(_) => prop_is(t, c, "device_type", "cpu"),
+            None => base_name(t.nodes[c].name) == "cpu",
+        };
+        if !is_cpu {
+            continue;
+        }
+        let pairs = t
+            .addr_size_pairs(c, "reg")?
+            .ok_or_else(|| missing_prop(t.path(c), "reg"))?;
+        let &(mpidr, _) = pairs
+            .first()
+            .ok_or_else(|| bad_prop(t.path(c), "reg", "empty"))?;
+        let enable_method = match t.prop_str(c, "enable-method")? {
+            None => None,
+            Some("psci") => Some(EnableMethod::Psci),
+            Some("spin-table") => Some(EnableMethod::SpinTable {
+                release_addr: t.prop_u32_or_u64(c, "cpu-release-addr")?,
+            }),
+            Some(other) => Some(EnableMethod::Other(other.to_string())),
+        };
+        out.push(Cpu {
+            path: t.path(c).to_string(),
+            mpidr,
+            enable_method,
+            compatible: t
+                .prop_strs(c, "compatible")
+                .ok()
+                .flatten()
+                .and_then(|v| v.first().map(|s| s.to_string())),
+            status: status(t, c),
+        });
+    }
+    if out.is_empty() {
+        return Err(BoardError::MissingNode {
+            node: String::from("/cpus/cpu@*"),
+        });
+    }
+    Ok(out)
+}
+
+const BUSES: &[&str] = &["simple-bus", "simple-mfd", "arm,amba-bus"];
+const NOT_DEVICES: &[&str] = &[
+    "memory",
+    "reserved-memory",
+    "cpus",
+    "chosen",
+    "aliases",
+    "__symbols__",
+    "__overrides__",
+    "__fixups__",
+    "__local_fixups__",
+];
+
+fn parse_devices(t: &Tree) -> Result<Vec<Device>, BoardError> {
+    let mut out = Vec::new();
+    for c in t.children(0) {
+        if NOT_DEVICES.contains(&base_name(t.nodes[c].name)) || is_memory_node(t, c) {
+            continue;
+        }
+        collect_devices(t, c, &mut out)?;
+    }
+    Ok(out)
+}
+
+fn collect_devices(t: &Tree, i: usize, out: &mut Vec<Device>) -> Result<(), BoardError> {
+    if t.has_prop(i, "reg") {
+        if let Some(pairs) = t.reg_phys(i)? {
+            out.push(Device {
+                path: t.path(i).to_string(),
+                compatible: strings(t.prop_strs(i, "compatible").ok().flatten()),
+                regions: regions(t, i, pairs)?,
+                status: status(t, i),
+            });
+        }
+    }
+    if t.is_compatible(i, BUSES) {
+        for c in t.children(i) {
+            collect_devices(t, c, out)?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,344 @@
+//! `guest_dtb`: the host tree re-emitted for the guest, checked by parsing the output again.
+
+mod common;
+
+use board::{guest_dtb, Board, BoardError, GuestSpec, PsciMethod, Region, Status};
+use common::{base_tree, cells, s, Qemu, N};
+
+const MIB: u64 = 1 << 20;
+
+fn spec() -> GuestSpec {
+    GuestSpec {
+        memory: vec![
+            Region::new(0x4000_0000, 256 * MIB),
+            Region::new(0x6000_0000, 128 * MIB),
+        ],
+        bootargs: Some("console=ttyAMA0 \"quoted\" guest".into()),
+        initrd: Some(Region::new(0x4800_0000, 0x1234)),
+        reserved: vec![Region::new(0x4f00_0000, MIB)],
+        remove: vec!["/pl061@9030000".into(), "/gpio-keys".into()],
+        disable: vec!["/pl031@9010000".into()],
+        psci_method: Some(PsciMethod::Hvc),
+    }
+}
+
+#[test]
+fn qemu_tree_for_the_guest() {
+    let host_dtb = Qemu {
+        initrd: Some(100),
+        append: Some("host args"),
+        ..Qemu::default()
+    }
+    .dtb();
+    let host = Board::from_dtb(&host_dtb).unwrap();
+    let out = guest_dtb(&host_dtb, &spec()).unwrap();
+    let g = Board::from_dtb(&out).unwrap();
+
+    assert_eq!(g.memory, spec().memory);
+    assert_eq!(g.bootargs, spec().bootargs);
+    assert_eq!(g.initrd, spec().initrd);
+    let rm = &g.reserved_memory;
+    assert_eq!(rm.len(), 1);
+    assert_eq!(rm[0].path, "/reserved-memory/guest-reserved@4f000000");
+    assert!(rm[0].no_map);
+    assert_eq!(rm[0].regions, [Region::new(0x4f00_0000, MIB)]);
+    assert_eq!(g.psci.as_ref().unwrap().method, PsciMethod::Hvc);
+    assert_eq!(host.psci.as_ref().unwrap().method, PsciMethod::Smc);
+    assert!(g.device("/pl061@9030000").is_none());
+    assert!(g.device("/pl031@9010000").unwrap().status == Status::Disabled);
+
+    // Everything else is the host's.
+    assert_eq!(g.cpus, host.cpus);
+    assert_eq!(g.gic, host.gic);
+    assert_eq!(g.console, host.console);
+    assert_eq!(g.model, host.model);
+    let mut host_devs = host.devices.clone();
+    host_devs.retain(|d| d.path != "/pl061@9030000");
+    for d in host_devs.iter_mut().filter(|d| d.path == "/pl031@9010000") {
+        d.status = Status::Disabled;
+    }
+    assert_eq!(g.devices, host_devs);
+    assert!(
+        out.len() < 16 * 1024,
+        "compact blob ({} bytes), not QEMU's 1 MiB",
+        out.len()
+    );
+    assert_eq!(g.dtb_size, out.len());
+    let again = GuestSpec {
+        remove: vec![],
+        ..spec()
+    };
+    assert!(
+        guest_dtb(&out, &again).unwrap() == out,
+        "idempotent, reserved regions not doubled"
+    );
+
+    // The rest of /chosen survives: stdout-path, kaslr-seed, rng-seed.
+    let f = fdt::Fdt::new(&out).unwrap();
+    let chosen = f.find_node("/chosen").unwrap();
+    for p in ["stdout-path", "kaslr-seed", "rng-seed"] {
+        assert!(chosen.property(p).is_some(), "{p}");
+    }
+}
+
+#[test]
+fn keeps_bootargs_removes_initrd_by_default() {
+    let host_dtb = Qemu {
+        initrd: Some(100),
+        append: Some("a b c"),
+        ..Qemu::default()
+    }
+    .dtb();
+    let spec = GuestSpec {
+        memory: vec![Region::new(0x4000_0000, 64 * MIB)],
+        ..GuestSpec::default()
+    };
+    let g = Board::from_dtb(&guest_dtb(&host_dtb, &spec).unwrap()).unwrap();
+    assert_eq!(g.bootargs.as_deref(), Some("a b c"));
+    assert_eq!(g.initrd, None);
+    assert_eq!(
+        g.psci.unwrap().method,
+        PsciMethod::Smc,
+        "method kept unless asked"
+    );
+    assert!(g.reserved_memory.is_empty());
+}
+
+#[test]
+fn every_qemu_configuration_round_trips() {
+    for gic in [2, 3] {
+        for virtualization in [false, true] {
+            let q = Qemu {
+                gic,
+                virtualization,
+                smp: 2,
+                mem: "2G",
+                ..Qemu::default()
+            };
+            let host_dtb = q.dtb();
+            let host = Board::from_dtb(&host_dtb).unwrap();
+            let spec = GuestSpec {
+                memory: host.memory.clone(),
+                ..GuestSpec::default()
+            };
+            let once = guest_dtb(&host_dtb, &spec).unwrap();
+            let g = Board::from_dtb(&once).unwrap();
+            assert_eq!(
+                Board { dtb_size: 0, ..g },
+                Board {
+                    dtb_size: 0,
+                    ..host.clone()
+                },
+                "{}",
+                q.name()
+            );
+            // Idempotent: a guest tree of a guest tree is byte-identical.
+            assert_eq!(guest_dtb(&once, &spec).unwrap(), once, "{}", q.name());
+        }
+    }
+}
+
+#[test]
+fn creates_chosen_and_reserved_memory_when_missing() {
+    let mut t = base_tree();
+    t.remove_kid("chosen");
+    t.at("/uart@9000000"); // still there
+    let spec = GuestSpec {
+        memory: vec![Region::new(0x4000_0000, MIB)],
+        bootargs: Some("x".into()),
+        initrd: Some(Region::new(0x4008_0000, 0x100)),
+        reserved: vec![Region::new(0x4000_0000, 0x1000)],
+        ..GuestSpec::default()
+    };
+    let g = Board::from_dtb(&guest_dtb(&t.dtb(), &spec).unwrap()).unwrap();
+    assert_eq!(g.bootargs.as_deref(), Some("x"));
+    assert_eq!(g.initrd, Some(Region::new(0x4008_0000, 0x100)));
+    assert_eq!(
+        g.reserved_memory[0].regions,
+        [Region::new(0x4000_0000, 0x1000)]
+    );
+}
+
+#[test]
+fn extends_an_existing_reserved_memory_node_and_filters_memreserve() {
+    let mut t = base_tree();
+    t.kids.push(
+        N::new("reserved-memory")
+            .p("#address-cells", cells(&[2]))
+            .p("#size-cells", cells(&[2]))
+            .p("ranges", vec![])
+            .kid(
+                N::new("atf@0")
+                    .p("reg", cells(&[0, 0, 0, 0x80000]))
+                    .p("no-map", vec![]),
+            ),
+    );
+    let host = t.dtb_with_reserve(&[(0x0, 0x1000), (0x5000_0000, 0x1000)]);
+    let spec = GuestSpec {
+        memory: vec![Region::new(0, 0x4000_0000)],
+        reserved: vec![Region::new(0x100_0000, 0x1000)],
+        ..GuestSpec::default()
+    };
+    let g = Board::from_dtb(&guest_dtb(&host, &spec).unwrap()).unwrap();
+    let paths: Vec<_> = g.reserved_memory.iter().map(|r| r.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            "/reserved-memory/atf@0",
+            "/reserved-memory/guest-reserved@1000000"
+        ]
+    );
+    assert_eq!(
+        g.mem_reserve,
+        [Region::new(0, 0x1000)],
+        "only entries inside guest RAM"
+    );
+}
+
+#[test]
+fn one_cell_roots_refuse_addresses_above_4g() {
+    let mut t = base_tree();
+    t.set("#address-cells", cells(&[1]))
+        .set("#size-cells", cells(&[1]));
+    t.at("/memory@40000000")
+        .set("reg", cells(&[0x4000_0000, 0x1000_0000]));
+    t.at("/uart@9000000")
+        .set("reg", cells(&[0x0900_0000, 0x1000]));
+    t.at("/intc@8000000").set(
+        "reg",
+        cells(&[0x0800_0000, 0x10000, 0x080a_0000, 0xf6_0000]),
+    );
+    let ok = GuestSpec {
+        memory: vec![Region::new(0x4000_0000, MIB)],
+        ..GuestSpec::default()
+    };
+    let g = Board::from_dtb(&guest_dtb(&t.dtb(), &ok).unwrap()).unwrap();
+    assert_eq!(g.memory, ok.memory);
+    let high = GuestSpec {
+        memory: vec![Region::new(0x1_0000_0000, MIB)],
+        ..GuestSpec::default()
+    };
+    let e = guest_dtb(&t.dtb(), &high).unwrap_err();
+    assert!(
+        matches!(&e, BoardError::BadGuestSpec { item, .. } if item == "memory 0x100000000+0x100000"),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn spec_errors() {
+    let host = base_tree().dtb();
+    let base = || GuestSpec {
+        memory: vec![Region::new(0x4000_0000, MIB)],
+        ..GuestSpec::default()
+    };
+    let cases: Vec<(GuestSpec, &str)> = vec![
+        (
+            GuestSpec {
+                memory: vec![],
+                ..base()
+            },
+            "no guest RAM given",
+        ),
+        (
+            GuestSpec {
+                memory: vec![Region::new(0, 0x2000), Region::new(0x1000, 0x1000)],
+                ..base()
+            },
+            "overlaps another range",
+        ),
+        (
+            GuestSpec {
+                memory: vec![Region::new(0, 0)],
+                ..base()
+            },
+            "empty range",
+        ),
+        (
+            GuestSpec {
+                reserved: vec![Region::new(u64::MAX, 2)],
+                ..base()
+            },
+            "range wraps past 2^64",
+        ),
+        (
+            GuestSpec {
+                remove: vec!["/nonexistent".into()],
+                ..base()
+            },
+            "no such node in the host tree",
+        ),
+        (
+            GuestSpec {
+                remove: vec!["/".into()],
+                ..base()
+            },
+            "cannot remove or disable the root node",
+        ),
+        (
+            GuestSpec {
+                disable: vec!["/cpus/cpu@7".into()],
+                ..base()
+            },
+            "no such node in the host tree",
+        ),
+        (
+            GuestSpec {
+                bootargs: Some("a\0b".into()),
+                ..base()
+            },
+            "contains NUL",
+        ),
+    ];
+    for (spec, why) in cases {
+        match guest_dtb(&host, &spec) {
+            Err(BoardError::BadGuestSpec { why: w, .. }) => assert_eq!(w, why),
+            other => panic!("{why}: {other:?}"),
+        }
+    }
+    let mut t = base_tree();
+    t.remove_kid("psci");
+    let e = guest_dtb(
+        &t.dtb(),
+        &GuestSpec {
+            psci_method: Some(PsciMethod::Smc),
+            ..base()
+        },
+    )
+    .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "guest DTB: psci_method: the host tree has no PSCI node"
+    );
+    // A broken host tree is reported as such.
+    let mut bad = host.clone();
+    bad[0] = 0;
+    assert!(matches!(
+        guest_dtb(&bad, &base()),
+        Err(BoardError::BadHeader { field: "magic", .. })
+    ));
+}
+
+#[test]
+fn removing_a_subtree_and_adding_a_psci_method() {
+    let mut t = base_tree();
+    t.at("/psci").unset("method");
+    t.kids.push(
+        N::new("bus")
+            .p("x", s("y"))
+            .kid(N::new("inner").kid(N::new("deeper"))),
+    );
+    let spec = GuestSpec {
+        memory: vec![Region::new(0x4000_0000, MIB)],
+        remove: vec!["/bus".into()],
+        psci_method: Some(PsciMethod::Smc),
+        ..GuestSpec::default()
+    };
+    let out = guest_dtb(&t.dtb(), &spec).unwrap();
+    let f = fdt::Fdt::new(&out).unwrap();
+    assert!(f.find_node("/bus").is_none() && f.find_node("/bus/inner").is_none());
+    assert_eq!(
+        Board::from_dtb(&out).unwrap().psci.unwrap().method,
+        PsciMethod::Smc
+    );
+}

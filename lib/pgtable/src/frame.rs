@@ -1,0 +1,124 @@
+//! The frame edge: where table pages come from and how descriptors are read and written.
+
+use crate::addr::{PhysAddr, ENTRIES_PER_TABLE, PAGE_SIZE};
+
+/// Supplier of page-table frames.
+///
+/// # Safety
+///
+/// Implementors guarantee that every frame returned by [`alloc_zeroed`](Self::alloc_zeroed) is
+/// `pages * 4 KiB` bytes, aligned to that size, zeroed, used by nothing else until it is passed
+/// back to [`free`](Self::free), and that [`phys_to_ptr`](Self::phys_to_ptr) returns a pointer
+/// through which the whole frame can be read and written for as long as it is allocated. The
+/// default `read_desc` / `write_desc` rely on this.
+pub unsafe trait FrameAlloc {
+    /// Allocates `pages` (1 or 2) contiguous zeroed 4 KiB frames aligned to `pages * 4 KiB`.
+    /// Two pages are only asked for the concatenated stage-2 root.
+    fn alloc_zeroed(&mut self, pages: usize) -> Option<PhysAddr>;
+
+    /// Returns frames obtained from `alloc_zeroed(pages)`. The library calls this only once the
+    /// frames are unreachable from any root and every TLB walk-cache entry for them has been
+    /// invalidated (the invalidation completed by a DSB).
+    fn free(&mut self, pa: PhysAddr, pages: usize);
+
+    /// A pointer to the frame at `pa` (linear map, identity map, ...).
+    fn phys_to_ptr(&self, pa: PhysAddr) -> *mut u64;
+
+    /// Reads descriptor `index` of the table at `table`.
+    fn read_desc(&self, table: PhysAddr, index: usize) -> u64 {
+        debug_assert!(index < 2 * ENTRIES_PER_TABLE);
+        // SAFETY: `table` is a frame this allocator handed out (the library reads only tables it
+        // allocated), `index` stays inside it (root tables have at most 1024 entries, others
+        // 512), and the trait contract makes `phys_to_ptr` valid for the whole frame. Volatile:
+        // the hardware walker and other CPUs observe this memory.
+        unsafe { self.phys_to_ptr(table).add(index).read_volatile() }
+    }
+
+    /// Writes descriptor `index` of the table at `table` (one single-copy-atomic 64-bit store).
+    fn write_desc(&mut self, table: PhysAddr, index: usize, value: u64) {
+        debug_assert!(index < 2 * ENTRIES_PER_TABLE);
+        // SAFETY: as for `read_desc`; the library is the only writer of its tables, and an
+        // aligned 64-bit volatile store is single-copy atomic, so a concurrent hardware walk sees
+        // either the old or the new descriptor.
+        unsafe { self.phys_to_ptr(table).add(index).write_volatile(value) }
+    }
+}
+
+// SAFETY: forwards every call to `A`, which upholds the contract.
+unsafe impl<A: FrameAlloc + ?Sized> FrameAlloc for &mut A {
+    fn alloc_zeroed(&mut self, pages: usize) -> Option<PhysAddr> {
+        (**self).alloc_zeroed(pages)
+    }
+    fn free(&mut self, pa: PhysAddr, pages: usize) {
+        (**self).free(pa, pages)
+    }
+    fn phys_to_ptr(&self, pa: PhysAddr) -> *mut u64 {
+        (**self).phys_to_ptr(pa)
+    }
+    fn read_desc(&self, table: PhysAddr, index: usize) -> u64 {
+        (**self).read_desc(table, index)
+    }
+    fn write_desc(&mut self, table: PhysAddr, index: usize, value: u64) {
+        (**self).write_desc(table, index, value)
+    }
+}
+
+/// A frame allocator on the global heap, where a "physical address" is the frame's pointer.
+/// For host tests and benchmarks (and any identity-mapped environment with a heap); counts
+/// frames in use, and can be given a limit to exercise out-of-memory paths.
+#[derive(Debug, Default)]
+pub struct HeapFrames {
+    /// Frames currently allocated.
+    pub in_use: usize,
+    /// Most frames allocated at once.
+    pub peak: usize,
+    /// Allocation fails once `in_use` would exceed this.
+    pub limit: Option<usize>,
+}
+
+impl HeapFrames {
+    /// An allocator without a limit.
+    pub const fn new() -> Self {
+        HeapFrames {
+            in_use: 0,
+            peak: 0,
+            limit: None,
+        }
+    }
+
+    fn layout(pages: usize) -> core::alloc::Layout {
+        let size = pages * PAGE_SIZE as usize;
+        // Sizes are 4 KiB or 8 KiB, powers of two: always a valid layout.
+        core::alloc::Layout::from_size_align(size, size).expect("valid frame layout")
+    }
+}
+
+// SAFETY: frames come from the global allocator with size == alignment == pages * 4 KiB, zeroed,
+// and the pointer is the address, so `phys_to_ptr` is valid for the whole allocation.
+unsafe impl FrameAlloc for HeapFrames {
+    fn alloc_zeroed(&mut self, pages: usize) -> Option<PhysAddr> {
+        if let Some(limit) = self.limit {
+            if self.in_use + pages > limit {
+                return None;
+            }
+        }
+        // SAFETY: the layout has a non-zero size.
+        let p = unsafe { alloc::alloc::alloc_zeroed(Self::layout(pages)) };
+        if p.is_null() {
+            return None;
+        }
+        self.in_use += pages;
+        self.peak = self.peak.max(self.in_use);
+        Some(PhysAddr::new(p as u64))
+    }
+
+    fn free(&mut self, pa: PhysAddr, pages: usize) {
+        self.in_use -= pages;
+        // SAFETY: `pa` came from `alloc_zeroed(pages)` with the same layout (library contract).
+        unsafe { alloc::alloc::dealloc(pa.as_u64() as *mut u8, Self::layout(pages)) }
+    }
+
+    fn phys_to_ptr(&self, pa: PhysAddr) -> *mut u64 {
+        pa.as_u64() as *mut u64
+    }
+}

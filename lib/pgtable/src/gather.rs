@@ -1,0 +1,357 @@
+//! TLB gather (cf. Linux `mmu_gather`): changes record what they need, and finishing the gather
+//! issues the fewest correct instructions, then frees the tables that were unlinked.
+//!
+//! Per entry, [`crate::descriptor::needs_flush`] decides whether a change needs maintenance at
+//! all. A finished gather with something to flush emits `DSB ISHST` (descriptor writes visible to
+//! every walker), the TLBIs (per entry at the smallest recorded stride, a few FEAT_TLBIRANGE
+//! range operations, or one whole-ASID/VMID/EL2 operation past the threshold), `DSB ISH`
+//! (TLBIs complete everywhere) and `ISB`. Tables are freed only after that.
+
+use alloc::vec::Vec;
+
+use crate::addr::{level_size, IntermPhysAddr, PhysAddr, VirtAddr, PAGE_SIZE};
+use crate::frame::FrameAlloc;
+use crate::regime::{Regime, VaHalf};
+use crate::tlb::{Barrier, Shareability, Tlbi, TlbiOp, TlbiRange, TlbMaintenance};
+
+/// How a finished gather chooses its instructions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlushPolicy {
+    /// Use FEAT_TLBIRANGE range operations when the hardware has them.
+    pub use_range: bool,
+    /// Past this many TLBI instructions, invalidate the whole ASID / VMID / EL2 regime instead
+    /// (Linux: `MAX_DVM_OPS`, 512).
+    pub whole_threshold: u64,
+}
+
+impl Default for FlushPolicy {
+    fn default() -> Self {
+        FlushPolicy {
+            use_range: true,
+            whole_threshold: 512,
+        }
+    }
+}
+
+/// What a set of page-table changes needs from the TLBs.
+#[derive(Debug, Default)]
+pub struct TlbGather {
+    /// Input-offset range (relative to the regime's base) that needs invalidation.
+    start: u64,
+    end: u64,
+    /// Smallest entry size recorded: the stride of per-entry TLBIs.
+    stride: u64,
+    /// Whether only leaf entries changed (the `L` forms suffice); false once a table entry was
+    /// removed (walk caches must go too).
+    leaf_only: bool,
+    /// Whether a changed entry was global in an ASID-tagged regime (so a whole-ASID flush is not
+    /// enough).
+    global: bool,
+    /// Removed table entries: (input offset inside the walked range, bytes the entry covered).
+    tables: Vec<(u64, u64)>,
+    /// Whether any descriptor was written (a live table then needs at least DSB ISHST + ISB).
+    written: bool,
+    /// Unlinked tables to free once the flush has completed.
+    freed: Vec<(PhysAddr, usize)>,
+}
+
+impl TlbGather {
+    /// An empty gather.
+    pub fn new() -> Self {
+        TlbGather {
+            start: u64::MAX,
+            end: 0,
+            stride: u64::MAX,
+            leaf_only: true,
+            global: false,
+            tables: Vec::new(),
+            written: false,
+            freed: Vec::new(),
+        }
+    }
+
+    /// Whether anything needs invalidation.
+    pub fn needs_tlbi(&self) -> bool {
+        self.start < self.end || !self.tables.is_empty()
+    }
+
+    /// Records a descriptor write (for the final barriers).
+    pub fn note_write(&mut self) {
+        self.written = true;
+    }
+
+    /// Records a changed leaf of `size` bytes at input offset `off`.
+    pub fn add_leaf(&mut self, off: u64, size: u64, global: bool) {
+        self.add(off, size);
+        self.global |= global;
+    }
+
+    /// Records a removed table entry covering `size` bytes; `off` is any input offset inside
+    /// that region (preferably one inside the changed range). A non-leaf TLBI at any address the
+    /// entry covered removes its walk-cache entries; the leaves below it were recorded one by
+    /// one when they were cleared.
+    pub fn add_table(&mut self, off: u64, size: u64) {
+        self.tables.push((off, size));
+        self.leaf_only = false;
+    }
+
+    fn add(&mut self, off: u64, size: u64) {
+        self.start = self.start.min(off);
+        self.end = self.end.max(off + size);
+        self.stride = self.stride.min(size);
+    }
+
+    /// Defers freeing an unlinked table until the flush has completed.
+    pub fn defer_free(&mut self, table: PhysAddr, pages: usize) {
+        self.freed.push((table, pages));
+    }
+
+    /// Tables waiting to be freed.
+    pub fn pending_frees(&self) -> usize {
+        self.freed.len()
+    }
+
+    /// Issues what was gathered (if `live`), then frees the deferred tables. Leaves the gather
+    /// empty and reusable.
+    pub fn finish<T: TlbMaintenance + ?Sized, A: FrameAlloc + ?Sized>(
+        &mut self,
+        regime: Regime,
+        live: bool,
+        policy: &FlushPolicy,
+        skip_dsb_before_tlbi: bool,
+        tlb: &mut T,
+        frames: &mut A,
+    ) {
+        if live {
+            if self.needs_tlbi() {
+                if !skip_dsb_before_tlbi {
+                    tlb.dsb(Barrier::IshSt);
+                }
+                let req = FlushRequest {
+                    range: self.start..self.end,
+                    stride: self.stride,
+                    leaf_only: self.leaf_only,
+                    global: self.global,
+                    tables: &self.tables,
+                };
+                emit_invalidation(regime, &req, policy, tlb);
+                tlb.dsb(Barrier::Ish);
+                tlb.isb();
+            } else if self.written {
+                // New entries only: make them visible to the walkers before returning, so the
+                // caller's next access does not take a spurious translation fault.
+                tlb.dsb(Barrier::IshSt);
+                tlb.isb();
+            }
+        }
+        for (table, pages) in self.freed.drain(..) {
+            frames.free(table, pages);
+        }
+        self.tables.clear();
+        self.start = u64::MAX;
+        self.end = 0;
+        self.stride = u64::MAX;
+        self.leaf_only = true;
+        self.global = false;
+        self.written = false;
+    }
+}
+
+/// A set of entries to invalidate.
+#[derive(Clone, Debug)]
+pub struct FlushRequest<'a> {
+    /// Input offsets (relative to the regime base) of the changed leaves; may be empty.
+    pub range: core::ops::Range<u64>,
+    /// Smallest leaf size in `range`: the stride of per-entry TLBIs.
+    pub stride: u64,
+    /// Only leaves changed: the `L` forms suffice.
+    pub leaf_only: bool,
+    /// Some changed entry was global (EL1&0): per-ASID operations are not enough.
+    pub global: bool,
+    /// Removed table entries (offset inside, bytes covered), invalidated with non-leaf TLBIs.
+    pub tables: &'a [(u64, u64)],
+}
+
+/// Emits the TLBIs for `req` without the surrounding barriers: per entry at `stride`, a few
+/// FEAT_TLBIRANGE range operations, or one whole-context operation when either would exceed
+/// `policy.whole_threshold` instructions. For stage 2 the IPA invalidation is followed by
+/// `DSB ISH; TLBI VMALLE1IS` for the VMID (combined stage-1+2 entries are tagged by VA, not IPA).
+/// Returns the number of TLBIs emitted.
+pub fn emit_invalidation<T: TlbMaintenance + ?Sized>(
+    regime: Regime,
+    req: &FlushRequest<'_>,
+    policy: &FlushPolicy,
+    tlb: &mut T,
+) -> u64 {
+    let sh = Shareability::InnerShareable;
+    let leaf_only = req.leaf_only && req.tables.is_empty();
+    let global = req.global;
+    let has_leaves = req.range.start < req.range.end;
+    let stride = req.stride.clamp(PAGE_SIZE, level_size(1));
+    let start = if has_leaves {
+        req.range.start & !(stride - 1)
+    } else {
+        0
+    };
+    let end = if has_leaves { req.range.end } else { 0 };
+    let per_entry_ops = (end - start).div_ceil(stride);
+    let pages = (end - start).div_ceil(PAGE_SIZE);
+    let range_ops = if policy.use_range && tlb.features().range && pages > 1 {
+        let mut n = 0;
+        let rest = TlbiRange::decompose(pages, |_, _| n += 1);
+        n + rest
+    } else {
+        u64::MAX
+    };
+    let use_range = range_ops < per_entry_ops;
+    let leaf_ops = per_entry_ops.min(range_ops);
+    // A removed table is covered by the leaf operations when its region is hit by one of them.
+    let covered = |&(off, size): &(u64, u64)| {
+        let inside = off >= start && off < end;
+        inside && (use_range || stride <= size)
+    };
+    let table_ops = req.tables.iter().filter(|t| !covered(t)).count() as u64;
+    let base = regime.input_base();
+    let mut emitted = 0u64;
+    let mut tlbi = |op: TlbiOp, tlb: &mut T| {
+        tlb.tlbi(Tlbi { op, leaf_only, sh });
+        emitted += 1;
+    };
+
+    if leaf_ops + table_ops > policy.whole_threshold {
+        let op = match regime {
+            Regime::El2 => TlbiOp::Alle2,
+            Regime::El1 { asid, half } => {
+                if global || half == VaHalf::Upper || !req.tables.is_empty() {
+                    TlbiOp::Vmalle1 { vmid: None }
+                } else {
+                    TlbiOp::Aside1 { asid }
+                }
+            }
+            Regime::Stage2 { vmid } => TlbiOp::Vmalls12e1 { vmid },
+        };
+        tlbi(op, tlb);
+        return emitted;
+    }
+
+    let va = |off: u64| VirtAddr::new(base.wrapping_add(off));
+    // Walk-cache entries are not tagged global or not: a removed table needs the all-ASID form
+    // in an ASID-tagged regime unless every leaf below it was non-global; be conservative.
+    let global_ops = global || !req.tables.is_empty();
+    if use_range {
+        let rest = TlbiRange::decompose(pages, |p, r| {
+            let b = start + p * PAGE_SIZE;
+            let op = match regime {
+                Regime::El2 => TlbiOp::Rvae2 { base: va(b), range: r },
+                Regime::El1 { asid, half } => {
+                    if global_ops || half == VaHalf::Upper {
+                        TlbiOp::Rvaae1 { base: va(b), range: r }
+                    } else {
+                        TlbiOp::Rvae1 {
+                            asid,
+                            base: va(b),
+                            range: r,
+                        }
+                    }
+                }
+                Regime::Stage2 { vmid } => TlbiOp::Ripas2e1 {
+                    vmid,
+                    base: IntermPhysAddr::new(b),
+                    range: r,
+                },
+            };
+            tlbi(op, tlb);
+        });
+        if rest != 0 {
+            let last = start + (pages - 1) * PAGE_SIZE;
+            tlbi(single(regime, last, global_ops, base), tlb);
+        }
+    } else {
+        let mut off = start;
+        while off < end {
+            tlbi(single(regime, off, global_ops, base), tlb);
+            off += stride;
+        }
+    }
+    for t in req.tables.iter().filter(|t| !covered(t)) {
+        tlbi(single(regime, t.0, global_ops, base), tlb);
+    }
+    if let Regime::Stage2 { vmid } = regime {
+        tlb.dsb(Barrier::Ish);
+        tlb.tlbi(Tlbi {
+            op: TlbiOp::Vmalle1 { vmid: Some(vmid) },
+            leaf_only: false,
+            sh,
+        });
+        emitted += 1;
+    }
+    emitted
+}
+
+fn single(regime: Regime, off: u64, global: bool, base: u64) -> TlbiOp {
+    let va = VirtAddr::new(base.wrapping_add(off));
+    match regime {
+        Regime::El2 => TlbiOp::Vae2 { va },
+        Regime::El1 { asid, half } => {
+            if global || half == VaHalf::Upper {
+                TlbiOp::Vaae1 { va }
+            } else {
+                TlbiOp::Vae1 { asid, va }
+            }
+        }
+        Regime::Stage2 { vmid } => TlbiOp::Ipas2e1 {
+            vmid,
+            ipa: IntermPhysAddr::new(off),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tlb::{CountingTlb, TlbFeatures};
+
+    fn run(regime: Regime, pages: u64, range: bool, leaf_only: bool) -> CountingTlb {
+        let mut tlb = CountingTlb {
+            features: TlbFeatures { range },
+            ..Default::default()
+        };
+        let req = FlushRequest {
+            range: 0x1000..0x1000 + pages * PAGE_SIZE,
+            stride: PAGE_SIZE,
+            leaf_only,
+            global: false,
+            tables: &[],
+        };
+        emit_invalidation(regime, &req, &FlushPolicy::default(), &mut tlb);
+        tlb
+    }
+
+    #[test]
+    fn per_page_then_whole_past_threshold() {
+        let el1 = Regime::El1 {
+            asid: 3,
+            half: VaHalf::Lower,
+        };
+        let t = run(el1, 1, false, true);
+        assert_eq!(t.counters.tlbi_by_kind().collect::<Vec<_>>(), [("VALE1IS", 1)]);
+        let t = run(el1, 512, false, true);
+        assert_eq!(t.counters.tlbi_total(), 512);
+        let t = run(el1, 513, false, true);
+        assert_eq!(t.counters.tlbi_by_kind().collect::<Vec<_>>(), [("ASIDE1IS", 1)]);
+        let t = run(el1, 513, true, false);
+        assert_eq!(t.counters.tlbi_by_kind().collect::<Vec<_>>(), [("RVAE1IS", 2), ("VAE1IS", 1)]);
+    }
+
+    #[test]
+    fn stage2_adds_vmalle1() {
+        let t = run(Regime::Stage2 { vmid: 1 }, 2, false, true);
+        assert_eq!(
+            t.counters.tlbi_by_kind().collect::<Vec<_>>(),
+            [("VMALLE1IS", 1), ("IPAS2LE1IS", 2)]
+        );
+        assert_eq!(t.counters.dsb_total(), 1);
+        let t = run(Regime::Stage2 { vmid: 1 }, 100_000, false, true);
+        assert_eq!(t.counters.tlbi_by_kind().collect::<Vec<_>>(), [("VMALLS12E1IS", 1)]);
+    }
+}

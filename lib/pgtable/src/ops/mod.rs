@@ -1,0 +1,195 @@
+//! Operations on a [`crate::PageTable`], each a walk with a callback, plus the shared steps:
+//! building a subtree off-line and installing it (break-before-make or BBML2 direct replace),
+//! and converting a contiguous range (contpte fold / unfold).
+
+mod contpte;
+mod map;
+mod protect;
+mod remap;
+mod split;
+mod unmap;
+
+use crate::addr::{level_size, PhysAddr, CONT_ENTRIES, ENTRIES_PER_TABLE};
+use crate::descriptor::{cont_level, cont_size, Desc};
+use crate::frame::FrameAlloc;
+use crate::table::{Ctx, MutationId};
+use crate::tlb::TlbMaintenance;
+use crate::walker::Entry;
+use crate::Error;
+
+impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
+    /// The leaf at `level` mapping `pa` with the attributes (and software bits) of `block`.
+    fn child_leaf(block: Desc, level: usize, pa: PhysAddr, contiguous: bool) -> Desc {
+        let mut bits = block.with_addr(pa).with_contiguous(contiguous).0;
+        if level == 3 {
+            bits |= 0b10;
+        } else {
+            bits &= !0b10;
+        }
+        Desc(bits)
+    }
+
+    /// Builds, in frames no walker can reach, the subtree that maps exactly what the leaf
+    /// `block` at `level` maps, with leaves at `to_level` (contiguous where `contiguous`).
+    fn build_subtree(
+        &mut self,
+        block: Desc,
+        level: usize,
+        to_level: usize,
+        contiguous: bool,
+    ) -> Result<PhysAddr, Error> {
+        let table = self.alloc_table()?;
+        let child = level + 1;
+        let size = level_size(child);
+        for i in 0..ENTRIES_PER_TABLE {
+            let pa = PhysAddr::new(block.addr().as_u64() + i as u64 * size);
+            let d = if child >= to_level {
+                Self::child_leaf(block, child, pa, contiguous && cont_level(child))
+            } else {
+                let inner = Self::child_leaf(block, child, pa, false);
+                match self.build_subtree(inner, child, to_level, contiguous) {
+                    Ok(t) => Desc::table(t),
+                    Err(e) => {
+                        self.free_unlinked(table, child);
+                        return Err(e);
+                    }
+                }
+            };
+            self.write(table, i, d);
+        }
+        Ok(table)
+    }
+
+    /// Replaces the leaf of `e` (currently `old`) by the linked subtree `table`.
+    ///
+    /// Not live: plain write. Old entry invalid (PROT_NONE): `DSB ISHST`, write. BBML2: `DSB
+    /// ISHST` (subtree visible), then the table replaces the block directly, no TLBI: both map
+    /// the same output with the same attributes. Otherwise break-before-make: invalidate, `DSB
+    /// ISHST`, TLBI, `DSB ISH`, then link.
+    fn install_table(&mut self, e: &Entry, old: Desc, table: PhysAddr) {
+        let new = Desc::table(table);
+        self.stats.splits += 1;
+        if !self.live {
+            self.write(e.table, e.index, new);
+            return;
+        }
+        self.tlb.dsb(crate::tlb::Barrier::IshSt);
+        if !old.is_valid() || self.policy.bbml2 || self.mutated(MutationId::SkipBbmOnSplit) {
+            self.write(e.table, e.index, new);
+            return;
+        }
+        self.write(e.table, e.index, Desc::INVALID);
+        let global = self.is_global(old);
+        self.flush_now(e.off, e.size(), e.size(), true, global);
+        self.write(e.table, e.index, new);
+    }
+
+    /// Splits the leaf of `e` into a table down to `to_level`. A contiguous block is unfolded
+    /// first (its range no longer holds once one member is split).
+    pub(crate) fn split_entry(
+        &mut self,
+        e: &Entry,
+        to_level: usize,
+        contiguous: bool,
+    ) -> Result<(), Error> {
+        let mut old = e.desc;
+        if old.is_contiguous() {
+            self.convert_group(e, false);
+            old = self.read_desc(e.table, e.index);
+        }
+        let table = self.build_subtree(old, e.level, to_level, contiguous)?;
+        self.install_table(e, old, table);
+        Ok(())
+    }
+
+    /// Splits one level down, as operations do at the ends of a range.
+    pub(crate) fn split_one_level(&mut self, e: &Entry) -> Result<(), Error> {
+        let cont = self.policy.split_contiguous;
+        self.split_entry(e, e.level + 1, cont)
+    }
+
+    /// contpte convert: rewrites the 16 entries of the contiguous group holding `e` with the
+    /// contiguous bit set (`fold`) or clear. Clear all 16, TLBI the range only without BBML2,
+    /// write all 16. Entries that are not mappings are left alone. Returns whether anything was
+    /// rewritten.
+    pub(crate) fn convert_group(&mut self, e: &Entry, fold: bool) -> bool {
+        let first = Self::group_start(e.index);
+        let mut old = [Desc::INVALID; CONT_ENTRIES];
+        for (k, o) in old.iter_mut().enumerate() {
+            *o = self.read_desc(e.table, first + k);
+        }
+        let new = old.map(|d| {
+            if d.is_mapping(e.level) {
+                d.with_contiguous(fold)
+            } else {
+                d
+            }
+        });
+        if new == old {
+            return false;
+        }
+        if fold {
+            self.stats.folds += 1;
+        } else {
+            self.stats.unfolds += 1;
+        }
+        let any_valid = old.iter().any(|d| d.is_valid());
+        if self.live && any_valid {
+            let global = old.iter().any(|&d| self.is_global(d));
+            for k in 0..CONT_ENTRIES {
+                if old[k].is_valid() {
+                    self.write(e.table, first + k, Desc::INVALID);
+                }
+            }
+            if !self.policy.bbml2 {
+                let off = Ctx::<A, T>::group_off(e);
+                self.flush_now(off, cont_size(e.level), level_size(e.level), true, global);
+            }
+        }
+        for k in 0..CONT_ENTRIES {
+            if new[k] != old[k] || (self.live && any_valid && old[k].is_valid()) {
+                self.write(e.table, first + k, new[k]);
+            }
+        }
+        true
+    }
+
+    /// Rewrites all entries of the contiguous group holding `e` through `f`, with
+    /// break-before-make when a valid entry changes in a way that needs a flush (attributes of a
+    /// contiguous range may not differ between its members, even transiently).
+    pub(crate) fn repaint_group(&mut self, e: &Entry, f: impl Fn(Desc) -> Desc) -> Result<(), Error> {
+        let first = Self::group_start(e.index);
+        let mut old = [Desc::INVALID; CONT_ENTRIES];
+        for (k, o) in old.iter_mut().enumerate() {
+            *o = self.read_desc(e.table, first + k);
+        }
+        let new = old.map(|d| if d.is_mapping(e.level) { f(d) } else { d });
+        let needs_bbm = self.live
+            && old
+                .iter()
+                .zip(new.iter())
+                .any(|(&o, &n)| crate::descriptor::needs_flush(o, n) || (!self.policy.flush_elision && o != n && o.is_valid()));
+        if needs_bbm {
+            let global = old.iter().any(|&d| self.is_global(d));
+            for k in 0..CONT_ENTRIES {
+                if old[k].is_valid() {
+                    self.write(e.table, first + k, Desc::INVALID);
+                }
+            }
+            let off = Ctx::<A, T>::group_off(e);
+            self.flush_now(off, cont_size(e.level), level_size(e.level), true, global);
+        }
+        for k in 0..CONT_ENTRIES {
+            if new[k] != old[k] || (needs_bbm && old[k].is_valid()) {
+                self.write(e.table, first + k, new[k]);
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the contiguous group holding `e` lies inside `[start, end)`.
+    pub(crate) fn group_inside(e: &Entry, start: u64, end: u64) -> bool {
+        let g = Ctx::<A, T>::group_off(e);
+        g >= start && g + cont_size(e.level) <= end
+    }
+}

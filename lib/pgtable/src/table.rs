@@ -1,0 +1,569 @@
+//! [`PageTable`]: a root, its regime, its frames, its policy and its counters; plus the
+//! per-operation context that every operation in [`crate::ops`] works through.
+
+use core::fmt;
+
+use crate::addr::{
+    level_size, InputAddress, PhysAddr, CONT_ENTRIES, ENTRIES_PER_TABLE, MAX_PA_BITS, PAGE_SIZE,
+};
+use crate::attrs::Attributes;
+use crate::descriptor::{cont_size, decode_leaf, needs_flush, Desc};
+use crate::frame::FrameAlloc;
+use crate::gather::{emit_invalidation, FlushPolicy, FlushRequest, TlbGather};
+use crate::regime::Regime;
+use crate::tlb::{Barrier, TlbMaintenance};
+use crate::walker::{walk, Entry, ReadOnly, WalkFlags, WalkState, WalkStats};
+use crate::Error;
+
+#[cfg(test)]
+pub use crate::mutation::Mutation;
+
+/// Run-time switches of the mechanisms (DESIGN.md section 3). Defaults are the optimised
+/// behaviour, except `bbml2`, which the caller turns on only after checking the CPU
+/// (see [`crate::bbml2_allowed`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Policy {
+    /// Trust FEAT_BBM level 2 without TLB conflict aborts: a block may be replaced by a table
+    /// mapping the same output with the same attributes (and contiguous ranges converted)
+    /// without break-before-make and without TLBI.
+    pub bbml2: bool,
+    /// Skip maintenance for changes `needs_flush` says are free (invalid -> valid, software
+    /// bits). Off: every changed entry is flushed (the baseline).
+    pub flush_elision: bool,
+    /// How gathered invalidations become instructions.
+    pub flush: FlushPolicy,
+    /// `split`: never visit the entries of the target level (SKIP_LEVEL); off visits them all
+    /// (the baseline).
+    pub split_skip_target_level: bool,
+    /// Subtrees built when an operation must split a block at a range end use contiguous
+    /// ranges where possible (PUD -> contiguous PMDs -> PMDs -> contiguous PTEs -> PTEs).
+    pub split_contiguous: bool,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy {
+            bbml2: false,
+            flush_elision: true,
+            flush: FlushPolicy::default(),
+            split_skip_target_level: true,
+            split_contiguous: true,
+        }
+    }
+}
+
+/// Counters a table keeps about itself.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Walker visits by level and kind.
+    pub walk: WalkStats,
+    /// Descriptor writes.
+    pub desc_writes: u64,
+    /// Table pages currently allocated (root included).
+    pub table_pages: u64,
+    /// Table pages ever allocated (root included).
+    pub tables_allocated: u64,
+    /// Table pages freed.
+    pub tables_freed: u64,
+    /// Blocks split into tables.
+    pub splits: u64,
+    /// Contiguous ranges formed.
+    pub folds: u64,
+    /// Contiguous ranges broken.
+    pub unfolds: u64,
+    /// Break-before-make sequences (invalidate, TLBI, then write).
+    pub bbm: u64,
+    /// Changed entries whose maintenance was elided by `needs_flush`.
+    pub flushes_elided: u64,
+}
+
+/// The result of [`PageTable::translate`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Translation {
+    /// Output address of the translated input address (not of the block start).
+    pub phys: PhysAddr,
+    /// Attributes. `perms` is `Perms::NONE` for a PROT_NONE entry (which the hardware faults).
+    pub attrs: Attributes,
+    /// Level of the leaf (1: 1 GiB block, 2: 2 MiB block, 3: 4 KiB page).
+    pub level: usize,
+    /// Bytes covered by the leaf.
+    pub size: u64,
+    /// Whether the leaf has the contiguous bit.
+    pub contiguous: bool,
+    /// Software bits (55..=58) of the leaf, in place.
+    pub sw: u64,
+}
+
+/// A page table of one [`Regime`], owning its frames through `A`.
+///
+/// A table is *not live* from [`new`](Self::new) until [`set_live`](Self::set_live): operations
+/// on it then issue no TLB maintenance at all (nothing can have cached it). Once live, every
+/// operation leaves the TLBs consistent with the tables before it returns.
+pub struct PageTable<A: FrameAlloc> {
+    regime: Regime,
+    root: PhysAddr,
+    frames: A,
+    live: bool,
+    policy: Policy,
+    stats: Stats,
+    #[cfg(test)]
+    pub(crate) mutation: Mutation,
+}
+
+impl<A: FrameAlloc> fmt::Debug for PageTable<A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PageTable")
+            .field("regime", &self.regime)
+            .field("root", &self.root)
+            .field("live", &self.live)
+            .finish()
+    }
+}
+
+impl<A: FrameAlloc> PageTable<A> {
+    /// Allocates an empty root (two concatenated pages for stage 2). The table is not live.
+    pub fn new(regime: Regime, mut frames: A) -> Result<Self, Error> {
+        let pages = regime.root_pages();
+        let root = frames.alloc_zeroed(pages).ok_or(Error::OutOfMemory)?;
+        let stats = Stats {
+            table_pages: pages as u64,
+            tables_allocated: pages as u64,
+            ..Stats::default()
+        };
+        Ok(PageTable {
+            regime,
+            root,
+            frames,
+            live: false,
+            policy: Policy::default(),
+            stats,
+            #[cfg(test)]
+            mutation: Mutation::None,
+        })
+    }
+
+    /// Physical address of the root, for TTBR0_EL2 / TTBRn_EL1 / VTTBR_EL2 (see
+    /// [`crate::regime::vttbr_el2`], [`crate::regime::ttbr_el1`]).
+    pub fn root(&self) -> PhysAddr {
+        self.root
+    }
+    /// The regime.
+    pub fn regime(&self) -> Regime {
+        self.regime
+    }
+    /// Whether the table may be in use by a CPU.
+    pub fn is_live(&self) -> bool {
+        self.live
+    }
+    /// Declares the table live: from now on operations maintain the TLBs. Issues `DSB ISHST` so
+    /// every descriptor written so far is visible to the walkers; the caller then writes the
+    /// TTBR and issues an ISB.
+    pub fn set_live<T: TlbMaintenance + ?Sized>(&mut self, tlb: &mut T) {
+        tlb.dsb(Barrier::IshSt);
+        self.live = true;
+    }
+    /// Declares the table no longer live.
+    ///
+    /// # Safety
+    ///
+    /// No CPU may use the table any more, and the TLB entries of its ASID / VMID / EL2 regime
+    /// must have been invalidated (TLBI completed by a DSB): later operations issue no
+    /// maintenance, and `destroy` frees the frames.
+    pub unsafe fn set_not_live(&mut self) {
+        self.live = false;
+    }
+    /// The mechanism switches.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+    /// The mechanism switches, to change them.
+    pub fn policy_mut(&mut self) -> &mut Policy {
+        &mut self.policy
+    }
+    /// The counters.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+    /// Resets the counters (the table-page gauge is kept).
+    pub fn reset_stats(&mut self) {
+        self.stats = Stats {
+            table_pages: self.stats.table_pages,
+            ..Stats::default()
+        };
+    }
+    /// The frame allocator.
+    pub fn frames(&self) -> &A {
+        &self.frames
+    }
+    /// The frame allocator, mutably (e.g. to lend it to another table).
+    pub fn frames_mut(&mut self) -> &mut A {
+        &mut self.frames
+    }
+
+    /// Frees every table and returns the allocator. A live table is handed back unchanged.
+    pub fn destroy(mut self) -> Result<A, Self> {
+        if self.live {
+            return Err(self);
+        }
+        let regime = self.regime;
+        free_subtree(&mut self.frames, self.root, regime.start_level(), regime.root_entries());
+        self.frames.free(self.root, regime.root_pages());
+        Ok(self.frames)
+    }
+
+    /// Checks and converts an input range to offsets relative to the regime's base.
+    pub(crate) fn offsets<I: InputAddress>(&self, start: I, size: u64) -> Result<(u64, u64), Error> {
+        if I::KIND != self.regime.input_kind() {
+            return Err(Error::WrongAddressKind);
+        }
+        let raw = start.raw();
+        if raw % PAGE_SIZE != 0 || size % PAGE_SIZE != 0 {
+            return Err(Error::Misaligned);
+        }
+        let base = self.regime.input_base();
+        if raw < base {
+            return Err(Error::OutOfRange);
+        }
+        let off = raw - base;
+        let end = off.checked_add(size).ok_or(Error::OutOfRange)?;
+        if end > self.regime.input_span() {
+            return Err(Error::OutOfRange);
+        }
+        Ok((off, end))
+    }
+
+    /// Looks up one input address in the tables (software view, no TLB involved).
+    pub fn translate<I: InputAddress>(&self, addr: I) -> Option<Translation> {
+        if I::KIND != self.regime.input_kind() {
+            return None;
+        }
+        let raw = addr.raw();
+        let off = raw.checked_sub(self.regime.input_base())?;
+        if off >= self.regime.input_span() {
+            return None;
+        }
+        let mut table = self.root;
+        let mut level = self.regime.start_level();
+        let mut entries = self.regime.root_entries() as u64;
+        loop {
+            let size = level_size(level);
+            let index = ((off / size) % entries) as usize;
+            let d = Desc(self.frames.read_desc(table, index));
+            if d.is_table(level) {
+                table = d.addr();
+                level += 1;
+                entries = ENTRIES_PER_TABLE as u64;
+                continue;
+            }
+            if !d.is_mapping(level) {
+                return None;
+            }
+            return Some(Translation {
+                phys: PhysAddr::new(d.addr().as_u64() + (off & (size - 1))),
+                attrs: decode_leaf(self.regime, d),
+                level,
+                size,
+                contiguous: d.is_contiguous(),
+                sw: d.sw_bits(),
+            });
+        }
+    }
+
+    /// Read-only walk of `[start, start + size)`; returns the visit counts of this walk (they are
+    /// not added to [`stats`](Self::stats)).
+    pub fn walk<I, F>(&self, start: I, size: u64, flags: WalkFlags, mut cb: F) -> Result<WalkStats, Error>
+    where
+        I: InputAddress,
+        F: FnMut(&Entry) -> Result<(), Error>,
+    {
+        let (s, e) = self.offsets(start, size)?;
+        let mut state = ReadOnly {
+            frames: &self.frames,
+            stats: WalkStats::default(),
+        };
+        walk(&mut state, self.regime, self.root, s, e, flags, &mut |_, entry| cb(entry))?;
+        Ok(state.stats)
+    }
+
+    /// Writes a human-readable listing of every table and leaf, merging runs of pages or blocks
+    /// with consecutive outputs and equal attributes.
+    pub fn dump<W: fmt::Write>(&self, w: &mut W) -> fmt::Result {
+        let regime = self.regime;
+        let base = regime.input_base();
+        writeln!(w, "{:?} root {}", regime, self.root)?;
+        let mut state = ReadOnly {
+            frames: &self.frames,
+            stats: WalkStats::default(),
+        };
+        // (start, end, first output, level, desc) of the run being merged.
+        let mut run: Option<(u64, u64, u64, usize, Desc)> = None;
+        let mut out = Ok(());
+        let flush = |w: &mut W, run: &Option<(u64, u64, u64, usize, Desc)>| -> fmt::Result {
+            if let Some((s, e, pa, level, d)) = *run {
+                let a = decode_leaf(regime, d);
+                writeln!(
+                    w,
+                    "{:indent$}{:#018x}..{:#018x} -> {:#x} L{} {:?} {:?}{}{}",
+                    "",
+                    base.wrapping_add(s),
+                    base.wrapping_add(e),
+                    pa,
+                    level,
+                    a.mem,
+                    a.perms,
+                    if d.is_contiguous() { " cont" } else { "" },
+                    if d.sw_bits() != 0 { " sw" } else { "" },
+                    indent = 2 * level
+                )?;
+            }
+            Ok(())
+        };
+        let res = walk(
+            &mut state,
+            regime,
+            self.root,
+            0,
+            regime.input_span(),
+            WalkFlags::LEAF | WalkFlags::TABLE_PRE,
+            &mut |_, e: &Entry| {
+                let d = e.desc;
+                let mergeable = d.is_mapping(e.level);
+                if let Some((s, end, pa, level, rd)) = run {
+                    let same = mergeable
+                        && level == e.level
+                        && end == e.off
+                        && rd.leaf_attr_bits() == d.leaf_attr_bits()
+                        && rd.is_contiguous() == d.is_contiguous()
+                        && rd.sw_bits() == d.sw_bits()
+                        && pa + (end - s) == d.addr().as_u64();
+                    if same {
+                        run = Some((s, e.end(), pa, level, rd));
+                        return Ok(());
+                    }
+                    out = out.and(flush(w, &run));
+                    run = None;
+                }
+                if d.is_table(e.level) {
+                    out = out.and(writeln!(
+                        w,
+                        "{:indent$}{:#018x}..{:#018x} L{} table {}",
+                        "",
+                        base.wrapping_add(e.off),
+                        base.wrapping_add(e.end()),
+                        e.level,
+                        d.addr(),
+                        indent = 2 * e.level
+                    ));
+                } else if mergeable {
+                    run = Some((e.off, e.end(), d.addr().as_u64(), e.level, d));
+                }
+                Ok(())
+            },
+        );
+        out?;
+        flush(w, &run)?;
+        if res.is_err() {
+            return Err(fmt::Error);
+        }
+        Ok(())
+    }
+
+    /// The per-operation context.
+    pub(crate) fn ctx<'a, T: TlbMaintenance + ?Sized>(&'a mut self, tlb: &'a mut T) -> Ctx<'a, A, T> {
+        Ctx {
+            regime: self.regime,
+            live: self.live,
+            policy: self.policy,
+            frames: &mut self.frames,
+            tlb,
+            stats: &mut self.stats,
+            gather: TlbGather::new(),
+            #[cfg(test)]
+            mutation: self.mutation,
+        }
+    }
+
+    pub(crate) fn root_and_regime(&self) -> (PhysAddr, Regime) {
+        (self.root, self.regime)
+    }
+}
+
+/// Checks that an output range fits the 48-bit PA space and is page aligned.
+pub(crate) fn check_output(pa: PhysAddr, size: u64) -> Result<(), Error> {
+    if !pa.is_page_aligned() {
+        return Err(Error::Misaligned);
+    }
+    match pa.as_u64().checked_add(size) {
+        Some(end) if end <= 1 << MAX_PA_BITS => Ok(()),
+        _ => Err(Error::OutOfRange),
+    }
+}
+
+fn free_subtree<A: FrameAlloc>(frames: &mut A, table: PhysAddr, level: usize, entries: usize) {
+    for i in 0..entries {
+        let d = Desc(frames.read_desc(table, i));
+        if d.is_table(level) {
+            free_subtree(frames, d.addr(), level + 1, ENTRIES_PER_TABLE);
+            frames.free(d.addr(), 1);
+        }
+    }
+}
+
+/// Everything one operation works with.
+pub(crate) struct Ctx<'a, A: FrameAlloc, T: TlbMaintenance + ?Sized> {
+    pub regime: Regime,
+    pub live: bool,
+    pub policy: Policy,
+    pub frames: &'a mut A,
+    pub tlb: &'a mut T,
+    pub stats: &'a mut Stats,
+    pub gather: TlbGather,
+    #[cfg(test)]
+    pub mutation: Mutation,
+}
+
+impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> WalkState for Ctx<'_, A, T> {
+    fn read(&self, table: PhysAddr, index: usize) -> Desc {
+        Desc(self.frames.read_desc(table, index))
+    }
+    fn walk_stats(&mut self) -> &mut WalkStats {
+        &mut self.stats.walk
+    }
+}
+
+impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
+    /// Whether a seeded bug is active (tests only; always false otherwise).
+    #[inline(always)]
+    pub fn mutated(&self, _m: MutationId) -> bool {
+        #[cfg(test)]
+        {
+            self.mutation.id() == Some(_m)
+        }
+        #[cfg(not(test))]
+        {
+            false
+        }
+    }
+
+    pub fn read_desc(&self, table: PhysAddr, index: usize) -> Desc {
+        Desc(self.frames.read_desc(table, index))
+    }
+
+    pub fn write(&mut self, table: PhysAddr, index: usize, d: Desc) {
+        self.frames.write_desc(table, index, d.0);
+        self.stats.desc_writes += 1;
+        self.gather.note_write();
+    }
+
+    pub fn alloc_table(&mut self) -> Result<PhysAddr, Error> {
+        let t = self.frames.alloc_zeroed(1).ok_or(Error::OutOfMemory)?;
+        self.stats.table_pages += 1;
+        self.stats.tables_allocated += 1;
+        Ok(t)
+    }
+
+    /// Frees a table that was never linked (no maintenance needed).
+    pub fn free_unlinked(&mut self, table: PhysAddr, level: usize) {
+        free_subtree(self.frames, table, level, ENTRIES_PER_TABLE);
+        self.frames.free(table, 1);
+        self.stats.table_pages -= 1;
+        self.stats.tables_freed += 1;
+    }
+
+    /// Frees an unlinked table once the gathered invalidation has completed.
+    pub fn free_after_flush(&mut self, table: PhysAddr) {
+        self.stats.table_pages -= 1;
+        self.stats.tables_freed += 1;
+        if self.live && self.mutated(MutationId::FreeTableBeforeTlbi) {
+            self.frames.free(table, 1);
+            return;
+        }
+        self.gather.defer_free(table, 1);
+    }
+
+    /// Whether a stage-1 EL1&0 entry is global.
+    pub fn is_global(&self, d: Desc) -> bool {
+        matches!(self.regime, Regime::El1 { .. }) && d.0 & (1 << 11) == 0
+    }
+
+    /// Records a changed leaf for the gather, applying the flush-elision rule.
+    pub fn record_leaf_change(&mut self, off: u64, level: usize, old: Desc, new: Desc) {
+        if !self.live || old == new {
+            return;
+        }
+        let needed = if self.policy.flush_elision {
+            needs_flush(old, new)
+        } else {
+            true
+        };
+        if !needed {
+            self.stats.flushes_elided += 1;
+            return;
+        }
+        if self.mutated(MutationId::ElideTlbiRwToRo)
+            && old.is_valid()
+            && new.is_valid()
+            && old.addr() == new.addr()
+            && (old.0 ^ new.0) == 1 << 7
+        {
+            return;
+        }
+        let global = self.is_global(old);
+        self.gather.add_leaf(off, level_size(level), global);
+    }
+
+    /// Invalidates one entry (or contiguous range) now: `DSB ISHST`, TLBI, `DSB ISH`. The
+    /// middle of a break-before-make sequence.
+    pub fn flush_now(&mut self, off: u64, size: u64, stride: u64, leaf_only: bool, global: bool) {
+        if !self.live {
+            return;
+        }
+        self.stats.bbm += 1;
+        if !self.mutated(MutationId::NoDsbBeforeTlbi) {
+            self.tlb.dsb(Barrier::IshSt);
+        }
+        let req = FlushRequest {
+            range: off..off + size,
+            stride,
+            leaf_only,
+            global,
+            tables: &[],
+        };
+        emit_invalidation(self.regime, &req, &self.policy.flush, self.tlb);
+        self.tlb.dsb(Barrier::Ish);
+    }
+
+    /// Issues the gathered maintenance and frees deferred tables.
+    pub fn finish(&mut self) {
+        let skip_dsb = self.mutated(MutationId::NoDsbBeforeTlbi);
+        self.gather.finish(
+            self.regime,
+            self.live,
+            &self.policy.flush,
+            skip_dsb,
+            self.tlb,
+            self.frames,
+        );
+    }
+
+    /// Index of the first entry of the contiguous group holding `index`.
+    pub fn group_start(index: usize) -> usize {
+        index & !(CONT_ENTRIES - 1)
+    }
+
+    /// Input offset of the group holding entry `e`.
+    pub fn group_off(e: &Entry) -> u64 {
+        e.off & !(cont_size(e.level) - 1)
+    }
+}
+
+/// Identifies a seeded bug (the enum with data lives in [`crate::mutation`], tests only).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[allow(dead_code)]
+pub(crate) enum MutationId {
+    SkipBbmOnSplit,
+    ElideTlbiRwToRo,
+    ElideTlbiOaChange,
+    FreeTableBeforeTlbi,
+    NoDsbBeforeTlbi,
+}

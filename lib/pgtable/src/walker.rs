@@ -1,0 +1,276 @@
+//! The one depth-first walker (cf. Linux KVM `kvm_pgtable_walk`).
+//!
+//! Behaviour comes from [`WalkFlags`]: `LEAF` visits every non-table entry (valid or not),
+//! `TABLE_PRE` / `TABLE_POST` visit table entries before / after their children, and
+//! `skip_level(n)` never visits entries of level `n` (nor descends into tables holding them).
+//! After a callback the entry is re-read: a block the callback replaced by a table is then
+//! descended, an entry it removed is not.
+
+use crate::addr::{level_size, PhysAddr, ENTRIES_PER_TABLE};
+use crate::descriptor::Desc;
+use crate::frame::FrameAlloc;
+use crate::regime::Regime;
+use crate::Error;
+
+/// Which entries a walk visits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct WalkFlags(u8);
+
+impl WalkFlags {
+    /// Visit non-table entries (blocks, pages, invalid entries).
+    pub const LEAF: WalkFlags = WalkFlags(1 << 0);
+    /// Visit table entries before their children.
+    pub const TABLE_PRE: WalkFlags = WalkFlags(1 << 1);
+    /// Visit table entries after their children.
+    pub const TABLE_POST: WalkFlags = WalkFlags(1 << 2);
+
+    /// Never visit entries at `level` (0..=3), nor descend into the tables that hold them.
+    pub const fn skip_level(level: usize) -> WalkFlags {
+        WalkFlags(1 << (4 + level))
+    }
+    /// Union.
+    pub const fn with(self, other: WalkFlags) -> WalkFlags {
+        WalkFlags(self.0 | other.0)
+    }
+    /// Whether all flags of `other` are set.
+    pub const fn contains(self, other: WalkFlags) -> bool {
+        self.0 & other.0 == other.0
+    }
+    /// Whether entries of `level` are skipped.
+    pub const fn skips(self, level: usize) -> bool {
+        self.contains(WalkFlags::skip_level(level))
+    }
+}
+
+impl core::ops::BitOr for WalkFlags {
+    type Output = WalkFlags;
+    fn bitor(self, rhs: WalkFlags) -> WalkFlags {
+        self.with(rhs)
+    }
+}
+
+/// Why a callback is called.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Visit {
+    /// A non-table entry.
+    Leaf = 0,
+    /// A table entry, before its children.
+    TablePre = 1,
+    /// A table entry, after its children.
+    TablePost = 2,
+}
+
+/// Visits by level (0..=3) and kind ([`Visit`] as index).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WalkStats {
+    /// `visits[level][kind]`.
+    pub visits: [[u64; 3]; 4],
+}
+
+impl WalkStats {
+    /// Visits at one level, all kinds.
+    pub fn at_level(&self, level: usize) -> u64 {
+        self.visits[level].iter().sum()
+    }
+    /// All visits.
+    pub fn total(&self) -> u64 {
+        (0..4).map(|l| self.at_level(l)).sum()
+    }
+}
+
+/// One visited entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Entry {
+    /// Table holding the entry.
+    pub table: PhysAddr,
+    /// Index in that table.
+    pub index: usize,
+    /// Level of the entry.
+    pub level: usize,
+    /// Input offset of the first byte the entry covers (relative to the regime's base).
+    pub off: u64,
+    /// The descriptor when the callback was called.
+    pub desc: Desc,
+    /// Why it is visited.
+    pub visit: Visit,
+}
+
+impl Entry {
+    /// Bytes the entry covers.
+    pub const fn size(&self) -> u64 {
+        level_size(self.level)
+    }
+    /// One past the last input offset covered.
+    pub const fn end(&self) -> u64 {
+        self.off + self.size()
+    }
+    /// Whether the entry lies entirely inside `[start, end)`.
+    pub const fn inside(&self, start: u64, end: u64) -> bool {
+        self.off >= start && self.end() <= end
+    }
+}
+
+/// What the walker walks: something that reads descriptors and keeps the visit counters. The
+/// callback receives the same state mutably, so it can rewrite entries.
+pub trait WalkState {
+    /// Reads descriptor `index` of `table`.
+    fn read(&self, table: PhysAddr, index: usize) -> Desc;
+    /// The visit counters.
+    fn walk_stats(&mut self) -> &mut WalkStats;
+}
+
+/// A read-only [`WalkState`] over a frame allocator.
+pub struct ReadOnly<'a, A: FrameAlloc + ?Sized> {
+    /// Where the tables are.
+    pub frames: &'a A,
+    /// Visit counters.
+    pub stats: WalkStats,
+}
+
+impl<A: FrameAlloc + ?Sized> WalkState for ReadOnly<'_, A> {
+    fn read(&self, table: PhysAddr, index: usize) -> Desc {
+        Desc(self.frames.read_desc(table, index))
+    }
+    fn walk_stats(&mut self) -> &mut WalkStats {
+        &mut self.stats
+    }
+}
+
+/// Walks input offsets `[start, end)` (relative to the regime's base) of the tables rooted at
+/// `root`, calling `cb` for the entries `flags` selects.
+pub fn walk<S, F>(
+    state: &mut S,
+    regime: Regime,
+    root: PhysAddr,
+    start: u64,
+    end: u64,
+    flags: WalkFlags,
+    cb: &mut F,
+) -> Result<(), Error>
+where
+    S: WalkState,
+    F: FnMut(&mut S, &Entry) -> Result<(), Error>,
+{
+    if start >= end {
+        return Ok(());
+    }
+    if end > regime.input_span() {
+        return Err(Error::OutOfRange);
+    }
+    let w = Walker {
+        flags,
+        start,
+        end,
+    };
+    w.table(
+        state,
+        root,
+        regime.start_level(),
+        0,
+        regime.root_entries(),
+        cb,
+    )
+}
+
+struct Walker {
+    flags: WalkFlags,
+    start: u64,
+    end: u64,
+}
+
+impl Walker {
+    fn read<S: WalkState>(&self, state: &S, table: PhysAddr, index: usize) -> Desc {
+        state.read(table, index)
+    }
+
+    fn table<S: WalkState, F>(
+        &self,
+        state: &mut S,
+        table: PhysAddr,
+        level: usize,
+        base: u64,
+        entries: usize,
+        cb: &mut F,
+    ) -> Result<(), Error>
+    where
+        F: FnMut(&mut S, &Entry) -> Result<(), Error>,
+    {
+        let size = level_size(level);
+        let table_end = base + entries as u64 * size;
+        let lo = self.start.max(base);
+        let hi = self.end.min(table_end);
+        if lo >= hi {
+            return Ok(());
+        }
+        let first = ((lo - base) / size) as usize;
+        let last = ((hi - 1 - base) / size) as usize;
+        for index in first..=last {
+            self.entry(state, table, index, level, base + index as u64 * size, cb)?;
+        }
+        Ok(())
+    }
+
+    fn visit<S: WalkState, F>(
+        &self,
+        state: &mut S,
+        mut e: Entry,
+        visit: Visit,
+        cb: &mut F,
+    ) -> Result<Desc, Error>
+    where
+        F: FnMut(&mut S, &Entry) -> Result<(), Error>,
+    {
+        e.visit = visit;
+        state.walk_stats().visits[e.level][visit as usize] += 1;
+        cb(state, &e)?;
+        Ok(self.read(state, e.table, e.index))
+    }
+
+    fn entry<S: WalkState, F>(
+        &self,
+        state: &mut S,
+        table: PhysAddr,
+        index: usize,
+        level: usize,
+        off: u64,
+        cb: &mut F,
+    ) -> Result<(), Error>
+    where
+        F: FnMut(&mut S, &Entry) -> Result<(), Error>,
+    {
+        let mut desc = self.read(state, table, index);
+        let mut e = Entry {
+            table,
+            index,
+            level,
+            off,
+            desc,
+            visit: Visit::Leaf,
+        };
+        if desc.is_table(level) && self.flags.contains(WalkFlags::TABLE_PRE) {
+            desc = self.visit(state, e, Visit::TablePre, cb)?;
+            e.desc = desc;
+        }
+        if !desc.is_table(level) {
+            if self.flags.contains(WalkFlags::LEAF) {
+                desc = self.visit(state, e, Visit::Leaf, cb)?;
+                e.desc = desc;
+            }
+            if !desc.is_table(level) {
+                return Ok(());
+            }
+        }
+        if self.flags.skips(level + 1) {
+            return Ok(());
+        }
+        self.table(state, desc.addr(), level + 1, off, ENTRIES_PER_TABLE, cb)?;
+        if self.flags.contains(WalkFlags::TABLE_POST) {
+            let desc = self.read(state, table, index);
+            if desc.is_table(level) {
+                e.desc = desc;
+                self.visit(state, e, Visit::TablePost, cb)?;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,166 @@
+//! Entry points shared by both binaries: Image header, self-relocation, boot stacks.
+//!
+//! Both binaries are linked at address 0 as position-independent executables (`-pie`) with
+//! `lib/rt/link.ld`, and loaded wherever the loader likes (QEMU: RAM base + 2 MiB; the Pi 5
+//! firmware: `kernel_address`; the hypervisor: any 2 MiB aligned guest address). Before any Rust
+//! code runs, `__rt_entry` applies the `R_AARCH64_RELATIVE` entries of `.rela.dyn` (the xtask
+//! refuses to produce an image with any other dynamic relocation), clears the BSS and switches to
+//! CPU 0's boot stack. The binary then provides:
+//!
+//! * `extern "C" fn rt_main(dtb: usize) -> !` for the boot CPU,
+//! * `extern "C" fn rt_secondary_main(cpu: usize) -> !` for CPUs started at
+//!   [`secondary_entry_addr`] with the CPU index as PSCI `context_id`,
+//! * `extern "C" fn rt_exception(frame: &mut TrapFrame, vector: u64)` (see [`crate::trap`]).
+
+use crate::{MAX_CPUS, STACK_SIZE};
+
+// What this block guarantees: on return to Rust (rt_main / rt_secondary_main) FP/SIMD does not
+// trap at the current EL (EL2: CPTR_EL2.TFP = 0, SVE/SME still trapped; EL1: CPACR_EL1.FPEN = 3),
+// every R_AARCH64_RELATIVE slot holds base + addend, the BSS is zero (boot CPU only), SP is the top
+// of this CPU's 16-byte aligned boot stack and x29/x30 are 0 so backtraces stop there. A bad
+// relocation type or a CPU index >= MAX_CPUS parks the CPU in a WFE loop (nothing can print yet).
+core::arch::global_asm!(
+    r#"
+.macro rt_enable_fp
+    mrs     x9, CurrentEL
+    lsr     x9, x9, #2
+    cmp     x9, #2
+    b.ne    91f
+    mov     x10, #0x33ff
+    msr     cptr_el2, x10
+    b       92f
+91: mov     x10, #(3 << 20)
+    msr     cpacr_el1, x10
+92: isb
+.endm
+
+.section .text.head, "ax"
+.global _start
+_start:
+    b       __rt_entry
+    .word   0
+    .quad   0                       // text_offset
+    .quad   0                       // image_size: written by the xtask
+    .quad   0xa                     // flags: little-endian, 4 KiB pages, anywhere
+    .quad   0, 0, 0
+    .word   0x644d5241              // "ARM\x64"
+    .word   0
+
+.section .text.rt_entry, "ax"
+__rt_entry:
+    mov     x19, x0
+    rt_enable_fp
+    adrp    x9, __rela_start
+    add     x9, x9, :lo12:__rela_start
+    adrp    x10, __rela_end
+    add     x10, x10, :lo12:__rela_end
+    adrp    x11, __image_start
+    add     x11, x11, :lo12:__image_start
+1:  cmp     x9, x10
+    b.hs    3f
+    ldp     x12, x13, [x9], #16
+    ldr     x14, [x9], #8
+    cmp     x13, #1027              // R_AARCH64_RELATIVE
+    b.ne    9f
+    add     x14, x14, x11
+    str     x14, [x12, x11]
+    b       1b
+3:  adrp    x9, __bss_start
+    add     x9, x9, :lo12:__bss_start
+    adrp    x10, __bss_end
+    add     x10, x10, :lo12:__bss_end
+4:  cmp     x9, x10
+    b.hs    5f
+    stp     xzr, xzr, [x9], #16
+    b       4b
+5:  dsb     ish
+    adrp    x9, __rt_stacks
+    add     x9, x9, :lo12:__rt_stacks
+    mov     x10, #{stack_size}
+    add     sp, x9, x10
+    mov     x29, #0
+    mov     x30, #0
+    mov     x0, x19
+    bl      rt_main
+9:  wfe
+    b       9b
+
+.global __rt_secondary_entry
+__rt_secondary_entry:
+    mov     x19, x0
+    rt_enable_fp
+    cmp     x19, #{max_cpus}
+    b.hs    9b
+    adrp    x9, __rt_stacks
+    add     x9, x9, :lo12:__rt_stacks
+    mov     x10, #{stack_size}
+    madd    x9, x19, x10, x9
+    add     sp, x9, x10
+    mov     x29, #0
+    mov     x30, #0
+    mov     x0, x19
+    bl      rt_secondary_main
+    b       9b
+
+.section .bss.rt_stacks, "aw", %nobits
+.balign 4096
+.global __rt_stacks
+__rt_stacks:
+    .space  {stacks_total}
+"#,
+    stack_size = const STACK_SIZE,
+    max_cpus = const MAX_CPUS,
+    stacks_total = const STACK_SIZE * MAX_CPUS,
+);
+
+extern "C" {
+    static __image_start: u8;
+    static __image_end: u8;
+    static __text_end: u8;
+    static __rodata_end: u8;
+    static __rt_stacks: u8;
+    fn __rt_secondary_entry();
+}
+
+/// Physical address where a CPU started by PSCI CPU_ON must begin (context_id = CPU index).
+/// Valid while the image runs identity mapped (both binaries do during bring-up).
+pub fn secondary_entry_addr() -> usize {
+    __rt_secondary_entry as *const () as usize
+}
+
+/// Where the image sits in memory, as the linker script splits it.
+#[derive(Debug, Clone, Copy)]
+pub struct ImageLayout {
+    /// First byte of the image (the header).
+    pub start: usize,
+    /// End of text (4 KiB aligned): [start, text_end) is RX.
+    pub text_end: usize,
+    /// End of read-only data (4 KiB aligned): [text_end, rodata_end) is R.
+    pub rodata_end: usize,
+    /// End of data and BSS (4 KiB aligned): [rodata_end, end) is RW, never executable.
+    pub end: usize,
+}
+
+/// The running image's layout.
+pub fn image_layout() -> ImageLayout {
+    // Only the addresses of linker-defined symbols are taken, never their contents.
+    ImageLayout {
+        start: core::ptr::addr_of!(__image_start) as usize,
+        text_end: core::ptr::addr_of!(__text_end) as usize,
+        rodata_end: core::ptr::addr_of!(__rodata_end) as usize,
+        end: core::ptr::addr_of!(__image_end) as usize,
+    }
+}
+
+/// The boot stack of `cpu` as `[bottom, top)`.
+pub fn stack_bounds(cpu: usize) -> (usize, usize) {
+    let base = core::ptr::addr_of!(__rt_stacks) as usize;
+    let bottom = base + cpu.min(MAX_CPUS - 1) * STACK_SIZE;
+    (bottom, bottom + STACK_SIZE)
+}
+
+/// All boot stacks as one `[bottom, top)` range (for backtrace bounds checks).
+pub fn all_stacks() -> (usize, usize) {
+    let (b, _) = stack_bounds(0);
+    (b, b + MAX_CPUS * STACK_SIZE)
+}

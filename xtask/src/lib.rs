@@ -1,0 +1,26 @@
+//! The host side of the project, as a library so the integration tests in `tests/` boot QEMU
+//! exactly the way `cargo xtask run` does.
+//!
+//! * [`toolchain`]: finds (or installs) a toolchain that builds `aarch64-unknown-none`.
+//! * [`system`]: Debian packages the project needs (QEMU, lld), installed with apt when root.
+//! * [`build`]: builds the two binaries and turns their ELF files into arm64 Images.
+//! * [`qemu`]: QEMU command lines and runs with a timeout.
+//! * [`report`]: the `@@report` records the guest and hypervisor print, as tables.
+
+pub mod bench;
+pub mod build;
+pub mod qemu;
+pub mod report;
+pub mod system;
+pub mod test;
+pub mod toolchain;
+
+use std::path::PathBuf;
+
+/// The workspace root (parent of `xtask/`).
+pub fn workspace_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask sits in the workspace")
+        .to_path_buf()
+}

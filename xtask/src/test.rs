@@ -1,0 +1,55 @@
+//! `cargo xtask test`: every crate's host unit tests, then the QEMU integration tests in
+//! `tests/` against freshly built Images (one fresh QEMU per scenario).
+
+use crate::{build, system, toolchain, workspace_root};
+use anyhow::{ensure, Context, Result};
+use std::process::Command;
+use std::time::Instant;
+
+/// Crates whose unit tests run on the host.
+pub const HOST_CRATES: [&str; 5] = ["abi", "board", "pgtable", "rt", "xtask"];
+
+fn host_cargo() -> Command {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut c = Command::new(cargo);
+    c.current_dir(workspace_root());
+    c
+}
+
+/// Runs the whole suite.
+pub fn run(long: bool, host_only: bool) -> Result<()> {
+    let t0 = Instant::now();
+    eprintln!("xtask: host unit tests ({})", HOST_CRATES.join(", "));
+    let mut c = host_cargo();
+    c.arg("test");
+    for p in HOST_CRATES {
+        c.args(["-p", p]);
+    }
+    if long {
+        c.env("PGTABLE_LONG", "1");
+    }
+    let status = c.status().context("running cargo test")?;
+    ensure!(status.success(), "host unit tests failed");
+    if host_only {
+        return Ok(());
+    }
+    let tc = toolchain::find()?;
+    let qemu = system::qemu()?;
+    let images = build::build(&tc, &[])?;
+    eprintln!("xtask: QEMU integration tests (tests/)");
+    let status = host_cargo()
+        .args(["test", "-p", "tests"])
+        .env("XTASK_QEMU", &qemu)
+        .env("XTASK_HYPERVISOR_IMG", &images.hypervisor)
+        .env("XTASK_KERNEL_IMG", &images.kernel)
+        .env("XTASK_HYPERVISOR_ELF", &images.hypervisor_elf)
+        .env("XTASK_KERNEL_ELF", &images.kernel_elf)
+        .status()
+        .context("running cargo test -p tests")?;
+    ensure!(status.success(), "QEMU integration tests failed");
+    eprintln!(
+        "xtask: all tests passed in {:.1} s",
+        t0.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
