@@ -16,25 +16,12 @@ pub enum Exit {
     Other,
 }
 
-const NAMES: [&str; 8] = [
-    "hvc",
-    "smc",
-    "psci",
-    "hypercall",
-    "data_abort",
-    "insn_abort",
-    "sysreg",
-    "other",
-];
+const NAMES: [&str; 8] = ["hvc", "smc", "psci", "hypercall", "data_abort", "insn_abort", "sysreg", "other"];
 
 static EXITS: [AtomicU64; 8] = [const { AtomicU64::new(0) }; 8];
 
 pub fn count(e: Exit) {
     EXITS[e as usize].fetch_add(1, Ordering::Relaxed);
-}
-
-pub fn get(e: Exit) -> u64 {
-    EXITS[e as usize].load(Ordering::Relaxed)
 }
 
 /// Prints the `hyp_exits` record.

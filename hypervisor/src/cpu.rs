@@ -34,14 +34,6 @@ impl PerCpu {
         }
     }
 
-    pub fn state(&self) -> CpuState {
-        match self.state.load(Ordering::Acquire) {
-            1 => CpuState::Starting,
-            2 => CpuState::On,
-            _ => CpuState::Off,
-        }
-    }
-
     pub fn set_state(&self, s: CpuState) {
         self.state.store(s as u8, Ordering::Release);
     }
@@ -49,20 +41,9 @@ impl PerCpu {
     /// Moves Off -> Starting; false if the CPU was not off (PSCI: ALREADY_ON / ON_PENDING).
     pub fn claim_for_start(&self) -> Result<(), CpuState> {
         self.state
-            .compare_exchange(
-                CpuState::Off as u8,
-                CpuState::Starting as u8,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            )
+            .compare_exchange(CpuState::Off as u8, CpuState::Starting as u8, Ordering::AcqRel, Ordering::Acquire)
             .map(|_| ())
-            .map_err(|s| {
-                if s == CpuState::On as u8 {
-                    CpuState::On
-                } else {
-                    CpuState::Starting
-                }
-            })
+            .map_err(|s| if s == CpuState::On as u8 { CpuState::On } else { CpuState::Starting })
     }
 }
 
@@ -80,8 +61,7 @@ pub fn current_mpidr() -> u64 {
 
 /// CPU number of an MPIDR, if the board has that CPU.
 pub fn index_of(mpidr: u64) -> Option<usize> {
-    CPUS.iter()
-        .position(|c| c.mpidr.load(Ordering::Relaxed) == mpidr & MPIDR_AFF_MASK)
+    CPUS.iter().position(|c| c.mpidr.load(Ordering::Relaxed) == mpidr & MPIDR_AFF_MASK)
 }
 
 /// This CPU's number.

@@ -13,10 +13,8 @@ pub fn setup_cpu(vttbr: u64, vtcr: u64, gic_v3: bool) {
     // EL1 is AArch64; SMC traps to EL2 (the guest's PSCI conduit, whatever its DTB says);
     // pointer-authentication keys and instructions do not trap; physical IRQ/FIQ go straight to
     // EL1 (IMO = FMO = 0: the guest owns the GIC and the timers).
-    let mut hcr = HCR_EL2::RW::EL1IsAarch64
-        + HCR_EL2::TSC::EnableTrapEl1SmcToEl2
-        + HCR_EL2::API::SET
-        + HCR_EL2::APK::SET;
+    let mut hcr =
+        HCR_EL2::RW::EL1IsAarch64 + HCR_EL2::TSC::EnableTrapEl1SmcToEl2 + HCR_EL2::API::SET + HCR_EL2::APK::SET;
     if vttbr != 0 {
         hcr += HCR_EL2::VM::Enable;
     }
@@ -27,16 +25,12 @@ pub fn setup_cpu(vttbr: u64, vtcr: u64, gic_v3: bool) {
     let midr = MIDR_EL1.get();
     // SAFETY: VPIDR_EL2 (what the guest reads as MIDR_EL1) is not in aarch64-cpu; writing the
     // real MIDR only makes the guest see the CPU it runs on.
-    unsafe {
-        core::arch::asm!("msr vpidr_el2, {}", in(reg) midr, options(nomem, nostack, preserves_flags))
-    };
+    unsafe { core::arch::asm!("msr vpidr_el2, {}", in(reg) midr, options(nomem, nostack, preserves_flags)) };
     VMPIDR_EL2.set(MPIDR_EL1.get());
     // Give the guest every PMU counter (HPMN = PMCR_EL0.N) and trap none of them.
     let pmcr: u64;
     // SAFETY: reads PMCR_EL0 (not in aarch64-cpu); no side effects.
-    unsafe {
-        core::arch::asm!("mrs {}, pmcr_el0", out(reg) pmcr, options(nomem, nostack, preserves_flags))
-    };
+    unsafe { core::arch::asm!("mrs {}, pmcr_el0", out(reg) pmcr, options(nomem, nostack, preserves_flags)) };
     MDCR_EL2.set((pmcr >> 11) & 0x1f);
     SCTLR_EL1.set(SCTLR_EL1_BOOT);
     if gic_v3 {
@@ -51,11 +45,7 @@ pub fn setup_cpu(vttbr: u64, vtcr: u64, gic_v3: bool) {
 /// hypervisor's next entry (a trap) starts from an empty stack.
 pub fn enter_guest(entry: u64, x0: u64, cpu: usize) -> ! {
     SPSR_EL2.write(
-        SPSR_EL2::D::Masked
-            + SPSR_EL2::A::Masked
-            + SPSR_EL2::I::Masked
-            + SPSR_EL2::F::Masked
-            + SPSR_EL2::M::EL1h,
+        SPSR_EL2::D::Masked + SPSR_EL2::A::Masked + SPSR_EL2::I::Masked + SPSR_EL2::F::Masked + SPSR_EL2::M::EL1h,
     );
     ELR_EL2.set(entry);
     let (_, top) = rt::start::stack_bounds(cpu);
@@ -82,13 +72,7 @@ pub fn enter_guest(entry: u64, x0: u64, cpu: usize) -> ! {
 /// Cleans `[start, start + len)` from the data cache to the point of coherency, so a guest that
 /// starts with its MMU (and so its caches) off sees what the hypervisor wrote.
 pub fn clean_dcache_range(start: u64, len: u64) {
-    let ctr: u64;
-    // SAFETY: reads CTR_EL0 (not in aarch64-cpu); no side effects.
-    unsafe {
-        core::arch::asm!("mrs {}, ctr_el0", out(reg) ctr, options(nomem, nostack, preserves_flags))
-    };
-    // CTR_EL0.DminLine, bits [19:16]: log2 of the smallest data cache line in words.
-    let line = 4u64 << ((ctr >> 16) & 0xf);
+    let line = dcache_line();
     let mut a = start & !(line - 1);
     while a < start + len {
         // SAFETY: `dc cvac` only writes back a cache line; the address is mapped (identity).
@@ -100,4 +84,13 @@ pub fn clean_dcache_range(start: u64, len: u64) {
     unsafe { core::arch::asm!("ic ialluis", options(nostack, preserves_flags)) };
     aarch64_cpu::asm::barrier::dsb(aarch64_cpu::asm::barrier::SY);
     aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
+}
+
+/// Smallest data cache line, in bytes.
+pub fn dcache_line() -> u64 {
+    let ctr: u64;
+    // SAFETY: reads CTR_EL0 (not in aarch64-cpu); no side effects.
+    unsafe { core::arch::asm!("mrs {}, ctr_el0", out(reg) ctr, options(nomem, nostack, preserves_flags)) };
+    // CTR_EL0.DminLine, bits [19:16]: log2 of the smallest data cache line in words.
+    4u64 << ((ctr >> 16) & 0xf)
 }

@@ -10,9 +10,7 @@ static GUEST_RAM: Once<Vec<Range>> = Once::new();
 
 /// Whether `[addr, addr + len)` lies inside the guest's RAM.
 pub fn is_guest_ram(addr: u64, len: u64) -> bool {
-    GUEST_RAM
-        .get()
-        .is_some_and(|ram| ram.iter().any(|r| r.contains(addr, len)))
+    GUEST_RAM.get().is_some_and(|ram| ram.iter().any(|r| r.contains(addr, len)))
 }
 
 /// The guest's RAM ranges (set once at boot).
@@ -71,8 +69,6 @@ pub fn place(ram: &[Range], size: u64, align: u64, window: u64, avoid: &[Range])
 /// Where the guest kernel was put.
 #[derive(Debug, Clone, Copy)]
 pub struct LoadedKernel {
-    /// 2 MiB aligned base (the image sits at base + text_offset).
-    pub base: u64,
     pub entry: u64,
     pub image_size: u64,
 }
@@ -88,49 +84,31 @@ impl LoadedKernel {
 pub fn load_kernel(initrd: Range, reserved: &[Range]) -> Result<LoadedKernel, LoadError> {
     let ram = ram();
     if !ram.iter().any(|r| r.contains(initrd.start, initrd.len())) {
-        return Err(LoadError::InitrdOutsideRam {
-            start: initrd.start,
-            end: initrd.end,
-        });
+        return Err(LoadError::InitrdOutsideRam { start: initrd.start, end: initrd.end });
     }
     // SAFETY: the initrd lies in guest RAM, which the hypervisor maps and nothing else uses yet.
-    let file =
-        unsafe { core::slice::from_raw_parts(initrd.start as *const u8, initrd.len() as usize) };
+    let file = unsafe { core::slice::from_raw_parts(initrd.start as *const u8, initrd.len() as usize) };
     let h = ImageHeader::parse(file).map_err(LoadError::BadImage)?;
     let need = h.text_offset + h.image_size;
     let mut avoid = alloc::vec![initrd];
     avoid.extend_from_slice(reserved);
-    let base = place(ram, need, BLOCK_2M, 0, &avoid).ok_or(LoadError::NoRoom {
-        what: "kernel",
-        size: need,
-    })?;
+    let base = place(ram, need, BLOCK_2M, 0, &avoid).ok_or(LoadError::NoRoom { what: "kernel", size: need })?;
     let entry = base + h.text_offset;
     // SAFETY: [entry, entry + image_size) is guest RAM not overlapping the initrd (place() avoided
     // it), so the copy cannot clobber its own source; nothing else uses that memory yet.
     unsafe {
         core::ptr::copy_nonoverlapping(initrd.start as *const u8, entry as *mut u8, file.len());
-        core::ptr::write_bytes(
-            (entry + file.len() as u64) as *mut u8,
-            0,
-            (h.image_size - file.len() as u64) as usize,
-        );
+        core::ptr::write_bytes((entry + file.len() as u64) as *mut u8, 0, (h.image_size - file.len() as u64) as usize);
     }
     crate::el2::clean_dcache_range(entry, h.image_size);
-    Ok(LoadedKernel {
-        base,
-        entry,
-        image_size: h.image_size,
-    })
+    Ok(LoadedKernel { entry, image_size: h.image_size })
 }
 
 /// Writes the guest DTB into guest RAM (8-byte aligned, not crossing a 2 MiB boundary, as the
 /// boot protocol asks), away from the kernel and the initrd. Returns its address.
 pub fn place_dtb(dtb: &[u8], avoid: &[Range]) -> Result<u64, LoadError> {
     let size = align_up(dtb.len() as u64, PAGE);
-    let at = place(ram(), size, PAGE, BLOCK_2M, avoid).ok_or(LoadError::NoRoom {
-        what: "device tree",
-        size,
-    })?;
+    let at = place(ram(), size, PAGE, BLOCK_2M, avoid).ok_or(LoadError::NoRoom { what: "device tree", size })?;
     // SAFETY: [at, at + len) is guest RAM that place() kept clear of the kernel and the initrd.
     unsafe { core::ptr::copy_nonoverlapping(dtb.as_ptr(), at as *mut u8, dtb.len()) };
     crate::el2::clean_dcache_range(at, dtb.len() as u64);

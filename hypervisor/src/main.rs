@@ -61,18 +61,13 @@ fn boot(dtb_addr: usize) -> Result<core::convert::Infallible, String> {
     }
     // SAFETY: x0 points at the DTB per the arm64 boot protocol; dtb_total_size reads only the
     // 40-byte header, which it checks (magic, sizes) before we read `size` bytes.
-    let size =
-        board::dtb_total_size(unsafe { core::slice::from_raw_parts(dtb_addr as *const u8, 40) })
-            .map_err(|e| format!("device tree at {dtb_addr:#x}: {e}"))?;
+    let size = board::dtb_total_size(unsafe { core::slice::from_raw_parts(dtb_addr as *const u8, 40) })
+        .map_err(|e| format!("device tree at {dtb_addr:#x}: {e}"))?;
     // Keep our own copy: the original lies in what becomes guest RAM.
     // SAFETY: the header says the blob is `size` bytes long.
-    let host_dtb: Vec<u8> =
-        unsafe { core::slice::from_raw_parts(dtb_addr as *const u8, size) }.to_vec();
+    let host_dtb: Vec<u8> = unsafe { core::slice::from_raw_parts(dtb_addr as *const u8, size) }.to_vec();
     let board = Board::from_dtb(&host_dtb).map_err(|e| format!("device tree: {e}"))?;
-    let uart = board
-        .console
-        .as_ref()
-        .ok_or("device tree has no PL011 console")?;
+    let uart = board.console.as_ref().ok_or("device tree has no PL011 console")?;
     // SAFETY: the DTB names this PL011 as the console; it is used only through rt::console.
     unsafe { rt::console::init(uart.base as usize) };
     exit::set_on_qemu(board.compatible.iter().any(|c| c == "linux,dummy-virt"));
@@ -88,73 +83,44 @@ fn boot(dtb_addr: usize) -> Result<core::convert::Infallible, String> {
     );
 
     for (i, c) in board.cpus.iter().enumerate().take(rt::MAX_CPUS) {
-        CPUS[i]
-            .mpidr
-            .store(c.mpidr & cpu::MPIDR_AFF_MASK, Ordering::Relaxed);
+        CPUS[i].mpidr.store(c.mpidr & cpu::MPIDR_AFF_MASK, Ordering::Relaxed);
     }
     if board.cpus.len() > rt::MAX_CPUS {
-        rt::println!(
-            "hyp: warning: only the first {} of {} CPUs are used",
-            rt::MAX_CPUS,
-            board.cpus.len()
-        );
+        rt::println!("hyp: warning: only the first {} of {} CPUs are used", rt::MAX_CPUS, board.cpus.len());
     }
-    let me = cpu::index_of(cpu::current_mpidr())
-        .ok_or("the boot CPU's MPIDR is not in the device tree")?;
+    let me = cpu::index_of(cpu::current_mpidr()).ok_or("the boot CPU's MPIDR is not in the device tree")?;
     CPUS[me].set_state(CpuState::On);
 
     // The hypervisor owns [2 MiB below its image, image end + frame pool), 2 MiB aligned so the
     // guest's stage 2 can use blocks around it.
-    let ram: Vec<Range> = board
-        .memory
-        .iter()
-        .map(|r| Range::new(r.base, r.end()))
-        .collect();
+    let ram: Vec<Range> = board.memory.iter().map(|r| Range::new(r.base, r.end())).collect();
     let hyp = Range::new(
         align_down(layout.start as u64, BLOCK_2M),
         align_up(layout.end as u64 + FRAME_POOL_SIZE as u64, BLOCK_2M),
     );
     if !ram.iter().any(|r| r.contains(hyp.start, hyp.len())) {
-        return Err(format!(
-            "hypervisor region [{:#x}, {:#x}) is not inside one RAM range",
-            hyp.start, hyp.end
-        ));
+        return Err(format!("hypervisor region [{:#x}, {:#x}) is not inside one RAM range", hyp.start, hyp.end));
     }
     mem::add_frames(align_up(layout.end as u64, PAGE), hyp.end);
     let mut guest_ram = mem::subtract(&ram, hyp);
     guest_ram.retain(|r| !r.is_empty());
     // Firmware-reserved memory (TF-A on the Pi 5) stays guest RAM with its reserved-memory node
     // kept in the guest DTB; the hypervisor never places the kernel or the DTB there.
-    let reserved: Vec<Range> = board
-        .reserved_regions()
-        .map(|r| Range::new(r.base, r.end()))
-        .collect();
+    let reserved: Vec<Range> = board.reserved_regions().map(|r| Range::new(r.base, r.end())).collect();
     guest::set_ram(guest_ram.clone());
 
-    let gic_v3 = matches!(
-        board.gic.as_ref().map(|g| g.version),
-        Some(board::GicVersion::V3)
-    );
-    let (vttbr, vtcr) = mmu::setup(&board, hyp, &opts).map_err(|e| format!("page tables: {e}"))?;
-    CONFIG.call_once(|| Config {
-        vttbr,
-        vtcr,
-        gic_v3,
-    });
+    let gic_v3 = matches!(board.gic.as_ref().map(|g| g.version), Some(board::GicVersion::V3));
+    let (vttbr, vtcr) = mmu::setup(&board, hyp).map_err(|e| format!("page tables: {e}"))?;
+    CONFIG.call_once(|| Config { vttbr, vtcr, gic_v3 });
 
     // The guest kernel.
-    let initrd = board
-        .initrd
-        .ok_or_else(|| guest::LoadError::NoInitrd.to_string())?;
-    let kernel = guest::load_kernel(Range::new(initrd.base, initrd.end()), &reserved)
-        .map_err(|e| e.to_string())?;
+    let initrd = board.initrd.ok_or_else(|| guest::LoadError::NoInitrd.to_string())?;
+    let kernel = guest::load_kernel(Range::new(initrd.base, initrd.end()), &reserved).map_err(|e| e.to_string())?;
     let spec = board::GuestSpec {
-        memory: guest_ram
-            .iter()
-            .map(|r| board::Region::new(r.start, r.len()))
-            .collect(),
+        memory: guest_ram.iter().map(|r| board::Region::new(r.start, r.len())).collect(),
         bootargs: Some(opts.guest_bootargs.clone()),
         initrd: None,
+        psci_method: opts.conduit,
         ..Default::default()
     };
     let gdtb = board::guest_dtb(&host_dtb, &spec).map_err(|e| format!("guest device tree: {e}"))?;
@@ -176,7 +142,8 @@ fn boot(dtb_addr: usize) -> Result<core::convert::Infallible, String> {
         .u64("guest_ram_bytes", guest_ram.iter().map(|r| r.len()).sum())
         .hex("kernel", kernel.entry)
         .hex("dtb", gdtb_at)
-        .u64("stage2_table_pages", mmu::stage2_table_pages() as u64);
+        .u64("stage2_table_pages", mmu::stage2_table_pages())
+        .u64("el2_table_pages", mmu::el2_table_pages());
     rt::println!("{r}");
     if opts.test_el2_fault {
         rt::println!("hyp: hyp.test=el2-fault: reading an unmapped address at EL2");
@@ -191,23 +158,14 @@ fn ranges_str(r: &[Range]) -> String {
     use core::fmt::Write;
     let mut s = String::new();
     for (i, x) in r.iter().enumerate() {
-        let _ = write!(
-            s,
-            "{}[{:#x}, {:#x})",
-            if i > 0 { " + " } else { "" },
-            x.start,
-            x.end
-        );
+        let _ = write!(s, "{}[{:#x}, {:#x})", if i > 0 { " + " } else { "" }, x.start, x.end);
     }
     s
 }
 
 /// Configures EL2 on this CPU and enters the guest.
 fn start_cpu(cpu: usize, entry: u64, x0: u64) -> ! {
-    let c = CONFIG
-        .get()
-        .expect("EL2 configuration is set before any CPU enters the guest");
-    mmu::enable_on_this_cpu();
+    let c = CONFIG.get().expect("EL2 configuration is set before any CPU enters the guest");
     el2::setup_cpu(c.vttbr, c.vtcr, c.gic_v3);
     CPUS[cpu].set_state(CpuState::On);
     el2::enter_guest(entry, x0, cpu)
@@ -218,22 +176,15 @@ fn start_cpu(cpu: usize, entry: u64, x0: u64) -> ! {
 extern "C" fn rt_secondary_main(cpu: usize) -> ! {
     use aarch64_cpu::registers::{Writeable, VBAR_EL2};
     VBAR_EL2.set(rt::trap::vectors_el2());
+    // First the MMU: everything shared is read through the caches, coherently with the boot CPU.
+    mmu::enable_secondary(cpu);
     let c = &CPUS[cpu];
-    start_cpu(
-        cpu,
-        c.entry.load(Ordering::Relaxed),
-        c.context.load(Ordering::Relaxed),
-    )
+    start_cpu(cpu, c.entry.load(Ordering::Relaxed), c.context.load(Ordering::Relaxed))
 }
 
 #[panic_handler]
 fn panic(info: &core::panic::PanicInfo) -> ! {
-    rt::console::panic_print(format_args!(
-        "hyp: PANIC on CPU {}: {info}\n",
-        cpu::current()
-    ));
-    rt::backtrace::print(rt::backtrace::current_fp(), |a| {
-        rt::console::panic_print(format_args!("hyp: {a}"))
-    });
+    rt::console::panic_print(format_args!("hyp: PANIC on CPU {}: {info}\n", cpu::current()));
+    rt::backtrace::print(rt::backtrace::current_fp(), |a| rt::console::panic_print(format_args!("hyp: {a}")));
     exit::exit(trap::EXIT_HYP_FAULT)
 }

@@ -32,9 +32,7 @@ pub fn init_heap() {
 
 /// Hands `[start, end)` (page aligned, owned by the hypervisor, mapped) to the frame pool.
 pub fn add_frames(start: u64, end: u64) {
-    FRAMES
-        .lock()
-        .add_frame((start / PAGE) as usize, (end / PAGE) as usize);
+    FRAMES.lock().add_frame((start / PAGE) as usize, (end / PAGE) as usize);
 }
 
 pub const fn align_up(v: u64, a: u64) -> u64 {

@@ -1,18 +1,246 @@
-//! The hypervisor's page tables: its own EL2 stage 1 and the guest's stage 2.
+//! The hypervisor's page tables, both built with `lib/pgtable`:
+//!
+//! * its own EL2 stage 1 (TTBR0_EL2, identity): text RX, read-only data R, data/BSS and the
+//!   frame pool RW and never executable (W^X, and SCTLR_EL2.WXN enforces it), the console UART
+//!   as device memory, and guest RAM RW+XN so the hypervisor can load the guest and read its
+//!   buffers. Everything else, the address 0 page included, is unmapped.
+//! * the guest's stage 2 (VTTBR_EL2, VMID 1, identity IPA = PA): all guest RAM as normal
+//!   memory, and the device regions of the DTB, except the GIC's hypervisor and virtual CPU
+//!   interfaces, as device memory. The hypervisor's own region is not mapped: a guest access
+//!   there takes a stage-2 fault that `trap` reports with the IPA.
 
-use crate::mem::Range;
-use crate::options::Options;
+use crate::guest;
+use crate::mem::{Range, FRAMES, PAGE};
+use aarch64_cpu::registers::*;
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
 use board::Board;
+use pgtable::hw::HwTlb;
+use pgtable::{
+    regime, Attributes, Constraints, FrameAlloc, IntermPhysAddr, PageTable, Perms, PhysAddr, Regime, VirtAddr,
+};
+use spin::Mutex;
 
-/// Builds both tables; returns (VTTBR_EL2, VTCR_EL2) for the guest.
-pub fn setup(_board: &Board, _hyp: Range, _opts: &Options) -> Result<(u64, u64), &'static str> {
-    Ok((0, 0))
+/// Page-table frames from the hypervisor's pool (identity mapped).
+pub struct HypFrames;
+
+// SAFETY: frames come from the buddy allocator over the hypervisor's own pool, which nothing
+// else uses; the buddy allocator aligns an n-frame block to n frames; they are zeroed here and
+// identity mapped at EL2, so `pa as *mut u64` reaches the whole frame.
+unsafe impl FrameAlloc for HypFrames {
+    fn alloc_zeroed(&mut self, pages: usize) -> Option<PhysAddr> {
+        let frame = FRAMES.lock().alloc(pages)?;
+        let pa = frame as u64 * PAGE;
+        // SAFETY: the frames were just handed to us and are mapped (identity).
+        unsafe { core::ptr::write_bytes(pa as *mut u8, 0, pages * PAGE as usize) };
+        Some(PhysAddr::new(pa))
+    }
+    fn free(&mut self, pa: PhysAddr, pages: usize) {
+        FRAMES.lock().dealloc((pa.as_u64() / PAGE) as usize, pages);
+    }
+    fn phys_to_ptr(&self, pa: PhysAddr) -> *mut u64 {
+        pa.as_u64() as *mut u64
+    }
 }
 
-/// Turns on the EL2 MMU on the calling CPU with the shared tables.
-pub fn enable_on_this_cpu() {}
+/// The guest's stage-2 table (issue 4's memslots and dirty logging work on it).
+pub static STAGE2: Mutex<Option<PageTable<HypFrames>>> = Mutex::new(None);
+static EL2_TABLE: Mutex<Option<PageTable<HypFrames>>> = Mutex::new(None);
+
+/// What a CPU needs to turn its EL2 MMU on. Written once by the boot CPU and cleaned to the
+/// point of coherency, because secondary CPUs read it with their MMU (and caches) still off.
+#[repr(C, align(64))]
+struct MmuRegs {
+    mair: u64,
+    tcr: u64,
+    ttbr0: u64,
+}
+
+static mut MMU_REGS: MmuRegs = MmuRegs { mair: 0, tcr: 0, ttbr0: 0 };
+
+fn id_regs() -> (u64, u64) {
+    (ID_AA64MMFR0_EL1.get(), ID_AA64MMFR1_EL1.get())
+}
+
+fn map(
+    pt: &mut PageTable<HypFrames>,
+    tlb: &mut HwTlb,
+    what: &str,
+    start: u64,
+    end: u64,
+    attrs: Attributes,
+    stage2: bool,
+) -> Result<(), String> {
+    let (s, e) = (start & !(PAGE - 1), (end + PAGE - 1) & !(PAGE - 1));
+    let pa = PhysAddr::new(s);
+    let r = if stage2 {
+        pt.map(tlb, IntermPhysAddr::new(s), e - s, pa, attrs, Constraints::NONE)
+    } else {
+        pt.map(tlb, VirtAddr::new(s), e - s, pa, attrs, Constraints::NONE)
+    };
+    r.map_err(|err| format!("mapping {what} [{s:#x}, {e:#x}): {err:?}"))
+}
+
+/// Builds both tables and turns the EL2 MMU on for the boot CPU. Returns (VTTBR_EL2, VTCR_EL2).
+pub fn setup(board: &Board, hyp: Range) -> Result<(u64, u64), String> {
+    let mut tlb = HwTlb::detect();
+    let (mmfr0, mmfr1) = id_regs();
+    let parange = pgtable::cpu::parange(mmfr0);
+    let layout = rt::start::image_layout();
+
+    // EL2 stage 1.
+    let mut el2 = PageTable::new(Regime::El2, HypFrames).map_err(|e| format!("EL2 table: {e:?}"))?;
+    let (start, text, ro, end) =
+        (layout.start as u64, layout.text_end as u64, layout.rodata_end as u64, layout.end as u64);
+    map(&mut el2, &mut tlb, "hypervisor text", start, text, Attributes::normal(Perms::RX), false)?;
+    map(&mut el2, &mut tlb, "hypervisor rodata", text, ro, Attributes::normal(Perms::RO), false)?;
+    map(&mut el2, &mut tlb, "hypervisor data", ro, end, Attributes::normal(Perms::RW), false)?;
+    map(&mut el2, &mut tlb, "frame pool", end, hyp.end, Attributes::normal(Perms::RW), false)?;
+    if let Some(u) = &board.console {
+        map(
+            &mut el2,
+            &mut tlb,
+            "console UART",
+            u.base,
+            u.base + u.size.max(PAGE),
+            Attributes::device(Perms::RW),
+            false,
+        )?;
+    }
+    for r in guest::ram() {
+        map(&mut el2, &mut tlb, "guest RAM", r.start, r.end, Attributes::normal(Perms::RW), false)?;
+    }
+
+    // Stage 2.
+    let vmid16 = pgtable::cpu::has_vmid16(mmfr1);
+    let vtcr = regime::vtcr_el2(parange, vmid16).ok_or("the CPU has fewer than 40 physical address bits")?;
+    let mut s2 = PageTable::new(Regime::Stage2 { vmid: 1 }, HypFrames).map_err(|e| format!("stage 2: {e:?}"))?;
+    for r in guest::ram() {
+        map(&mut s2, &mut tlb, "guest RAM", r.start, r.end, Attributes::normal(Perms::RWX), true)?;
+    }
+    for (path, region) in guest_devices(board, hyp) {
+        if region.end > 1 << regime::IPA_BITS {
+            rt::println!(
+                "hyp: warning: {path} [{:#x}, {:#x}) is beyond the 40-bit IPA space: not mapped",
+                region.start,
+                region.end
+            );
+            continue;
+        }
+        map(&mut s2, &mut tlb, &path, region.start, region.end, Attributes::device(Perms::RW), true)?;
+    }
+    el2.set_live(&mut tlb);
+    s2.set_live(&mut tlb);
+    let vttbr = regime::vttbr_el2(s2.root(), 1);
+
+    // SAFETY: written once here, before any other CPU runs; read only by enable_on_this_cpu.
+    unsafe {
+        let regs = &mut *core::ptr::addr_of_mut!(MMU_REGS);
+        *regs = MmuRegs { mair: regime::MAIR, tcr: regime::tcr_el2(parange), ttbr0: el2.root().as_u64() };
+    }
+    // Everything so far was written with the MMU off (straight to memory): drop any stale cache
+    // lines over the hypervisor's region before the first cacheable access, then make the
+    // values secondary CPUs read with their MMU off visible at the point of coherency.
+    invalidate_dcache_range(hyp.start, hyp.end - hyp.start);
+    *EL2_TABLE.lock() = Some(el2);
+    *STAGE2.lock() = Some(s2);
+    enable_on_this_cpu();
+    crate::el2::clean_dcache_range(core::ptr::addr_of!(MMU_REGS) as u64, core::mem::size_of::<MmuRegs>() as u64);
+    Ok((vttbr, vtcr))
+}
+
+/// The device regions the guest may touch: every enabled DTB device outside RAM, minus the
+/// GIC's hypervisor control interface and virtual CPU interface (they are the hypervisor's).
+fn guest_devices(board: &Board, hyp: Range) -> Vec<(String, Range)> {
+    let mut hidden: Vec<Range> = Vec::new();
+    if let Some(g) = &board.gic {
+        for r in [g.hyp_interface, g.vcpu_interface].into_iter().flatten() {
+            hidden.push(Range::new(r.base, r.end()));
+        }
+    }
+    let ram: Vec<Range> = board.memory.iter().map(|r| Range::new(r.base, r.end())).collect();
+    let mut pages: Vec<(String, Range)> = Vec::new();
+    for d in board.devices.iter().filter(|d| d.status.is_okay()) {
+        for r in &d.regions {
+            // Stage 2 maps pages: round out, so devices sharing a page (virtio-mmio slots are
+            // 0x200 apart) end up in one mapping.
+            let range = Range::new(r.base & !(PAGE - 1), (r.end() + PAGE - 1) & !(PAGE - 1));
+            if range.is_empty()
+                || range.overlaps(&hyp)
+                || hidden.iter().any(|h| h.overlaps(&range))
+                || ram.iter().any(|m| m.overlaps(&range))
+            {
+                continue;
+            }
+            pages.push((d.path.clone(), range));
+        }
+    }
+    pages.sort_by_key(|(_, r)| r.start);
+    let mut out: Vec<(String, Range)> = Vec::new();
+    for (path, r) in pages {
+        match out.last_mut() {
+            Some((_, last)) if r.start <= last.end => last.end = last.end.max(r.end),
+            _ => out.push((path, r)),
+        }
+    }
+    out
+}
+
+/// Turns the EL2 MMU on for a CPU started by PSCI CPU_ON (MMU and caches off so far).
+pub fn enable_secondary(cpu: usize) {
+    // Its stack was written straight to memory; drop any line another CPU's speculation may
+    // have brought into the caches before this CPU reads it cacheably.
+    let (bottom, top) = rt::start::stack_bounds(cpu);
+    invalidate_dcache_range(bottom as u64, (top - bottom) as u64);
+    enable_on_this_cpu();
+}
+
+/// Turns the EL2 MMU on for the calling CPU, with the tables the boot CPU built.
+fn enable_on_this_cpu() {
+    // SAFETY: MMU_REGS was written and cleaned to the PoC by the boot CPU before any other CPU
+    // was started; it is read-only from then on.
+    let regs = unsafe { &*core::ptr::addr_of!(MMU_REGS) };
+    MAIR_EL2.set(regs.mair);
+    TCR_EL2.set(regs.tcr);
+    TTBR0_EL2.set(regs.ttbr0);
+    aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
+    // SAFETY: drops any EL2 translation this CPU might hold from before; no memory effect.
+    unsafe { core::arch::asm!("tlbi alle2", options(nostack, preserves_flags)) };
+    aarch64_cpu::asm::barrier::dsb(aarch64_cpu::asm::barrier::NSH);
+    aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
+    // RES1 bits of SCTLR_EL2 (non-VHE) plus M (MMU), C and I (caches), SA (stack alignment check)
+    // and WXN (writable memory is never executable).
+    const RES1: u64 =
+        (1 << 4) | (1 << 5) | (1 << 11) | (1 << 16) | (1 << 18) | (1 << 22) | (1 << 23) | (1 << 28) | (1 << 29);
+    const M: u64 = 1 << 0;
+    const C: u64 = 1 << 2;
+    const SA: u64 = 1 << 3;
+    const I: u64 = 1 << 12;
+    const WXN: u64 = 1 << 19;
+    SCTLR_EL2.set(RES1 | M | C | SA | I | WXN);
+    aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
+}
+
+/// Invalidates `[start, start + len)` from the data caches without writing anything back.
+fn invalidate_dcache_range(start: u64, len: u64) {
+    let line = crate::el2::dcache_line();
+    let mut a = start & !(line - 1);
+    while a < start + len {
+        // SAFETY: `dc ivac` discards the line; this range was only ever written with the MMU off
+        // (so memory holds the data), and nothing reads it cacheably yet.
+        unsafe { core::arch::asm!("dc ivac, {}", in(reg) a, options(nostack, preserves_flags)) };
+        a += line;
+    }
+    aarch64_cpu::asm::barrier::dsb(aarch64_cpu::asm::barrier::SY);
+}
 
 /// Page-table pages used by stage 2.
-pub fn stage2_table_pages() -> usize {
-    0
+pub fn stage2_table_pages() -> u64 {
+    STAGE2.lock().as_ref().map(|s| s.stats().table_pages as u64).unwrap_or(0)
+}
+
+/// Page-table pages used by the EL2 stage 1.
+pub fn el2_table_pages() -> u64 {
+    EL2_TABLE.lock().as_ref().map(|s| s.stats().table_pages as u64).unwrap_or(0)
 }

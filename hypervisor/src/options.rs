@@ -3,6 +3,8 @@
 //!
 //! * `hyp.test=el2-fault`: after setup, read an unmapped address at EL2 (tests the fatal
 //!   exception report).
+//! * `hyp.conduit=hvc|smc`: the PSCI conduit written into the guest's DTB (default: the host
+//!   DTB's). Both trap to EL2 either way.
 
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -11,6 +13,8 @@ use alloc::vec::Vec;
 pub struct Options {
     pub guest_bootargs: String,
     pub test_el2_fault: bool,
+    /// PSCI conduit for the guest's DTB; `None` keeps the host's.
+    pub conduit: Option<board::PsciMethod>,
     /// Address the el2-fault test reads.
     pub fault_addr: u64,
     /// Words we did not understand (reported, never silently dropped).
@@ -18,15 +22,14 @@ pub struct Options {
 }
 
 pub fn parse(bootargs: &str) -> Options {
-    let mut o = Options {
-        fault_addr: 0xdead_0000,
-        ..Default::default()
-    };
+    let mut o = Options { fault_addr: 0xdead_0000, ..Default::default() };
     let mut guest = Vec::new();
     for w in bootargs.split_ascii_whitespace() {
         match w.strip_prefix("hyp.") {
             None => guest.push(w),
             Some("test=el2-fault") => o.test_el2_fault = true,
+            Some("conduit=hvc") => o.conduit = Some(board::PsciMethod::Hvc),
+            Some("conduit=smc") => o.conduit = Some(board::PsciMethod::Smc),
             Some(_) => o.unknown.push(String::from(w)),
         }
     }

@@ -23,11 +23,7 @@ fn ret(v: i64) -> [u64; 4] {
 pub fn handle(fid: u64, a: [u64; 3]) -> [u64; 4] {
     let fid = fid & 0xffff_ffff;
     match fid {
-        p::VERSION
-        | p::FEATURES
-        | p::MIGRATE_INFO_TYPE
-        | p::AFFINITY_INFO_32
-        | p::AFFINITY_INFO_64 => {
+        p::VERSION | p::FEATURES | p::MIGRATE_INFO_TYPE | p::AFFINITY_INFO_32 | p::AFFINITY_INFO_64 => {
             // Harmless queries: the firmware's answer is the truth.
             smccc::smc(fid, a[0], a[1], a[2])
         }
@@ -60,20 +56,11 @@ fn cpu_on(target: u64, entry: u64, context: u64) -> i64 {
     }
     let c = &CPUS[idx];
     if let Err(state) = c.claim_for_start() {
-        return if state == CpuState::On {
-            p::ALREADY_ON
-        } else {
-            p::ON_PENDING
-        };
+        return if state == CpuState::On { p::ALREADY_ON } else { p::ON_PENDING };
     }
     c.entry.store(entry, Ordering::Relaxed);
     c.context.store(context, Ordering::Relaxed);
-    let r = smccc::smc(
-        p::CPU_ON_64,
-        target,
-        rt::start::secondary_entry_addr() as u64,
-        idx as u64,
-    )[0] as i64;
+    let r = smccc::smc(p::CPU_ON_64, target, rt::start::secondary_entry_addr() as u64, idx as u64)[0] as i64;
     if r != p::SUCCESS {
         c.set_state(CpuState::Off);
     }

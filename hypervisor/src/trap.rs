@@ -36,19 +36,11 @@ fn lower_sync(frame: &mut TrapFrame) {
         }
         esr::EC_DABT_LOWER | esr::EC_IABT_LOWER => {
             let insn = esr::class(esr_v) == esr::EC_IABT_LOWER;
-            counters::count(if insn {
-                Exit::InstructionAbort
-            } else {
-                Exit::DataAbort
-            });
+            counters::count(if insn { Exit::InstructionAbort } else { Exit::DataAbort });
             guest_abort(frame, esr_v, insn);
         }
         ec => {
-            counters::count(if ec == esr::EC_SYSREG {
-                Exit::SysReg
-            } else {
-                Exit::Other
-            });
+            counters::count(if ec == esr::EC_SYSREG { Exit::SysReg } else { Exit::Other });
             rt::console::panic_print(format_args!(
                 "hyp: guest exit not handled: {} (EC {ec:#04x}) ESR {esr_v:#x} at ELR {:#x}\n",
                 esr::class_name(ec),
@@ -95,11 +87,7 @@ fn guest_abort(frame: &TrapFrame, esr_v: u64, insn: bool) {
         esr::fault_level(fsc),
     ));
     let mut r = abi::report::Record::new("guest_fault");
-    r.hex("ipa", ipa)
-        .hex("far", far)
-        .hex("elr", frame.elr)
-        .hex("esr", esr_v)
-        .str("access", what);
+    r.hex("ipa", ipa).hex("far", far).hex("elr", frame.elr).hex("esr", esr_v).str("access", what);
     rt::console::panic_print(format_args!("{r}\n"));
     exit::exit(EXIT_GUEST_FAULT);
 }
@@ -120,9 +108,7 @@ fn fatal(frame: &TrapFrame, vec: u64) -> ! {
         frame.spsr,
     ));
     if vec < vector::LOWER64_SYNC {
-        rt::backtrace::print(frame.x[29] as usize, |a| {
-            rt::console::panic_print(format_args!("hyp: {a}"))
-        });
+        rt::backtrace::print(frame.x[29] as usize, |a| rt::console::panic_print(format_args!("hyp: {a}")));
     }
     exit::exit(EXIT_HYP_FAULT)
 }

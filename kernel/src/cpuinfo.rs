@@ -90,8 +90,8 @@ impl CpuInfo {
         let allowed = match (self.implementer(), self.part()) {
             (0x41, 0xd82) => self.variant() > 0 || self.revision() >= 3, // Cortex-X4 r0p3+
             (0x41, 0xd84) | (0x41, 0xd83) => self.variant() > 0 || self.revision() >= 2, // Neoverse-V3/V3AE r0p2+
-            (0xc0, 0xac3) | (0xc0, 0xac4) => true, // AmpereOne, AmpereOne AC04
-            (0x00, 0x051) => true,                 // QEMU max (emulation)
+            (0xc0, 0xac3) | (0xc0, 0xac4) => true,                       // AmpereOne, AmpereOne AC04
+            (0x00, 0x051) => true,                                       // QEMU max (emulation)
             _ => false,
         };
         if allowed {

@@ -14,8 +14,5 @@ static HEAP: LockedHeap<32> = LockedHeap::empty();
 /// Call once on the boot CPU before anything allocates.
 pub fn init() {
     // SAFETY: HEAP_SPACE is used only here, once, and handed to the allocator for good.
-    unsafe {
-        HEAP.lock()
-            .init(core::ptr::addr_of_mut!(HEAP_SPACE) as usize, HEAP_SIZE)
-    };
+    unsafe { HEAP.lock().init(core::ptr::addr_of_mut!(HEAP_SPACE) as usize, HEAP_SIZE) };
 }

@@ -61,10 +61,7 @@ fn boot(dtb_addr: usize) -> Result<(), String> {
         // SAFETY: the DTB names this PL011 as the console; only rt::console uses it.
         unsafe { rt::console::init(uart.base as usize) };
     }
-    let psci = board
-        .psci
-        .as_ref()
-        .ok_or("device tree has no PSCI node: cannot start CPUs or power off")?;
+    let psci = board.psci.as_ref().ok_or("device tree has no PSCI node: cannot start CPUs or power off")?;
     smccc::set_conduit(match psci.method {
         board::PsciMethod::Hvc => smccc::Conduit::Hvc,
         board::PsciMethod::Smc => smccc::Conduit::Smc,
@@ -72,13 +69,8 @@ fn boot(dtb_addr: usize) -> Result<(), String> {
     let host = detect_host(&board);
     power::set_host(host);
     let mem_bytes = board.memory.iter().map(|r| r.size).sum();
-    let args: Vec<String> = board
-        .bootargs
-        .as_deref()
-        .unwrap_or("")
-        .split_ascii_whitespace()
-        .map(String::from)
-        .collect();
+    let args: Vec<String> =
+        board.bootargs.as_deref().unwrap_or("").split_ascii_whitespace().map(String::from).collect();
     rt::println!(
         "kernel: pgtlab kernel, {} CPUs, {} MiB RAM in {} ranges, PSCI over {:?}, {}, bootargs {:?}",
         board.cpus.len(),
@@ -92,11 +84,7 @@ fn boot(dtb_addr: usize) -> Result<(), String> {
         },
         args.join(" ")
     );
-    KERNEL.call_once(|| Kernel {
-        board,
-        host,
-        mem_bytes,
-    });
+    KERNEL.call_once(|| Kernel { board, host, mem_bytes });
     banner(0);
     let online = smp::start_secondaries()?;
     let k = KERNEL.get().unwrap();
@@ -163,8 +151,6 @@ pub fn banner(cpu: usize) {
 #[panic_handler]
 fn panic(info: &core::panic::PanicInfo) -> ! {
     rt::console::panic_print(format_args!("kernel: PANIC: {info}\n"));
-    rt::backtrace::print(rt::backtrace::current_fp(), |a| {
-        rt::console::panic_print(format_args!("kernel: {a}"))
-    });
+    rt::backtrace::print(rt::backtrace::current_fp(), |a| rt::console::panic_print(format_args!("kernel: {a}")));
     power::exit(abi::exit::GUEST_PANIC)
 }

@@ -4,6 +4,8 @@
 //! * `test=undef`: an undefined instruction (exception report, non-zero exit).
 //! * `test=touch-hyp`: read the first address of the hole in guest RAM where the hypervisor
 //!   lives; the hypervisor must report the IPA and end the run.
+//! * `test=bad-calls`: hypercalls and PSCI calls with wrong ids and arguments must each return
+//!   the documented error, and the hypervisor must keep running.
 
 use crate::KERNEL;
 use alloc::format;
@@ -21,11 +23,8 @@ pub fn run(args: &[String]) -> Result<(), String> {
             // handler reports it and ends the run.
             "undef" => unsafe { core::arch::asm!("udf #0") },
             "touch-hyp" => touch_hole()?,
-            other => {
-                return Err(format!(
-                    "unknown self-test {other:?} (known: panic, undef, touch-hyp)"
-                ))
-            }
+            "bad-calls" => bad_calls()?,
+            other => return Err(format!("unknown self-test {other:?} (known: panic, undef, touch-hyp, bad-calls)")),
         }
     }
     Ok(())
@@ -41,7 +40,65 @@ fn touch_hole() -> Result<(), String> {
     rt::println!("kernel: reading {hole:#x}, the first byte of the hole in guest RAM");
     // SAFETY: deliberately reads memory the guest does not own; the hypervisor must stop it.
     let v = unsafe { core::ptr::read_volatile(hole as *const u64) };
-    Err(format!(
-        "read {hole:#x} returned {v:#x}: the hypervisor did not stop an access to its memory"
-    ))
+    Err(format!("read {hole:#x} returned {v:#x}: the hypervisor did not stop an access to its memory"))
+}
+
+fn expect(what: &str, got: u64, want: i64) -> Result<(), String> {
+    if got as i64 == want {
+        Ok(())
+    } else {
+        Err(format!("{what}: returned {} ({}), expected {want}", got as i64, abi::error::name(got as i64)))
+    }
+}
+
+fn bad_calls() -> Result<(), String> {
+    use crate::smccc::call;
+    use abi::{error, hypercall as hc, psci};
+    let k = KERNEL.get().unwrap();
+    if k.host != crate::power::Host::Hypervisor {
+        return Err("test=bad-calls needs the hypervisor".into());
+    }
+    let me = {
+        use aarch64_cpu::registers::{Readable, MPIDR_EL1};
+        MPIDR_EL1.get() & 0xff_00ff_ffff
+    };
+    let entry = rt::start::secondary_entry_addr() as u64;
+    let hole = k.board.memory.windows(2).find(|w| w[0].end() < w[1].base).map(|w| w[0].end()).unwrap_or(0);
+    let v = call(hc::VERSION, 0, 0, 0);
+    expect("VERSION", v[0], error::SUCCESS)?;
+    if v[1] != hc::ABI_VERSION {
+        return Err(format!("VERSION: ABI {} , expected {}", v[1], hc::ABI_VERSION));
+    }
+    expect("unknown vendor call", call(0xc600_00ff, 1, 2, 3)[0], error::NOT_SUPPORTED)?;
+    expect("unknown owner", call(0x1234_5678, 0, 0, 0)[0], error::NOT_SUPPORTED)?;
+    expect("unknown PSCI function", call(0x8400_001f, 0, 0, 0)[0], psci::NOT_SUPPORTED)?;
+    expect("CPU_ON unknown MPIDR", call(psci::CPU_ON_64, 0xff_00ff_00ff, entry, 0)[0], psci::INVALID_PARAMETERS)?;
+    expect("CPU_ON already-on CPU", call(psci::CPU_ON_64, me, entry, 0)[0], psci::ALREADY_ON)?;
+    if hole != 0 {
+        let other = k.board.cpus.iter().map(|c| c.mpidr).find(|m| *m != me).unwrap_or(me);
+        expect("CPU_ON entry in hypervisor memory", call(psci::CPU_ON_64, other, hole, 0)[0], psci::INVALID_ADDRESS)?;
+        expect("CPU_ON misaligned entry", call(psci::CPU_ON_64, other, entry + 2, 0)[0], psci::INVALID_ADDRESS)?;
+    }
+    // A storm of arbitrary ids and arguments (skipping the calls that end the run or stop a CPU).
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut n = 0;
+    for _ in 0..2000 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let owner = [0x8000_0000u64, 0x8400_0000, 0xc400_0000, 0xc600_0000, 0x8600_0000, 0xc500_0000][(x % 6) as usize];
+        let fid = owner | ((x >> 8) & 0x3f);
+        if [hc::EXIT, psci::SYSTEM_OFF, psci::SYSTEM_RESET, psci::CPU_OFF, psci::CPU_SUSPEND_32, psci::CPU_SUSPEND_64]
+            .contains(&fid)
+            || fid == psci::CPU_ON_32
+            || fid == psci::CPU_ON_64
+            || fid == hc::COUNTERS_REPORT
+        {
+            continue;
+        }
+        call(fid, x, x.rotate_left(17), !x);
+        n += 1;
+    }
+    rt::println!("kernel: bad-calls: {n} arbitrary calls and 8 checked ones answered, hypervisor still running");
+    Ok(())
 }

@@ -24,18 +24,12 @@ pub fn start_secondaries() -> Result<usize, String> {
         let before = ONLINE.load(Ordering::Acquire);
         let r = smccc::call(abi::psci::CPU_ON_64, cpu.mpidr, entry, idx as u64)[0] as i64;
         if r != abi::psci::SUCCESS {
-            return Err(format!(
-                "PSCI CPU_ON for CPU {idx} (MPIDR {:#x}) failed: {r}",
-                cpu.mpidr
-            ));
+            return Err(format!("PSCI CPU_ON for CPU {idx} (MPIDR {:#x}) failed: {r}", cpu.mpidr));
         }
         let deadline = CNTPCT_EL0.get() + WAIT_SECONDS * CNTFRQ_EL0.get();
         while ONLINE.load(Ordering::Acquire) == before {
             if CNTPCT_EL0.get() > deadline {
-                return Err(format!(
-                    "CPU {idx} (MPIDR {:#x}) did not come up within {WAIT_SECONDS} s",
-                    cpu.mpidr
-                ));
+                return Err(format!("CPU {idx} (MPIDR {:#x}) did not come up within {WAIT_SECONDS} s", cpu.mpidr));
             }
             core::hint::spin_loop();
         }

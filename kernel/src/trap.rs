@@ -24,8 +24,6 @@ extern "C" fn rt_exception(frame: &mut TrapFrame, vec: u64) {
         frame.spsr,
         frame.elr.wrapping_sub(base),
     ));
-    rt::backtrace::print(frame.x[29] as usize, |a| {
-        rt::console::panic_print(format_args!("kernel: {a}"))
-    });
+    rt::backtrace::print(frame.x[29] as usize, |a| rt::console::panic_print(format_args!("kernel: {a}")));
     power::exit(abi::exit::GUEST_EXCEPTION)
 }

@@ -5,10 +5,8 @@ use anyhow::{bail, ensure, Context, Result};
 use std::process::Command;
 
 /// Benchmarks this command knows.
-pub const BENCHES: [(&str, &str); 1] = [(
-    "pgtable",
-    "host: lib/pgtable against aarch64-paging (map 4 GiB, 10,000 4 KiB permission changes, unmap)",
-)];
+pub const BENCHES: [(&str, &str); 1] =
+    [("pgtable", "host: lib/pgtable against aarch64-paging (map 4 GiB, 10,000 4 KiB permission changes, unmap)")];
 
 pub fn run(which: &str) -> Result<()> {
     match which {

@@ -37,20 +37,14 @@ pub fn images_dir() -> PathBuf {
 /// Builds both binaries (release profile, with debug info) and writes their Images.
 pub fn build(tc: &CrossToolchain, features: &[String]) -> Result<Images> {
     let t0 = Instant::now();
-    eprintln!(
-        "xtask: building hypervisor + kernel for {TARGET} with {}",
-        tc.description
-    );
+    eprintln!("xtask: building hypervisor + kernel for {TARGET} with {}", tc.description);
     let mut cmd = tc.cargo("build");
-    cmd.current_dir(workspace_root())
-        .args(["--release", "-p", "hypervisor", "-p", "kernel"]);
+    cmd.current_dir(workspace_root()).args(["--release", "-p", "hypervisor", "-p", "kernel"]);
     cmd.arg("--target-dir").arg(cross_target_dir());
     if !features.is_empty() {
         cmd.arg("--features").arg(features.join(","));
     }
-    let status = cmd
-        .status()
-        .with_context(|| format!("running {}", tc.cargo.display()))?;
+    let status = cmd.status().with_context(|| format!("running {}", tc.cargo.display()))?;
     ensure!(status.success(), "cross build failed ({status})");
     let out = cross_target_dir().join(TARGET).join("release");
     std::fs::create_dir_all(images_dir())?;
@@ -59,23 +53,13 @@ pub fn build(tc: &CrossToolchain, features: &[String]) -> Result<Images> {
         let elf = out.join(bin);
         let img = images_dir().join(format!("{bin}.img"));
         let bytes = std::fs::read(&elf).with_context(|| format!("reading {}", elf.display()))?;
-        let image = elf_to_image(&bytes)
-            .with_context(|| format!("turning {} into an Image", elf.display()))?;
+        let image = elf_to_image(&bytes).with_context(|| format!("turning {} into an Image", elf.display()))?;
         std::fs::write(&img, &image)?;
         paths.push((img, elf));
     }
-    eprintln!(
-        "xtask: images in {} ({:.1} s)",
-        images_dir().display(),
-        t0.elapsed().as_secs_f64()
-    );
+    eprintln!("xtask: images in {} ({:.1} s)", images_dir().display(), t0.elapsed().as_secs_f64());
     let (k, h) = (paths.pop().unwrap(), paths.pop().unwrap());
-    Ok(Images {
-        hypervisor: h.0,
-        hypervisor_elf: h.1,
-        kernel: k.0,
-        kernel_elf: k.1,
-    })
+    Ok(Images { hypervisor: h.0, hypervisor_elf: h.1, kernel: k.0, kernel_elf: k.1 })
 }
 
 /// ELF (linked at 0 with lib/rt/link.ld) -> arm64 Image bytes.
@@ -83,10 +67,7 @@ pub fn elf_to_image(data: &[u8]) -> Result<Vec<u8>> {
     let file = ElfFile64::<Endianness>::parse(data).context("not a 64-bit ELF file")?;
     let endian = file.endian();
     let header = file.elf_header();
-    ensure!(
-        header.e_machine(endian) == elf::EM_AARCH64,
-        "not an AArch64 ELF"
-    );
+    ensure!(header.e_machine(endian) == elf::EM_AARCH64, "not an AArch64 ELF");
     check_relocations(&file)?;
     let mut image = Vec::new();
     for ph in header.program_headers(endian, data)? {
@@ -94,9 +75,7 @@ pub fn elf_to_image(data: &[u8]) -> Result<Vec<u8>> {
             continue;
         }
         let vaddr = ph.p_vaddr(endian) as usize;
-        let bytes = ph
-            .data(endian, data)
-            .map_err(|_| anyhow::anyhow!("segment data out of bounds"))?;
+        let bytes = ph.data(endian, data).map_err(|_| anyhow::anyhow!("segment data out of bounds"))?;
         if image.len() < vaddr + bytes.len() {
             image.resize(vaddr + bytes.len(), 0);
         }
@@ -107,10 +86,7 @@ pub fn elf_to_image(data: &[u8]) -> Result<Vec<u8>> {
         .find(|s| s.name() == Ok("__image_end"))
         .context("no __image_end symbol: was the image linked with lib/rt/link.ld?")?
         .address();
-    ensure!(
-        end as usize >= image.len(),
-        "__image_end {end:#x} lies before the end of the loaded data"
-    );
+    ensure!(end as usize >= image.len(), "__image_end {end:#x} lies before the end of the loaded data");
     rt::image::ImageHeader::patch(&mut image, end).map_err(|e| anyhow::anyhow!("{e}"))?;
     Ok(image)
 }
@@ -119,14 +95,11 @@ fn check_relocations(file: &ElfFile64<Endianness>) -> Result<()> {
     let endian = file.endian();
     let data = file.data();
     for section in file.elf_section_table().iter() {
-        if section.sh_type(endian) != elf::SHT_RELA
-            || section.sh_flags(endian) & u64::from(elf::SHF_ALLOC) == 0
-        {
+        if section.sh_type(endian) != elf::SHT_RELA || section.sh_flags(endian) & u64::from(elf::SHF_ALLOC) == 0 {
             continue;
         }
-        let relas: &[elf::Rela64<Endianness>] = section
-            .data_as_array(endian, data)
-            .map_err(|_| anyhow::anyhow!("bad .rela.dyn"))?;
+        let relas: &[elf::Rela64<Endianness>] =
+            section.data_as_array(endian, data).map_err(|_| anyhow::anyhow!("bad .rela.dyn"))?;
         for r in relas {
             let ty = r.r_type(endian, false);
             if ty != elf::R_AARCH64_RELATIVE {
@@ -163,37 +136,8 @@ pub fn symbolize(elf_path: &Path, offset: u64) -> Option<String> {
 }
 
 fn demangle(name: &str) -> String {
-    // Legacy Rust mangling: _ZN<len><seg>...17h<hash>E. Good enough for backtrace lines.
-    let Some(mut rest) = name.strip_prefix("_ZN") else {
-        return name.to_string();
-    };
-    let mut parts = Vec::new();
-    while let Some(pos) = rest.find(|c: char| !c.is_ascii_digit()) {
-        if pos == 0 {
-            break;
-        }
-        let Ok(len) = rest[..pos].parse::<usize>() else {
-            break;
-        };
-        let seg = &rest[pos..];
-        if seg.len() < len {
-            break;
-        }
-        parts.push(&seg[..len]);
-        rest = &seg[len..];
-    }
-    if parts
-        .last()
-        .map(|p| p.starts_with('h') && p.len() == 17)
-        .unwrap_or(false)
-    {
-        parts.pop();
-    }
-    if parts.is_empty() {
-        name.to_string()
-    } else {
-        parts.join("::")
-    }
+    // `{:#}` leaves out the hash suffix; works for both legacy and v0 mangling.
+    format!("{:#}", rustc_demangle::demangle(name))
 }
 
 #[cfg(test)]
@@ -202,10 +146,7 @@ mod tests {
 
     #[test]
     fn demangles_legacy_names() {
-        assert_eq!(
-            demangle("_ZN10hypervisor4trap5fatal17h0123456789abcdefE"),
-            "hypervisor::trap::fatal"
-        );
+        assert_eq!(demangle("_ZN10hypervisor4trap5fatal17h0123456789abcdefE"), "hypervisor::trap::fatal");
         assert_eq!(demangle("rt_main"), "rt_main");
     }
 

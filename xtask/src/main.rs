@@ -7,10 +7,7 @@ use xtask::qemu::{self, QemuConfig};
 use xtask::{build, report, system, toolchain};
 
 #[derive(Parser)]
-#[command(
-    name = "cargo xtask",
-    about = "Build, boot, test and measure the EL2 hypervisor and EL1 kernel"
-)]
+#[command(name = "cargo xtask", about = "Build, boot, test and measure the EL2 hypervisor and EL1 kernel")]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -92,11 +89,7 @@ fn real_main() -> Result<()> {
         Cmd::Doctor => {
             let tc = toolchain::find()?;
             println!("cross toolchain: {}", tc.description);
-            println!(
-                "  cargo {}  rustc {}",
-                tc.cargo.display(),
-                tc.rustc.display()
-            );
+            println!("  cargo {}  rustc {}", tc.cargo.display(), tc.rustc.display());
             println!("  std: {:?}", tc.std);
             match &tc.linker {
                 Some(l) => println!("  linker: {}", l.display()),
@@ -122,26 +115,16 @@ fn run(a: RunArgs) -> Result<()> {
         gdb: a.gdb,
         no_hypervisor: a.no_hypervisor,
     };
-    eprintln!(
-        "xtask: {} {}",
-        qemu_bin.display(),
-        cfg.args(&images).join(" ")
-    );
+    eprintln!("xtask: {} {}", qemu_bin.display(), cfg.args(&images).join(" "));
     if cfg.gdb {
         eprintln!(
             "xtask: waiting for gdb: gdb-multiarch {} -ex 'target remote :1234'",
             images.hypervisor_elf.display()
         );
     }
-    let timeout = if a.timeout == 0 {
-        Duration::from_secs(u64::MAX / 4)
-    } else {
-        Duration::from_secs(a.timeout)
-    };
+    let timeout = if a.timeout == 0 { Duration::from_secs(u64::MAX / 4) } else { Duration::from_secs(a.timeout) };
     let elf_for = |line: &str| report::symbolize_line(line, &images);
-    let outcome = qemu::run(&qemu_bin, &cfg, &images, timeout, |line| {
-        qemu::echo_stdout(&elf_for(line))
-    })?;
+    let outcome = qemu::run(&qemu_bin, &cfg, &images, timeout, |line| qemu::echo_stdout(&elf_for(line)))?;
     report::print_tables(&outcome.output);
     match outcome.code {
         Some(0) => {
@@ -149,10 +132,7 @@ fn run(a: RunArgs) -> Result<()> {
             Ok(())
         }
         Some(code) => {
-            eprintln!(
-                "xtask: QEMU exited with {code} after {:.2} s",
-                outcome.elapsed.as_secs_f64()
-            );
+            eprintln!("xtask: QEMU exited with {code} after {:.2} s", outcome.elapsed.as_secs_f64());
             std::process::exit(code)
         }
         None if outcome.timed_out => bail!("timed out after {} s", a.timeout),

@@ -94,16 +94,8 @@ impl QemuConfig {
             self.gic,
             self.smp,
             self.mem,
-            if self.no_hypervisor {
-                " no-hypervisor"
-            } else {
-                ""
-            },
-            if self.bootargs.is_empty() {
-                String::new()
-            } else {
-                format!(" bootargs=\"{}\"", self.bootargs)
-            }
+            if self.no_hypervisor { " no-hypervisor" } else { "" },
+            if self.bootargs.is_empty() { String::new() } else { format!(" bootargs=\"{}\"", self.bootargs) }
         )
     }
 }
@@ -151,11 +143,7 @@ pub fn run(
         readers.push(std::thread::spawn(move || {
             let mut r = BufReader::new(stream);
             let mut buf = Vec::new();
-            while r
-                .read_until(b'\n', &mut buf)
-                .map(|n| n > 0)
-                .unwrap_or(false)
-            {
+            while r.read_until(b'\n', &mut buf).map(|n| n > 0).unwrap_or(false) {
                 let line = String::from_utf8_lossy(&buf).replace('\r', "");
                 if tx.send(line).is_err() {
                     break;
@@ -195,12 +183,7 @@ pub fn run(
         echo(line.trim_end_matches('\n'));
         output.push_str(&line);
     }
-    Ok(Outcome {
-        code: if timed_out { None } else { status.code() },
-        timed_out,
-        output,
-        elapsed: start.elapsed(),
-    })
+    Ok(Outcome { code: if timed_out { None } else { status.code() }, timed_out, output, elapsed: start.elapsed() })
 }
 
 /// Prints a line to stdout immediately (for live runs).

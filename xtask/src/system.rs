@@ -20,42 +20,25 @@ pub fn which(name: &str) -> Option<PathBuf> {
 
 /// Whether this process runs as root (and so may install packages).
 pub fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-        .unwrap_or(false)
+    Command::new("id").arg("-u").output().map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0").unwrap_or(false)
 }
 
 /// The command a user should run to install `packages`.
 pub fn install_hint(packages: &[&str]) -> String {
-    format!(
-        "sudo apt-get update && sudo apt-get install -y {}",
-        packages.join(" ")
-    )
+    format!("sudo apt-get update && sudo apt-get install -y {}", packages.join(" "))
 }
 
 /// Installs Debian packages with one line saying so, or fails with the command to run.
 pub fn apt_install(packages: &[&str], why: &str) -> Result<()> {
     if !is_root() || which("apt-get").is_none() {
-        bail!(
-            "{why} is missing. Install it with:\n    {}",
-            install_hint(packages)
-        );
+        bail!("{why} is missing. Install it with:\n    {}", install_hint(packages));
     }
-    eprintln!(
-        "xtask: installing {} with apt-get ({why} is missing)",
-        packages.join(" ")
-    );
+    eprintln!("xtask: installing {} with apt-get ({why} is missing)", packages.join(" "));
     let quiet = |c: &mut Command| {
-        c.env("DEBIAN_FRONTEND", "noninteractive")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null());
+        c.env("DEBIAN_FRONTEND", "noninteractive").stdin(Stdio::null()).stdout(Stdio::null());
     };
     let mut install = Command::new("apt-get");
-    install
-        .args(["install", "-y", "-q", "--no-install-recommends"])
-        .args(packages);
+    install.args(["install", "-y", "-q", "--no-install-recommends"]).args(packages);
     quiet(&mut install);
     if install.status().map(|s| s.success()).unwrap_or(false) {
         return Ok(());
@@ -66,9 +49,7 @@ pub fn apt_install(packages: &[&str], why: &str) -> Result<()> {
     quiet(&mut update);
     update.status().context("running apt-get update")?;
     let mut install = Command::new("apt-get");
-    install
-        .args(["install", "-y", "-q", "--no-install-recommends"])
-        .args(packages);
+    install.args(["install", "-y", "-q", "--no-install-recommends"]).args(packages);
     quiet(&mut install);
     let status = install.status().context("running apt-get install")?;
     if !status.success() {
@@ -87,6 +68,5 @@ pub fn qemu() -> Result<PathBuf> {
         return Ok(q);
     }
     apt_install(&["qemu-system-arm"], "qemu-system-aarch64")?;
-    which("qemu-system-aarch64")
-        .context("qemu-system-arm was installed but qemu-system-aarch64 is not on PATH")
+    which("qemu-system-aarch64").context("qemu-system-arm was installed but qemu-system-aarch64 is not on PATH")
 }

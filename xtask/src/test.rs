@@ -38,7 +38,7 @@ pub fn run(long: bool, host_only: bool) -> Result<()> {
     let images = build::build(&tc, &[])?;
     eprintln!("xtask: QEMU integration tests (tests/)");
     let status = host_cargo()
-        .args(["test", "-p", "tests"])
+        .args(["test", "--no-fail-fast", "-p", "tests"])
         .env("XTASK_QEMU", &qemu)
         .env("XTASK_HYPERVISOR_IMG", &images.hypervisor)
         .env("XTASK_KERNEL_IMG", &images.kernel)
@@ -47,9 +47,6 @@ pub fn run(long: bool, host_only: bool) -> Result<()> {
         .status()
         .context("running cargo test -p tests")?;
     ensure!(status.success(), "QEMU integration tests failed");
-    eprintln!(
-        "xtask: all tests passed in {:.1} s",
-        t0.elapsed().as_secs_f64()
-    );
+    eprintln!("xtask: all tests passed in {:.1} s", t0.elapsed().as_secs_f64());
     Ok(())
 }

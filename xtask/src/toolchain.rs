@@ -40,14 +40,8 @@ pub struct CrossToolchain {
 }
 
 fn output(cmd: &Path, args: &[&str]) -> Option<String> {
-    let out = Command::new(cmd)
-        .args(args)
-        .env_remove("RUSTC_WORKSPACE_WRAPPER")
-        .output()
-        .ok()?;
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    let out = Command::new(cmd).args(args).env_remove("RUSTC_WORKSPACE_WRAPPER").output().ok()?;
+    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
 fn has_prebuilt_core(rustc: &Path) -> bool {
@@ -55,10 +49,7 @@ fn has_prebuilt_core(rustc: &Path) -> bool {
         return false;
     };
     std::fs::read_dir(&libdir)
-        .map(|it| {
-            it.flatten()
-                .any(|e| e.file_name().to_string_lossy().starts_with("libcore-"))
-        })
+        .map(|it| it.flatten().any(|e| e.file_name().to_string_lossy().starts_with("libcore-")))
         .unwrap_or(false)
 }
 
@@ -72,23 +63,16 @@ fn rust_lld(rustc: &Path) -> bool {
     let Some(sysroot) = output(rustc, &["--print", "sysroot"]) else {
         return false;
     };
-    let Some(host) = output(rustc, &["-vV"]).and_then(|v| {
-        v.lines()
-            .find_map(|l| l.strip_prefix("host: ").map(str::to_string))
-    }) else {
+    let Some(host) =
+        output(rustc, &["-vV"]).and_then(|v| v.lines().find_map(|l| l.strip_prefix("host: ").map(str::to_string)))
+    else {
         return false;
     };
-    Path::new(&sysroot)
-        .join("lib/rustlib")
-        .join(host)
-        .join("bin/rust-lld")
-        .is_file()
+    Path::new(&sysroot).join("lib/rustlib").join(host).join("bin/rust-lld").is_file()
 }
 
 fn is_nightly(rustc: &Path) -> bool {
-    output(rustc, &["-V"])
-        .map(|v| v.contains("nightly") || v.contains("-dev"))
-        .unwrap_or(false)
+    output(rustc, &["-V"]).map(|v| v.contains("nightly") || v.contains("-dev")).unwrap_or(false)
 }
 
 fn find_ld_lld() -> Option<PathBuf> {
@@ -106,9 +90,7 @@ fn linker(rustc: &Path) -> Result<Option<PathBuf>> {
         return Ok(None);
     }
     apt_install(&["lld"], "the ld.lld linker")?;
-    find_ld_lld()
-        .map(Some)
-        .context("lld was installed but ld.lld is not on PATH")
+    find_ld_lld().map(Some).context("lld was installed but ld.lld is not on PATH")
 }
 
 const DEBIAN_RUSTC: &str = "/usr/bin/rustc";
@@ -119,12 +101,8 @@ const DEBIAN_PACKAGES: [&str; 3] = ["rustc-web", "cargo-web", "rust-web-src"];
 pub fn find() -> Result<CrossToolchain> {
     // The active toolchain: what `cargo xtask` itself runs with (through rustup's proxies,
     // honouring rust-toolchain.toml).
-    let active_rustc = std::env::var_os("RUSTC")
-        .map(PathBuf::from)
-        .or_else(|| which("rustc"));
-    let active_cargo = std::env::var_os("CARGO")
-        .map(PathBuf::from)
-        .or_else(|| which("cargo"));
+    let active_rustc = std::env::var_os("RUSTC").map(PathBuf::from).or_else(|| which("rustc"));
+    let active_cargo = std::env::var_os("CARGO").map(PathBuf::from).or_else(|| which("cargo"));
     if let (Some(rustc), Some(cargo)) = (active_rustc, active_cargo) {
         if has_prebuilt_core(&rustc) {
             return Ok(CrossToolchain {
@@ -142,10 +120,7 @@ pub fn find() -> Result<CrossToolchain> {
             let bootstrap = !is_nightly(&rustc);
             return Ok(CrossToolchain {
                 linker: linker(&rustc)?,
-                description: format!(
-                    "active toolchain ({}) with rust-src and -Z build-std",
-                    version(&rustc)
-                ),
+                description: format!("active toolchain ({}) with rust-src and -Z build-std", version(&rustc)),
                 cargo,
                 rustc,
                 std: Std::BuildStd { bootstrap },
@@ -169,19 +144,13 @@ pub fn find() -> Result<CrossToolchain> {
             ))
         })?;
         if !debian_ready() {
-            bail!(
-                "installed {} but {DEBIAN_RUSTC} has no rust-src under its sysroot",
-                DEBIAN_PACKAGES.join(" ")
-            );
+            bail!("installed {} but {DEBIAN_RUSTC} has no rust-src under its sysroot", DEBIAN_PACKAGES.join(" "));
         }
     }
     let rustc = PathBuf::from(DEBIAN_RUSTC);
     Ok(CrossToolchain {
         linker: linker(&rustc)?,
-        description: format!(
-            "Debian's toolchain ({}) with rust-web-src and -Z build-std",
-            version(&rustc)
-        ),
+        description: format!("Debian's toolchain ({}) with rust-web-src and -Z build-std", version(&rustc)),
         cargo: PathBuf::from(DEBIAN_CARGO),
         rustc,
         std: Std::BuildStd { bootstrap: true },
@@ -210,12 +179,7 @@ impl CrossToolchain {
             if bootstrap {
                 c.env("RUSTC_BOOTSTRAP", "1");
             }
-            c.args([
-                "-Z",
-                "build-std=core,alloc,compiler_builtins",
-                "-Z",
-                "build-std-features=compiler-builtins-mem",
-            ]);
+            c.args(["-Z", "build-std=core,alloc,compiler_builtins", "-Z", "build-std-features=compiler-builtins-mem"]);
         }
         let mut flags = vec![
             "-C relocation-model=pie".to_string(),
@@ -228,10 +192,7 @@ impl CrossToolchain {
         if let Some(l) = &self.linker {
             flags.push(format!("-C linker={}", l.display()));
         }
-        c.env(
-            "CARGO_TARGET_AARCH64_UNKNOWN_NONE_RUSTFLAGS",
-            flags.join(" "),
-        );
+        c.env("CARGO_TARGET_AARCH64_UNKNOWN_NONE_RUSTFLAGS", flags.join(" "));
         c
     }
 }

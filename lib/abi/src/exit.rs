@@ -1,7 +1,8 @@
 //! Exit codes of a run (QEMU's exit status, through semihosting).
 //!
-//! 0 is success. A guest's own failure statuses pass through its exit hypercall unchanged (low
-//! 8 bits, never turned into 0); the hypervisor's verdicts use the values below.
+//! 0 is success. A guest's own failure statuses pass through its exit hypercall (low 8 bits,
+//! never turned into 0: [`from_guest_status`]); the verdicts below are what the kernel and the
+//! hypervisor use for their own failures, so the xtask can tell them apart.
 
 /// A kernel self-test or boot step failed and the kernel said so.
 pub const GUEST_FAILURE: u32 = 1;
@@ -15,6 +16,16 @@ pub const GUEST_FAULT: u32 = 4;
 /// The hypervisor itself panicked, failed to boot, or took an unexpected exception.
 pub const HYP_FAULT: u32 = 5;
 
+/// QEMU exit code for the status a guest passes to [`crate::hypercall::EXIT`]: 0 stays 0,
+/// anything else keeps its low 8 bits but never becomes 0 (256 -> 1).
+pub const fn from_guest_status(status: u64) -> u32 {
+    match status {
+        0 => 0,
+        s if s & 0xff == 0 => 1,
+        s => (s & 0xff) as u32,
+    }
+}
+
 /// What an exit code means.
 pub fn describe(code: i32) -> &'static str {
     match code {
@@ -25,5 +36,22 @@ pub fn describe(code: i32) -> &'static str {
         4 => "guest fault stopped by the hypervisor",
         5 => "hypervisor fault",
         _ => "other",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn guest_status_to_exit_code() {
+        assert_eq!(from_guest_status(0), 0);
+        assert_eq!(from_guest_status(3), 3);
+        assert_eq!(from_guest_status(255), 255);
+        assert_eq!(from_guest_status(256), 1, "never 0 for a failure");
+        assert_eq!(from_guest_status(0x1_0000_0007), 7);
+        assert_eq!(describe(GUEST_PANIC as i32), "guest panic");
+        assert_eq!(describe(HYP_FAULT as i32), "hypervisor fault");
+        assert_eq!(describe(77), "other");
     }
 }

@@ -1,13 +1,21 @@
 //! What the hypervisor, the kernel and the host tools agree on.
 //!
 //! * [`hypercall`]: the hypervisor's SMCCC function ids (vendor-specific hypervisor service
-//!   range), reserved now for the work that will use them.
-//! * [`psci`]: PSCI function ids and return codes.
-//! * [`error`]: the hypercall error codes.
+//!   range `0xC600_xxxx`), including the ones reserved now for memslots, dirty logging, the
+//!   split-walker mode and counters (issue 4).
+//! * [`error`]: hypercall return codes (`i64` in x0, SMCCC-compatible: 0, -1, -2, -3 mean what
+//!   SMCCC says) and [`error::HypError`].
+//! * [`psci`]: PSCI 0.2 / 1.x function ids (32- and 64-bit), return codes, versions.
 //! * [`exit`]: how a run's QEMU exit code is to be read.
-//! * [`report`]: the `@@report` record format (one JSON object per line) and, with the `std`
-//!   feature, its parser.
-#![cfg_attr(not(any(test, feature = "std")), no_std)]
+//! * [`report`]: the `@@report ` record format (one JSON object per line): the no_std writers
+//!   [`report::Record`] (buffered, one `write` per record) and [`report::ReportWriter`]
+//!   (streaming into any `core::fmt::Write`), and with the `std` feature the parser
+//!   `report::parse_line`.
+#![no_std]
+#![deny(missing_docs)]
+
+#[cfg(feature = "std")]
+extern crate std;
 
 pub mod error;
 pub mod exit;

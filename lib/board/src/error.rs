@@ -84,16 +84,10 @@ impl fmt::Display for BoardError {
                 write!(f, "DTB truncated: need {need} bytes, have {have}")
             }
             BoardError::BadMemReserve { offset, why } => {
-                write!(
-                    f,
-                    "DTB memory reservation block at offset {offset:#x}: {why}"
-                )
+                write!(f, "DTB memory reservation block at offset {offset:#x}: {why}")
             }
             BoardError::BadStructure { node, offset, why } => {
-                write!(
-                    f,
-                    "DTB structure block at offset {offset:#x} (in node {node}): {why}"
-                )
+                write!(f, "DTB structure block at offset {offset:#x} (in node {node}): {why}")
             }
             BoardError::MissingNode { node } => write!(f, "DTB: missing node {node}"),
             BoardError::MissingProperty { node, prop } => {
@@ -111,16 +105,9 @@ impl fmt::Display for BoardError {
 impl core::error::Error for BoardError {}
 
 pub(crate) fn bad_prop(node: &str, prop: &'static str, why: &'static str) -> BoardError {
-    BoardError::BadProperty {
-        node: String::from(node),
-        prop,
-        why,
-    }
+    BoardError::BadProperty { node: String::from(node), prop, why }
 }
 
 pub(crate) fn missing_prop(node: &str, prop: &'static str) -> BoardError {
-    BoardError::MissingProperty {
-        node: String::from(node),
-        prop,
-    }
+    BoardError::MissingProperty { node: String::from(node), prop }
 }

@@ -71,30 +71,16 @@ pub fn guest_dtb(host_dtb: &[u8], spec: &GuestSpec) -> Result<Vec<u8>, BoardErro
     }
     let find = |p: &String| -> Result<usize, BoardError> {
         match t.nodes.iter().position(|n| n.path == *p) {
-            Some(0) => Err(spec_err(
-                p.clone(),
-                "cannot remove or disable the root node",
-            )),
+            Some(0) => Err(spec_err(p.clone(), "cannot remove or disable the root node")),
             Some(i) => Ok(i),
             None => Err(spec_err(p.clone(), "no such node in the host tree")),
         }
     };
-    let removed = spec
-        .remove
-        .iter()
-        .map(find)
-        .collect::<Result<Vec<_>, _>>()?;
-    let disabled = spec
-        .disable
-        .iter()
-        .map(find)
-        .collect::<Result<Vec<_>, _>>()?;
+    let removed = spec.remove.iter().map(find).collect::<Result<Vec<_>, _>>()?;
+    let disabled = spec.disable.iter().map(find).collect::<Result<Vec<_>, _>>()?;
     let psci = find_psci(&t);
     if spec.psci_method.is_some() && psci.is_none() {
-        return Err(spec_err(
-            String::from("psci_method"),
-            "the host tree has no PSCI node",
-        ));
+        return Err(spec_err(String::from("psci_method"), "the host tree has no PSCI node"));
     }
     let top = |name: &str| t.children(0).find(|&c| t.nodes[c].name == name);
     let ctx = Ctx {
@@ -140,9 +126,7 @@ fn encode_reg(cells: Cells, regions: &[Region], what: &str) -> Result<Vec<u8>, B
     for r in regions {
         for (value, n) in [(r.base, cells.addr), (r.size, cells.size)] {
             match n {
-                1 if value <= u64::from(u32::MAX) => {
-                    out.extend_from_slice(&(value as u32).to_be_bytes())
-                }
+                1 if value <= u64::from(u32::MAX) => out.extend_from_slice(&(value as u32).to_be_bytes()),
                 2 => out.extend_from_slice(&value.to_be_bytes()),
                 _ => {
                     return Err(spec_err(
@@ -244,12 +228,7 @@ fn chosen_props(spec: &GuestSpec, w: &mut FdtWriter) -> Result<(), BoardError> {
 
 /// Writes the extra reserved regions, except those whose node (same name, so same base) the
 /// host tree already has: a guest tree of a guest tree is the same tree.
-fn reserved_children(
-    spec: &GuestSpec,
-    cells: Cells,
-    existing: &[&str],
-    w: &mut FdtWriter,
-) -> Result<(), BoardError> {
+fn reserved_children(spec: &GuestSpec, cells: Cells, existing: &[&str], w: &mut FdtWriter) -> Result<(), BoardError> {
     for r in &spec.reserved {
         let name = format!("guest-reserved@{:x}", r.base);
         if existing.contains(&name.as_str()) {

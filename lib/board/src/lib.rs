@@ -1,9 +1,11 @@
 //! Device tree (DTB) -> [`Board`]: what the hypervisor needs to know about the machine, and
 //! [`guest_dtb`]: the tree the guest gets.
 //!
-//! Parsing goes through the `fdt` crate after [`validate`](crate::dtb_total_size)-style checks of
-//! the whole blob, so no input — truncated, corrupted or hostile — makes this crate panic;
-//! every problem is a [`BoardError`] naming the node and property.
+//! Parsing goes through the `fdt` crate, after this crate has checked the whole blob (header,
+//! block bounds, every token of the structure block, every name), so no input — truncated,
+//! corrupted or hostile — makes it panic: `fdt` 0.1.5 alone panics on malformed blobs. Every
+//! problem is a [`BoardError`] naming the node and property. [`FdtWriter`] writes blobs;
+//! [`guest_dtb`] uses it to derive the guest's tree from the host's.
 //!
 //! ```no_run
 //! # fn demo(dtb: &[u8]) -> Result<(), board::BoardError> {
@@ -292,10 +294,7 @@ impl Board {
         let checked = validate::check(dtb)?;
         let bytes = checked.bytes();
         let header = validate::header(bytes)?;
-        let mem_reserve = validate::mem_reserve(bytes, &header)?
-            .into_iter()
-            .map(|(b, s)| Region::new(b, s))
-            .collect();
+        let mem_reserve = validate::mem_reserve(bytes, &header)?.into_iter().map(|(b, s)| Region::new(b, s)).collect();
         let fdt = fdt::Fdt::new(bytes).map_err(|_| BoardError::BadHeader {
             field: "magic",
             value: 0,
@@ -308,9 +307,7 @@ impl Board {
         let cpus = parse_cpus(&t)?;
         let gic = parse_gic(&t)?;
         let psci = parse_psci(&t)?;
-        let chosen = t
-            .find_path("/chosen")
-            .filter(|&c| t.nodes[c].parent == Some(0));
+        let chosen = t.find_path("/chosen").filter(|&c| t.nodes[c].parent == Some(0));
         let (bootargs, initrd) = match chosen {
             Some(c) => parse_chosen(&t, c)?,
             None => (None, None),
@@ -347,11 +344,7 @@ impl Board {
     /// and not written during the call. No alignment is required.
     pub unsafe fn from_ptr(ptr: *const u8) -> Result<Board, BoardError> {
         if ptr.is_null() {
-            return Err(BoardError::BadHeader {
-                field: "address",
-                value: 0,
-                why: "null DTB pointer",
-            });
+            return Err(BoardError::BadHeader { field: "address", value: 0, why: "null DTB pointer" });
         }
         let mut head = [0u8; 8];
         // SAFETY: the caller guarantees 8 readable bytes at `ptr`; `head` is a distinct local.
@@ -379,10 +372,7 @@ impl Board {
     /// Every range that must not be handed out as free RAM: `/memreserve/` entries and the
     /// static regions of `/reserved-memory` children.
     pub fn reserved_regions(&self) -> impl Iterator<Item = Region> + '_ {
-        let rm = self
-            .reserved_memory
-            .iter()
-            .flat_map(|r| r.regions.iter().copied());
+        let rm = self.reserved_memory.iter().flat_map(|r| r.regions.iter().copied());
         self.mem_reserve.iter().copied().chain(rm)
     }
 
@@ -393,10 +383,7 @@ impl Board {
 }
 
 fn strings(v: Option<Vec<&str>>) -> Vec<String> {
-    v.unwrap_or_default()
-        .into_iter()
-        .map(String::from)
-        .collect()
+    v.unwrap_or_default().into_iter().map(String::from).collect()
 }
 
 fn status(t: &Tree, i: usize) -> Status {
@@ -412,8 +399,7 @@ fn base_name(name: &str) -> &str {
 }
 
 fn prop_is(t: &Tree, i: usize, prop: &str, value: &str) -> bool {
-    t.prop(i, prop)
-        .is_some_and(|v| v.strip_suffix(&[0]) == Some(value.as_bytes()))
+    t.prop(i, prop).is_some_and(|v| v.strip_suffix(&[0]) == Some(value.as_bytes()))
 }
 
 fn regions(t: &Tree, i: usize, pairs: Vec<(u64, u64)>) -> Result<Vec<Region>, BoardError> {
@@ -431,13 +417,9 @@ fn required_reg(t: &Tree, i: usize) -> Result<Vec<Region>, BoardError> {
     if !t.has_prop(i, "reg") {
         return Err(missing_prop(t.path(i), "reg"));
     }
-    let pairs = t.reg_phys(i)?.ok_or_else(|| {
-        bad_prop(
-            t.path(i),
-            "reg",
-            "not reachable from the CPU: a parent bus lacks matching ranges",
-        )
-    })?;
+    let pairs = t
+        .reg_phys(i)?
+        .ok_or_else(|| bad_prop(t.path(i), "reg", "not reachable from the CPU: a parent bus lacks matching ranges"))?;
     let regs = regions(t, i, pairs)?;
     if regs.is_empty() {
         return Err(bad_prop(t.path(i), "reg", "empty"));
@@ -459,25 +441,18 @@ fn parse_memory(t: &Tree) -> Result<Vec<Region>, BoardError> {
             continue;
         }
         found = true;
-        let pairs = t
-            .addr_size_pairs(i, "reg")?
-            .ok_or_else(|| missing_prop(t.path(i), "reg"))?;
+        let pairs = t.addr_size_pairs(i, "reg")?.ok_or_else(|| missing_prop(t.path(i), "reg"))?;
         out.extend(regions(t, i, pairs)?.into_iter().filter(|r| r.size != 0));
     }
     if !found {
-        return Err(BoardError::MissingNode {
-            node: String::from("/memory"),
-        });
+        return Err(BoardError::MissingNode { node: String::from("/memory") });
     }
     out.sort();
     Ok(out)
 }
 
 fn parse_reserved(t: &Tree) -> Result<Vec<ReservedMemory>, BoardError> {
-    let Some(rm) = t
-        .find_path("/reserved-memory")
-        .filter(|&i| t.nodes[i].name == "reserved-memory")
-    else {
+    let Some(rm) = t.find_path("/reserved-memory").filter(|&i| t.nodes[i].name == "reserved-memory") else {
         return Ok(Vec::new());
     };
     let mut out = Vec::new();
@@ -488,11 +463,7 @@ fn parse_reserved(t: &Tree) -> Result<Vec<ReservedMemory>, BoardError> {
             regions: regions(t, c, pairs)?,
             no_map: t.has_prop(c, "no-map"),
             reusable: t.has_prop(c, "reusable"),
-            compatible: t
-                .prop_strs(c, "compatible")
-                .ok()
-                .flatten()
-                .and_then(|v| v.first().map(|s| s.to_string())),
+            compatible: t.prop_strs(c, "compatible").ok().flatten().and_then(|v| v.first().map(|s| s.to_string())),
         });
     }
     Ok(out)
@@ -507,11 +478,7 @@ fn parse_chosen(t: &Tree, c: usize) -> Result<(Option<String>, Option<Region>), 
         (Some(_), None) => return Err(missing_prop(t.path(c), "linux,initrd-end")),
         (None, Some(_)) => return Err(missing_prop(t.path(c), "linux,initrd-start")),
         (Some(s), Some(e)) if e < s => {
-            return Err(bad_prop(
-                t.path(c),
-                "linux,initrd-end",
-                "smaller than linux,initrd-start",
-            ))
+            return Err(bad_prop(t.path(c), "linux,initrd-end", "smaller than linux,initrd-start"))
         }
         (Some(s), Some(e)) => Some(Region::new(s, e - s)),
     };
@@ -520,10 +487,7 @@ fn parse_chosen(t: &Tree, c: usize) -> Result<(Option<String>, Option<Region>), 
 
 const PL011: &[&str] = &["arm,pl011"];
 
-fn parse_console(
-    t: &Tree,
-    chosen: Option<usize>,
-) -> Result<(Option<String>, Option<Uart>), BoardError> {
+fn parse_console(t: &Tree, chosen: Option<usize>) -> Result<(Option<String>, Option<Uart>), BoardError> {
     let mut stdout_path = None;
     if let Some(c) = chosen {
         let (prop, value) = match t.prop_str(c, "stdout-path")? {
@@ -537,11 +501,7 @@ fn parse_console(
                 None => (value, None),
             };
             let Some(node) = t.resolve(path)? else {
-                return Err(bad_prop(
-                    t.path(c),
-                    prop,
-                    "names no node (neither a path nor an alias)",
-                ));
+                return Err(bad_prop(t.path(c), prop, "names no node (neither a path nor an alias)"));
             };
             if t.is_compatible(node, PL011) {
                 let uart = uart(t, node, options.map(String::from), true)?;
@@ -549,55 +509,30 @@ fn parse_console(
             }
         }
     }
-    let first = (0..t.nodes.len())
-        .filter(|&i| t.is_compatible(i, PL011))
-        .min_by_key(|&i| !status(t, i).is_okay());
+    let first = (0..t.nodes.len()).filter(|&i| t.is_compatible(i, PL011)).min_by_key(|&i| !status(t, i).is_okay());
     let console = first.map(|i| uart(t, i, None, false)).transpose()?;
     Ok((stdout_path, console))
 }
 
-fn uart(
-    t: &Tree,
-    i: usize,
-    options: Option<String>,
-    from_stdout_path: bool,
-) -> Result<Uart, BoardError> {
+fn uart(t: &Tree, i: usize, options: Option<String>, from_stdout_path: bool) -> Result<Uart, BoardError> {
     let reg = required_reg(t, i)?[0];
     let clock_frequency = match t.prop_u32(i, "clock-frequency")? {
         Some(f) => Some(f),
         None => clock_from_provider(t, i),
     };
-    Ok(Uart {
-        path: t.path(i).to_string(),
-        base: reg.base,
-        size: reg.size,
-        clock_frequency,
-        options,
-        from_stdout_path,
-    })
+    Ok(Uart { path: t.path(i).to_string(), base: reg.base, size: reg.size, clock_frequency, options, from_stdout_path })
 }
 
 /// `clock-frequency` of the fixed clock feeding `uartclk` (or the first clock).
 fn clock_from_provider(t: &Tree, i: usize) -> Option<u32> {
     let clocks = t.prop(i, "clocks")?;
-    let names = t
-        .prop_strs(i, "clock-names")
-        .ok()
-        .flatten()
-        .unwrap_or_default();
+    let names = t.prop_strs(i, "clock-names").ok().flatten().unwrap_or_default();
     let want = names.iter().position(|n| *n == "uartclk").unwrap_or(0);
-    let cells: Vec<u32> = clocks
-        .chunks_exact(4)
-        .map(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]]))
-        .collect();
+    let cells: Vec<u32> = clocks.chunks_exact(4).map(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]])).collect();
     let mut pos = 0;
     for index in 0.. {
         let provider = t.by_phandle(*cells.get(pos)?)?;
-        let clock_cells = t
-            .prop_u32(provider, "#clock-cells")
-            .ok()
-            .flatten()
-            .unwrap_or(0);
+        let clock_cells = t.prop_u32(provider, "#clock-cells").ok().flatten().unwrap_or(0);
         if index == want {
             return match clock_cells {
                 0 => t.prop_u32(provider, "clock-frequency").ok().flatten(),
@@ -609,12 +544,7 @@ fn clock_from_provider(t: &Tree, i: usize) -> Option<u32> {
     None
 }
 
-const GIC_V2: &[&str] = &[
-    "arm,cortex-a15-gic",
-    "arm,gic-400",
-    "arm,cortex-a9-gic",
-    "arm,cortex-a7-gic",
-];
+const GIC_V2: &[&str] = &["arm,cortex-a15-gic", "arm,gic-400", "arm,cortex-a9-gic", "arm,cortex-a7-gic"];
 const GIC_V3: &[&str] = &["arm,gic-v3"];
 
 fn parse_gic(t: &Tree) -> Result<Option<Gic>, BoardError> {
@@ -630,28 +560,16 @@ fn parse_gic(t: &Tree) -> Result<Option<Gic>, BoardError> {
     let compat = t.prop_strs(i, "compatible")?.unwrap_or_default();
     let v3 = t.is_compatible(i, GIC_V3);
     let list = if v3 { GIC_V3 } else { GIC_V2 };
-    let compatible = compat
-        .iter()
-        .find(|c| list.contains(c))
-        .map(|s| s.to_string())
-        .unwrap_or_default();
+    let compatible = compat.iter().find(|c| list.contains(c)).map(|s| s.to_string()).unwrap_or_default();
     let regs = required_reg(t, i)?;
     let path = t.path(i);
     let gic = if v3 {
         let n = t.prop_u32(i, "#redistributor-regions")?.unwrap_or(1) as usize;
         if n == 0 {
-            return Err(bad_prop(
-                path,
-                "#redistributor-regions",
-                "must be at least 1",
-            ));
+            return Err(bad_prop(path, "#redistributor-regions", "must be at least 1"));
         }
         if regs.len() < 1 + n {
-            return Err(bad_prop(
-                path,
-                "reg",
-                "fewer entries than 1 distributor + #redistributor-regions",
-            ));
+            return Err(bad_prop(path, "reg", "fewer entries than 1 distributor + #redistributor-regions"));
         }
         Gic {
             path: path.to_string(),
@@ -665,11 +583,7 @@ fn parse_gic(t: &Tree) -> Result<Option<Gic>, BoardError> {
         }
     } else {
         if regs.len() < 2 {
-            return Err(bad_prop(
-                path,
-                "reg",
-                "GICv2 needs distributor and CPU interface entries",
-            ));
+            return Err(bad_prop(path, "reg", "GICv2 needs distributor and CPU interface entries"));
         }
         Gic {
             path: path.to_string(),
@@ -731,16 +645,10 @@ fn parse_cpus(t: &Tree) -> Result<Vec<Cpu>, BoardError> {
     let cpus = t
         .find_path("/cpus")
         .filter(|&i| t.nodes[i].name == "cpus")
-        .ok_or_else(|| BoardError::MissingNode {
-            node: String::from("/cpus"),
-        })?;
+        .ok_or_else(|| BoardError::MissingNode { node: String::from("/cpus") })?;
     let cells = t.cells(cpus)?;
     if cells.size != 0 {
-        return Err(bad_prop(
-            t.path(cpus),
-            "#size-cells",
-            "must be 0 under /cpus",
-        ));
+        return Err(bad_prop(t.path(cpus), "#size-cells", "must be 0 under /cpus"));
     }
     let mut out = Vec::new();
     for c in t.children(cpus) {
@@ -751,36 +659,26 @@ fn parse_cpus(t: &Tree) -> Result<Vec<Cpu>, BoardError> {
         if !is_cpu {
             continue;
         }
-        let pairs = t
-            .addr_size_pairs(c, "reg")?
-            .ok_or_else(|| missing_prop(t.path(c), "reg"))?;
-        let &(mpidr, _) = pairs
-            .first()
-            .ok_or_else(|| bad_prop(t.path(c), "reg", "empty"))?;
+        let pairs = t.addr_size_pairs(c, "reg")?.ok_or_else(|| missing_prop(t.path(c), "reg"))?;
+        let &(mpidr, _) = pairs.first().ok_or_else(|| bad_prop(t.path(c), "reg", "empty"))?;
         let enable_method = match t.prop_str(c, "enable-method")? {
             None => None,
             Some("psci") => Some(EnableMethod::Psci),
-            Some("spin-table") => Some(EnableMethod::SpinTable {
-                release_addr: t.prop_u32_or_u64(c, "cpu-release-addr")?,
-            }),
+            Some("spin-table") => {
+                Some(EnableMethod::SpinTable { release_addr: t.prop_u32_or_u64(c, "cpu-release-addr")? })
+            }
             Some(other) => Some(EnableMethod::Other(other.to_string())),
         };
         out.push(Cpu {
             path: t.path(c).to_string(),
             mpidr,
             enable_method,
-            compatible: t
-                .prop_strs(c, "compatible")
-                .ok()
-                .flatten()
-                .and_then(|v| v.first().map(|s| s.to_string())),
+            compatible: t.prop_strs(c, "compatible").ok().flatten().and_then(|v| v.first().map(|s| s.to_string())),
             status: status(t, c),
         });
     }
     if out.is_empty() {
-        return Err(BoardError::MissingNode {
-            node: String::from("/cpus/cpu@*"),
-        });
+        return Err(BoardError::MissingNode { node: String::from("/cpus/cpu@*") });
     }
     Ok(out)
 }

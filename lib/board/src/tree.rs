@@ -36,16 +36,8 @@ pub(crate) struct Cells {
 impl<'b, 'a> Tree<'b, 'a> {
     pub(crate) fn build(fdt: &'b Fdt<'a>) -> Result<Self, BoardError> {
         let mut nodes = Vec::new();
-        let root = fdt.find_node("/").ok_or_else(|| BoardError::MissingNode {
-            node: String::from("/"),
-        })?;
-        nodes.push(Node {
-            path: String::from("/"),
-            name: "",
-            fdt: root,
-            parent: None,
-            children: Vec::new(),
-        });
+        let root = fdt.find_node("/").ok_or_else(|| BoardError::MissingNode { node: String::from("/") })?;
+        nodes.push(Node { path: String::from("/"), name: "", fdt: root, parent: None, children: Vec::new() });
         Self::add_children(&mut nodes, 0);
         Ok(Tree { nodes })
     }
@@ -59,13 +51,7 @@ impl<'b, 'a> Tree<'b, 'a> {
             }
             path.push_str(child.name);
             let idx = nodes.len();
-            nodes.push(Node {
-                path,
-                name: child.name,
-                fdt: child,
-                parent: Some(parent),
-                children: Vec::new(),
-            });
+            nodes.push(Node { path, name: child.name, fdt: child, parent: Some(parent), children: Vec::new() });
             nodes[parent].children.push(idx);
             Self::add_children(nodes, idx);
         }
@@ -80,11 +66,7 @@ impl<'b, 'a> Tree<'b, 'a> {
     }
 
     pub(crate) fn prop(&self, i: usize, name: &str) -> Option<&'a [u8]> {
-        self.nodes[i]
-            .fdt
-            .properties()
-            .find(|p| p.name == name)
-            .map(|p| p.value)
+        self.nodes[i].fdt.properties().find(|p| p.name == name).map(|p| p.value)
     }
 
     pub(crate) fn has_prop(&self, i: usize, name: &str) -> bool {
@@ -92,57 +74,35 @@ impl<'b, 'a> Tree<'b, 'a> {
     }
 
     /// A string property (one NUL-terminated UTF-8 string).
-    pub(crate) fn prop_str(
-        &self,
-        i: usize,
-        name: &'static str,
-    ) -> Result<Option<&'a str>, BoardError> {
+    pub(crate) fn prop_str(&self, i: usize, name: &'static str) -> Result<Option<&'a str>, BoardError> {
         let Some(v) = self.prop(i, name) else {
             return Ok(None);
         };
         match v.split_last() {
-            Some((0, s)) if !s.contains(&0) => core::str::from_utf8(s)
-                .map(Some)
-                .map_err(|_| bad_prop(self.path(i), name, "string is not UTF-8")),
-            _ => Err(bad_prop(
-                self.path(i),
-                name,
-                "not a single NUL-terminated string",
-            )),
+            Some((0, s)) if !s.contains(&0) => {
+                core::str::from_utf8(s).map(Some).map_err(|_| bad_prop(self.path(i), name, "string is not UTF-8"))
+            }
+            _ => Err(bad_prop(self.path(i), name, "not a single NUL-terminated string")),
         }
     }
 
     /// A string-list property.
-    pub(crate) fn prop_strs(
-        &self,
-        i: usize,
-        name: &'static str,
-    ) -> Result<Option<Vec<&'a str>>, BoardError> {
+    pub(crate) fn prop_strs(&self, i: usize, name: &'static str) -> Result<Option<Vec<&'a str>>, BoardError> {
         let Some(v) = self.prop(i, name) else {
             return Ok(None);
         };
         let Some((0, body)) = v.split_last() else {
-            return Err(bad_prop(
-                self.path(i),
-                name,
-                "string list not NUL-terminated",
-            ));
+            return Err(bad_prop(self.path(i), name, "string list not NUL-terminated"));
         };
         body.split(|&b| b == 0)
-            .map(|s| {
-                core::str::from_utf8(s)
-                    .map_err(|_| bad_prop(self.path(i), name, "string is not UTF-8"))
-            })
+            .map(|s| core::str::from_utf8(s).map_err(|_| bad_prop(self.path(i), name, "string is not UTF-8")))
             .collect::<Result<Vec<_>, _>>()
             .map(Some)
     }
 
     /// Lenient check used for matching: does `compatible` list `what`?
     pub(crate) fn is_compatible(&self, i: usize, what: &[&str]) -> bool {
-        self.prop(i, "compatible").is_some_and(|v| {
-            v.split(|&b| b == 0)
-                .any(|s| what.iter().any(|w| w.as_bytes() == s))
-        })
+        self.prop(i, "compatible").is_some_and(|v| v.split(|&b| b == 0).any(|s| what.iter().any(|w| w.as_bytes() == s)))
     }
 
     pub(crate) fn prop_u32(&self, i: usize, name: &'static str) -> Result<Option<u32>, BoardError> {
@@ -151,61 +111,37 @@ impl<'b, 'a> Tree<'b, 'a> {
         };
         match <[u8; 4]>::try_from(v) {
             Ok(b) => Ok(Some(u32::from_be_bytes(b))),
-            Err(_) => Err(bad_prop(
-                self.path(i),
-                name,
-                "expected exactly one 32-bit cell",
-            )),
+            Err(_) => Err(bad_prop(self.path(i), name, "expected exactly one 32-bit cell")),
         }
     }
 
     /// A one- or two-cell number.
-    pub(crate) fn prop_u32_or_u64(
-        &self,
-        i: usize,
-        name: &'static str,
-    ) -> Result<Option<u64>, BoardError> {
+    pub(crate) fn prop_u32_or_u64(&self, i: usize, name: &'static str) -> Result<Option<u64>, BoardError> {
         let Some(v) = self.prop(i, name) else {
             return Ok(None);
         };
         match v.len() {
             4 | 8 => Ok(read_cells(v, (v.len() / 4) as u32)),
-            _ => Err(bad_prop(
-                self.path(i),
-                name,
-                "expected one or two 32-bit cells",
-            )),
+            _ => Err(bad_prop(self.path(i), name, "expected one or two 32-bit cells")),
         }
     }
 
     /// The cells node `i` declares for its children; both properties are required.
     pub(crate) fn cells(&self, i: usize) -> Result<Cells, BoardError> {
         let path = self.path(i);
-        let addr = self
-            .prop_u32(i, "#address-cells")?
-            .ok_or_else(|| missing_prop(path, "#address-cells"))?;
-        let size = self
-            .prop_u32(i, "#size-cells")?
-            .ok_or_else(|| missing_prop(path, "#size-cells"))?;
+        let addr = self.prop_u32(i, "#address-cells")?.ok_or_else(|| missing_prop(path, "#address-cells"))?;
+        let size = self.prop_u32(i, "#size-cells")?.ok_or_else(|| missing_prop(path, "#size-cells"))?;
         Ok(Cells { addr, size })
     }
 
     /// Decodes `prop` of node `i` as (address, size) pairs using the parent's cells.
-    pub(crate) fn addr_size_pairs(
-        &self,
-        i: usize,
-        prop: &'static str,
-    ) -> Result<Option<Vec<(u64, u64)>>, BoardError> {
+    pub(crate) fn addr_size_pairs(&self, i: usize, prop: &'static str) -> Result<Option<Vec<(u64, u64)>>, BoardError> {
         let Some(v) = self.prop(i, prop) else {
             return Ok(None);
         };
-        let parent = self.nodes[i]
-            .parent
-            .ok_or_else(|| bad_prop("/", prop, "the root node has no parent bus"))?;
+        let parent = self.nodes[i].parent.ok_or_else(|| bad_prop("/", prop, "the root node has no parent bus"))?;
         let cells = self.cells(parent)?;
-        decode_pairs(v, cells)
-            .map(Some)
-            .map_err(|why| bad_prop(self.path(i), prop, why))
+        decode_pairs(v, cells).map(Some).map_err(|why| bad_prop(self.path(i), prop, why))
     }
 
     /// `reg` of node `i`, translated to CPU physical addresses through every ancestor's
@@ -238,17 +174,15 @@ impl<'b, 'a> Tree<'b, 'a> {
                 let child = self.cells(b)?;
                 let parent = self.cells(up)?;
                 let why = "entry needs more than 2 address or size cells, or length not a multiple of the entry size";
-                let entries = decode_ranges(ranges, child, parent)
-                    .ok_or_else(|| bad_prop(self.path(b), "ranges", why))?;
-                let hit = entries
-                    .iter()
-                    .find(|(c, _, len)| addr >= *c && addr - c < *len && size <= len - (addr - c));
+                let entries =
+                    decode_ranges(ranges, child, parent).ok_or_else(|| bad_prop(self.path(b), "ranges", why))?;
+                let hit = entries.iter().find(|(c, _, len)| addr >= *c && addr - c < *len && size <= len - (addr - c));
                 let Some((c, p, _)) = hit else {
                     return Ok(None);
                 };
-                addr = (addr - c).checked_add(*p).ok_or_else(|| {
-                    bad_prop(self.path(b), "ranges", "translated address wraps past 2^64")
-                })?;
+                addr = (addr - c)
+                    .checked_add(*p)
+                    .ok_or_else(|| bad_prop(self.path(b), "ranges", "translated address wraps past 2^64"))?;
             }
             bus = Some(up);
         }
@@ -277,11 +211,7 @@ impl<'b, 'a> Tree<'b, 'a> {
         let Some(aliases) = self.find_path("/aliases") else {
             return Ok(None);
         };
-        let Some(target) = self.nodes[aliases]
-            .fdt
-            .properties()
-            .find(|p| p.name == path_or_alias)
-            .map(|p| p.value)
+        let Some(target) = self.nodes[aliases].fdt.properties().find(|p| p.name == path_or_alias).map(|p| p.value)
         else {
             return Ok(None);
         };
@@ -302,10 +232,7 @@ impl<'b, 'a> Tree<'b, 'a> {
     pub(crate) fn by_phandle(&self, phandle: u32) -> Option<usize> {
         (0..self.nodes.len()).find(|&i| {
             ["phandle", "linux,phandle"].iter().any(|n| {
-                self.prop(i, n)
-                    .and_then(|v| <[u8; 4]>::try_from(v).ok())
-                    .map(u32::from_be_bytes)
-                    == Some(phandle)
+                self.prop(i, n).and_then(|v| <[u8; 4]>::try_from(v).ok()).map(u32::from_be_bytes) == Some(phandle)
             })
         })
     }

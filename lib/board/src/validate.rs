@@ -66,34 +66,18 @@ fn bad_header(field: &'static str, value: u64, why: &'static str) -> BoardError 
 /// `header` needs only the first 8 bytes. Returns the size of the whole blob in bytes.
 pub fn total_size(header: &[u8]) -> Result<usize, BoardError> {
     let (Some(magic), Some(size)) = (be32(header, 0), be32(header, 4)) else {
-        return Err(BoardError::Truncated {
-            need: 8,
-            have: header.len() as u64,
-        });
+        return Err(BoardError::Truncated { need: 8, have: header.len() as u64 });
     };
     if magic != FDT_MAGIC {
-        return Err(bad_header(
-            "magic",
-            magic.into(),
-            "not 0xd00dfeed: this is not a DTB",
-        ));
+        return Err(bad_header("magic", magic.into(), "not 0xd00dfeed: this is not a DTB"));
     }
     if (size as usize) < HEADER_LEN {
-        return Err(bad_header(
-            "totalsize",
-            size.into(),
-            "smaller than the 40-byte header",
-        ));
+        return Err(bad_header("totalsize", size.into(), "smaller than the 40-byte header"));
     }
     Ok(size as usize)
 }
 
-fn block_end(
-    field: &'static str,
-    off: usize,
-    size: usize,
-    totalsize: usize,
-) -> Result<usize, BoardError> {
+fn block_end(field: &'static str, off: usize, size: usize, totalsize: usize) -> Result<usize, BoardError> {
     let end = off.checked_add(size).filter(|&e| e <= totalsize);
     end.ok_or_else(|| bad_header(field, off as u64, "block extends past totalsize"))
 }
@@ -103,33 +87,19 @@ pub(crate) fn header(data: &[u8]) -> Result<Header, BoardError> {
     if data.len() < HEADER_LEN {
         if data.len() >= 4 && be32(data, 0) != Some(FDT_MAGIC) {
             let magic = be32(data, 0).unwrap_or(0);
-            return Err(bad_header(
-                "magic",
-                magic.into(),
-                "not 0xd00dfeed: this is not a DTB",
-            ));
+            return Err(bad_header("magic", magic.into(), "not 0xd00dfeed: this is not a DTB"));
         }
-        return Err(BoardError::Truncated {
-            need: HEADER_LEN as u64,
-            have,
-        });
+        return Err(BoardError::Truncated { need: HEADER_LEN as u64, have });
     }
     let totalsize = total_size(data)?;
     if totalsize > data.len() {
-        return Err(BoardError::Truncated {
-            need: totalsize as u64,
-            have,
-        });
+        return Err(BoardError::Truncated { need: totalsize as u64, have });
     }
     let field = |i: usize| be32(data, i * 4).unwrap_or(0);
     let version = field(5);
     let last_comp = field(6);
     if version < 17 {
-        return Err(bad_header(
-            "version",
-            version.into(),
-            "versions before 17 are not supported",
-        ));
+        return Err(bad_header("version", version.into(), "versions before 17 are not supported"));
     }
     if last_comp > 17 {
         return Err(bad_header(
@@ -155,38 +125,16 @@ pub(crate) fn header(data: &[u8]) -> Result<Header, BoardError> {
         ));
     }
     if h.off_dt_struct < HEADER_LEN || !h.off_dt_struct.is_multiple_of(4) {
-        return Err(bad_header(
-            "off_dt_struct",
-            h.off_dt_struct as u64,
-            "must be 4-byte aligned and after the header",
-        ));
+        return Err(bad_header("off_dt_struct", h.off_dt_struct as u64, "must be 4-byte aligned and after the header"));
     }
     if !h.size_dt_struct.is_multiple_of(4) {
-        return Err(bad_header(
-            "size_dt_struct",
-            h.size_dt_struct as u64,
-            "not a multiple of 4",
-        ));
+        return Err(bad_header("size_dt_struct", h.size_dt_struct as u64, "not a multiple of 4"));
     }
     if h.off_dt_strings < HEADER_LEN {
-        return Err(bad_header(
-            "off_dt_strings",
-            h.off_dt_strings as u64,
-            "points into the header",
-        ));
+        return Err(bad_header("off_dt_strings", h.off_dt_strings as u64, "points into the header"));
     }
-    block_end(
-        "off_dt_struct",
-        h.off_dt_struct,
-        h.size_dt_struct,
-        totalsize,
-    )?;
-    block_end(
-        "off_dt_strings",
-        h.off_dt_strings,
-        h.size_dt_strings,
-        totalsize,
-    )?;
+    block_end("off_dt_struct", h.off_dt_struct, h.size_dt_struct, totalsize)?;
+    block_end("off_dt_strings", h.off_dt_strings, h.size_dt_strings, totalsize)?;
     Ok(h)
 }
 
@@ -196,8 +144,7 @@ pub(crate) fn mem_reserve(data: &[u8], h: &Header) -> Result<Vec<(u64, u64)>, Bo
     let mut off = h.off_mem_rsvmap;
     loop {
         let entry_end = off.checked_add(16).filter(|&e| e <= h.totalsize);
-        let (Some(_), Some(addr), Some(size)) = (entry_end, be64(data, off), be64(data, off + 8))
-        else {
+        let (Some(_), Some(addr), Some(size)) = (entry_end, be64(data, off), be64(data, off + 8)) else {
             return Err(BoardError::BadMemReserve {
                 offset: off as u64,
                 why: "not terminated by an all-zero entry before totalsize",
@@ -207,10 +154,7 @@ pub(crate) fn mem_reserve(data: &[u8], h: &Header) -> Result<Vec<(u64, u64)>, Bo
             return Ok(out);
         }
         if addr.checked_add(size).is_none() {
-            return Err(BoardError::BadMemReserve {
-                offset: off as u64,
-                why: "region wraps past 2^64",
-            });
+            return Err(BoardError::BadMemReserve { offset: off as u64, why: "region wraps past 2^64" });
         }
         out.push((addr, size));
         off += 16;
@@ -219,14 +163,8 @@ pub(crate) fn mem_reserve(data: &[u8], h: &Header) -> Result<Vec<(u64, u64)>, Bo
 
 /// NUL-terminated UTF-8 string starting at `off` inside `block`.
 pub(crate) fn cstr_at(block: &[u8], off: usize) -> Result<&str, &'static str> {
-    let rest = block
-        .get(off..)
-        .filter(|r| !r.is_empty())
-        .ok_or("offset outside its block")?;
-    let len = rest
-        .iter()
-        .position(|&b| b == 0)
-        .ok_or("string not NUL-terminated inside its block")?;
+    let rest = block.get(off..).filter(|r| !r.is_empty()).ok_or("offset outside its block")?;
+    let len = rest.iter().position(|&b| b == 0).ok_or("string not NUL-terminated inside its block")?;
     core::str::from_utf8(&rest[..len]).map_err(|_| "string is not UTF-8")
 }
 
@@ -280,17 +218,12 @@ pub(crate) fn check(data: &[u8]) -> Result<Checked<'_>, BoardError> {
             }
             FDT_BEGIN_NODE => {
                 if root_done {
-                    return Err(err(
-                        &path,
-                        pos,
-                        "second root node after the end of the first",
-                    ));
+                    return Err(err(&path, pos, "second root node after the end of the first"));
                 }
                 if levels.len() >= MAX_DEPTH {
                     return Err(err(&path, pos, "nodes nested deeper than 32 levels"));
                 }
-                let name = cstr_at(&data[..s_end], pos + 4)
-                    .map_err(|why| err(&path, pos, node_name_why(why)))?;
+                let name = cstr_at(&data[..s_end], pos + 4).map_err(|why| err(&path, pos, node_name_why(why)))?;
                 if levels.is_empty() {
                     if !name.is_empty() {
                         return Err(err("/", pos, "root node name is not empty"));
@@ -311,10 +244,7 @@ pub(crate) fn check(data: &[u8]) -> Result<Checked<'_>, BoardError> {
                     }
                     path.push_str(name);
                 }
-                levels.push(Level {
-                    path_len: parent_len,
-                    seen_child: false,
-                });
+                levels.push(Level { path_len: parent_len, seen_child: false });
                 pos = align4(pos + 4 + name.len() + 1);
             }
             FDT_PROP => {
@@ -324,22 +254,12 @@ pub(crate) fn check(data: &[u8]) -> Result<Checked<'_>, BoardError> {
                 if level.seen_child {
                     return Err(err(&path, pos, "property after a child node"));
                 }
-                let (Some(len), Some(nameoff)) =
-                    (be32(&data[..s_end], pos + 4), be32(&data[..s_end], pos + 8))
-                else {
-                    return Err(err(
-                        &path,
-                        pos,
-                        "property header runs past the structure block",
-                    ));
+                let (Some(len), Some(nameoff)) = (be32(&data[..s_end], pos + 4), be32(&data[..s_end], pos + 8)) else {
+                    return Err(err(&path, pos, "property header runs past the structure block"));
                 };
                 let value_end = (pos + 12).checked_add(len as usize).filter(|&e| e <= s_end);
                 let Some(value_end) = value_end else {
-                    return Err(err(
-                        &path,
-                        pos,
-                        "property value runs past the structure block",
-                    ));
+                    return Err(err(&path, pos, "property value runs past the structure block"));
                 };
                 match cstr_at(strings, nameoff as usize) {
                     Ok("") => return Err(err(&path, pos, "property with an empty name")),
@@ -350,11 +270,7 @@ pub(crate) fn check(data: &[u8]) -> Result<Checked<'_>, BoardError> {
             }
             FDT_END_NODE => {
                 let Some(level) = levels.pop() else {
-                    return Err(err(
-                        &path,
-                        pos,
-                        "FDT_END_NODE without a matching FDT_BEGIN_NODE",
-                    ));
+                    return Err(err(&path, pos, "FDT_END_NODE without a matching FDT_BEGIN_NODE"));
                 };
                 path.truncate(level.path_len);
                 if levels.is_empty() {

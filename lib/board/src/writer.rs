@@ -2,10 +2,10 @@
 //!
 //! Hand-written on purpose: `vm-fdt` 0.3 builds `no_std` + `alloc`, but it enforces the spec's
 //! naming rules strictly (node names must start with a letter and be at most 31 characters
-//! before the `@`, property names at most 31 characters), and real trees break them: the
-//! Raspberry Pi 5 tree has `__symbols__` and `__overrides__` nodes and property names longer
-//! than 31 characters. Re-emitting a host tree must not fail on those, so this writer checks
-//! only what makes the blob well-formed (no NUL in names or `/` in node names, balanced nodes,
+//! before the `@`, property names at most 31 characters) and real trees break them: the
+//! Raspberry Pi 5 tree has a `__symbols__` node, which it refuses. Re-emitting a host tree must
+//! not fail on those, so this writer checks only what makes the blob well-formed (no NUL in
+//! names or `/` in node names, balanced nodes,
 //! properties before child nodes, sizes within 32 bits, nesting depth).
 
 use alloc::collections::BTreeMap;
@@ -13,9 +13,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 use crate::error::BoardError;
-use crate::validate::{
-    FDT_BEGIN_NODE, FDT_END, FDT_END_NODE, FDT_MAGIC, FDT_PROP, HEADER_LEN, MAX_DEPTH,
-};
+use crate::validate::{FDT_BEGIN_NODE, FDT_END, FDT_END_NODE, FDT_MAGIC, FDT_PROP, HEADER_LEN, MAX_DEPTH};
 
 /// Builds a DTB node by node.
 ///
@@ -120,8 +118,7 @@ impl FdtWriter {
         let nameoff = match self.string_offsets.get(name) {
             Some(&off) => off,
             None => {
-                let off = u32::try_from(self.strings.len())
-                    .map_err(|_| werr("strings block over 4 GiB"))?;
+                let off = u32::try_from(self.strings.len()).map_err(|_| werr("strings block over 4 GiB"))?;
                 self.strings.extend_from_slice(name.as_bytes());
                 self.strings.push(0);
                 self.string_offsets.insert(String::from(name), off);

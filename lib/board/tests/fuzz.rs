@@ -23,22 +23,8 @@ impl Rng {
     }
 }
 
-const INTERESTING: [u32; 14] = [
-    0,
-    1,
-    2,
-    3,
-    4,
-    9,
-    0x10,
-    0x28,
-    0x7fff_ffff,
-    0x8000_0000,
-    0xffff_fff0,
-    0xffff_fffc,
-    0xffff_ffff,
-    0xd00d_feed,
-];
+const INTERESTING: [u32; 14] =
+    [0, 1, 2, 3, 4, 9, 0x10, 0x28, 0x7fff_ffff, 0x8000_0000, 0xffff_fff0, 0xffff_fffc, 0xffff_ffff, 0xd00d_feed];
 
 fn mutate(rng: &mut Rng, seed: &[u8]) -> Vec<u8> {
     let mut d = seed.to_vec();
@@ -56,18 +42,13 @@ fn mutate(rng: &mut Rng, seed: &[u8]) -> Vec<u8> {
             // An interesting or random word at an aligned offset (tokens, lengths, offsets).
             2 | 3 => {
                 let i = rng.below(len / 4) * 4;
-                let v = if rng.below(2) == 0 {
-                    INTERESTING[rng.below(INTERESTING.len())]
-                } else {
-                    rng.next() as u32
-                };
+                let v = if rng.below(2) == 0 { INTERESTING[rng.below(INTERESTING.len())] } else { rng.next() as u32 };
                 d[i..i + 4].copy_from_slice(&v.to_be_bytes());
             }
             // A header field.
             4 => {
                 let i = rng.below(10) * 4;
-                let v =
-                    INTERESTING[rng.below(INTERESTING.len())].wrapping_add(rng.below(64) as u32);
+                let v = INTERESTING[rng.below(INTERESTING.len())].wrapping_add(rng.below(64) as u32);
                 d[i..i + 4].copy_from_slice(&v.to_be_bytes());
             }
             // Truncate.
@@ -104,11 +85,7 @@ fn mutate(rng: &mut Rng, seed: &[u8]) -> Vec<u8> {
 fn outcome(r: &Result<Board, board::BoardError>) -> String {
     match r {
         Ok(_) => "ok".into(),
-        Err(e) => format!("{e:?}")
-            .split([' ', '{', '('])
-            .next()
-            .unwrap()
-            .to_string(),
+        Err(e) => format!("{e:?}").split([' ', '{', '(']).next().unwrap().to_string(),
     }
 }
 
@@ -118,21 +95,9 @@ fn random_mutations_never_panic() {
         ("qemu-gicv3-smp4".into(), compact(&Qemu::default().dtb())),
         (
             "qemu-gicv2-initrd".into(),
-            compact(
-                &Qemu {
-                    gic: 2,
-                    smp: 2,
-                    initrd: Some(64),
-                    append: Some("x y"),
-                    ..Qemu::default()
-                }
-                .dtb(),
-            ),
+            compact(&Qemu { gic: 2, smp: 2, initrd: Some(64), append: Some("x y"), ..Qemu::default() }.dtb()),
         ),
-        (
-            "synthetic".into(),
-            base_tree().dtb_with_reserve(&[(0x4000_0000, 0x1000)]),
-        ),
+        ("synthetic".into(), base_tree().dtb_with_reserve(&[(0x4000_0000, 0x1000)])),
     ];
     let spec = GuestSpec {
         memory: vec![Region::new(0x4000_0000, 0x1000_0000)],
@@ -157,9 +122,7 @@ fn random_mutations_never_panic() {
             *tally.entry(outcome(&r)).or_default() += 1;
             if m.len() >= 8 {
                 let mut padded = m.clone();
-                let total = board::dtb_total_size(&m)
-                    .unwrap_or(0)
-                    .min(board::MAX_DTB_SIZE);
+                let total = board::dtb_total_size(&m).unwrap_or(0).min(board::MAX_DTB_SIZE);
                 padded.resize(padded.len().max(total), 0);
                 // SAFETY: `padded` is live and covers every byte `from_ptr` may read: 8 header
                 // bytes, then `totalsize` bytes only when that is at most MAX_DTB_SIZE.
@@ -181,18 +144,9 @@ fn random_mutations_never_panic() {
     println!("{total} mutants: {tally:?}");
     assert_eq!(total, seeds.len() * per_seed);
     // The mutations must reach past the header checks, or this test proves little.
-    assert!(
-        tally.get("ok").copied().unwrap_or(0) > total / 50,
-        "{tally:?}"
-    );
-    assert!(
-        tally.get("BadStructure").copied().unwrap_or(0) > total / 50,
-        "{tally:?}"
-    );
-    assert!(
-        tally.get("BadProperty").copied().unwrap_or(0) > 0,
-        "{tally:?}"
-    );
+    assert!(tally.get("ok").copied().unwrap_or(0) > total / 50, "{tally:?}");
+    assert!(tally.get("BadStructure").copied().unwrap_or(0) > total / 50, "{tally:?}");
+    assert!(tally.get("BadProperty").copied().unwrap_or(0) > 0, "{tally:?}");
 }
 
 /// Evidence for the pre-validation: `fdt` 0.1.5 alone panics on inputs this crate rejects
@@ -218,8 +172,5 @@ fn fdt_alone_panics_where_board_returns_errors() {
         }
     }
     println!("fdt 0.1.5 alone panicked on {fdt_panics} of 2000 mutants");
-    assert!(
-        fdt_panics > 0,
-        "fdt no longer panics on malformed input: the validation could be relaxed"
-    );
+    assert!(fdt_panics > 0, "fdt no longer panics on malformed input: the validation could be relaxed");
 }

@@ -9,10 +9,7 @@ const MIB: u64 = 1 << 20;
 
 fn spec() -> GuestSpec {
     GuestSpec {
-        memory: vec![
-            Region::new(0x4000_0000, 256 * MIB),
-            Region::new(0x6000_0000, 128 * MIB),
-        ],
+        memory: vec![Region::new(0x4000_0000, 256 * MIB), Region::new(0x6000_0000, 128 * MIB)],
         bootargs: Some("console=ttyAMA0 \"quoted\" guest".into()),
         initrd: Some(Region::new(0x4800_0000, 0x1234)),
         reserved: vec![Region::new(0x4f00_0000, MIB)],
@@ -24,12 +21,7 @@ fn spec() -> GuestSpec {
 
 #[test]
 fn qemu_tree_for_the_guest() {
-    let host_dtb = Qemu {
-        initrd: Some(100),
-        append: Some("host args"),
-        ..Qemu::default()
-    }
-    .dtb();
+    let host_dtb = Qemu { initrd: Some(100), append: Some("host args"), ..Qemu::default() }.dtb();
     let host = Board::from_dtb(&host_dtb).unwrap();
     let out = guest_dtb(&host_dtb, &spec()).unwrap();
     let g = Board::from_dtb(&out).unwrap();
@@ -58,20 +50,10 @@ fn qemu_tree_for_the_guest() {
         d.status = Status::Disabled;
     }
     assert_eq!(g.devices, host_devs);
-    assert!(
-        out.len() < 16 * 1024,
-        "compact blob ({} bytes), not QEMU's 1 MiB",
-        out.len()
-    );
+    assert!(out.len() < 16 * 1024, "compact blob ({} bytes), not QEMU's 1 MiB", out.len());
     assert_eq!(g.dtb_size, out.len());
-    let again = GuestSpec {
-        remove: vec![],
-        ..spec()
-    };
-    assert!(
-        guest_dtb(&out, &again).unwrap() == out,
-        "idempotent, reserved regions not doubled"
-    );
+    let again = GuestSpec { remove: vec![], ..spec() };
+    assert!(guest_dtb(&out, &again).unwrap() == out, "idempotent, reserved regions not doubled");
 
     // The rest of /chosen survives: stdout-path, kaslr-seed, rng-seed.
     let f = fdt::Fdt::new(&out).unwrap();
@@ -83,24 +65,12 @@ fn qemu_tree_for_the_guest() {
 
 #[test]
 fn keeps_bootargs_removes_initrd_by_default() {
-    let host_dtb = Qemu {
-        initrd: Some(100),
-        append: Some("a b c"),
-        ..Qemu::default()
-    }
-    .dtb();
-    let spec = GuestSpec {
-        memory: vec![Region::new(0x4000_0000, 64 * MIB)],
-        ..GuestSpec::default()
-    };
+    let host_dtb = Qemu { initrd: Some(100), append: Some("a b c"), ..Qemu::default() }.dtb();
+    let spec = GuestSpec { memory: vec![Region::new(0x4000_0000, 64 * MIB)], ..GuestSpec::default() };
     let g = Board::from_dtb(&guest_dtb(&host_dtb, &spec).unwrap()).unwrap();
     assert_eq!(g.bootargs.as_deref(), Some("a b c"));
     assert_eq!(g.initrd, None);
-    assert_eq!(
-        g.psci.unwrap().method,
-        PsciMethod::Smc,
-        "method kept unless asked"
-    );
+    assert_eq!(g.psci.unwrap().method, PsciMethod::Smc, "method kept unless asked");
     assert!(g.reserved_memory.is_empty());
 }
 
@@ -108,30 +78,13 @@ fn keeps_bootargs_removes_initrd_by_default() {
 fn every_qemu_configuration_round_trips() {
     for gic in [2, 3] {
         for virtualization in [false, true] {
-            let q = Qemu {
-                gic,
-                virtualization,
-                smp: 2,
-                mem: "2G",
-                ..Qemu::default()
-            };
+            let q = Qemu { gic, virtualization, smp: 2, mem: "2G", ..Qemu::default() };
             let host_dtb = q.dtb();
             let host = Board::from_dtb(&host_dtb).unwrap();
-            let spec = GuestSpec {
-                memory: host.memory.clone(),
-                ..GuestSpec::default()
-            };
+            let spec = GuestSpec { memory: host.memory.clone(), ..GuestSpec::default() };
             let once = guest_dtb(&host_dtb, &spec).unwrap();
             let g = Board::from_dtb(&once).unwrap();
-            assert_eq!(
-                Board { dtb_size: 0, ..g },
-                Board {
-                    dtb_size: 0,
-                    ..host.clone()
-                },
-                "{}",
-                q.name()
-            );
+            assert_eq!(Board { dtb_size: 0, ..g }, Board { dtb_size: 0, ..host.clone() }, "{}", q.name());
             // Idempotent: a guest tree of a guest tree is byte-identical.
             assert_eq!(guest_dtb(&once, &spec).unwrap(), once, "{}", q.name());
         }
@@ -153,10 +106,7 @@ fn creates_chosen_and_reserved_memory_when_missing() {
     let g = Board::from_dtb(&guest_dtb(&t.dtb(), &spec).unwrap()).unwrap();
     assert_eq!(g.bootargs.as_deref(), Some("x"));
     assert_eq!(g.initrd, Some(Region::new(0x4008_0000, 0x100)));
-    assert_eq!(
-        g.reserved_memory[0].regions,
-        [Region::new(0x4000_0000, 0x1000)]
-    );
+    assert_eq!(g.reserved_memory[0].regions, [Region::new(0x4000_0000, 0x1000)]);
 }
 
 #[test]
@@ -167,11 +117,7 @@ fn extends_an_existing_reserved_memory_node_and_filters_memreserve() {
             .p("#address-cells", cells(&[2]))
             .p("#size-cells", cells(&[2]))
             .p("ranges", vec![])
-            .kid(
-                N::new("atf@0")
-                    .p("reg", cells(&[0, 0, 0, 0x80000]))
-                    .p("no-map", vec![]),
-            ),
+            .kid(N::new("atf@0").p("reg", cells(&[0, 0, 0, 0x80000])).p("no-map", vec![])),
     );
     let host = t.dtb_with_reserve(&[(0x0, 0x1000), (0x5000_0000, 0x1000)]);
     let spec = GuestSpec {
@@ -181,114 +127,41 @@ fn extends_an_existing_reserved_memory_node_and_filters_memreserve() {
     };
     let g = Board::from_dtb(&guest_dtb(&host, &spec).unwrap()).unwrap();
     let paths: Vec<_> = g.reserved_memory.iter().map(|r| r.path.as_str()).collect();
-    assert_eq!(
-        paths,
-        [
-            "/reserved-memory/atf@0",
-            "/reserved-memory/guest-reserved@1000000"
-        ]
-    );
-    assert_eq!(
-        g.mem_reserve,
-        [Region::new(0, 0x1000)],
-        "only entries inside guest RAM"
-    );
+    assert_eq!(paths, ["/reserved-memory/atf@0", "/reserved-memory/guest-reserved@1000000"]);
+    assert_eq!(g.mem_reserve, [Region::new(0, 0x1000)], "only entries inside guest RAM");
 }
 
 #[test]
 fn one_cell_roots_refuse_addresses_above_4g() {
     let mut t = base_tree();
-    t.set("#address-cells", cells(&[1]))
-        .set("#size-cells", cells(&[1]));
-    t.at("/memory@40000000")
-        .set("reg", cells(&[0x4000_0000, 0x1000_0000]));
-    t.at("/uart@9000000")
-        .set("reg", cells(&[0x0900_0000, 0x1000]));
-    t.at("/intc@8000000").set(
-        "reg",
-        cells(&[0x0800_0000, 0x10000, 0x080a_0000, 0xf6_0000]),
-    );
-    let ok = GuestSpec {
-        memory: vec![Region::new(0x4000_0000, MIB)],
-        ..GuestSpec::default()
-    };
+    t.set("#address-cells", cells(&[1])).set("#size-cells", cells(&[1]));
+    t.at("/memory@40000000").set("reg", cells(&[0x4000_0000, 0x1000_0000]));
+    t.at("/uart@9000000").set("reg", cells(&[0x0900_0000, 0x1000]));
+    t.at("/intc@8000000").set("reg", cells(&[0x0800_0000, 0x10000, 0x080a_0000, 0xf6_0000]));
+    let ok = GuestSpec { memory: vec![Region::new(0x4000_0000, MIB)], ..GuestSpec::default() };
     let g = Board::from_dtb(&guest_dtb(&t.dtb(), &ok).unwrap()).unwrap();
     assert_eq!(g.memory, ok.memory);
-    let high = GuestSpec {
-        memory: vec![Region::new(0x1_0000_0000, MIB)],
-        ..GuestSpec::default()
-    };
+    let high = GuestSpec { memory: vec![Region::new(0x1_0000_0000, MIB)], ..GuestSpec::default() };
     let e = guest_dtb(&t.dtb(), &high).unwrap_err();
-    assert!(
-        matches!(&e, BoardError::BadGuestSpec { item, .. } if item == "memory 0x100000000+0x100000"),
-        "{e:?}"
-    );
+    assert!(matches!(&e, BoardError::BadGuestSpec { item, .. } if item == "memory 0x100000000+0x100000"), "{e:?}");
 }
 
 #[test]
 fn spec_errors() {
     let host = base_tree().dtb();
-    let base = || GuestSpec {
-        memory: vec![Region::new(0x4000_0000, MIB)],
-        ..GuestSpec::default()
-    };
+    let base = || GuestSpec { memory: vec![Region::new(0x4000_0000, MIB)], ..GuestSpec::default() };
     let cases: Vec<(GuestSpec, &str)> = vec![
+        (GuestSpec { memory: vec![], ..base() }, "no guest RAM given"),
         (
-            GuestSpec {
-                memory: vec![],
-                ..base()
-            },
-            "no guest RAM given",
-        ),
-        (
-            GuestSpec {
-                memory: vec![Region::new(0, 0x2000), Region::new(0x1000, 0x1000)],
-                ..base()
-            },
+            GuestSpec { memory: vec![Region::new(0, 0x2000), Region::new(0x1000, 0x1000)], ..base() },
             "overlaps another range",
         ),
-        (
-            GuestSpec {
-                memory: vec![Region::new(0, 0)],
-                ..base()
-            },
-            "empty range",
-        ),
-        (
-            GuestSpec {
-                reserved: vec![Region::new(u64::MAX, 2)],
-                ..base()
-            },
-            "range wraps past 2^64",
-        ),
-        (
-            GuestSpec {
-                remove: vec!["/nonexistent".into()],
-                ..base()
-            },
-            "no such node in the host tree",
-        ),
-        (
-            GuestSpec {
-                remove: vec!["/".into()],
-                ..base()
-            },
-            "cannot remove or disable the root node",
-        ),
-        (
-            GuestSpec {
-                disable: vec!["/cpus/cpu@7".into()],
-                ..base()
-            },
-            "no such node in the host tree",
-        ),
-        (
-            GuestSpec {
-                bootargs: Some("a\0b".into()),
-                ..base()
-            },
-            "contains NUL",
-        ),
+        (GuestSpec { memory: vec![Region::new(0, 0)], ..base() }, "empty range"),
+        (GuestSpec { reserved: vec![Region::new(u64::MAX, 2)], ..base() }, "range wraps past 2^64"),
+        (GuestSpec { remove: vec!["/nonexistent".into()], ..base() }, "no such node in the host tree"),
+        (GuestSpec { remove: vec!["/".into()], ..base() }, "cannot remove or disable the root node"),
+        (GuestSpec { disable: vec!["/cpus/cpu@7".into()], ..base() }, "no such node in the host tree"),
+        (GuestSpec { bootargs: Some("a\0b".into()), ..base() }, "contains NUL"),
     ];
     for (spec, why) in cases {
         match guest_dtb(&host, &spec) {
@@ -298,36 +171,19 @@ fn spec_errors() {
     }
     let mut t = base_tree();
     t.remove_kid("psci");
-    let e = guest_dtb(
-        &t.dtb(),
-        &GuestSpec {
-            psci_method: Some(PsciMethod::Smc),
-            ..base()
-        },
-    )
-    .unwrap_err();
-    assert_eq!(
-        e.to_string(),
-        "guest DTB: psci_method: the host tree has no PSCI node"
-    );
+    let e = guest_dtb(&t.dtb(), &GuestSpec { psci_method: Some(PsciMethod::Smc), ..base() }).unwrap_err();
+    assert_eq!(e.to_string(), "guest DTB: psci_method: the host tree has no PSCI node");
     // A broken host tree is reported as such.
     let mut bad = host.clone();
     bad[0] = 0;
-    assert!(matches!(
-        guest_dtb(&bad, &base()),
-        Err(BoardError::BadHeader { field: "magic", .. })
-    ));
+    assert!(matches!(guest_dtb(&bad, &base()), Err(BoardError::BadHeader { field: "magic", .. })));
 }
 
 #[test]
 fn removing_a_subtree_and_adding_a_psci_method() {
     let mut t = base_tree();
     t.at("/psci").unset("method");
-    t.kids.push(
-        N::new("bus")
-            .p("x", s("y"))
-            .kid(N::new("inner").kid(N::new("deeper"))),
-    );
+    t.kids.push(N::new("bus").p("x", s("y")).kid(N::new("inner").kid(N::new("deeper"))));
     let spec = GuestSpec {
         memory: vec![Region::new(0x4000_0000, MIB)],
         remove: vec!["/bus".into()],
@@ -337,8 +193,5 @@ fn removing_a_subtree_and_adding_a_psci_method() {
     let out = guest_dtb(&t.dtb(), &spec).unwrap();
     let f = fdt::Fdt::new(&out).unwrap();
     assert!(f.find_node("/bus").is_none() && f.find_node("/bus/inner").is_none());
-    assert_eq!(
-        Board::from_dtb(&out).unwrap().psci.unwrap().method,
-        PsciMethod::Smc
-    );
+    assert_eq!(Board::from_dtb(&out).unwrap().psci.unwrap().method, PsciMethod::Smc);
 }

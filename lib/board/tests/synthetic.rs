@@ -17,11 +17,7 @@ fn err(t: &N) -> BoardError {
 }
 
 fn bad_prop(node: &str, prop: &'static str, why: &'static str) -> BoardError {
-    BoardError::BadProperty {
-        node: node.into(),
-        prop,
-        why,
-    }
+    BoardError::BadProperty { node: node.into(), prop, why }
 }
 
 #[test]
@@ -31,10 +27,7 @@ fn base_tree_parses() {
     assert_eq!(b.compatible, ["test,board"]);
     assert_eq!(b.memory, [Region::new(0x4000_0000, 0x2000_0000)]);
     let uart = b.console.unwrap();
-    assert_eq!(
-        (uart.base, uart.clock_frequency, uart.options),
-        (0x0900_0000, Some(48_000_000), None)
-    );
+    assert_eq!((uart.base, uart.clock_frequency, uart.options), (0x0900_0000, Some(48_000_000), None));
     assert_eq!(b.gic.unwrap().version, GicVersion::V3);
     assert_eq!(b.cpus.len(), 2);
     assert_eq!(b.bootargs.as_deref(), Some("console=ttyAMA0"));
@@ -47,10 +40,7 @@ fn bad_magic() {
     let mut d = base_tree().dtb();
     d[0] = 0xd1;
     let e = Board::from_dtb(&d).unwrap_err();
-    assert!(
-        matches!(e, BoardError::BadHeader { field: "magic", .. }),
-        "{e:?}"
-    );
+    assert!(matches!(e, BoardError::BadHeader { field: "magic", .. }), "{e:?}");
     assert!(e.to_string().contains("not a DTB"), "{e}");
 }
 
@@ -58,29 +48,10 @@ fn bad_magic() {
 fn truncated_blob_and_short_header() {
     let d = base_tree().dtb();
     let e = Board::from_dtb(&d[..d.len() - 1]).unwrap_err();
-    assert_eq!(
-        e,
-        BoardError::Truncated {
-            need: d.len() as u64,
-            have: d.len() as u64 - 1
-        }
-    );
-    assert_eq!(
-        e.to_string(),
-        format!(
-            "DTB truncated: need {} bytes, have {}",
-            d.len(),
-            d.len() - 1
-        )
-    );
-    assert!(matches!(
-        Board::from_dtb(&d[..20]),
-        Err(BoardError::Truncated { need: 40, have: 20 })
-    ));
-    assert!(matches!(
-        Board::from_dtb(&[]),
-        Err(BoardError::Truncated { .. })
-    ));
+    assert_eq!(e, BoardError::Truncated { need: d.len() as u64, have: d.len() as u64 - 1 });
+    assert_eq!(e.to_string(), format!("DTB truncated: need {} bytes, have {}", d.len(), d.len() - 1));
+    assert!(matches!(Board::from_dtb(&d[..20]), Err(BoardError::Truncated { need: 40, have: 20 })));
+    assert!(matches!(Board::from_dtb(&[]), Err(BoardError::Truncated { .. })));
 }
 
 #[test]
@@ -88,10 +59,7 @@ fn totalsize_larger_than_buffer() {
     let mut d = base_tree().dtb();
     let big = (d.len() as u32 + 4096).to_be_bytes();
     d[4..8].copy_from_slice(&big);
-    assert!(matches!(
-        Board::from_dtb(&d),
-        Err(BoardError::Truncated { .. })
-    ));
+    assert!(matches!(Board::from_dtb(&d), Err(BoardError::Truncated { .. })));
 }
 
 #[test]
@@ -105,31 +73,13 @@ fn buffer_longer_than_totalsize_is_fine() {
 fn old_version_and_blocks_outside_the_blob() {
     let mut d = base_tree().dtb();
     d[20..24].copy_from_slice(&16u32.to_be_bytes());
-    assert!(matches!(
-        Board::from_dtb(&d),
-        Err(BoardError::BadHeader {
-            field: "version",
-            ..
-        })
-    ));
+    assert!(matches!(Board::from_dtb(&d), Err(BoardError::BadHeader { field: "version", .. })));
     let mut d = base_tree().dtb();
     d[36..40].copy_from_slice(&0x10_0000u32.to_be_bytes()); // size_dt_struct
-    assert!(matches!(
-        Board::from_dtb(&d),
-        Err(BoardError::BadHeader {
-            field: "off_dt_struct",
-            ..
-        })
-    ));
+    assert!(matches!(Board::from_dtb(&d), Err(BoardError::BadHeader { field: "off_dt_struct", .. })));
     let mut d = base_tree().dtb();
     d[12..16].copy_from_slice(&0xffff_fff0u32.to_be_bytes()); // off_dt_strings
-    assert!(matches!(
-        Board::from_dtb(&d),
-        Err(BoardError::BadHeader {
-            field: "off_dt_strings",
-            ..
-        })
-    ));
+    assert!(matches!(Board::from_dtb(&d), Err(BoardError::BadHeader { field: "off_dt_strings", .. })));
 }
 
 #[test]
@@ -149,9 +99,7 @@ fn unterminated_memory_reservation_block() {
 
 /// Offset of the structure block and the byte offset of the first occurrence of `needle` in it.
 fn find(d: &[u8], needle: &[u8]) -> usize {
-    d.windows(needle.len())
-        .position(|w| w == needle)
-        .expect("needle")
+    d.windows(needle.len()).position(|w| w == needle).expect("needle")
 }
 
 #[test]
@@ -190,13 +138,7 @@ fn property_value_past_the_block() {
     d[at + 4..at + 8].copy_from_slice(&0x7fff_ffffu32.to_be_bytes());
     let e = Board::from_dtb(&d).unwrap_err();
     assert!(
-        matches!(
-            &e,
-            BoardError::BadStructure {
-                why: "property value runs past the structure block",
-                ..
-            }
-        ),
+        matches!(&e, BoardError::BadStructure { why: "property value runs past the structure block", .. }),
         "{e:?}"
     );
 }
@@ -238,16 +180,7 @@ fn too_deep_nesting() {
     structs.extend_from_slice(&9u32.to_be_bytes());
     let d = raw_blob(&structs, &strings);
     let e = Board::from_dtb(&d).unwrap_err();
-    assert!(
-        matches!(
-            &e,
-            BoardError::BadStructure {
-                why: "nodes nested deeper than 32 levels",
-                ..
-            }
-        ),
-        "{e:?}"
-    );
+    assert!(matches!(&e, BoardError::BadStructure { why: "nodes nested deeper than 32 levels", .. }), "{e:?}");
 }
 
 fn raw_blob(structs: &[u8], strings: &[u8]) -> Vec<u8> {
@@ -255,18 +188,7 @@ fn raw_blob(structs: &[u8], strings: &[u8]) -> Vec<u8> {
     let off_strings = off_struct + structs.len();
     let total = off_strings + strings.len();
     let mut d = Vec::new();
-    for v in [
-        0xd00dfeed,
-        total,
-        off_struct,
-        off_strings,
-        40,
-        17,
-        16,
-        0,
-        strings.len(),
-        structs.len(),
-    ] {
+    for v in [0xd00dfeed, total, off_struct, off_strings, 40, 17, 16, 0, strings.len(), structs.len()] {
         d.extend_from_slice(&(v as u32).to_be_bytes());
     }
     d.extend_from_slice(&[0; 16]);
@@ -282,22 +204,10 @@ fn structure_without_end_token_or_with_stray_end_node() {
     structs.extend_from_slice(&[0; 4]);
     structs.extend_from_slice(&2u32.to_be_bytes());
     let e = Board::from_dtb(&raw_blob(&structs, b"")).unwrap_err();
-    assert!(
-        matches!(
-            &e,
-            BoardError::BadStructure {
-                why: "structure block ends before FDT_END",
-                ..
-            }
-        ),
-        "{e:?}"
-    );
+    assert!(matches!(&e, BoardError::BadStructure { why: "structure block ends before FDT_END", .. }), "{e:?}");
     structs.extend_from_slice(&2u32.to_be_bytes());
     let e = Board::from_dtb(&raw_blob(&structs, b"")).unwrap_err();
-    assert!(
-        matches!(&e, BoardError::BadStructure { why, .. } if why.contains("without a matching")),
-        "{e:?}"
-    );
+    assert!(matches!(&e, BoardError::BadStructure { why, .. } if why.contains("without a matching")), "{e:?}");
 }
 
 /// libfdt's `fdt_nop_node`/`fdt_nop_property` leave FDT_NOP tokens; `fdt` 0.1.5 trips over
@@ -336,10 +246,7 @@ fn nop_tokens_anywhere_are_harmless() {
         let f = fdt::Fdt::new(&d).unwrap();
         f.all_nodes().count()
     });
-    assert!(
-        !matches!(lost, Ok(n) if n == 10),
-        "fdt 0.1.5 now handles NOPs: {lost:?}"
-    );
+    assert!(!matches!(lost, Ok(n) if n == 10), "fdt 0.1.5 now handles NOPs: {lost:?}");
 }
 
 // ---- properties ----------------------------------------------------------------------------
@@ -347,21 +254,10 @@ fn nop_tokens_anywhere_are_harmless() {
 #[test]
 fn memory_reg_with_wrong_length() {
     let mut t = base_tree();
-    t.at("/memory@40000000")
-        .set("reg", cells(&[0, 0x4000_0000, 0]));
+    t.at("/memory@40000000").set("reg", cells(&[0, 0x4000_0000, 0]));
     let e = err(&t);
-    assert_eq!(
-        e,
-        bad_prop(
-            "/memory@40000000",
-            "reg",
-            "length not a multiple of the cell size"
-        )
-    );
-    assert_eq!(
-        e.to_string(),
-        "DTB: node /memory@40000000: property `reg`: length not a multiple of the cell size"
-    );
+    assert_eq!(e, bad_prop("/memory@40000000", "reg", "length not a multiple of the cell size"));
+    assert_eq!(e.to_string(), "DTB: node /memory@40000000: property `reg`: length not a multiple of the cell size");
 }
 
 #[test]
@@ -369,97 +265,52 @@ fn missing_address_cells() {
     let mut t = base_tree();
     t.unset("#address-cells");
     let e = err(&t);
-    assert_eq!(
-        e,
-        BoardError::MissingProperty {
-            node: "/".into(),
-            prop: "#address-cells"
-        }
-    );
-    assert_eq!(
-        e.to_string(),
-        "DTB: node /: missing property `#address-cells`"
-    );
+    assert_eq!(e, BoardError::MissingProperty { node: "/".into(), prop: "#address-cells" });
+    assert_eq!(e.to_string(), "DTB: node /: missing property `#address-cells`");
 }
 
 #[test]
 fn size_cells_with_the_wrong_length() {
     let mut t = base_tree();
     t.at("/cpus").set("#size-cells", vec![0, 0]);
-    assert_eq!(
-        err(&t),
-        bad_prop("/cpus", "#size-cells", "expected exactly one 32-bit cell")
-    );
+    assert_eq!(err(&t), bad_prop("/cpus", "#size-cells", "expected exactly one 32-bit cell"));
 }
 
 #[test]
 fn more_than_two_address_cells() {
     let mut t = base_tree();
     t.set("#address-cells", cells(&[3]));
-    t.at("/memory@40000000")
-        .set("reg", cells(&[0, 0, 0x4000_0000, 0, 0x1000]));
-    assert_eq!(
-        err(&t),
-        bad_prop(
-            "/memory@40000000",
-            "reg",
-            "more than 2 address or size cells do not fit in 64 bits"
-        )
-    );
+    t.at("/memory@40000000").set("reg", cells(&[0, 0, 0x4000_0000, 0, 0x1000]));
+    assert_eq!(err(&t), bad_prop("/memory@40000000", "reg", "more than 2 address or size cells do not fit in 64 bits"));
 }
 
 #[test]
 fn memory_range_wrapping_past_2_64() {
     let mut t = base_tree();
-    t.at("/memory@40000000")
-        .set("reg", cells(&[0xffff_ffff, 0xffff_f000, 0, 0x2000]));
-    assert_eq!(
-        err(&t),
-        bad_prop("/memory@40000000", "reg", "range wraps past 2^64")
-    );
+    t.at("/memory@40000000").set("reg", cells(&[0xffff_ffff, 0xffff_f000, 0, 0x2000]));
+    assert_eq!(err(&t), bad_prop("/memory@40000000", "reg", "range wraps past 2^64"));
 }
 
 #[test]
 fn no_memory_node() {
     let mut t = base_tree();
     t.remove_kid("memory@40000000");
-    assert_eq!(
-        err(&t),
-        BoardError::MissingNode {
-            node: "/memory".into()
-        }
-    );
+    assert_eq!(err(&t), BoardError::MissingNode { node: "/memory".into() });
 }
 
 #[test]
 fn several_memory_nodes_and_entries_one_cell_root() {
     let mut t = base_tree();
-    t.set("#address-cells", cells(&[1]))
-        .set("#size-cells", cells(&[1]));
-    t.at("/memory@40000000").set(
-        "reg",
-        cells(&[0x8000_0000, 0x1000_0000, 0x4000_0000, 0x100_0000, 0, 0]),
-    );
-    t.kids.push(
-        N::new("memory@0")
-            .p("device_type", s("memory"))
-            .p("reg", cells(&[0x1000, 0x1000])),
-    );
+    t.set("#address-cells", cells(&[1])).set("#size-cells", cells(&[1]));
+    t.at("/memory@40000000").set("reg", cells(&[0x8000_0000, 0x1000_0000, 0x4000_0000, 0x100_0000, 0, 0]));
+    t.kids.push(N::new("memory@0").p("device_type", s("memory")).p("reg", cells(&[0x1000, 0x1000])));
     // Devices and the GIC decode with one cell too.
-    t.at("/uart@9000000")
-        .set("reg", cells(&[0x0900_0000, 0x1000]));
-    t.at("/intc@8000000").set(
-        "reg",
-        cells(&[0x0800_0000, 0x10000, 0x080a_0000, 0xf6_0000]),
-    );
+    t.at("/uart@9000000").set("reg", cells(&[0x0900_0000, 0x1000]));
+    t.at("/intc@8000000").set("reg", cells(&[0x0800_0000, 0x10000, 0x080a_0000, 0xf6_0000]));
     let b = parse(&t).unwrap();
     assert_eq!(
         b.memory,
-        [
-            Region::new(0x1000, 0x1000),
-            Region::new(0x4000_0000, 0x100_0000),
-            Region::new(0x8000_0000, 0x1000_0000)
-        ],
+        [Region::new(0x1000, 0x1000), Region::new(0x4000_0000, 0x100_0000), Region::new(0x8000_0000, 0x1000_0000)],
         "sorted, zero-sized entries dropped"
     );
 }
@@ -467,44 +318,20 @@ fn several_memory_nodes_and_entries_one_cell_root() {
 #[test]
 fn stdout_path_naming_no_node() {
     let mut t = base_tree();
-    t.at("/chosen")
-        .set("stdout-path", s("/nonexistent@0:115200n8"));
-    assert_eq!(
-        err(&t),
-        bad_prop(
-            "/chosen",
-            "stdout-path",
-            "names no node (neither a path nor an alias)"
-        )
-    );
+    t.at("/chosen").set("stdout-path", s("/nonexistent@0:115200n8"));
+    assert_eq!(err(&t), bad_prop("/chosen", "stdout-path", "names no node (neither a path nor an alias)"));
     t.at("/chosen").set("stdout-path", s("serial7"));
-    assert_eq!(
-        err(&t),
-        bad_prop(
-            "/chosen",
-            "stdout-path",
-            "names no node (neither a path nor an alias)"
-        )
-    );
+    assert_eq!(err(&t), bad_prop("/chosen", "stdout-path", "names no node (neither a path nor an alias)"));
     t.at("/chosen").set("stdout-path", vec![b'/', 0xff, 0]);
-    assert_eq!(
-        err(&t),
-        bad_prop("/chosen", "stdout-path", "string is not UTF-8")
-    );
+    assert_eq!(err(&t), bad_prop("/chosen", "stdout-path", "string is not UTF-8"));
 }
 
 #[test]
 fn stdout_path_through_an_alias_with_options() {
     let mut t = base_tree();
-    t.kids
-        .insert(0, N::new("aliases").p("serial0", s("/uart@9000000")));
+    t.kids.insert(0, N::new("aliases").p("serial0", s("/uart@9000000")));
     // A second PL011 that comes first in the tree, so the alias decides.
-    t.kids.insert(
-        1,
-        N::new("uart@1000")
-            .p("compatible", s("arm,pl011"))
-            .p("reg", cells(&[0, 0x1000, 0, 0x1000])),
-    );
+    t.kids.insert(1, N::new("uart@1000").p("compatible", s("arm,pl011")).p("reg", cells(&[0, 0x1000, 0, 0x1000])));
     t.at("/chosen").set("stdout-path", s("serial0:115200n8"));
     let b = parse(&t).unwrap();
     let uart = b.console.unwrap();
@@ -517,17 +344,10 @@ fn stdout_path_through_an_alias_with_options() {
 #[test]
 fn stdout_path_to_a_non_pl011_falls_back_to_the_first_pl011() {
     let mut t = base_tree();
-    t.kids.push(
-        N::new("serial@1000")
-            .p("compatible", s("ns16550a"))
-            .p("reg", cells(&[0, 0x1000, 0, 0x100])),
-    );
+    t.kids.push(N::new("serial@1000").p("compatible", s("ns16550a")).p("reg", cells(&[0, 0x1000, 0, 0x100])));
     t.at("/chosen").set("stdout-path", s("/serial@1000"));
     let uart = parse(&t).unwrap().console.unwrap();
-    assert_eq!(
-        (uart.path.as_str(), uart.from_stdout_path),
-        ("/uart@9000000", false)
-    );
+    assert_eq!((uart.path.as_str(), uart.from_stdout_path), ("/uart@9000000", false));
     // No stdout-path at all: same fallback. No PL011 at all: no console, not an error.
     t.at("/chosen").unset("stdout-path");
     assert_eq!(parse(&t).unwrap().console.unwrap().path, "/uart@9000000");
@@ -539,10 +359,7 @@ fn stdout_path_to_a_non_pl011_falls_back_to_the_first_pl011() {
 fn uart_clock_from_a_fixed_clock_provider() {
     let mut t = base_tree();
     t.kids.push(
-        N::new("clk-a")
-            .p("compatible", s("fixed-clock"))
-            .p("#clock-cells", cells(&[1]))
-            .p("phandle", cells(&[7])),
+        N::new("clk-a").p("compatible", s("fixed-clock")).p("#clock-cells", cells(&[1])).p("phandle", cells(&[7])),
     );
     t.kids.push(
         N::new("clk-b")
@@ -553,40 +370,20 @@ fn uart_clock_from_a_fixed_clock_provider() {
     );
     let u = t.at("/uart@9000000");
     u.unset("clock-frequency");
-    u.set("clocks", cells(&[7, 3, 8]))
-        .set("clock-names", [s("apb_pclk"), s("uartclk")].concat());
-    assert_eq!(
-        parse(&t).unwrap().console.unwrap().clock_frequency,
-        Some(44_236_800)
-    );
+    u.set("clocks", cells(&[7, 3, 8])).set("clock-names", [s("apb_pclk"), s("uartclk")].concat());
+    assert_eq!(parse(&t).unwrap().console.unwrap().clock_frequency, Some(44_236_800));
     t.at("/uart@9000000").unset("clock-names");
-    assert_eq!(
-        parse(&t).unwrap().console.unwrap().clock_frequency,
-        None,
-        "clk-a has cells"
-    );
+    assert_eq!(parse(&t).unwrap().console.unwrap().clock_frequency, None, "clk-a has cells");
 }
 
 #[test]
 fn psci_method_and_version() {
     let mut t = base_tree();
     t.at("/psci").set("method", s("svc"));
-    assert_eq!(
-        err(&t),
-        bad_prop("/psci", "method", "neither \"hvc\" nor \"smc\"")
-    );
+    assert_eq!(err(&t), bad_prop("/psci", "method", "neither \"hvc\" nor \"smc\""));
     t.at("/psci").unset("method");
-    assert_eq!(
-        err(&t),
-        BoardError::MissingProperty {
-            node: "/psci".into(),
-            prop: "method"
-        }
-    );
-    t.at("/psci")
-        .set("method", s("smc"))
-        .set("compatible", s("arm,psci"))
-        .set("cpu_on", cells(&[0x95c1ba60]));
+    assert_eq!(err(&t), BoardError::MissingProperty { node: "/psci".into(), prop: "method" });
+    t.at("/psci").set("method", s("smc")).set("compatible", s("arm,psci")).set("cpu_on", cells(&[0x95c1ba60]));
     let p = parse(&t).unwrap().psci.unwrap();
     assert_eq!(p.version, board::PsciVersion::V0_1);
     assert_eq!(p.function_ids.cpu_on, Some(0x95c1ba60));
@@ -597,111 +394,44 @@ fn psci_method_and_version() {
 #[test]
 fn gic_errors() {
     let mut t = base_tree();
-    t.at("/intc@8000000")
-        .set("reg", cells(&[0, 0x0800_0000, 0, 0x10000]));
-    assert_eq!(
-        err(&t),
-        bad_prop(
-            "/intc@8000000",
-            "reg",
-            "fewer entries than 1 distributor + #redistributor-regions"
-        )
-    );
+    t.at("/intc@8000000").set("reg", cells(&[0, 0x0800_0000, 0, 0x10000]));
+    assert_eq!(err(&t), bad_prop("/intc@8000000", "reg", "fewer entries than 1 distributor + #redistributor-regions"));
     t.at("/intc@8000000").set("compatible", s("arm,gic-400"));
-    assert_eq!(
-        err(&t),
-        bad_prop(
-            "/intc@8000000",
-            "reg",
-            "GICv2 needs distributor and CPU interface entries"
-        )
-    );
+    assert_eq!(err(&t), bad_prop("/intc@8000000", "reg", "GICv2 needs distributor and CPU interface entries"));
     t.at("/intc@8000000").unset("reg");
-    assert_eq!(
-        err(&t),
-        BoardError::MissingProperty {
-            node: "/intc@8000000".into(),
-            prop: "reg"
-        }
-    );
+    assert_eq!(err(&t), BoardError::MissingProperty { node: "/intc@8000000".into(), prop: "reg" });
 }
 
 #[test]
 fn initrd_cells_and_errors() {
     let mut t = base_tree();
-    t.at("/chosen")
-        .set("linux,initrd-start", cells(&[0x1, 0x0]))
-        .set("linux,initrd-end", cells(&[0x1_0000]));
-    assert_eq!(
-        err(&t),
-        bad_prop(
-            "/chosen",
-            "linux,initrd-end",
-            "smaller than linux,initrd-start"
-        )
-    );
-    t.at("/chosen")
-        .set("linux,initrd-end", cells(&[0x1, 0x2000]));
-    assert_eq!(
-        parse(&t).unwrap().initrd,
-        Some(Region::new(0x1_0000_0000, 0x2000))
-    );
+    t.at("/chosen").set("linux,initrd-start", cells(&[0x1, 0x0])).set("linux,initrd-end", cells(&[0x1_0000]));
+    assert_eq!(err(&t), bad_prop("/chosen", "linux,initrd-end", "smaller than linux,initrd-start"));
+    t.at("/chosen").set("linux,initrd-end", cells(&[0x1, 0x2000]));
+    assert_eq!(parse(&t).unwrap().initrd, Some(Region::new(0x1_0000_0000, 0x2000)));
     t.at("/chosen").unset("linux,initrd-end");
-    assert_eq!(
-        err(&t),
-        BoardError::MissingProperty {
-            node: "/chosen".into(),
-            prop: "linux,initrd-end"
-        }
-    );
+    assert_eq!(err(&t), BoardError::MissingProperty { node: "/chosen".into(), prop: "linux,initrd-end" });
     t.at("/chosen").set("linux,initrd-end", cells(&[1, 2, 3]));
-    assert_eq!(
-        err(&t),
-        bad_prop(
-            "/chosen",
-            "linux,initrd-end",
-            "expected one or two 32-bit cells"
-        )
-    );
+    assert_eq!(err(&t), bad_prop("/chosen", "linux,initrd-end", "expected one or two 32-bit cells"));
 }
 
 #[test]
 fn cpu_errors_and_spin_table() {
     let mut t = base_tree();
     t.at("/cpus/cpu@1").unset("reg");
-    assert_eq!(
-        err(&t),
-        BoardError::MissingProperty {
-            node: "/cpus/cpu@1".into(),
-            prop: "reg"
-        }
-    );
+    assert_eq!(err(&t), BoardError::MissingProperty { node: "/cpus/cpu@1".into(), prop: "reg" });
     let mut t = base_tree();
     t.at("/cpus").set("#address-cells", cells(&[2]));
     t.at("/cpus/cpu@0").set("reg", cells(&[0, 0x100]));
-    t.at("/cpus/cpu@1")
-        .set("reg", cells(&[0x1, 0x100]))
-        .set("enable-method", s("spin-table"));
-    t.at("/cpus/cpu@1")
-        .set("cpu-release-addr", cells(&[0, 0xd8]))
-        .set("status", s("disabled"));
+    t.at("/cpus/cpu@1").set("reg", cells(&[0x1, 0x100])).set("enable-method", s("spin-table"));
+    t.at("/cpus/cpu@1").set("cpu-release-addr", cells(&[0, 0xd8])).set("status", s("disabled"));
     let b = parse(&t).unwrap();
     assert_eq!(b.cpus[0].mpidr, 0x100);
     assert_eq!(b.cpus[1].mpidr, 0x1_0000_0100, "Aff3 in the high cell");
-    assert_eq!(
-        b.cpus[1].enable_method,
-        Some(EnableMethod::SpinTable {
-            release_addr: Some(0xd8)
-        })
-    );
+    assert_eq!(b.cpus[1].enable_method, Some(EnableMethod::SpinTable { release_addr: Some(0xd8) }));
     assert_eq!(b.cpus[1].status, Status::Disabled);
     t.remove_kid("cpus");
-    assert_eq!(
-        err(&t),
-        BoardError::MissingNode {
-            node: "/cpus".into()
-        }
-    );
+    assert_eq!(err(&t), BoardError::MissingNode { node: "/cpus".into() });
 }
 
 #[test]
@@ -712,11 +442,7 @@ fn reserved_memory_and_memreserve() {
             .p("#address-cells", cells(&[2]))
             .p("#size-cells", cells(&[2]))
             .p("ranges", vec![])
-            .kid(
-                N::new("fw@4f000000")
-                    .p("reg", cells(&[0, 0x4f00_0000, 0, 0x10_0000]))
-                    .p("no-map", vec![]),
-            )
+            .kid(N::new("fw@4f000000").p("reg", cells(&[0, 0x4f00_0000, 0, 0x10_0000])).p("no-map", vec![]))
             .kid(
                 N::new("linux,cma")
                     .p("compatible", s("shared-dma-pool"))
@@ -730,23 +456,13 @@ fn reserved_memory_and_memreserve() {
     let fw = &b.reserved_memory[0];
     assert_eq!(
         (fw.path.as_str(), fw.no_map, fw.regions.as_slice()),
-        (
-            "/reserved-memory/fw@4f000000",
-            true,
-            &[Region::new(0x4f00_0000, 0x10_0000)][..]
-        )
+        ("/reserved-memory/fw@4f000000", true, &[Region::new(0x4f00_0000, 0x10_0000)][..])
     );
     let cma = &b.reserved_memory[1];
     assert!(cma.reusable && cma.regions.is_empty());
     assert_eq!(cma.compatible.as_deref(), Some("shared-dma-pool"));
     let all: Vec<_> = b.reserved_regions().collect();
-    assert_eq!(
-        all,
-        [
-            Region::new(0x4000_0000, 0x1000),
-            Region::new(0x4f00_0000, 0x10_0000)
-        ]
-    );
+    assert_eq!(all, [Region::new(0x4000_0000, 0x1000), Region::new(0x4f00_0000, 0x10_0000)]);
 }
 
 #[test]
@@ -757,10 +473,7 @@ fn devices_on_nested_simple_buses_are_translated() {
             .p("compatible", s("simple-bus"))
             .p("#address-cells", cells(&[1]))
             .p("#size-cells", cells(&[1]))
-            .p(
-                "ranges",
-                cells(&[0x7c00_0000, 0x10, 0x7c00_0000, 0x400_0000]),
-            )
+            .p("ranges", cells(&[0x7c00_0000, 0x10, 0x7c00_0000, 0x400_0000]))
             .kid(
                 N::new("serial@7d001000")
                     .p("compatible", s("arm,pl011"))
@@ -773,11 +486,7 @@ fn devices_on_nested_simple_buses_are_translated() {
                     .p("#address-cells", cells(&[1]))
                     .p("#size-cells", cells(&[1]))
                     .p("ranges", cells(&[0, 0x7e00_0000, 0x10_0000]))
-                    .kid(
-                        N::new("dev@100")
-                            .p("reg", cells(&[0x100, 0x10]))
-                            .p("status", s("disabled")),
-                    ),
+                    .kid(N::new("dev@100").p("reg", cells(&[0x100, 0x10])).p("status", s("disabled"))),
             )
             .kid(
                 N::new("hidden")
@@ -796,22 +505,15 @@ fn devices_on_nested_simple_buses_are_translated() {
             .p("#size-cells", cells(&[0]))
             .kid(N::new("eeprom@50").p("reg", cells(&[0x50]))),
     );
-    t.at("/chosen")
-        .set("stdout-path", s("/soc@107c000000/serial@7d001000"));
+    t.at("/chosen").set("stdout-path", s("/soc@107c000000/serial@7d001000"));
     let b = parse(&t).unwrap();
     let uart = b.console.as_ref().unwrap();
     assert_eq!(uart.base, 0x10_7d00_1000, "translated through soc ranges");
     let dev = b.device("/soc@107c000000/bus@7e000000/dev@100").unwrap();
     assert_eq!(dev.regions, [Region::new(0x10_7e00_0100, 0x10)]);
     assert_eq!(dev.status, Status::Disabled);
-    assert!(
-        b.device("/soc@107c000000/hidden/dev@0").is_none(),
-        "bus without ranges"
-    );
-    assert!(
-        b.device("/soc@107c000000/outside@0").is_none(),
-        "outside every range"
-    );
+    assert!(b.device("/soc@107c000000/hidden/dev@0").is_none(), "bus without ranges");
+    assert!(b.device("/soc@107c000000/outside@0").is_none(), "outside every range");
     assert!(b.device("/i2c@1000").is_some());
     assert!(b.device("/i2c@1000/eeprom@50").is_none());
     assert!(b.device("/soc@107c000000").is_none(), "bus without reg");
@@ -821,19 +523,7 @@ fn devices_on_nested_simple_buses_are_translated() {
         N::new("interrupt-controller@7fff9000")
             .p("compatible", s("arm,gic-400"))
             .p("phandle", cells(&[9]))
-            .p(
-                "reg",
-                cells(&[
-                    0x7fff_9000,
-                    0x1000,
-                    0x7fff_a000,
-                    0x2000,
-                    0x7fff_c000,
-                    0x2000,
-                    0x7fff_e000,
-                    0x2000,
-                ]),
-            ),
+            .p("reg", cells(&[0x7fff_9000, 0x1000, 0x7fff_a000, 0x2000, 0x7fff_c000, 0x2000, 0x7fff_e000, 0x2000])),
     );
     t.set("interrupt-parent", cells(&[9]));
     let g = parse(&t).unwrap().gic.unwrap();
@@ -845,10 +535,7 @@ fn devices_on_nested_simple_buses_are_translated() {
     // A bus with a malformed ranges property is an error naming the bus.
     t.at("/soc@107c000000").set("ranges", cells(&[1, 2, 3]));
     let e = err(&t);
-    assert!(
-        matches!(&e, BoardError::BadProperty { node, prop: "ranges", .. } if node == "/soc@107c000000"),
-        "{e:?}"
-    );
+    assert!(matches!(&e, BoardError::BadProperty { node, prop: "ranges", .. } if node == "/soc@107c000000"), "{e:?}");
 }
 
 #[test]
@@ -859,28 +546,13 @@ fn raw_pointer_constructor() {
     assert_eq!(b, Board::from_dtb(&d).unwrap());
     // SAFETY: null is explicitly allowed.
     let e = unsafe { Board::from_ptr(std::ptr::null()) }.unwrap_err();
-    assert!(matches!(
-        e,
-        BoardError::BadHeader {
-            field: "address",
-            ..
-        }
-    ));
+    assert!(matches!(e, BoardError::BadHeader { field: "address", .. }));
     // A header claiming more than 2 MiB is refused before anything past it is read.
     let mut h = d[..8].to_vec();
     h[4..8].copy_from_slice(&(3u32 << 20).to_be_bytes());
     // SAFETY: only the first 8 bytes are read when totalsize is over the limit.
     let e = unsafe { Board::from_ptr(h.as_ptr()) }.unwrap_err();
-    assert!(
-        matches!(
-            e,
-            BoardError::BadHeader {
-                field: "totalsize",
-                ..
-            }
-        ),
-        "{e:?}"
-    );
+    assert!(matches!(e, BoardError::BadHeader { field: "totalsize", .. }), "{e:?}");
     let mut h = d[..8].to_vec();
     h[0] = 0;
     // SAFETY: only the first 8 bytes are read when the magic is wrong.

@@ -104,13 +104,8 @@ impl Not for Perms {
 
 impl fmt::Debug for Perms {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let flags = [
-            (Perms::READ, 'r'),
-            (Perms::WRITE, 'w'),
-            (Perms::EXEC, 'x'),
-            (Perms::USER, 'u'),
-            (Perms::USER_EXEC, 'X'),
-        ];
+        let flags =
+            [(Perms::READ, 'r'), (Perms::WRITE, 'w'), (Perms::EXEC, 'x'), (Perms::USER, 'u'), (Perms::USER_EXEC, 'X')];
         for (p, c) in flags {
             let c = if self.contains(p) { c } else { '-' };
             write!(f, "{c}")?;
@@ -135,27 +130,15 @@ pub struct Attributes {
 impl Attributes {
     /// Normal memory with `perms`.
     pub const fn normal(perms: Perms) -> Self {
-        Attributes {
-            mem: MemType::Normal,
-            perms,
-            global: None,
-        }
+        Attributes { mem: MemType::Normal, perms, global: None }
     }
     /// Device-nGnRnE memory with `perms` (execute is refused by the encoders).
     pub const fn device(perms: Perms) -> Self {
-        Attributes {
-            mem: MemType::Device,
-            perms,
-            global: None,
-        }
+        Attributes { mem: MemType::Device, perms, global: None }
     }
     /// `self` with other permissions.
     pub const fn with_perms(self, perms: Perms) -> Self {
-        Attributes {
-            mem: self.mem,
-            perms,
-            global: self.global,
-        }
+        Attributes { mem: self.mem, perms, global: self.global }
     }
 }
 
@@ -170,20 +153,11 @@ pub struct Constraints {
 
 impl Constraints {
     /// Largest blocks and contiguous ranges allowed.
-    pub const NONE: Constraints = Constraints {
-        no_blocks: false,
-        no_contiguous: false,
-    };
+    pub const NONE: Constraints = Constraints { no_blocks: false, no_contiguous: false };
     /// 4 KiB pages only, contiguous ranges allowed.
-    pub const NO_BLOCKS: Constraints = Constraints {
-        no_blocks: true,
-        no_contiguous: false,
-    };
+    pub const NO_BLOCKS: Constraints = Constraints { no_blocks: true, no_contiguous: false };
     /// Individual 4 KiB pages only (what a table without BBML2 needs for live splitting).
-    pub const PAGES_ONLY: Constraints = Constraints {
-        no_blocks: true,
-        no_contiguous: true,
-    };
+    pub const PAGES_ONLY: Constraints = Constraints { no_blocks: true, no_contiguous: true };
 }
 
 #[cfg(test)]

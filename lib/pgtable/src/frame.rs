@@ -79,11 +79,7 @@ pub struct HeapFrames {
 impl HeapFrames {
     /// An allocator without a limit.
     pub const fn new() -> Self {
-        HeapFrames {
-            in_use: 0,
-            peak: 0,
-            limit: None,
-        }
+        HeapFrames { in_use: 0, peak: 0, limit: None }
     }
 
     fn layout(pages: usize) -> core::alloc::Layout {

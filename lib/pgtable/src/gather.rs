@@ -12,7 +12,7 @@ use alloc::vec::Vec;
 use crate::addr::{level_size, IntermPhysAddr, PhysAddr, VirtAddr, PAGE_SIZE};
 use crate::frame::FrameAlloc;
 use crate::regime::{Regime, VaHalf};
-use crate::tlb::{Barrier, Shareability, Tlbi, TlbiOp, TlbiRange, TlbMaintenance};
+use crate::tlb::{Barrier, Shareability, TlbMaintenance, Tlbi, TlbiOp, TlbiRange};
 
 /// How a finished gather chooses its instructions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -26,10 +26,7 @@ pub struct FlushPolicy {
 
 impl Default for FlushPolicy {
     fn default() -> Self {
-        FlushPolicy {
-            use_range: true,
-            whole_threshold: 512,
-        }
+        FlushPolicy { use_range: true, whole_threshold: 512 }
     }
 }
 
@@ -188,11 +185,7 @@ pub fn emit_invalidation<T: TlbMaintenance + ?Sized>(
     let global = req.global;
     let has_leaves = req.range.start < req.range.end;
     let stride = req.stride.clamp(PAGE_SIZE, level_size(1));
-    let start = if has_leaves {
-        req.range.start & !(stride - 1)
-    } else {
-        0
-    };
+    let start = if has_leaves { req.range.start & !(stride - 1) } else { 0 };
     let end = if has_leaves { req.range.end } else { 0 };
     let per_entry_ops = (end - start).div_ceil(stride);
     let pages = (end - start).div_ceil(PAGE_SIZE);
@@ -247,18 +240,10 @@ pub fn emit_invalidation<T: TlbMaintenance + ?Sized>(
                     if global_ops || half == VaHalf::Upper {
                         TlbiOp::Rvaae1 { base: va(b), range: r }
                     } else {
-                        TlbiOp::Rvae1 {
-                            asid,
-                            base: va(b),
-                            range: r,
-                        }
+                        TlbiOp::Rvae1 { asid, base: va(b), range: r }
                     }
                 }
-                Regime::Stage2 { vmid } => TlbiOp::Ripas2e1 {
-                    vmid,
-                    base: IntermPhysAddr::new(b),
-                    range: r,
-                },
+                Regime::Stage2 { vmid } => TlbiOp::Ripas2e1 { vmid, base: IntermPhysAddr::new(b), range: r },
             };
             tlbi(op, tlb);
         });
@@ -278,11 +263,7 @@ pub fn emit_invalidation<T: TlbMaintenance + ?Sized>(
     }
     if let Regime::Stage2 { vmid } = regime {
         tlb.dsb(Barrier::Ish);
-        tlb.tlbi(Tlbi {
-            op: TlbiOp::Vmalle1 { vmid: Some(vmid) },
-            leaf_only: false,
-            sh,
-        });
+        tlb.tlbi(Tlbi { op: TlbiOp::Vmalle1 { vmid: Some(vmid) }, leaf_only: false, sh });
         emitted += 1;
     }
     emitted
@@ -299,10 +280,7 @@ fn single(regime: Regime, off: u64, global: bool, base: u64) -> TlbiOp {
                 TlbiOp::Vae1 { asid, va }
             }
         }
-        Regime::Stage2 { vmid } => TlbiOp::Ipas2e1 {
-            vmid,
-            ipa: IntermPhysAddr::new(off),
-        },
+        Regime::Stage2 { vmid } => TlbiOp::Ipas2e1 { vmid, ipa: IntermPhysAddr::new(off) },
     }
 }
 
@@ -312,10 +290,7 @@ mod tests {
     use crate::tlb::{CountingTlb, TlbFeatures};
 
     fn run(regime: Regime, pages: u64, range: bool, leaf_only: bool) -> CountingTlb {
-        let mut tlb = CountingTlb {
-            features: TlbFeatures { range },
-            ..Default::default()
-        };
+        let mut tlb = CountingTlb { features: TlbFeatures { range }, ..Default::default() };
         let req = FlushRequest {
             range: 0x1000..0x1000 + pages * PAGE_SIZE,
             stride: PAGE_SIZE,
@@ -329,10 +304,7 @@ mod tests {
 
     #[test]
     fn per_page_then_whole_past_threshold() {
-        let el1 = Regime::El1 {
-            asid: 3,
-            half: VaHalf::Lower,
-        };
+        let el1 = Regime::El1 { asid: 3, half: VaHalf::Lower };
         let t = run(el1, 1, false, true);
         assert_eq!(t.counters.tlbi_by_kind().collect::<Vec<_>>(), [("VALE1IS", 1)]);
         let t = run(el1, 512, false, true);
@@ -340,16 +312,13 @@ mod tests {
         let t = run(el1, 513, false, true);
         assert_eq!(t.counters.tlbi_by_kind().collect::<Vec<_>>(), [("ASIDE1IS", 1)]);
         let t = run(el1, 513, true, false);
-        assert_eq!(t.counters.tlbi_by_kind().collect::<Vec<_>>(), [("RVAE1IS", 2), ("VAE1IS", 1)]);
+        assert_eq!(t.counters.tlbi_by_kind().collect::<Vec<_>>(), [("VAE1IS", 1), ("RVAE1IS", 1)]);
     }
 
     #[test]
     fn stage2_adds_vmalle1() {
         let t = run(Regime::Stage2 { vmid: 1 }, 2, false, true);
-        assert_eq!(
-            t.counters.tlbi_by_kind().collect::<Vec<_>>(),
-            [("VMALLE1IS", 1), ("IPAS2LE1IS", 2)]
-        );
+        assert_eq!(t.counters.tlbi_by_kind().collect::<Vec<_>>(), [("VMALLE1IS", 1), ("IPAS2LE1IS", 2)]);
         assert_eq!(t.counters.dsb_total(), 1);
         let t = run(Regime::Stage2 { vmid: 1 }, 100_000, false, true);
         assert_eq!(t.counters.tlbi_by_kind().collect::<Vec<_>>(), [("VMALLS12E1IS", 1)]);

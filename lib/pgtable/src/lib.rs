@@ -1,1 +1,81 @@
-#![no_std]
+//! One page-table library for the EL2 hypervisor (its own stage 1 and the guests' stage 2) and
+//! the EL1 kernel (stage 1 with ASIDs), proven on the host by a TLB / break-before-make model
+//! checker before any of it runs on a CPU.
+//!
+//! - [`addr`]: opaque `PhysAddr` / `IntermPhysAddr` / `VirtAddr`, granule constants.
+//! - [`descriptor`]: descriptors built with tock-registers bitfields, software bits,
+//!   [`descriptor::needs_flush`].
+//! - [`regime`]: [`Regime`], MAIR / TCR_EL2 / TCR_EL1 / VTCR_EL2 values.
+//! - [`frame`] and [`tlb`]: the two traits at the edge; [`hw`] implements TLB maintenance on
+//!   the target.
+//! - [`walker`]: the one walker; [`gather`]: the TLB gather; [`PageTable`] and its operations.
+//!
+//! Page-table code never prints; [`PageTable::dump`] writes into a caller's `fmt::Write`.
+
+#![cfg_attr(not(test), no_std)]
+#![deny(missing_docs)]
+#![deny(unsafe_op_in_unsafe_fn)]
+
+extern crate alloc;
+
+pub mod addr;
+pub mod attrs;
+pub mod cpu;
+pub mod descriptor;
+pub mod frame;
+pub mod gather;
+#[cfg(target_arch = "aarch64")]
+pub mod hw;
+#[cfg(test)]
+mod model;
+#[cfg(test)]
+pub mod mutation;
+mod ops;
+pub mod regime;
+mod table;
+pub mod tlb;
+pub mod walker;
+
+pub use addr::{IntermPhysAddr, PhysAddr, VirtAddr, PAGE_SIZE};
+pub use attrs::{Attributes, Constraints, MemType, Perms};
+pub use cpu::bbml2_allowed;
+pub use frame::{FrameAlloc, HeapFrames};
+pub use gather::{FlushPolicy, TlbGather};
+pub use regime::{Regime, VaHalf, MAIR};
+pub use table::{PageTable, Policy, Stats, Translation};
+pub use tlb::{Barrier, CountingTlb, Shareability, TlbCounters, TlbFeatures, TlbMaintenance, Tlbi, TlbiOp, TlbiRange};
+
+/// Why an operation failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Error {
+    /// An address or size is not 4 KiB aligned (or an output not aligned to its leaf).
+    Misaligned,
+    /// The range leaves the regime's input space or the 48-bit output space.
+    OutOfRange,
+    /// A `VirtAddr` given to a stage-2 table or an `IntermPhysAddr` to a stage-1 table.
+    WrongAddressKind,
+    /// `map` found something already mapped in the range.
+    AlreadyMapped,
+    /// The frame allocator has no frame left.
+    OutOfMemory,
+    /// Attributes the regime cannot express (EL0 rights at EL2 or stage 2, write without read
+    /// at stage 1, execute on device memory, ...).
+    InvalidAttributes,
+    /// A level argument outside what the operation supports.
+    InvalidLevel,
+}
+
+impl core::fmt::Display for Error {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let s = match self {
+            Error::Misaligned => "address or size not aligned",
+            Error::OutOfRange => "range outside the address space",
+            Error::WrongAddressKind => "address of the wrong kind for this regime",
+            Error::AlreadyMapped => "range already mapped",
+            Error::OutOfMemory => "out of page-table frames",
+            Error::InvalidAttributes => "attributes not expressible in this regime",
+            Error::InvalidLevel => "unsupported level",
+        };
+        f.write_str(s)
+    }
+}

@@ -82,10 +82,7 @@ impl Regime {
     /// First input address of the regime.
     pub const fn input_base(self) -> u64 {
         match self {
-            Regime::El1 {
-                half: VaHalf::Upper,
-                ..
-            } => UPPER_BASE,
+            Regime::El1 { half: VaHalf::Upper, .. } => UPPER_BASE,
             _ => 0,
         }
     }
@@ -297,10 +294,7 @@ mod tests {
         assert_eq!(s2.start_level(), 1);
         assert_eq!(s2.root_entries(), 1024);
         assert_eq!(s2.root_entries() as u64 * s2.root_entry_size(), s2.input_span());
-        let k = Regime::El1 {
-            asid: 0,
-            half: VaHalf::Upper,
-        };
+        let k = Regime::El1 { asid: 0, half: VaHalf::Upper };
         assert_eq!(k.input_base().wrapping_add(k.input_span()), 0);
         assert_eq!(Regime::El2.root_entries() as u64 * Regime::El2.root_entry_size(), 1 << 48);
     }

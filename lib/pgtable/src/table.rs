@@ -3,9 +3,7 @@
 
 use core::fmt;
 
-use crate::addr::{
-    level_size, InputAddress, PhysAddr, CONT_ENTRIES, ENTRIES_PER_TABLE, MAX_PA_BITS, PAGE_SIZE,
-};
+use crate::addr::{level_size, InputAddress, PhysAddr, CONT_ENTRIES, ENTRIES_PER_TABLE, MAX_PA_BITS, PAGE_SIZE};
 use crate::attrs::Attributes;
 use crate::descriptor::{cont_size, decode_leaf, needs_flush, Desc};
 use crate::frame::FrameAlloc;
@@ -125,11 +123,7 @@ impl<A: FrameAlloc> PageTable<A> {
     pub fn new(regime: Regime, mut frames: A) -> Result<Self, Error> {
         let pages = regime.root_pages();
         let root = frames.alloc_zeroed(pages).ok_or(Error::OutOfMemory)?;
-        let stats = Stats {
-            table_pages: pages as u64,
-            tables_allocated: pages as u64,
-            ..Stats::default()
-        };
+        let stats = Stats { table_pages: pages as u64, tables_allocated: pages as u64, ..Stats::default() };
         Ok(PageTable {
             regime,
             root,
@@ -186,10 +180,7 @@ impl<A: FrameAlloc> PageTable<A> {
     }
     /// Resets the counters (the table-page gauge is kept).
     pub fn reset_stats(&mut self) {
-        self.stats = Stats {
-            table_pages: self.stats.table_pages,
-            ..Stats::default()
-        };
+        self.stats = Stats { table_pages: self.stats.table_pages, ..Stats::default() };
     }
     /// The frame allocator.
     pub fn frames(&self) -> &A {
@@ -277,10 +268,7 @@ impl<A: FrameAlloc> PageTable<A> {
         F: FnMut(&Entry) -> Result<(), Error>,
     {
         let (s, e) = self.offsets(start, size)?;
-        let mut state = ReadOnly {
-            frames: &self.frames,
-            stats: WalkStats::default(),
-        };
+        let mut state = ReadOnly { frames: &self.frames, stats: WalkStats::default() };
         walk(&mut state, self.regime, self.root, s, e, flags, &mut |_, entry| cb(entry))?;
         Ok(state.stats)
     }
@@ -291,10 +279,7 @@ impl<A: FrameAlloc> PageTable<A> {
         let regime = self.regime;
         let base = regime.input_base();
         writeln!(w, "{:?} root {}", regime, self.root)?;
-        let mut state = ReadOnly {
-            frames: &self.frames,
-            stats: WalkStats::default(),
-        };
+        let mut state = ReadOnly { frames: &self.frames, stats: WalkStats::default() };
         // (start, end, first output, level, desc) of the run being merged.
         let mut run: Option<(u64, u64, u64, usize, Desc)> = None;
         let mut out = Ok(());
@@ -491,11 +476,7 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
         if !self.live || old == new {
             return;
         }
-        let needed = if self.policy.flush_elision {
-            needs_flush(old, new)
-        } else {
-            true
-        };
+        let needed = if self.policy.flush_elision { needs_flush(old, new) } else { true };
         if !needed {
             self.stats.flushes_elided += 1;
             return;
@@ -522,13 +503,7 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
         if !self.mutated(MutationId::NoDsbBeforeTlbi) {
             self.tlb.dsb(Barrier::IshSt);
         }
-        let req = FlushRequest {
-            range: off..off + size,
-            stride,
-            leaf_only,
-            global,
-            tables: &[],
-        };
+        let req = FlushRequest { range: off..off + size, stride, leaf_only, global, tables: &[] };
         emit_invalidation(self.regime, &req, &self.policy.flush, self.tlb);
         self.tlb.dsb(Barrier::Ish);
     }
@@ -536,14 +511,7 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
     /// Issues the gathered maintenance and frees deferred tables.
     pub fn finish(&mut self) {
         let skip_dsb = self.mutated(MutationId::NoDsbBeforeTlbi);
-        self.gather.finish(
-            self.regime,
-            self.live,
-            &self.policy.flush,
-            skip_dsb,
-            self.tlb,
-            self.frames,
-        );
+        self.gather.finish(self.regime, self.live, &self.policy.flush, skip_dsb, self.tlb, self.frames);
     }
 
     /// Index of the first entry of the contiguous group holding `index`.

@@ -45,10 +45,7 @@ impl TlbiRange {
             let unit = 1u64 << (5 * scale as u64 + 1);
             let n = (pages / unit).min(32);
             if n > 0 {
-                let r = TlbiRange {
-                    scale: scale as u8,
-                    num: (n - 1) as u8,
-                };
+                let r = TlbiRange { scale: scale as u8, num: (n - 1) as u8 };
                 f(offset, r);
                 offset += r.pages();
                 pages -= r.pages();
@@ -158,11 +155,46 @@ pub struct Tlbi {
 pub const TLBI_KINDS: usize = 40;
 
 const TLBI_NAMES: [&str; TLBI_KINDS] = [
-    "VAE1", "VAE1IS", "VALE1", "VALE1IS", "VAAE1", "VAAE1IS", "VAALE1", "VAALE1IS", "RVAE1",
-    "RVAE1IS", "RVALE1", "RVALE1IS", "RVAAE1", "RVAAE1IS", "RVAALE1", "RVAALE1IS", "ASIDE1",
-    "ASIDE1IS", "VMALLE1", "VMALLE1IS", "VAE2", "VAE2IS", "VALE2", "VALE2IS", "RVAE2", "RVAE2IS",
-    "RVALE2", "RVALE2IS", "ALLE2", "ALLE2IS", "IPAS2E1", "IPAS2E1IS", "IPAS2LE1", "IPAS2LE1IS",
-    "RIPAS2E1", "RIPAS2E1IS", "RIPAS2LE1", "RIPAS2LE1IS", "VMALLS12E1", "VMALLS12E1IS",
+    "VAE1",
+    "VAE1IS",
+    "VALE1",
+    "VALE1IS",
+    "VAAE1",
+    "VAAE1IS",
+    "VAALE1",
+    "VAALE1IS",
+    "RVAE1",
+    "RVAE1IS",
+    "RVALE1",
+    "RVALE1IS",
+    "RVAAE1",
+    "RVAAE1IS",
+    "RVAALE1",
+    "RVAALE1IS",
+    "ASIDE1",
+    "ASIDE1IS",
+    "VMALLE1",
+    "VMALLE1IS",
+    "VAE2",
+    "VAE2IS",
+    "VALE2",
+    "VALE2IS",
+    "RVAE2",
+    "RVAE2IS",
+    "RVALE2",
+    "RVALE2IS",
+    "ALLE2",
+    "ALLE2IS",
+    "IPAS2E1",
+    "IPAS2E1IS",
+    "IPAS2LE1",
+    "IPAS2LE1IS",
+    "RIPAS2E1",
+    "RIPAS2E1IS",
+    "RIPAS2LE1",
+    "RIPAS2LE1IS",
+    "VMALLS12E1",
+    "VMALLS12E1IS",
 ];
 
 impl Tlbi {
@@ -193,10 +225,7 @@ impl Tlbi {
     }
     /// Whether this is a whole-context invalidation (ASID, VMID or all).
     pub const fn is_whole_context(&self) -> bool {
-        matches!(
-            self.op,
-            TlbiOp::Aside1 { .. } | TlbiOp::Vmalle1 { .. } | TlbiOp::Alle2 | TlbiOp::Vmalls12e1 { .. }
-        )
+        matches!(self.op, TlbiOp::Aside1 { .. } | TlbiOp::Vmalle1 { .. } | TlbiOp::Alle2 | TlbiOp::Vmalls12e1 { .. })
     }
 }
 
@@ -294,11 +323,7 @@ pub struct TlbCounters {
 
 impl Default for TlbCounters {
     fn default() -> Self {
-        TlbCounters {
-            tlbi: [0; TLBI_KINDS],
-            dsb: [0; BARRIER_KINDS],
-            isb: 0,
-        }
+        TlbCounters { tlbi: [0; TLBI_KINDS], dsb: [0; BARRIER_KINDS], isb: 0 }
     }
 }
 
@@ -313,24 +338,12 @@ impl TlbCounters {
     }
     /// `(mnemonic, count)` of every TLBI kind issued at least once.
     pub fn tlbi_by_kind(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
-        self.tlbi
-            .iter()
-            .enumerate()
-            .filter(|(_, &n)| n != 0)
-            .map(|(i, &n)| (TLBI_NAMES[i], n))
+        self.tlbi.iter().enumerate().filter(|(_, &n)| n != 0).map(|(i, &n)| (TLBI_NAMES[i], n))
     }
     /// `(mnemonic, count)` of every DSB kind issued at least once.
     pub fn dsb_by_kind(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
-        const ALL: [Barrier; BARRIER_KINDS] = [
-            Barrier::Sy,
-            Barrier::Ish,
-            Barrier::IshSt,
-            Barrier::Nsh,
-            Barrier::NshSt,
-        ];
-        ALL.iter()
-            .filter(|b| self.dsb[b.kind()] != 0)
-            .map(|b| (b.mnemonic(), self.dsb[b.kind()]))
+        const ALL: [Barrier; BARRIER_KINDS] = [Barrier::Sy, Barrier::Ish, Barrier::IshSt, Barrier::Nsh, Barrier::NshSt];
+        ALL.iter().filter(|b| self.dsb[b.kind()] != 0).map(|b| (b.mnemonic(), self.dsb[b.kind()]))
     }
     /// `self - earlier`, for measuring one phase.
     pub fn since(&self, earlier: &TlbCounters) -> TlbCounters {
@@ -398,26 +411,15 @@ mod tests {
     #[test]
     fn mnemonics() {
         let t = Tlbi {
-            op: TlbiOp::Vae1 {
-                asid: 1,
-                va: VirtAddr::new(0),
-            },
+            op: TlbiOp::Vae1 { asid: 1, va: VirtAddr::new(0) },
             leaf_only: true,
             sh: Shareability::InnerShareable,
         };
         assert_eq!(t.mnemonic(), "VALE1IS");
-        let t = Tlbi {
-            op: TlbiOp::Vmalls12e1 { vmid: 1 },
-            leaf_only: true,
-            sh: Shareability::Local,
-        };
+        let t = Tlbi { op: TlbiOp::Vmalls12e1 { vmid: 1 }, leaf_only: true, sh: Shareability::Local };
         assert_eq!(t.mnemonic(), "VMALLS12E1");
         let t = Tlbi {
-            op: TlbiOp::Ripas2e1 {
-                vmid: 1,
-                base: IntermPhysAddr::new(0),
-                range: TlbiRange { scale: 0, num: 0 },
-            },
+            op: TlbiOp::Ripas2e1 { vmid: 1, base: IntermPhysAddr::new(0), range: TlbiRange { scale: 0, num: 0 } },
             leaf_only: true,
             sh: Shareability::InnerShareable,
         };

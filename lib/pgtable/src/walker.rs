@@ -157,19 +157,8 @@ where
     if end > regime.input_span() {
         return Err(Error::OutOfRange);
     }
-    let w = Walker {
-        flags,
-        start,
-        end,
-    };
-    w.table(
-        state,
-        root,
-        regime.start_level(),
-        0,
-        regime.root_entries(),
-        cb,
-    )
+    let w = Walker { flags, start, end };
+    w.table(state, root, regime.start_level(), 0, regime.root_entries(), cb)
 }
 
 struct Walker {
@@ -210,13 +199,7 @@ impl Walker {
         Ok(())
     }
 
-    fn visit<S: WalkState, F>(
-        &self,
-        state: &mut S,
-        mut e: Entry,
-        visit: Visit,
-        cb: &mut F,
-    ) -> Result<Desc, Error>
+    fn visit<S: WalkState, F>(&self, state: &mut S, mut e: Entry, visit: Visit, cb: &mut F) -> Result<Desc, Error>
     where
         F: FnMut(&mut S, &Entry) -> Result<(), Error>,
     {
@@ -239,14 +222,7 @@ impl Walker {
         F: FnMut(&mut S, &Entry) -> Result<(), Error>,
     {
         let mut desc = self.read(state, table, index);
-        let mut e = Entry {
-            table,
-            index,
-            level,
-            off,
-            desc,
-            visit: Visit::Leaf,
-        };
+        let mut e = Entry { table, index, level, off, desc, visit: Visit::Leaf };
         if desc.is_table(level) && self.flags.contains(WalkFlags::TABLE_PRE) {
             desc = self.visit(state, e, Visit::TablePre, cb)?;
             e.desc = desc;

@@ -35,9 +35,7 @@ pub fn walk(mut fp: usize, mut f: impl FnMut(usize, usize)) {
 pub fn current_fp() -> usize {
     let fp: usize;
     // SAFETY: reads x29 only; no memory or flags are touched.
-    unsafe {
-        core::arch::asm!("mov {}, x29", out(reg) fp, options(nomem, nostack, preserves_flags))
-    };
+    unsafe { core::arch::asm!("mov {}, x29", out(reg) fp, options(nomem, nostack, preserves_flags)) };
     fp
 }
 
@@ -48,9 +46,6 @@ pub fn print(fp: usize, mut print: impl FnMut(core::fmt::Arguments)) {
     walk(fp, |depth, lr| {
         // The return address points after the call; show the call itself.
         let pc = lr.wrapping_sub(4);
-        print(format_args!(
-            "  #{depth:<2} {pc:#018x} image+{:#x}\n",
-            pc.wrapping_sub(base)
-        ));
+        print(format_args!("  #{depth:<2} {pc:#018x} image+{:#x}\n", pc.wrapping_sub(base)));
     });
 }

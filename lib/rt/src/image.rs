@@ -60,27 +60,15 @@ impl core::fmt::Display for ImageError {
             Self::BadMagic { found } => {
                 write!(f, "no arm64 Image magic at 0x38 (found {found:#010x}, want {MAGIC:#010x} \"ARMd\")")
             }
-            Self::BigEndian => write!(
-                f,
-                "big-endian Image: only little-endian kernels are supported"
-            ),
+            Self::BigEndian => write!(f, "big-endian Image: only little-endian kernels are supported"),
             Self::UnsupportedPageSize { field } => {
-                write!(
-                    f,
-                    "Image page-size field {field} is not 4 KiB (1) or unspecified (0)"
-                )
+                write!(f, "Image page-size field {field} is not 4 KiB (1) or unspecified (0)")
             }
-            Self::BadImageSize {
-                image_size,
-                file_len,
-            } => {
+            Self::BadImageSize { image_size, file_len } => {
                 write!(f, "Image image_size {image_size:#x} is smaller than the file ({file_len:#x} bytes)")
             }
             Self::BadTextOffset { text_offset } => {
-                write!(
-                    f,
-                    "Image text_offset {text_offset:#x} is not 4 KiB aligned below 2 MiB"
-                )
+                write!(f, "Image text_offset {text_offset:#x} is not 4 KiB aligned below 2 MiB")
             }
         }
     }
@@ -106,11 +94,7 @@ impl ImageHeader {
         if found != MAGIC {
             return Err(ImageError::BadMagic { found });
         }
-        let h = Self {
-            text_offset: read_u64(file, 8),
-            image_size: read_u64(file, 16),
-            flags: read_u64(file, 24),
-        };
+        let h = Self { text_offset: read_u64(file, 8), image_size: read_u64(file, 16), flags: read_u64(file, 24) };
         if h.flags & 1 != 0 {
             return Err(ImageError::BigEndian);
         }
@@ -119,15 +103,10 @@ impl ImageHeader {
             return Err(ImageError::UnsupportedPageSize { field: page });
         }
         if h.image_size == 0 || h.image_size < file.len() as u64 {
-            return Err(ImageError::BadImageSize {
-                image_size: h.image_size,
-                file_len: file.len(),
-            });
+            return Err(ImageError::BadImageSize { image_size: h.image_size, file_len: file.len() });
         }
         if h.text_offset % 4096 != 0 || h.text_offset >= 2 << 20 {
-            return Err(ImageError::BadTextOffset {
-                text_offset: h.text_offset,
-            });
+            return Err(ImageError::BadTextOffset { text_offset: h.text_offset });
         }
         Ok(h)
     }
@@ -172,38 +151,20 @@ mod tests {
 
     #[test]
     fn refuses_bad_headers() {
-        assert_eq!(
-            ImageHeader::parse(&[0u8; 10]),
-            Err(ImageError::TooShort { len: 10 })
-        );
+        assert_eq!(ImageHeader::parse(&[0u8; 10]), Err(ImageError::TooShort { len: 10 }));
         let mut b = header(0, 0x10000, FLAG_PAGE_4K, 128);
         b[MAGIC_OFFSET] = b'X';
-        assert!(matches!(
-            ImageHeader::parse(&b),
-            Err(ImageError::BadMagic { .. })
-        ));
+        assert!(matches!(ImageHeader::parse(&b), Err(ImageError::BadMagic { .. })));
         let b = header(0, 0x10000, 1, 128);
         assert_eq!(ImageHeader::parse(&b), Err(ImageError::BigEndian));
         let b = header(0, 0x10000, 2 << 1, 128);
-        assert_eq!(
-            ImageHeader::parse(&b),
-            Err(ImageError::UnsupportedPageSize { field: 2 })
-        );
+        assert_eq!(ImageHeader::parse(&b), Err(ImageError::UnsupportedPageSize { field: 2 }));
         let b = header(0, 64, FLAG_PAGE_4K, 128);
-        assert!(matches!(
-            ImageHeader::parse(&b),
-            Err(ImageError::BadImageSize { .. })
-        ));
+        assert!(matches!(ImageHeader::parse(&b), Err(ImageError::BadImageSize { .. })));
         let b = header(0x123, 0x10000, FLAG_PAGE_4K, 128);
-        assert!(matches!(
-            ImageHeader::parse(&b),
-            Err(ImageError::BadTextOffset { .. })
-        ));
+        assert!(matches!(ImageHeader::parse(&b), Err(ImageError::BadTextOffset { .. })));
         let b = header(2 << 20, 0x10000, FLAG_PAGE_4K, 128);
-        assert!(matches!(
-            ImageHeader::parse(&b),
-            Err(ImageError::BadTextOffset { .. })
-        ));
+        assert!(matches!(ImageHeader::parse(&b), Err(ImageError::BadTextOffset { .. })));
     }
 
     #[test]

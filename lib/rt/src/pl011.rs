@@ -58,9 +58,7 @@ impl Pl011 {
     pub fn enable(&self) {
         if !self.regs().cr.is_set(CR::UARTEN) || !self.regs().cr.is_set(CR::TXE) {
             self.regs().icr.set(0x7ff);
-            self.regs()
-                .cr
-                .write(CR::UARTEN::SET + CR::TXE::SET + CR::RXE::SET);
+            self.regs().cr.write(CR::UARTEN::SET + CR::TXE::SET + CR::RXE::SET);
         }
     }
 

@@ -24,15 +24,7 @@ pub struct Qemu {
 
 impl Default for Qemu {
     fn default() -> Self {
-        Qemu {
-            gic: 3,
-            virtualization: true,
-            cpu: "max",
-            smp: 4,
-            mem: "1G",
-            initrd: None,
-            append: None,
-        }
+        Qemu { gic: 3, virtualization: true, cpu: "max", smp: 4, mem: "1G", initrd: None, append: None }
     }
 }
 
@@ -49,20 +41,12 @@ impl Qemu {
         format!(
             "gic{}-{}-{}-smp{}-{}{}{}",
             self.gic,
-            if self.virtualization {
-                "virt"
-            } else {
-                "novirt"
-            },
+            if self.virtualization { "virt" } else { "novirt" },
             self.cpu,
             self.smp,
             self.mem,
-            self.initrd
-                .map(|n| format!("-initrd{n}"))
-                .unwrap_or_default(),
-            self.append
-                .map(|a| format!("-append{}", a.len()))
-                .unwrap_or_default(),
+            self.initrd.map(|n| format!("-initrd{n}")).unwrap_or_default(),
+            self.append.map(|a| format!("-append{}", a.len())).unwrap_or_default(),
         )
     }
 
@@ -82,15 +66,11 @@ impl Qemu {
             file.display()
         );
         let mut cmd = Command::new(QEMU);
-        cmd.args([
-            "-M",
-            &machine,
-            "-cpu",
-            self.cpu,
-            "-smp",
-            &self.smp.to_string(),
-        ])
-        .args(["-m", self.mem, "-nographic"]);
+        cmd.args(["-M", &machine, "-cpu", self.cpu, "-smp", &self.smp.to_string()]).args([
+            "-m",
+            self.mem,
+            "-nographic",
+        ]);
         if let Some(size) = self.initrd {
             let kernel = dir.join(format!("{name}.kernel"));
             let initrd = dir.join(format!("{name}.initrd"));
@@ -143,11 +123,7 @@ pub fn s(v: &str) -> Vec<u8> {
 
 impl N {
     pub fn new(name: &str) -> Self {
-        N {
-            name: name.into(),
-            props: vec![],
-            kids: vec![],
-        }
+        N { name: name.into(), props: vec![], kids: vec![] }
     }
     pub fn p(mut self, name: &str, value: Vec<u8>) -> Self {
         self.props.push((name.into(), value));
@@ -161,11 +137,7 @@ impl N {
     pub fn at(&mut self, path: &str) -> &mut N {
         let mut cur = self;
         for comp in path.split('/').filter(|c| !c.is_empty()) {
-            cur = cur
-                .kids
-                .iter_mut()
-                .find(|k| k.name == comp)
-                .unwrap_or_else(|| panic!("no {comp}"));
+            cur = cur.kids.iter_mut().find(|k| k.name == comp).unwrap_or_else(|| panic!("no {comp}"));
         }
         cur
     }
@@ -215,16 +187,8 @@ pub fn base_tree() -> N {
         .p("compatible", s("test,board"))
         .p("model", s("Test Board"))
         .p("interrupt-parent", cells(&[1]))
-        .kid(
-            N::new("chosen")
-                .p("stdout-path", s("/uart@9000000"))
-                .p("bootargs", s("console=ttyAMA0")),
-        )
-        .kid(
-            N::new("memory@40000000")
-                .p("device_type", s("memory"))
-                .p("reg", cells(&[0, 0x4000_0000, 0, 0x2000_0000])),
-        )
+        .kid(N::new("chosen").p("stdout-path", s("/uart@9000000")).p("bootargs", s("console=ttyAMA0")))
+        .kid(N::new("memory@40000000").p("device_type", s("memory")).p("reg", cells(&[0, 0x4000_0000, 0, 0x2000_0000])))
         .kid(
             N::new("uart@9000000")
                 .p("compatible", [s("arm,pl011"), s("arm,primecell")].concat())
@@ -235,43 +199,22 @@ pub fn base_tree() -> N {
             N::new("intc@8000000")
                 .p("compatible", s("arm,gic-v3"))
                 .p("phandle", cells(&[1]))
-                .p(
-                    "reg",
-                    cells(&[0, 0x0800_0000, 0, 0x10000, 0, 0x080a_0000, 0, 0xf6_0000]),
-                ),
+                .p("reg", cells(&[0, 0x0800_0000, 0, 0x10000, 0, 0x080a_0000, 0, 0xf6_0000])),
         )
-        .kid(
-            N::new("psci")
-                .p("compatible", s("arm,psci-1.0"))
-                .p("method", s("hvc")),
-        )
+        .kid(N::new("psci").p("compatible", s("arm,psci-1.0")).p("method", s("hvc")))
         .kid(
             N::new("cpus")
                 .p("#address-cells", cells(&[1]))
                 .p("#size-cells", cells(&[0]))
-                .kid(
-                    N::new("cpu@0")
-                        .p("device_type", s("cpu"))
-                        .p("reg", cells(&[0]))
-                        .p("enable-method", s("psci")),
-                )
-                .kid(
-                    N::new("cpu@1")
-                        .p("device_type", s("cpu"))
-                        .p("reg", cells(&[1]))
-                        .p("enable-method", s("psci")),
-                ),
+                .kid(N::new("cpu@0").p("device_type", s("cpu")).p("reg", cells(&[0])).p("enable-method", s("psci")))
+                .kid(N::new("cpu@1").p("device_type", s("cpu")).p("reg", cells(&[1])).p("enable-method", s("psci"))),
         )
 }
 
 /// The blob with `totalsize` cut down to the end of its strings block (QEMU pads to 1 MiB).
 pub fn compact(dtb: &[u8]) -> Vec<u8> {
     let be = |o: usize| u32::from_be_bytes(dtb[o..o + 4].try_into().unwrap()) as usize;
-    let end = [(be(8), be(36)), (be(12), be(32))]
-        .iter()
-        .map(|(o, s)| o + s)
-        .max()
-        .unwrap();
+    let end = [(be(8), be(36)), (be(12), be(32))].iter().map(|(o, s)| o + s).max().unwrap();
     let mut v = dtb[..end].to_vec();
     v[4..8].copy_from_slice(&(end as u32).to_be_bytes());
     v

@@ -86,12 +86,7 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
 
     /// Splits the leaf of `e` into a table down to `to_level`. A contiguous block is unfolded
     /// first (its range no longer holds once one member is split).
-    pub(crate) fn split_entry(
-        &mut self,
-        e: &Entry,
-        to_level: usize,
-        contiguous: bool,
-    ) -> Result<(), Error> {
+    pub(crate) fn split_entry(&mut self, e: &Entry, to_level: usize, contiguous: bool) -> Result<(), Error> {
         let mut old = e.desc;
         if old.is_contiguous() {
             self.convert_group(e, false);
@@ -118,13 +113,7 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
         for (k, o) in old.iter_mut().enumerate() {
             *o = self.read_desc(e.table, first + k);
         }
-        let new = old.map(|d| {
-            if d.is_mapping(e.level) {
-                d.with_contiguous(fold)
-            } else {
-                d
-            }
-        });
+        let new = old.map(|d| if d.is_mapping(e.level) { d.with_contiguous(fold) } else { d });
         if new == old {
             return false;
         }
@@ -165,10 +154,9 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
         }
         let new = old.map(|d| if d.is_mapping(e.level) { f(d) } else { d });
         let needs_bbm = self.live
-            && old
-                .iter()
-                .zip(new.iter())
-                .any(|(&o, &n)| crate::descriptor::needs_flush(o, n) || (!self.policy.flush_elision && o != n && o.is_valid()));
+            && old.iter().zip(new.iter()).any(|(&o, &n)| {
+                crate::descriptor::needs_flush(o, n) || (!self.policy.flush_elision && o != n && o.is_valid())
+            });
         if needs_bbm {
             let global = old.iter().any(|&d| self.is_global(d));
             for k in 0..CONT_ENTRIES {
@@ -193,3 +181,6 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
         g >= start && g + cont_size(e.level) <= end
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,56 @@
+//! A page table wired to the model, for tests.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::string::String;
+
+use super::memory::ModelFrames;
+use super::recorder::ModelTlb;
+use super::state::Model;
+use crate::mutation::Mutation;
+use crate::regime::Regime;
+use crate::tlb::{TlbCounters, TlbFeatures};
+use crate::PageTable;
+
+/// A table whose frames and TLB maintenance go through one [`Model`].
+pub struct Harness {
+    pub pt: PageTable<ModelFrames>,
+    pub tlb: ModelTlb,
+    pub model: Rc<RefCell<Model>>,
+}
+
+impl Harness {
+    /// A new, not yet live table.
+    pub fn new(regime: Regime, bbml2: bool, range: bool) -> Self {
+        let model = Rc::new(RefCell::new(Model::new(regime)));
+        model.borrow_mut().bbml2 = bbml2;
+        let frames = ModelFrames { model: model.clone(), limit: None };
+        let mut pt = PageTable::new(regime, frames).expect("root");
+        pt.policy_mut().bbml2 = bbml2;
+        model.borrow_mut().set_root(pt.root());
+        let tlb = ModelTlb { model: model.clone(), features: TlbFeatures { range }, counters: TlbCounters::default() };
+        Harness { pt, tlb, model }
+    }
+
+    /// Seeds a bug.
+    pub fn mutate(&mut self, m: Mutation) {
+        self.pt.mutation = m;
+    }
+
+    /// Installs the table: from now on the model TLBs cache and every rule applies.
+    pub fn go_live(&mut self) {
+        self.pt.set_live(&mut self.tlb);
+        self.model.borrow_mut().live = true;
+    }
+
+    /// Runs the end-of-operation checks; returns every violation found so far.
+    pub fn check(&mut self) -> Result<(), String> {
+        let mut m = self.model.borrow_mut();
+        m.check_quiescent();
+        if m.violations.is_empty() {
+            Ok(())
+        } else {
+            Err(m.violations.join("\n"))
+        }
+    }
+}

@@ -1,0 +1,28 @@
+//! Host model checker (tests only).
+//!
+//! [`memory::ModelFrames`] is an instrumented frame store and [`recorder::ModelTlb`] a recording
+//! TLB-maintenance implementation; both feed one [`state::Model`], which logs every descriptor
+//! write, DSB, ISB and TLBI in order, keeps a model TLB per CPU that may cache any valid
+//! translation (leaf entries by size, contiguous range, ASID / VMID / global, and walk-cache
+//! entries, never invalid ones), and checks:
+//!
+//! - at each write: no valid -> valid change of output address, memory type, block size or
+//!   contiguous bit without break-before-make (a size or contiguous change is allowed without it
+//!   only under BBML2); no misprogrammed contiguous range;
+//! - at each free: the table is unreachable, no walk cache holds it, no not-yet-visible write
+//!   still links it;
+//! - when an operation has returned ([`state::Model::check_quiescent`]): no cached translation
+//!   grants more access than the tables (or maps another output), no walk-cache entry names an
+//!   unlinked table, no TLBI is left without its completing DSB.
+//!
+//! TLBI completion only counts after a DSB; a TLBI issued while a descriptor write is not yet
+//! visible (no DSB in between) leaves the old translation re-fillable.
+
+pub mod harness;
+pub mod memory;
+pub mod recorder;
+pub mod state;
+
+mod mutations;
+mod props;
+mod scenarios;

@@ -1,0 +1,640 @@
+//! The model: table memory, reachability, per-CPU TLBs, pending maintenance, violations.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt::Write as _;
+use std::string::String;
+use std::vec::Vec;
+
+use crate::addr::{level_size, PhysAddr, CONT_ENTRIES, ENTRIES_PER_TABLE, PAGE_SIZE};
+use crate::descriptor::{cont_size, decode_leaf, Desc};
+use crate::regime::Regime;
+use crate::tlb::{Barrier, Shareability, Tlbi, TlbiOp};
+
+/// Number of model CPUs (0 issues the operations; 1 only caches and is reached by IS ops).
+pub const CPUS: usize = 2;
+
+/// Where a cached entry came from: (table, index, descriptor value).
+pub type Source = (u64, usize, u64);
+
+/// What a TLB entry caches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Cached {
+    /// A leaf translation: `[start, start + size)` -> `out`. `combined`: a stage-1+2 entry of
+    /// a guest (stage 2 only), which IPA-based TLBIs do not reach.
+    Leaf { out: u64, desc: Desc, level: usize, contiguous_range: bool, combined: bool },
+    /// A walk-cache entry: the table that translates `[start, start + size)` at `level + 1`.
+    Walk { table: u64, level: usize },
+}
+
+/// One model TLB entry.
+#[derive(Clone, Copy, Debug)]
+pub struct TlbEntry {
+    /// Input offset of the first byte.
+    pub start: u64,
+    /// Bytes covered.
+    pub size: u64,
+    /// Global (EL1&0 nG = 0).
+    pub global: bool,
+    /// What it caches.
+    pub what: Cached,
+    /// The descriptor it was read from.
+    pub src: Source,
+}
+
+impl TlbEntry {
+    fn overlaps(&self, s: u64, e: u64) -> bool {
+        self.start < e && s < self.start + self.size
+    }
+}
+
+/// A logged event.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    Write { table: u64, index: usize, old: u64, new: u64 },
+    Dsb(Barrier),
+    Isb,
+    Tlbi(Tlbi),
+    Alloc(u64, usize),
+    Free(u64, usize),
+}
+
+struct PendingTlbi {
+    op: Tlbi,
+    /// Writes not yet visible when the TLBI was issued.
+    stale: HashSet<Source>,
+}
+
+/// Frame contents and state.
+pub struct Frame {
+    pub data: Box<[u64; ENTRIES_PER_TABLE]>,
+    pub allocated: bool,
+}
+
+/// The whole model.
+pub struct Model {
+    pub regime: Regime,
+    pub bbml2: bool,
+    pub live: bool,
+    pub root: Option<(u64, usize)>,
+    pub frames: HashMap<u64, Frame>,
+    next_frame: u64,
+    /// Reachable tables: pa -> (level of its entries, input offset of entry 0).
+    placement: HashMap<u64, (usize, u64)>,
+    pub tlbs: [Vec<TlbEntry>; CPUS],
+    /// Descriptor writes not yet made visible to every walker by a DSB (old values).
+    stale: Vec<Source>,
+    pending: Vec<PendingTlbi>,
+    pub violations: Vec<String>,
+    pub log: Vec<Event>,
+    /// Keep the log (off for long property runs).
+    pub keep_log: bool,
+    pub frames_in_use: usize,
+}
+
+impl Model {
+    pub fn new(regime: Regime) -> Self {
+        Model {
+            regime,
+            bbml2: false,
+            live: false,
+            root: None,
+            frames: HashMap::new(),
+            next_frame: 0x80_0000_0000,
+            placement: HashMap::new(),
+            tlbs: [Vec::new(), Vec::new()],
+            stale: Vec::new(),
+            pending: Vec::new(),
+            violations: Vec::new(),
+            log: Vec::new(),
+            keep_log: true,
+            frames_in_use: 0,
+        }
+    }
+
+    fn event(&mut self, e: Event) {
+        if self.keep_log {
+            self.log.push(e);
+        }
+    }
+
+    fn violation(&mut self, msg: String) {
+        if self.violations.len() < 64 {
+            self.violations.push(msg);
+        }
+    }
+
+    // ----- frames -----
+
+    pub fn alloc(&mut self, pages: usize) -> Option<u64> {
+        let align = pages as u64 * PAGE_SIZE;
+        let pa = (self.next_frame + align - 1) & !(align - 1);
+        self.next_frame = pa + align;
+        for p in 0..pages as u64 {
+            self.frames.insert(pa + p * PAGE_SIZE, Frame { data: Box::new([0; ENTRIES_PER_TABLE]), allocated: true });
+        }
+        self.frames_in_use += pages;
+        self.event(Event::Alloc(pa, pages));
+        Some(pa)
+    }
+
+    pub fn set_root(&mut self, root: PhysAddr) {
+        let pages = self.regime.root_pages();
+        self.root = Some((root.as_u64(), pages));
+        self.placement.insert(root.as_u64(), (self.regime.start_level(), 0));
+    }
+
+    fn slot(&self, table: u64, index: usize) -> (u64, usize) {
+        // Root tables span two frames for stage 2.
+        let page = table + (index / ENTRIES_PER_TABLE) as u64 * PAGE_SIZE;
+        (page, index % ENTRIES_PER_TABLE)
+    }
+
+    pub fn read(&mut self, table: u64, index: usize) -> u64 {
+        let (page, i) = self.slot(table, index);
+        match self.frames.get(&page) {
+            Some(f) if f.allocated => f.data[i],
+            Some(f) => {
+                let v = f.data[i];
+                self.violation(format!("read of freed frame {page:#x}"));
+                v
+            }
+            None => {
+                self.violation(format!("read of unknown frame {page:#x}"));
+                0
+            }
+        }
+    }
+
+    fn peek(&self, table: u64, index: usize) -> u64 {
+        let (page, i) = self.slot(table, index);
+        self.frames.get(&page).map(|f| f.data[i]).unwrap_or(0)
+    }
+
+    pub fn free(&mut self, pa: u64, pages: usize) {
+        self.event(Event::Free(pa, pages));
+        if self.live {
+            if let Some(&(level, off)) = self.placement.get(&pa) {
+                self.violation(format!("freed table {pa:#x} is still reachable (level {level}, input {off:#x})"));
+            }
+            for cpu in 0..CPUS {
+                let cached = self.tlbs[cpu].iter().any(|e| matches!(e.what, Cached::Walk { table, .. } if table == pa));
+                if cached {
+                    self.violation(format!(
+                        "freed table {pa:#x} is still in CPU {cpu}'s walk cache (no completed TLBI)"
+                    ));
+                    break;
+                }
+            }
+            let linked_by_stale =
+                self.stale.iter().any(|&(_, _, v)| Desc(v).is_valid() && Desc(v).addr().as_u64() == pa);
+            if linked_by_stale {
+                self.violation(format!(
+                    "freed table {pa:#x} is still linked by a descriptor write not yet visible (no DSB)"
+                ));
+            }
+        }
+        for p in 0..pages as u64 {
+            match self.frames.get_mut(&(pa + p * PAGE_SIZE)) {
+                Some(f) if f.allocated => f.allocated = false,
+                _ => self.violation(format!("double or bogus free of {pa:#x}")),
+            }
+        }
+        self.frames_in_use -= pages;
+        self.placement.remove(&pa);
+    }
+
+    // ----- translations -----
+
+    fn is_global(&self, d: Desc) -> bool {
+        matches!(self.regime, Regime::El1 { .. }) && d.0 & (1 << 11) == 0
+    }
+
+    /// Every translation a TLB may hold from descriptor `d` at (table, index) placed at
+    /// (`level`, `off`), including those below a table descriptor.
+    fn translations_of(&self, src: Source, level: usize, off: u64, out: &mut Vec<TlbEntry>) {
+        let d = Desc(src.2);
+        if !d.is_valid() {
+            return;
+        }
+        let size = level_size(level);
+        let global = self.is_global(d);
+        if d.is_table(level) {
+            out.push(TlbEntry {
+                start: off,
+                size,
+                global: false,
+                what: Cached::Walk { table: d.addr().as_u64(), level },
+                src,
+            });
+            let child = d.addr().as_u64();
+            if self.frames.get(&child).map(|f| f.allocated).unwrap_or(false) {
+                for i in 0..ENTRIES_PER_TABLE {
+                    let v = self.peek(child, i);
+                    if Desc(v).is_valid() {
+                        let csize = level_size(level + 1);
+                        self.translations_of((child, i, v), level + 1, off + i as u64 * csize, out);
+                    }
+                }
+            }
+            return;
+        }
+        if !d.is_valid_leaf(level) {
+            return;
+        }
+        let stage2 = self.regime.is_stage2();
+        let combos: &[bool] = if stage2 { &[false, true] } else { &[false] };
+        for &combined in combos {
+            out.push(TlbEntry {
+                start: off,
+                size,
+                global,
+                what: Cached::Leaf { out: d.addr().as_u64(), desc: d, level, contiguous_range: false, combined },
+                src,
+            });
+            if d.is_contiguous() {
+                let g = cont_size(level);
+                let gstart = off & !(g - 1);
+                out.push(TlbEntry {
+                    start: gstart,
+                    size: g,
+                    global,
+                    what: Cached::Leaf {
+                        out: d.addr().as_u64() - (off - gstart),
+                        desc: d,
+                        level,
+                        contiguous_range: true,
+                        combined,
+                    },
+                    src,
+                });
+            }
+        }
+    }
+
+    /// The current (software) translation of input offset `off`: (output, descriptor, level).
+    fn lookup(&self, off: u64) -> Option<(u64, Desc, usize)> {
+        let (root, _) = self.root?;
+        let mut table = root;
+        let mut level = self.regime.start_level();
+        let mut entries = self.regime.root_entries() as u64;
+        loop {
+            let size = level_size(level);
+            let index = ((off / size) % entries) as usize;
+            let d = Desc(self.peek(table, index));
+            if d.is_table(level) {
+                table = d.addr().as_u64();
+                level += 1;
+                entries = ENTRIES_PER_TABLE as u64;
+                continue;
+            }
+            if !d.is_valid_leaf(level) {
+                return None;
+            }
+            return Some((d.addr().as_u64() + (off & (size - 1)), d, level));
+        }
+    }
+
+    // ----- writes -----
+
+    pub fn write(&mut self, table: u64, index: usize, new: u64) {
+        let old = self.read(table, index);
+        self.event(Event::Write { table, index, old, new });
+        let placed = self.placement.get(&table).copied();
+        if let (true, Some((level, base))) = (self.live, placed) {
+            let off = base + index as u64 * level_size(level);
+            // Anything the old value translated may be cached by now, on every CPU.
+            let mut olds = Vec::new();
+            self.translations_of((table, index, old), level, off, &mut olds);
+            for cpu in 0..CPUS {
+                self.tlbs[cpu].extend(olds.iter().copied());
+            }
+            self.check_bbm(table, index, level, off, Desc(old), Desc(new));
+            if Desc(old).is_valid() || Desc(new).is_valid() {
+                self.stale.push((table, index, old));
+            }
+        }
+        let (page, i) = self.slot(table, index);
+        let freed = match self.frames.get_mut(&page) {
+            Some(f) => {
+                f.data[i] = new;
+                Some(!f.allocated)
+            }
+            None => None,
+        };
+        match freed {
+            Some(false) => {}
+            Some(true) => self.violation(format!("write to freed frame {page:#x}")),
+            None => self.violation(format!("write to unknown frame {page:#x}")),
+        }
+        if let Some((level, base)) = placed {
+            let off = base + index as u64 * level_size(level);
+            let (o, n) = (Desc(old), Desc(new));
+            if o.is_table(level) && !(n.is_table(level) && n.addr() == o.addr()) {
+                self.unplace(o.addr().as_u64());
+            }
+            if n.is_table(level) {
+                self.place(n.addr().as_u64(), level + 1, off);
+            }
+            if self.live && level >= 2 {
+                self.check_contiguous_group(table, index, level);
+            }
+        }
+    }
+
+    fn place(&mut self, table: u64, level: usize, off: u64) {
+        self.placement.insert(table, (level, off));
+        if level >= 3 {
+            return;
+        }
+        for i in 0..ENTRIES_PER_TABLE {
+            let d = Desc(self.peek(table, i));
+            if d.is_table(level) {
+                self.place(d.addr().as_u64(), level + 1, off + i as u64 * level_size(level));
+            }
+        }
+    }
+
+    fn unplace(&mut self, table: u64) {
+        let Some((level, _)) = self.placement.remove(&table) else {
+            return;
+        };
+        if level >= 3 {
+            return;
+        }
+        for i in 0..ENTRIES_PER_TABLE {
+            let d = Desc(self.peek(table, i));
+            if d.is_table(level) {
+                self.unplace(d.addr().as_u64());
+            }
+        }
+    }
+
+    /// The leaf attributes that must not change without break-before-make: memory type and
+    /// shareability (MAIR index / MemAttr and SH), nG.
+    fn bbm_attrs(d: Desc) -> u64 {
+        d.0 & ((0xf << 2) | (0b11 << 8) | (1 << 11))
+    }
+
+    fn check_bbm(&mut self, table: u64, index: usize, level: usize, off: u64, old: Desc, new: Desc) {
+        if !new.is_valid() {
+            return;
+        }
+        let size = level_size(level);
+        let sample = |o: u64| -> Option<(u64, Desc, usize)> {
+            if new.is_valid_leaf(level) {
+                Some((new.addr().as_u64() + (o - off), new, level))
+            } else {
+                None
+            }
+        };
+        let mut conflicts: Vec<String> = Vec::new();
+        for cpu in 0..CPUS {
+            for e in &self.tlbs[cpu] {
+                if !e.overlaps(off, off + size) {
+                    continue;
+                }
+                if e.src == (table, index, new.0) {
+                    continue;
+                }
+                match e.what {
+                    Cached::Walk { table: t, level: wl } => {
+                        // A cached walk through this slot to a table that the new value does
+                        // not link any more.
+                        let same = new.is_table(level) && new.addr().as_u64() == t && wl == level;
+                        if wl >= level && !same && !self.bbml2 {
+                            conflicts.push(format!(
+                                "CPU {cpu} caches a walk via table {t:#x} over {:#x}+{:#x}",
+                                e.start, e.size
+                            ));
+                        }
+                    }
+                    Cached::Leaf { out, desc, level: cl, contiguous_range, .. } => {
+                        // Compare at up to three points of the overlap.
+                        let lo = e.start.max(off);
+                        let hi = (e.start + e.size).min(off + size) - PAGE_SIZE;
+                        let mid = (lo + (hi - lo) / 2) & !(PAGE_SIZE - 1);
+                        for p in [lo, mid, hi] {
+                            let cached_out = out + (p - e.start);
+                            let now =
+                                if new.is_table(level) { self.lookup_below(new, level, off, p) } else { sample(p) };
+                            let Some((nout, nd, nlevel)) = now else {
+                                continue;
+                            };
+                            if nout != cached_out || Self::bbm_attrs(nd) != Self::bbm_attrs(desc) {
+                                conflicts.push(format!(
+                                    "CPU {cpu} caches {:#x}+{:#x} -> {:#x} ({:?}) while the new entry maps {p:#x} -> {nout:#x} ({:?})",
+                                    e.start, e.size, out, desc, nd
+                                ));
+                                break;
+                            }
+                            let size_change = nlevel != cl
+                                || contiguous_range != nd.is_contiguous()
+                                || desc.is_contiguous() != nd.is_contiguous();
+                            if size_change && !self.bbml2 {
+                                conflicts.push(format!(
+                                    "CPU {cpu} caches {:#x}+{:#x} (level {cl}, cont {}) while the new entry at level {nlevel} (cont {}) maps it: block size / contiguous change without break-before-make",
+                                    e.start, e.size, desc.is_contiguous(), nd.is_contiguous()
+                                ));
+                                break;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        if !conflicts.is_empty() {
+            let mut msg = format!(
+                "break-before-make violated writing {:?} over {:?} at level {level} input {off:#x}: ",
+                new, old
+            );
+            let _ = write!(msg, "{}", conflicts[0]);
+            self.violation(msg);
+        }
+    }
+
+    /// Translation of `p` through the (unlinked-so-far) subtree of table descriptor `d`.
+    fn lookup_below(&self, d: Desc, level: usize, off: u64, p: u64) -> Option<(u64, Desc, usize)> {
+        let mut table = d.addr().as_u64();
+        let mut lvl = level + 1;
+        let mut base = off;
+        loop {
+            let size = level_size(lvl);
+            let i = ((p - base) / size) as usize;
+            let c = Desc(self.peek(table, i));
+            if c.is_table(lvl) {
+                table = c.addr().as_u64();
+                base += i as u64 * size;
+                lvl += 1;
+                continue;
+            }
+            if !c.is_valid_leaf(lvl) {
+                return None;
+            }
+            return Some((c.addr().as_u64() + (p - base - i as u64 * size), c, lvl));
+        }
+    }
+
+    fn check_contiguous_group(&mut self, table: u64, index: usize, level: usize) {
+        let first = index & !(CONT_ENTRIES - 1);
+        let size = level_size(level);
+        let group: Vec<Desc> = (0..CONT_ENTRIES).map(|k| Desc(self.peek(table, first + k))).collect();
+        let valid: Vec<(usize, Desc)> =
+            group.iter().copied().enumerate().filter(|(_, d)| d.is_valid_leaf(level)).collect();
+        if !valid.iter().any(|(_, d)| d.is_contiguous()) {
+            return;
+        }
+        let (k0, d0) = valid[0];
+        let base = d0.addr().as_u64() - k0 as u64 * size;
+        let ok = base % cont_size(level) == 0
+            && valid.iter().all(|&(k, d)| {
+                d.is_contiguous()
+                    && d.leaf_attr_bits() == d0.leaf_attr_bits()
+                    && d.addr().as_u64() == base + k as u64 * size
+            });
+        if !ok {
+            self.violation(format!(
+                "misprogrammed contiguous range in table {table:#x} entries {first}..{}: {:?}",
+                first + CONT_ENTRIES,
+                group
+            ));
+        }
+    }
+
+    // ----- maintenance -----
+
+    pub fn tlbi(&mut self, op: Tlbi) {
+        self.event(Event::Tlbi(op));
+        let stale = self.stale.iter().copied().collect();
+        self.pending.push(PendingTlbi { op, stale });
+    }
+
+    pub fn isb(&mut self) {
+        self.event(Event::Isb);
+    }
+
+    pub fn dsb(&mut self, b: Barrier) {
+        self.event(Event::Dsb(b));
+        let pending = std::mem::take(&mut self.pending);
+        for p in pending {
+            let broadcast = p.op.sh == Shareability::InnerShareable;
+            if broadcast && !b.is_inner_shareable() {
+                self.pending.push(p);
+                continue;
+            }
+            let cpus = if broadcast { 0..CPUS } else { 0..1 };
+            for cpu in cpus {
+                let regime = self.regime;
+                // An entry read from a value whose overwrite was not yet visible when the TLBI
+                // ran can be walked again right after it: it survives.
+                self.tlbs[cpu].retain(|e| p.stale.contains(&e.src) || !matches(regime, &p.op, e));
+            }
+        }
+        if b.is_inner_shareable() {
+            self.stale.clear();
+        }
+    }
+
+    /// The checks that hold once an operation has returned.
+    pub fn check_quiescent(&mut self) {
+        if !self.pending.is_empty() {
+            self.violation(format!(
+                "{} TLBI(s) not completed by a DSB at the end of the operation",
+                self.pending.len()
+            ));
+        }
+        let mut msgs = Vec::new();
+        for cpu in 0..CPUS {
+            for e in &self.tlbs[cpu] {
+                match e.what {
+                    Cached::Walk { table, level } => {
+                        let ok = self.placement.get(&table) == Some(&(level + 1, e.start));
+                        if !ok {
+                            msgs.push(format!(
+                                "CPU {cpu}: stale walk-cache entry {:#x}+{:#x} -> table {table:#x} (unlinked)",
+                                e.start, e.size
+                            ));
+                        }
+                    }
+                    Cached::Leaf { out, desc, .. } => {
+                        let last = e.start + e.size - PAGE_SIZE;
+                        let mid = (e.start + e.size / 2) & !(PAGE_SIZE - 1);
+                        for p in [e.start, mid, last] {
+                            let cached_out = out + (p - e.start);
+                            let problem = match self.lookup(p) {
+                                None => Some("the tables map nothing there".to_string()),
+                                Some((nout, nd, _)) => {
+                                    let cp = decode_leaf(self.regime, desc).perms;
+                                    let np = decode_leaf(self.regime, nd).perms;
+                                    if nout != cached_out {
+                                        Some(format!("the tables map it to {nout:#x}"))
+                                    } else if !np.contains(cp) {
+                                        Some(format!("the tables grant only {np:?}, the TLB {cp:?}"))
+                                    } else if Self::bbm_attrs(nd) != Self::bbm_attrs(desc) {
+                                        Some("the memory attributes differ".to_string())
+                                    } else {
+                                        None
+                                    }
+                                }
+                            };
+                            if let Some(why) = problem {
+                                msgs.push(format!(
+                                    "CPU {cpu}: stale TLB entry {:#x}+{:#x} -> {out:#x} {:?}: {why}",
+                                    e.start,
+                                    e.size,
+                                    decode_leaf(self.regime, desc).perms
+                                ));
+                                break;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        for m in msgs.into_iter().take(4) {
+            self.violation(m);
+        }
+        // Entries identical to the tables are harmless; drop duplicates to keep the model small.
+        for cpu in 0..CPUS {
+            let mut seen = HashSet::new();
+            self.tlbs[cpu].retain(|e| seen.insert((e.start, e.size, e.src, e.what)));
+        }
+    }
+}
+
+/// Whether TLBI `op` removes entry `e` of a table of `regime`.
+fn matches(regime: Regime, op: &Tlbi, e: &TlbEntry) -> bool {
+    let base = regime.input_base();
+    let is_walk = matches!(e.what, Cached::Walk { .. });
+    if is_walk && op.leaf_only && !op.is_whole_context() {
+        return false;
+    }
+    let combined = matches!(e.what, Cached::Leaf { combined: true, .. });
+    let covers = |addr: u64| {
+        let off = addr.wrapping_sub(base);
+        e.overlaps(off, off + 1)
+    };
+    let covers_range = |b: u64, bytes: u64| {
+        let off = b.wrapping_sub(base);
+        e.overlaps(off, off + bytes)
+    };
+    match (regime, op.op) {
+        (Regime::El1 { asid: a, .. }, TlbiOp::Vae1 { asid, va }) => (e.global || asid == a) && covers(va.as_u64()),
+        (Regime::El1 { .. }, TlbiOp::Vaae1 { va }) => covers(va.as_u64()),
+        (Regime::El1 { asid: a, .. }, TlbiOp::Rvae1 { asid, base, range }) => {
+            (e.global || asid == a) && covers_range(base.as_u64(), range.bytes())
+        }
+        (Regime::El1 { .. }, TlbiOp::Rvaae1 { base, range }) => covers_range(base.as_u64(), range.bytes()),
+        (Regime::El1 { asid: a, .. }, TlbiOp::Aside1 { asid }) => !e.global && asid == a,
+        (Regime::El1 { .. }, TlbiOp::Vmalle1 { vmid: None }) => true,
+        (Regime::El2, TlbiOp::Vae2 { va }) => covers(va.as_u64()),
+        (Regime::El2, TlbiOp::Rvae2 { base, range }) => covers_range(base.as_u64(), range.bytes()),
+        (Regime::El2, TlbiOp::Alle2) => true,
+        (Regime::Stage2 { vmid: v }, TlbiOp::Ipas2e1 { vmid, ipa }) => !combined && vmid == v && covers(ipa.as_u64()),
+        (Regime::Stage2 { vmid: v }, TlbiOp::Ripas2e1 { vmid, base, range }) => {
+            !combined && vmid == v && covers_range(base.as_u64(), range.bytes())
+        }
+        (Regime::Stage2 { vmid: v }, TlbiOp::Vmalle1 { vmid: Some(vmid) }) => combined && vmid == v,
+        (Regime::Stage2 { vmid: v }, TlbiOp::Vmalls12e1 { vmid }) => vmid == v,
+        _ => false,
+    }
+}

@@ -1,0 +1,102 @@
+//! `map`: install a range with the largest leaves the constraints allow.
+
+use crate::addr::{InputAddress, PhysAddr};
+use crate::attrs::{Attributes, Constraints};
+use crate::descriptor::{cont_level, cont_size, encode_leaf, validate, Desc};
+use crate::frame::FrameAlloc;
+use crate::regime::Regime;
+use crate::table::{check_output, Ctx, PageTable};
+use crate::tlb::TlbMaintenance;
+use crate::walker::{walk, Entry, WalkFlags};
+use crate::Error;
+
+/// What a map-like walk installs.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct MapArgs {
+    /// Input offsets `[start, end)`.
+    pub start: u64,
+    pub end: u64,
+    /// Output of `start`.
+    pub pa: u64,
+    pub attrs: Attributes,
+    pub constraints: Constraints,
+}
+
+impl MapArgs {
+    /// Output address of input offset `off` (inside the range).
+    pub fn out(&self, off: u64) -> u64 {
+        self.pa + (off - self.start)
+    }
+}
+
+impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
+    /// For an entry that holds nothing: writes the leaf if one fits here (aligned, allowed by
+    /// the constraints, entirely inside the range), else links a new empty table so the walker
+    /// descends into it.
+    pub(crate) fn map_into_empty(&mut self, e: &Entry, m: &MapArgs) -> Result<(), Error> {
+        let level = e.level;
+        let size = e.size();
+        let leaf_ok = level == 3 || (!m.constraints.no_blocks && Regime::block_level(level));
+        if leaf_ok && e.inside(m.start, m.end) && m.out(e.off) % size == 0 {
+            let out = m.out(e.off);
+            let cont = !m.constraints.no_contiguous
+                && cont_level(level)
+                && Self::group_inside(e, m.start, m.end)
+                && m.out(Self::group_off(e)) % cont_size(level) == 0;
+            let d = encode_leaf(self.regime, PhysAddr::new(out), m.attrs, level, cont)?;
+            self.write(e.table, e.index, d);
+            self.record_leaf_change(e.off, level, e.desc, d);
+        } else {
+            let t = self.alloc_table()?;
+            self.write(e.table, e.index, Desc::table(t));
+        }
+        Ok(())
+    }
+}
+
+impl<A: FrameAlloc> PageTable<A> {
+    /// Maps `[start, start + size)` to `[pa, pa + size)` with `attrs`, using 1 GiB / 2 MiB blocks
+    /// and contiguous ranges where alignment and `constraints` allow, 4 KiB pages elsewhere.
+    ///
+    /// Errors: `Misaligned` (start, size or pa not 4 KiB aligned), `OutOfRange`,
+    /// `WrongAddressKind`, `InvalidAttributes`, `AlreadyMapped` (something, even PROT_NONE, is
+    /// mapped in the range), `OutOfMemory`. On error nothing of the range stays mapped.
+    ///
+    /// Installing entries over invalid ones needs no TLBI; a live table gets `DSB ISHST; ISB`
+    /// at the end so the new entries are visible before this returns.
+    pub fn map<I: InputAddress, T: TlbMaintenance + ?Sized>(
+        &mut self,
+        tlb: &mut T,
+        start: I,
+        size: u64,
+        pa: PhysAddr,
+        attrs: Attributes,
+        constraints: Constraints,
+    ) -> Result<(), Error> {
+        let (s, e) = self.offsets(start, size)?;
+        check_output(pa, size)?;
+        validate(self.regime(), attrs)?;
+        let m = MapArgs { start: s, end: e, pa: pa.as_u64(), attrs, constraints };
+        let (root, regime) = self.root_and_regime();
+        let mut reached = s;
+        let res = {
+            let mut ctx = self.ctx(tlb);
+            let r = walk(&mut ctx, regime, root, s, e, WalkFlags::LEAF, &mut |ctx, en| {
+                reached = reached.max(en.off);
+                if en.desc.is_mapping(en.level) {
+                    return Err(Error::AlreadyMapped);
+                }
+                ctx.map_into_empty(en, &m)
+            });
+            ctx.finish();
+            r
+        };
+        if let Err(err) = res {
+            // Everything below `reached` was empty before and is ours now.
+            self.unmap_offsets(tlb, s, reached)?;
+            self.prune_offsets(tlb, s, e)?;
+            return Err(err);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,238 @@
+//! Functional tests of the operations (no model checker: see `crate::model` for that).
+
+use alloc::string::String;
+
+use crate::addr::{level_size, IntermPhysAddr, PhysAddr, VirtAddr, PAGE_SIZE};
+use crate::attrs::{Attributes, Constraints, MemType, Perms};
+use crate::frame::HeapFrames;
+use crate::regime::{Regime, VaHalf};
+use crate::tlb::CountingTlb;
+use crate::{Error, PageTable};
+
+const GIB: u64 = 1 << 30;
+const MIB: u64 = 1 << 20;
+
+fn el2() -> (PageTable<HeapFrames>, CountingTlb) {
+    (PageTable::new(Regime::El2, HeapFrames::new()).unwrap(), CountingTlb::default())
+}
+
+#[test]
+fn el2_identity_map_uses_largest_blocks() {
+    let (mut pt, mut tlb) = el2();
+    // 0x4000_0000 .. 0x8020_0000 + 4 KiB: one 1 GiB block, one 2 MiB block, one page.
+    let start = 0x4000_0000u64;
+    let size = GIB + 2 * MIB + PAGE_SIZE;
+    pt.map(
+        &mut tlb,
+        VirtAddr::new(start),
+        size,
+        PhysAddr::new(start),
+        Attributes::normal(Perms::RW),
+        Constraints::NONE,
+    )
+    .unwrap();
+    let t = pt.translate(VirtAddr::new(start + 0x1234)).unwrap();
+    assert_eq!((t.phys.as_u64(), t.level), (start + 0x1234, 1));
+    assert_eq!(pt.translate(VirtAddr::new(start + GIB)).unwrap().level, 2);
+    assert_eq!(pt.translate(VirtAddr::new(start + GIB + 2 * MIB)).unwrap().level, 3);
+    assert!(pt.translate(VirtAddr::new(start + size)).is_none());
+    // Root + L1 + L2 + L3.
+    assert_eq!(pt.stats().table_pages, 4);
+    // Not live: no maintenance at all.
+    assert_eq!(tlb.counters.tlbi_total() + tlb.counters.dsb_total(), 0);
+    assert_eq!(
+        pt.map(
+            &mut tlb,
+            VirtAddr::new(start + GIB),
+            PAGE_SIZE,
+            PhysAddr::new(0),
+            Attributes::normal(Perms::RW),
+            Constraints::NONE,
+        ),
+        Err(Error::AlreadyMapped)
+    );
+    let mut s = String::new();
+    pt.dump(&mut s).unwrap();
+    assert!(s.contains("L1 Normal rw---"), "{s}");
+}
+
+#[test]
+fn stage2_identity_map_and_root() {
+    let mut pt = PageTable::new(Regime::Stage2 { vmid: 1 }, HeapFrames::new()).unwrap();
+    let mut tlb = CountingTlb::default();
+    assert!(pt.root().is_aligned(2 * PAGE_SIZE), "concatenated root is 8 KiB aligned");
+    // Top of the 40-bit IPA space: root index 1023 (second root page).
+    let top = (1u64 << 40) - GIB;
+    pt.map(
+        &mut tlb,
+        IntermPhysAddr::new(top),
+        GIB,
+        PhysAddr::new(top),
+        Attributes::normal(Perms::RWX),
+        Constraints::NONE,
+    )
+    .unwrap();
+    let t = pt.translate(IntermPhysAddr::new(top + 5)).unwrap();
+    assert_eq!((t.phys.as_u64(), t.level, t.attrs.perms), (top + 5, 1, Perms::RWX));
+    assert_eq!(pt.stats().table_pages, 2, "a 1 GiB block sits in the root");
+    assert_eq!(
+        pt.map(
+            &mut tlb,
+            IntermPhysAddr::new(1 << 40),
+            PAGE_SIZE,
+            PhysAddr::new(0),
+            Attributes::normal(Perms::RW),
+            Constraints::NONE
+        ),
+        Err(Error::OutOfRange)
+    );
+    assert_eq!(
+        pt.map(
+            &mut tlb,
+            VirtAddr::new(0),
+            PAGE_SIZE,
+            PhysAddr::new(0),
+            Attributes::normal(Perms::RW),
+            Constraints::NONE
+        ),
+        Err(Error::WrongAddressKind)
+    );
+}
+
+#[test]
+fn kernel_upper_half_and_contiguous() {
+    let regime = Regime::El1 { asid: 0, half: VaHalf::Upper };
+    let mut pt = PageTable::new(regime, HeapFrames::new()).unwrap();
+    let mut tlb = CountingTlb::default();
+    let va = 0xffff_8000_0000_0000u64;
+    pt.map(
+        &mut tlb,
+        VirtAddr::new(va),
+        128 * 1024,
+        PhysAddr::new(0x8_0000_0000),
+        Attributes::normal(Perms::RW),
+        Constraints::NO_BLOCKS,
+    )
+    .unwrap();
+    let t = pt.translate(VirtAddr::new(va + 0x11000)).unwrap();
+    assert!(t.contiguous);
+    assert_eq!(t.phys.as_u64(), 0x8_0001_1000);
+    assert_eq!(t.attrs.global, None, "upper half is global by default");
+    // Unfold and fold back.
+    pt.set_live(&mut tlb);
+    assert_eq!(pt.unfold(&mut tlb, VirtAddr::new(va), PAGE_SIZE).unwrap(), 1);
+    assert!(!pt.translate(VirtAddr::new(va)).unwrap().contiguous);
+    assert!(pt.translate(VirtAddr::new(va + 0x10000)).unwrap().contiguous);
+    assert_eq!(pt.fold(&mut tlb, VirtAddr::new(va), 128 * 1024).unwrap(), 1);
+    assert!(pt.translate(VirtAddr::new(va)).unwrap().contiguous);
+    assert_eq!(pt.stats().folds, 1);
+}
+
+#[test]
+fn protect_splits_at_range_ends_and_unmap_frees_tables() {
+    let (mut pt, mut tlb) = el2();
+    pt.map(&mut tlb, VirtAddr::new(0), GIB, PhysAddr::new(0), Attributes::normal(Perms::RW), Constraints::NONE)
+        .unwrap();
+    pt.policy_mut().bbml2 = true;
+    pt.set_live(&mut tlb);
+    pt.protect(&mut tlb, VirtAddr::new(0x20_3000), PAGE_SIZE, Perms::RO).unwrap();
+    let t = pt.translate(VirtAddr::new(0x20_3000)).unwrap();
+    assert_eq!((t.level, t.attrs.perms), (3, Perms::RO));
+    assert_eq!(pt.translate(VirtAddr::new(0x20_4000)).unwrap().attrs.perms, Perms::RW);
+    // The rest of the 1 GiB stays in 2 MiB blocks (contiguous), the split 2 MiB in pages.
+    assert_eq!(pt.translate(VirtAddr::new(0x4000_0000 - PAGE_SIZE)).unwrap().level, 2);
+    assert_eq!(pt.stats().splits, 2);
+    assert_eq!(pt.stats().bbm, 0, "BBML2: no break-before-make");
+    let before = pt.stats().table_pages;
+    assert_eq!(before, 4);
+    pt.unmap(&mut tlb, VirtAddr::new(0), GIB).unwrap();
+    assert_eq!(pt.stats().table_pages, 1, "only the root is left");
+    assert!(pt.translate(VirtAddr::new(0x20_3000)).is_none());
+}
+
+#[test]
+fn prot_none_round_trip_is_free() {
+    let regime = Regime::El1 { asid: 7, half: VaHalf::Lower };
+    let mut pt = PageTable::new(regime, HeapFrames::new()).unwrap();
+    let mut tlb = CountingTlb::default();
+    let va = VirtAddr::new(0x40_0000);
+    let attrs = Attributes { mem: MemType::Normal, perms: Perms::RW | Perms::USER, global: None };
+    pt.map(&mut tlb, va, 16 * PAGE_SIZE, PhysAddr::new(0x9000_0000), attrs, Constraints::PAGES_ONLY).unwrap();
+    pt.set_live(&mut tlb);
+    let c0 = tlb.counters;
+    pt.protect(&mut tlb, va, PAGE_SIZE, Perms::NONE).unwrap();
+    let c1 = tlb.counters;
+    assert_eq!(c1.since(&c0).tlbi_by_kind().collect::<alloc::vec::Vec<_>>(), [("VALE1IS", 1)]);
+    let t = pt.translate(va).unwrap();
+    assert!(t.attrs.perms.is_none());
+    pt.protect(&mut tlb, va, PAGE_SIZE, Perms::RW | Perms::USER).unwrap();
+    assert_eq!(tlb.counters.since(&c1).tlbi_total(), 0, "NONE -> RW needs no TLBI");
+    assert_eq!(pt.stats().flushes_elided, 1);
+    pt.policy_mut().flush_elision = false;
+    pt.protect(&mut tlb, va, PAGE_SIZE, Perms::NONE).unwrap();
+    let c2 = tlb.counters;
+    pt.protect(&mut tlb, va, PAGE_SIZE, Perms::RW | Perms::USER).unwrap();
+    assert_eq!(tlb.counters.since(&c2).tlbi_total(), 1, "baseline flushes NONE -> RW");
+}
+
+#[test]
+fn split_skips_target_level() {
+    let mut pt = PageTable::new(Regime::Stage2 { vmid: 3 }, HeapFrames::new()).unwrap();
+    let mut tlb = CountingTlb::default();
+    pt.map(
+        &mut tlb,
+        IntermPhysAddr::new(0),
+        4 * GIB,
+        PhysAddr::new(0),
+        Attributes::normal(Perms::RWX),
+        Constraints::NONE,
+    )
+    .unwrap();
+    pt.set_live(&mut tlb);
+    let n = pt.split(&mut tlb, IntermPhysAddr::new(0), 4 * GIB, 3, false).unwrap();
+    assert_eq!(n, 4);
+    assert_eq!(pt.stats().walk.at_level(3), 0, "no level-3 visits");
+    assert_eq!(pt.translate(IntermPhysAddr::new(0x1234_5000)).unwrap().level, 3);
+    // Already split: a second pass visits no level-3 entry and splits nothing.
+    pt.reset_stats();
+    assert_eq!(pt.split(&mut tlb, IntermPhysAddr::new(0), 4 * GIB, 3, false).unwrap(), 0);
+    assert_eq!(pt.stats().walk.at_level(3), 0);
+    pt.policy_mut().split_skip_target_level = false;
+    pt.split(&mut tlb, IntermPhysAddr::new(0), GIB, 3, false).unwrap();
+    assert_eq!(pt.stats().walk.at_level(3), 512 * 512);
+    assert_eq!(level_size(1), GIB);
+}
+
+#[test]
+fn remap_changes_output_with_bbm() {
+    let (mut pt, mut tlb) = el2();
+    let attrs = Attributes::normal(Perms::RW);
+    pt.map(&mut tlb, VirtAddr::new(0), 2 * MIB, PhysAddr::new(0x4000_0000), attrs, Constraints::NONE).unwrap();
+    pt.set_live(&mut tlb);
+    pt.remap(&mut tlb, VirtAddr::new(0), 2 * MIB, PhysAddr::new(0x8000_0000), attrs, Constraints::NONE).unwrap();
+    assert_eq!(pt.translate(VirtAddr::new(0x10)).unwrap().phys.as_u64(), 0x8000_0010);
+    assert_eq!(pt.stats().bbm, 1);
+    assert_eq!(tlb.counters.tlbi_by_kind().collect::<alloc::vec::Vec<_>>(), [("VALE2IS", 1)]);
+}
+
+#[test]
+fn out_of_memory_rolls_back() {
+    let mut frames = HeapFrames::new();
+    frames.limit = Some(3);
+    let mut pt = PageTable::new(Regime::El2, frames).unwrap();
+    let mut tlb = CountingTlb::default();
+    // Needs root + L1 + L2 + 2 x L3: fails, and leaves nothing behind.
+    let r = pt.map(
+        &mut tlb,
+        VirtAddr::new(0x1f_f000),
+        2 * PAGE_SIZE,
+        PhysAddr::new(0),
+        Attributes::normal(Perms::RW),
+        Constraints::NONE,
+    );
+    assert_eq!(r, Err(Error::OutOfMemory));
+    assert!(pt.translate(VirtAddr::new(0x1f_f000)).is_none());
+    assert_eq!(pt.stats().table_pages, 1);
+    let frames = pt.destroy().unwrap();
+    assert_eq!(frames.in_use, 0);
+}

@@ -1,0 +1,57 @@
+//! Failures must be loud: each ends the run with its own non-zero exit code and a report.
+
+use tests::{boot, config};
+
+#[test]
+fn guest_panic_is_reported_and_fails_the_run() {
+    let run = boot(config(|c| c.bootargs = "test=panic".into()));
+    run.expect_exit(abi::exit::GUEST_PANIC as i32);
+    run.expect_output("kernel: PANIC");
+    run.expect_output("deliberate panic (test=panic)");
+    run.expect_output("kernel: backtrace:");
+}
+
+#[test]
+fn guest_undefined_instruction_is_reported() {
+    let run = boot(config(|c| c.bootargs = "test=undef".into()));
+    run.expect_exit(abi::exit::GUEST_EXCEPTION as i32);
+    run.expect_output("kernel: FATAL: unexpected synchronous exception");
+    run.expect_output("EC 0x00 (unknown reason (undefined instruction))");
+    run.expect_output("ELR 0x");
+}
+
+#[test]
+fn guest_touching_hypervisor_memory_is_stopped_with_the_ipa() {
+    let run = boot(config(|c| c.bootargs = "test=touch-hyp".into()));
+    run.expect_exit(abi::exit::GUEST_FAULT as i32);
+    let hyp_start = run.record("hyp_boot").u64("hyp_start").unwrap();
+    let fault = run.record("guest_fault");
+    assert_eq!(fault.u64("ipa"), Some(hyp_start), "{}", run.dump());
+    assert_eq!(fault.str("access"), Some("read"));
+    run.expect_output(&format!("at IPA {hyp_start:#x}"));
+    assert!(!run.outcome.output.contains("did not stop"), "{}", run.dump());
+}
+
+#[test]
+fn hypervisor_exception_is_reported() {
+    let run = boot(config(|c| c.bootargs = "hyp.test=el2-fault".into()));
+    run.expect_exit(abi::exit::HYP_FAULT as i32);
+    run.expect_output("hyp: FATAL: unexpected synchronous exception from current EL");
+    run.expect_output("EC 0x25 (data abort at the current EL)");
+    run.expect_output("FAR 0xdead0000");
+    run.expect_output("hyp: backtrace:");
+}
+
+#[test]
+fn unknown_self_test_fails_the_run() {
+    let run = boot(config(|c| c.bootargs = "test=no-such-test".into()));
+    run.expect_exit(abi::exit::GUEST_FAILURE as i32);
+    run.expect_output("unknown self-test \"no-such-test\"");
+}
+
+#[test]
+fn bad_hypercalls_return_errors_and_the_hypervisor_survives() {
+    let run = boot(config(|c| c.bootargs = "test=bad-calls".into()));
+    run.expect_exit(0);
+    run.expect_output("arbitrary calls and 8 checked ones answered, hypervisor still running");
+}
