@@ -20,9 +20,7 @@ pub fn handle(fid: u64, a: [u64; 3], _frame: &mut TrapFrame) -> [u64; 4] {
         hc::EXIT => {
             let status = a[0];
             rt::println!("hyp: guest exit hypercall, status {status}");
-            // QEMU exit codes are 8 bits; a non-zero status never becomes 0.
-            let code = if status == 0 { 0 } else { (status & 0xff).max(1) as u32 };
-            exit::exit(code)
+            exit::exit(abi::exit::from_guest_status(status))
         }
         hc::COUNTERS_RESET => {
             crate::counters::reset();

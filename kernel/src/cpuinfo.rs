@@ -80,21 +80,12 @@ impl CpuInfo {
         }
     }
 
-    /// Whether BBML2 can be trusted on this CPU: BBM level 2 **and** a core known never to raise
-    /// TLB conflict aborts (Linux's allow-list, plus QEMU's `max`, which emulates no TLB
-    /// conflicts). Returns the reason either way.
+    /// Whether BBML2 can be trusted on this CPU (`pgtable::bbml2_allowed`: BBM level 2 **and** a
+    /// core on the allow-list of CPUs that never raise TLB conflict aborts), with the reason.
     pub fn bbml2(&self) -> (bool, &'static str) {
         if self.bbm < 2 {
-            return (false, "ID_AA64MMFR2_EL1.BBM < 2");
-        }
-        let allowed = match (self.implementer(), self.part()) {
-            (0x41, 0xd82) => self.variant() > 0 || self.revision() >= 3, // Cortex-X4 r0p3+
-            (0x41, 0xd84) | (0x41, 0xd83) => self.variant() > 0 || self.revision() >= 2, // Neoverse-V3/V3AE r0p2+
-            (0xc0, 0xac3) | (0xc0, 0xac4) => true,                       // AmpereOne, AmpereOne AC04
-            (0x00, 0x051) => true,                                       // QEMU max (emulation)
-            _ => false,
-        };
-        if allowed {
+            (false, "ID_AA64MMFR2_EL1.BBM < 2")
+        } else if pgtable::bbml2_allowed(self.midr, self.bbm << 52, false) {
             (true, "BBM level 2 on an allow-listed core")
         } else {
             (false, "BBM level 2 but the core is not on the allow-list")

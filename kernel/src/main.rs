@@ -6,8 +6,10 @@
 
 extern crate alloc;
 
+mod bench;
 mod cpuinfo;
 mod heap;
+mod perf;
 mod power;
 mod selftest;
 mod smccc;
@@ -90,6 +92,11 @@ fn boot(dtb_addr: usize) -> Result<(), String> {
     let k = KERNEL.get().unwrap();
     rt::println!("kernel: {online} of {} CPUs online", k.board.cpus.len());
     selftest::run(&args)?;
+    for a in &args {
+        if let Some(name) = a.strip_prefix("bench=") {
+            bench::run(name)?;
+        }
+    }
     rt::println!("kernel: all done, powering off");
     Ok(())
 }

@@ -1,28 +1,199 @@
-//! `cargo xtask bench <name>`.
+//! `cargo xtask bench NAME`: host benchmarks (`pgtable`) and in-guest benchmarks.
+//!
+//! An in-guest benchmark boots the kernel with `bench=NAME` once per machine of its list (e.g.
+//! `-cpu max`, which has BBML2, and `-cpu cortex-a76`, which has none), collects the `bench`
+//! report records, prints one table per machine and one with the machines side by side, and
+//! writes everything to `target/bench/NAME[-icount].{jsonl,txt}`. With `--icount` QEMU runs
+//! `-icount shift=0`: instruction counts are then deterministic (and wall time is not real).
 
-use crate::workspace_root;
+use crate::build::{self, Images};
+use crate::qemu::{self, QemuConfig};
+use crate::report::{self, table};
+use crate::{system, toolchain, workspace_root};
+use abi::report::ParsedRecord;
 use anyhow::{bail, ensure, Context, Result};
+use std::fmt::Write as _;
 use std::process::Command;
+use std::time::Duration;
 
-/// Benchmarks this command knows.
-pub const BENCHES: [(&str, &str); 1] =
-    [("pgtable", "host: lib/pgtable against aarch64-paging (map 4 GiB, 10,000 4 KiB permission changes, unmap)")];
+/// A machine a guest benchmark runs on.
+#[derive(Debug, Clone, Copy)]
+pub struct Machine {
+    pub label: &'static str,
+    pub cpu: &'static str,
+    pub gic: u8,
+    pub smp: u32,
+    pub mem: &'static str,
+}
 
-pub fn run(which: &str) -> Result<()> {
-    match which {
-        "pgtable" => {
-            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-            let status = Command::new(cargo)
-                .current_dir(workspace_root())
-                .args(["bench", "-p", "pgtable", "--bench", "peer"])
-                .status()
-                .context("running cargo bench")?;
-            ensure!(status.success(), "benchmark failed");
-            Ok(())
+/// QEMU `max`: FEAT_BBM level 2, allow-listed for BBML2.
+pub const MAX: Machine = Machine { label: "max", cpu: "max", gic: 3, smp: 4, mem: "1G" };
+/// The Raspberry Pi 5 core: no FEAT_BBM.
+pub const A76: Machine = Machine { label: "a76", cpu: "cortex-a76", gic: 2, smp: 4, mem: "1G" };
+
+/// An in-guest benchmark.
+#[derive(Debug, Clone, Copy)]
+pub struct GuestBench {
+    pub name: &'static str,
+    pub about: &'static str,
+    pub machines: &'static [Machine],
+    /// Fields shown in the side-by-side table (all fields are in the per-machine tables).
+    pub compare: &'static [&'static str],
+    /// Per-boot time limit.
+    pub timeout_s: u64,
+}
+
+/// Every in-guest benchmark. The kernel's `bench` module has the matching list.
+pub const GUEST_BENCHES: &[GuestBench] = &[GuestBench {
+    name: "exits",
+    about: "cost of a guest exit: null hypercall vs PSCI call forwarded to firmware",
+    machines: &[MAX, A76],
+    compare: &["median_ns", "median_insns", "vs_null"],
+    timeout_s: 300,
+}];
+
+/// Host benchmarks.
+pub const HOST_BENCHES: &[(&str, &str)] =
+    &[("pgtable", "lib/pgtable against aarch64-paging: map 4 GiB, 10,000 random 4 KiB permission changes, unmap")];
+
+/// Runs benchmark `which`.
+pub fn run(which: &str, icount: bool) -> Result<()> {
+    if which == "pgtable" {
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let status = Command::new(cargo)
+            .current_dir(workspace_root())
+            .args(["bench", "-p", "pgtable", "--bench", "peer"])
+            .status()
+            .context("running cargo bench")?;
+        ensure!(status.success(), "benchmark failed");
+        return Ok(());
+    }
+    let Some(b) = GUEST_BENCHES.iter().find(|b| b.name == which) else {
+        let mut list = String::new();
+        for (n, d) in HOST_BENCHES {
+            let _ = writeln!(list, "  {n}: {d} (host)");
         }
-        other => {
-            let list: Vec<String> = BENCHES.iter().map(|(n, d)| format!("  {n}: {d}")).collect();
-            bail!("unknown benchmark {other:?}; known:\n{}", list.join("\n"))
+        for b in GUEST_BENCHES {
+            let _ = writeln!(list, "  {}: {} (in the guest)", b.name, b.about);
+        }
+        bail!("unknown benchmark {which:?}; known:\n{list}");
+    };
+    let tc = toolchain::find()?;
+    let qemu = system::qemu()?;
+    let images = build::build(&tc, &[])?;
+    run_guest(b, &qemu, &images, icount)
+}
+
+/// Boots `b` on each of its machines and prints and saves the tables.
+pub fn run_guest(b: &GuestBench, qemu: &std::path::Path, images: &Images, icount: bool) -> Result<()> {
+    let mode = if icount {
+        "QEMU TCG with -icount shift=0 (instruction counts exact, time is virtual)"
+    } else {
+        "QEMU TCG (wall time)"
+    };
+    let mut per_machine: Vec<(&str, Vec<ParsedRecord>)> = Vec::new();
+    let mut jsonl = String::new();
+    for m in b.machines {
+        let cfg = QemuConfig {
+            cpu: m.cpu.into(),
+            gic: m.gic,
+            smp: m.smp,
+            mem: m.mem.into(),
+            icount: icount.then_some(0),
+            bootargs: format!("bench={}", b.name),
+            ..QemuConfig::default()
+        };
+        eprintln!("xtask: bench {} on {} ({})", b.name, m.label, cfg.describe());
+        let out = qemu::run(&qemu.to_path_buf(), &cfg, images, Duration::from_secs(b.timeout_s), |l| {
+            if !l.contains(abi::report::PREFIX) {
+                qemu::echo_stdout(l)
+            }
+        })?;
+        ensure!(
+            out.success(),
+            "benchmark run on {} failed (exit {:?}, timed out: {})",
+            m.label,
+            out.code,
+            out.timed_out
+        );
+        let (records, errors) = report::collect(&out.output);
+        ensure!(errors.is_empty(), "malformed records: {errors:?}");
+        let rows: Vec<ParsedRecord> =
+            records.into_iter().filter(|r| r.kind == "bench" && r.str("bench") == Some(b.name)).collect();
+        ensure!(!rows.is_empty(), "the guest printed no bench records for {}", b.name);
+        for r in &rows {
+            let mut obj = r.fields.clone();
+            obj.insert("machine".into(), m.label.into());
+            obj.insert("icount".into(), icount.into());
+            let _ = writeln!(jsonl, "{}", serde_json::Value::Object(obj));
+        }
+        per_machine.push((m.label, rows));
+    }
+    let mut text = format!("benchmark {} — {mode}\n", b.name);
+    for (label, rows) in &per_machine {
+        let refs: Vec<&ParsedRecord> = rows.iter().collect();
+        let _ = write!(text, "\n== {label} ==\n{}", table(&refs));
+    }
+    if per_machine.len() > 1 {
+        let _ = write!(text, "\n== side by side ==\n{}", side_by_side(&per_machine, b.compare));
+    }
+    println!("{text}");
+    let dir = workspace_root().join("target/bench");
+    std::fs::create_dir_all(&dir)?;
+    let stem = if icount { format!("{}-icount", b.name) } else { b.name.to_string() };
+    std::fs::write(dir.join(format!("{stem}.jsonl")), jsonl)?;
+    std::fs::write(dir.join(format!("{stem}.txt")), &text)?;
+    eprintln!("xtask: saved target/bench/{stem}.jsonl and .txt");
+    Ok(())
+}
+
+/// One row per `case`, the `compare` fields of each machine next to each other.
+pub fn side_by_side(per_machine: &[(&str, Vec<ParsedRecord>)], compare: &[&str]) -> String {
+    let mut cases: Vec<String> = Vec::new();
+    for (_, rows) in per_machine {
+        for r in rows {
+            let c = r.str("case").unwrap_or("").to_string();
+            if !cases.contains(&c) {
+                cases.push(c);
+            }
         }
     }
+    let mut header = vec!["case".to_string()];
+    for (label, _) in per_machine {
+        for f in compare {
+            header.push(format!("{label}:{f}"));
+        }
+    }
+    let mut rows = Vec::new();
+    for c in &cases {
+        let mut row = vec![c.clone()];
+        for (_, recs) in per_machine {
+            let r = recs.iter().find(|r| r.str("case") == Some(c.as_str()));
+            for f in compare {
+                row.push(
+                    r.and_then(|r| r.get(f))
+                        .map(|v| v.as_str().map(str::to_string).unwrap_or(v.to_string()))
+                        .unwrap_or_default(),
+                );
+            }
+        }
+        rows.push(row);
+    }
+    let widths: Vec<usize> = (0..header.len())
+        .map(|i| rows.iter().map(|r| r[i].len()).chain([header[i].len()]).max().unwrap_or(0))
+        .collect();
+    let fmt_row = |cells: &[String]| {
+        cells
+            .iter()
+            .zip(&widths)
+            .enumerate()
+            .map(|(i, (c, w))| if i == 0 { format!("{c:<w$}") } else { format!("{c:>w$}") })
+            .collect::<Vec<_>>()
+            .join("  ")
+    };
+    let mut out = fmt_row(&header) + "\n";
+    for r in &rows {
+        out += &(fmt_row(r) + "\n");
+    }
+    out
 }

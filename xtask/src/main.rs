@@ -21,8 +21,14 @@ enum Cmd {
     Build,
     /// Host unit tests of every crate, then the QEMU integration tests.
     Test(TestArgs),
-    /// Benchmarks: `pgtable` (host, against aarch64-paging).
-    Bench { which: String },
+    /// Benchmarks: `pgtable` (host, against aarch64-paging) or an in-guest one (`exits`, ...).
+    Bench {
+        /// Which benchmark (an unknown name lists them).
+        which: String,
+        /// Run QEMU with -icount shift=0: deterministic instruction counts.
+        #[arg(long)]
+        icount: bool,
+    },
     /// Show which toolchain, linker and QEMU would be used (installing what is missing when root).
     Doctor,
 }
@@ -85,7 +91,7 @@ fn real_main() -> Result<()> {
             Ok(())
         }
         Cmd::Test(a) => xtask::test::run(a.long, a.host_only),
-        Cmd::Bench { which } => xtask::bench::run(&which),
+        Cmd::Bench { which, icount } => xtask::bench::run(&which, icount),
         Cmd::Doctor => {
             let tc = toolchain::find()?;
             println!("cross toolchain: {}", tc.description);

@@ -1,6 +1,6 @@
 //! `map`: install a range with the largest leaves the constraints allow.
 
-use crate::addr::{InputAddress, PhysAddr};
+use crate::addr::{InputAddress, PhysAddr, CONT_ENTRIES};
 use crate::attrs::{Attributes, Constraints};
 use crate::descriptor::{cont_level, cont_size, encode_leaf, validate, Desc};
 use crate::frame::FrameAlloc;
@@ -30,6 +30,22 @@ impl MapArgs {
 }
 
 impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
+    /// Whether entry `e`, about to map `out`, may carry the contiguous bit: the group's first
+    /// entry decides (all 16 empty), later ones follow it (entries are written in order, so the
+    /// members before `e` are ours and the ones after it are still empty). Never a mixed group.
+    fn group_joinable(&self, e: &Entry, out: u64) -> bool {
+        let first = Self::group_start(e.index);
+        let k = e.index - first;
+        if k == 0 {
+            return (0..CONT_ENTRIES).all(|i| self.read_desc(e.table, first + i).is_empty());
+        }
+        let head = self.read_desc(e.table, first);
+        head.is_contiguous()
+            && head.is_mapping(e.level)
+            && head.addr().as_u64() + k as u64 * e.size() == out
+            && (k + 1..CONT_ENTRIES).all(|i| self.read_desc(e.table, first + i).is_empty())
+    }
+
     /// For an entry that holds nothing: writes the leaf if one fits here (aligned, allowed by
     /// the constraints, entirely inside the range), else links a new empty table so the walker
     /// descends into it.
@@ -42,7 +58,8 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
             let cont = !m.constraints.no_contiguous
                 && cont_level(level)
                 && Self::group_inside(e, m.start, m.end)
-                && m.out(Self::group_off(e)) % cont_size(level) == 0;
+                && m.out(Self::group_off(e)) % cont_size(level) == 0
+                && self.group_joinable(e, out);
             let d = encode_leaf(self.regime, PhysAddr::new(out), m.attrs, level, cont)?;
             self.write(e.table, e.index, d);
             self.record_leaf_change(e.off, level, e.desc, d);

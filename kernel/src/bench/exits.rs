@@ -1,0 +1,48 @@
+//! `bench=exits`: what a guest exit costs. A null hypercall (handled entirely at EL2) against a
+//! PSCI_VERSION call (trapped, then forwarded by the hypervisor to the firmware), interleaved.
+
+use super::stats::{ratio, Summary};
+use crate::perf::{now_ns, Pmu};
+use crate::power::Host;
+use crate::{smccc, KERNEL};
+use alloc::string::String;
+use alloc::vec::Vec;
+
+const ROUNDS: usize = 2000;
+
+pub fn run() -> Result<(), String> {
+    if KERNEL.get().unwrap().host != Host::Hypervisor {
+        return Err("bench=exits needs the hypervisor".into());
+    }
+    let pmu = Pmu::enable();
+    let calls: [(&str, u64); 2] =
+        [("null hypercall", abi::hypercall::VERSION), ("PSCI_VERSION forwarded", abi::psci::VERSION)];
+    let mut ns: [Vec<u64>; 2] = [Vec::with_capacity(ROUNDS), Vec::with_capacity(ROUNDS)];
+    let mut insns: [Vec<u64>; 2] = [Vec::with_capacity(ROUNDS), Vec::with_capacity(ROUNDS)];
+    for _ in 0..ROUNDS {
+        for (i, (_, fid)) in calls.iter().enumerate() {
+            let (t0, (_, i0)) = (now_ns(), pmu.read());
+            smccc::call(*fid, 0, 0, 0);
+            let ((_, i1), t1) = (pmu.read(), now_ns());
+            ns[i].push(t1 - t0);
+            insns[i].push(i1 - i0);
+        }
+    }
+    let base = Summary::of(&mut ns[0]).median;
+    for (i, (name, _)) in calls.iter().enumerate() {
+        let t = Summary::of(&mut ns[i]);
+        let n = Summary::of(&mut insns[i]);
+        let mut r = abi::report::Record::new("bench");
+        r.str("bench", "exits")
+            .str("case", name)
+            .u64("n", t.n as u64)
+            .u64("median_ns", t.median)
+            .u64("p10_ns", t.p10)
+            .u64("p90_ns", t.p90)
+            .f64("spread", t.spread(), 3)
+            .u64("median_insns", n.median)
+            .f64("vs_null", ratio(t.median, base), 3);
+        rt::println!("{r}");
+    }
+    Ok(())
+}

@@ -1,0 +1,31 @@
+//! In-guest benchmarks, chosen with `bench=NAME` on the command line and driven by
+//! `cargo xtask bench NAME`. Each benchmark runs its baseline and optimised variants in the same
+//! boot, interleaved, many iterations each, and prints one `bench` report record per row:
+//!
+//! ```text
+//! @@report {"kind":"bench","bench":"exits","case":"null hypercall","n":2000,"median_ns":..., ...}
+//! ```
+//! Every record carries `bench` and `case`; the other fields are the row's figures, ratios
+//! included (the guest computes them; the xtask lays rows of several machines side by side).
+
+mod exits;
+pub mod stats;
+
+use alloc::format;
+use alloc::string::String;
+
+/// The benchmarks this kernel knows.
+pub const BENCHES: &[(&str, &str)] =
+    &[("exits", "cost of a guest exit: null hypercall, PSCI call forwarded to firmware")];
+
+/// Runs the benchmark `name`.
+pub fn run(name: &str) -> Result<(), String> {
+    rt::println!("kernel: benchmark {name}");
+    match name {
+        "exits" => exits::run(),
+        other => {
+            let known: alloc::vec::Vec<&str> = BENCHES.iter().map(|(n, _)| *n).collect();
+            Err(format!("unknown benchmark {other:?} (known: {})", known.join(", ")))
+        }
+    }
+}
