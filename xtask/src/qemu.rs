@@ -192,3 +192,53 @@ pub fn echo_stdout(line: &str) {
     let _ = writeln!(out, "{line}");
     let _ = out.flush();
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn images() -> Images {
+        Images {
+            hypervisor: "h.img".into(),
+            kernel: "k.img".into(),
+            hypervisor_elf: "h".into(),
+            kernel_elf: "k".into(),
+        }
+    }
+
+    fn after<'a>(args: &'a [String], flag: &str) -> Option<&'a str> {
+        args.iter().position(|a| a == flag).map(|i| args[i + 1].as_str())
+    }
+
+    #[test]
+    fn hypervisor_boot_passes_the_kernel_as_initrd_at_el2() {
+        let a = QemuConfig::default().args(&images());
+        assert_eq!(after(&a, "-M"), Some("virt,gic-version=3,virtualization=on"));
+        assert_eq!(after(&a, "-kernel"), Some("h.img"));
+        assert_eq!(after(&a, "-initrd"), Some("k.img"));
+        assert_eq!(after(&a, "-cpu"), Some("max"));
+        assert_eq!(after(&a, "-smp"), Some("4"));
+        assert_eq!(after(&a, "-m"), Some("1G"));
+        assert!(after(&a, "-semihosting-config").unwrap().contains("enable=on"));
+        assert!(!a.contains(&"-icount".to_string()) && !a.contains(&"-S".to_string()));
+    }
+
+    #[test]
+    fn no_hypervisor_boots_the_kernel_alone_at_el1() {
+        let cfg = QemuConfig {
+            no_hypervisor: true,
+            gic: 2,
+            icount: Some(0),
+            gdb: true,
+            bootargs: "a b".into(),
+            ..QemuConfig::default()
+        };
+        let a = cfg.args(&images());
+        assert_eq!(after(&a, "-M"), Some("virt,gic-version=2"));
+        assert_eq!(after(&a, "-kernel"), Some("k.img"));
+        assert_eq!(after(&a, "-initrd"), None);
+        assert_eq!(after(&a, "-icount"), Some("shift=0"));
+        assert_eq!(after(&a, "-append"), Some("a b"));
+        assert!(a.contains(&"-S".to_string()) && a.contains(&"-s".to_string()));
+    }
+}

@@ -28,30 +28,31 @@ pub fn install_hint(packages: &[&str]) -> String {
     format!("sudo apt-get update && sudo apt-get install -y {}", packages.join(" "))
 }
 
-/// Installs Debian packages with one line saying so, or fails with the command to run.
+/// Installs Debian packages with one line saying so, or fails with the command to run. The
+/// package lists are refreshed first (once per run): on a fresh machine they are missing, and
+/// stale lists can offer an older toolchain.
 pub fn apt_install(packages: &[&str], why: &str) -> Result<()> {
+    static UPDATED: std::sync::Once = std::sync::Once::new();
     if !is_root() || which("apt-get").is_none() {
         bail!("{why} is missing. Install it with:\n    {}", install_hint(packages));
     }
     eprintln!("xtask: installing {} with apt-get ({why} is missing)", packages.join(" "));
-    let quiet = |c: &mut Command| {
-        c.env("DEBIAN_FRONTEND", "noninteractive").stdin(Stdio::null()).stdout(Stdio::null());
+    let apt = |args: &[&str]| {
+        Command::new("apt-get")
+            .args(args)
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .status()
     };
-    let mut install = Command::new("apt-get");
-    install.args(["install", "-y", "-q", "--no-install-recommends"]).args(packages);
-    quiet(&mut install);
-    if install.status().map(|s| s.success()).unwrap_or(false) {
-        return Ok(());
-    }
-    // The package lists may be missing or stale on a fresh machine: refresh once and retry.
-    let mut update = Command::new("apt-get");
-    update.args(["update", "-q"]);
-    quiet(&mut update);
-    update.status().context("running apt-get update")?;
-    let mut install = Command::new("apt-get");
-    install.args(["install", "-y", "-q", "--no-install-recommends"]).args(packages);
-    quiet(&mut install);
-    let status = install.status().context("running apt-get install")?;
+    UPDATED.call_once(|| {
+        if !apt(&["update", "-q"]).map(|s| s.success()).unwrap_or(false) {
+            eprintln!("xtask: warning: apt-get update failed; trying the install with the lists there are");
+        }
+    });
+    let mut args = vec!["install", "-y", "-q", "--no-install-recommends"];
+    args.extend_from_slice(packages);
+    let status = apt(&args).context("running apt-get install")?;
     if !status.success() {
         bail!(
             "apt-get install {} failed ({status}); install it by hand:\n    {}",
