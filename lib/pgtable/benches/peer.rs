@@ -66,16 +66,10 @@ fn changes() -> Vec<(u64, bool)> {
 // ----- this library -----
 
 fn ours(constraints: Constraints, bbml2: bool, range: bool, work: &[(u64, bool)]) -> [Phase; 3] {
-    let regime = Regime::El1 {
-        asid: ASID,
-        half: VaHalf::Lower,
-    };
+    let regime = Regime::El1 { asid: ASID, half: VaHalf::Lower };
     let mut pt = PageTable::new(regime, HeapFrames::new()).expect("root");
     pt.policy_mut().bbml2 = bbml2;
-    let mut tlb = CountingTlb {
-        features: TlbFeatures { range },
-        ..Default::default()
-    };
+    let mut tlb = CountingTlb { features: TlbFeatures { range }, ..Default::default() };
     let attrs = Attributes::normal(Perms::RW);
     let mut phases = [Phase::default(); 3];
     let measure = |pt: &PageTable<HeapFrames>, tlb: &CountingTlb, c0: TlbCounters, w0: u64, t0: Instant| Phase {
@@ -87,16 +81,14 @@ fn ours(constraints: Constraints, bbml2: bool, range: bool, work: &[(u64, bool)]
     };
 
     let (c0, w0, t0) = (tlb.counters, pt.stats().desc_writes, Instant::now());
-    pt.map(&mut tlb, VirtAddr::new(BASE), SIZE, PhysAddr::new(BASE), attrs, constraints)
-        .expect("map");
+    pt.map(&mut tlb, VirtAddr::new(BASE), SIZE, PhysAddr::new(BASE), attrs, constraints).expect("map");
     pt.set_live(&mut tlb);
     phases[0] = measure(&pt, &tlb, c0, w0, t0);
 
     let (c0, w0, t0) = (tlb.counters, pt.stats().desc_writes, Instant::now());
     for &(page, writable) in work {
         let perms = if writable { Perms::RW } else { Perms::RO };
-        pt.protect(&mut tlb, VirtAddr::new(BASE + page * PAGE_SIZE), PAGE_SIZE, perms)
-            .expect("protect");
+        pt.protect(&mut tlb, VirtAddr::new(BASE + page * PAGE_SIZE), PAGE_SIZE, perms).expect("protect");
     }
     phases[1] = measure(&pt, &tlb, c0, w0, t0);
 
@@ -211,8 +203,7 @@ fn peer(work: &[(u64, bool)]) -> [Phase; 3] {
 
     let s0 = snapshot(&m);
     let (n0, t0) = (PEER_TLBIS.load(Ordering::Relaxed), Instant::now());
-    m.map_range(&region, PhysicalAddress(BASE as usize), normal, PeerConstraints::NO_BLOCK_MAPPINGS)
-        .expect("peer map");
+    m.map_range(&region, PhysicalAddress(BASE as usize), normal, PeerConstraints::NO_BLOCK_MAPPINGS).expect("peer map");
     m.mark_active();
     let time = t0.elapsed();
     let s1 = snapshot(&m);
@@ -264,13 +255,36 @@ fn peer(work: &[(u64, bool)]) -> [Phase; 3] {
 fn main() {
     // `cargo bench` passes `--bench`; a filter argument is accepted and ignored.
     let work = changes();
-    let runs: Vec<(&str, [Phase; 3])> = vec![
-        ("pgtable, pages", ours(Constraints::PAGES_ONLY, false, false, &work)),
-        ("pgtable, pages + TLBI range", ours(Constraints::PAGES_ONLY, false, true, &work)),
-        ("pgtable, blocks+cont, BBML2", ours(Constraints::NONE, true, false, &work)),
-        ("pgtable, blocks+cont, BBM", ours(Constraints::NONE, false, false, &work)),
-        ("aarch64-paging 0.12, pages", peer(&work)),
+    // Each configuration runs REPEAT times, interleaved; the median time of each phase is
+    // reported (counts are identical from run to run). The first round also warms the heap.
+    type Run = Box<dyn Fn(&[(u64, bool)]) -> [Phase; 3]>;
+    let configs: Vec<(&str, Run)> = vec![
+        ("pgtable, pages", Box::new(|w| ours(Constraints::PAGES_ONLY, false, false, w))),
+        ("pgtable, pages + TLBI range", Box::new(|w| ours(Constraints::PAGES_ONLY, false, true, w))),
+        ("pgtable, blocks+cont, BBML2", Box::new(|w| ours(Constraints::NONE, true, false, w))),
+        ("pgtable, blocks+cont, BBM", Box::new(|w| ours(Constraints::NONE, false, false, w))),
+        ("aarch64-paging 0.12, pages", Box::new(peer)),
     ];
+    const REPEAT: usize = 5;
+    let mut samples: Vec<Vec<[Phase; 3]>> = vec![Vec::new(); configs.len()];
+    for _ in 0..REPEAT {
+        for (i, (_, run)) in configs.iter().enumerate() {
+            samples[i].push(run(&work));
+        }
+    }
+    let runs: Vec<(&str, [Phase; 3])> = configs
+        .iter()
+        .zip(samples)
+        .map(|((name, _), s)| {
+            let mut med = s[0];
+            for (p, m) in med.iter_mut().enumerate() {
+                let mut times: Vec<Duration> = s.iter().map(|r| r[p].time).collect();
+                times.sort();
+                m.time = times[times.len() / 2];
+            }
+            (*name, med)
+        })
+        .collect();
     let names = ["map 4 GiB identity", "10,000 x 4 KiB protect", "unmap 4 GiB"];
     let mut out = String::new();
     let _ = writeln!(
@@ -281,11 +295,7 @@ fn main() {
     for (p, name) in names.iter().enumerate() {
         for (lib, phases) in &runs {
             let ph = phases[p];
-            let writes = if ph.writes_lower_bound {
-                format!(">={}", ph.writes)
-            } else {
-                ph.writes.to_string()
-            };
+            let writes = if ph.writes_lower_bound { format!(">={}", ph.writes) } else { ph.writes.to_string() };
             let _ = writeln!(
                 out,
                 "{:<24} {:<30} {:>9} {:>12} {:>11} {:>10.2}",
@@ -323,7 +333,7 @@ fn main() {
     );
     let _ = writeln!(
         out,
-        "\nnotes: host timings (no TLBI executes on the host; counts are what the target would issue).\n\
+        "\nnotes: median of 5 interleaved runs; host timings (no TLBI executes on the host; counts are what the target would issue).\n\
          aarch64-paging cannot split a live block, so its row maps 4 KiB pages; its descriptor\n\
          writes are changed descriptors (snapshot diff), a lower bound. It keeps empty tables\n\
          after unmap (compact_subtables is separate); pgtable frees them."

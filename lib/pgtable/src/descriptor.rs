@@ -439,7 +439,7 @@ mod tests {
                         let d = encode_leaf(regime, pa, attrs, level, level == 3).unwrap();
                         assert_eq!(decode_leaf(regime, d), attrs, "{regime:?} {attrs:?}");
                         assert_eq!(d.addr(), pa);
-                        assert_eq!(d.is_mapping(level), true);
+                        assert!(d.is_mapping(level));
                         assert_eq!(d.is_valid_leaf(level), !attrs.perms.is_none());
                         assert!(!d.is_table(level) || level == 3);
                     }

@@ -8,6 +8,7 @@
 //! - [`regime`]: [`Regime`], MAIR / TCR_EL2 / TCR_EL1 / VTCR_EL2 values.
 //! - [`frame`] and [`tlb`]: the two traits at the edge; [`hw`] implements TLB maintenance on
 //!   the target.
+//! - [`kmem`]: the EL1 kernel's policy: BBML2 decision, linear-map constraints, `set_memory`.
 //! - [`walker`]: the one walker; [`gather`]: the TLB gather; [`PageTable`] and its operations.
 //!
 //! Page-table code never prints; [`PageTable::dump`] writes into a caller's `fmt::Write`.
@@ -26,6 +27,7 @@ pub mod frame;
 pub mod gather;
 #[cfg(target_arch = "aarch64")]
 pub mod hw;
+pub mod kmem;
 #[cfg(test)]
 mod model;
 #[cfg(test)]

@@ -15,7 +15,7 @@ pub const MAIR_NORMAL_NC: u8 = 2;
 
 /// The MAIR_EL1 / MAIR_EL2 value every stage-1 descriptor of this library assumes:
 /// Attr0 = 0x00 (Device-nGnRnE), Attr1 = 0xff (Normal WB RWA), Attr2 = 0x44 (Normal NC).
-pub const MAIR: u64 = 0x00 | (0xff << 8) | (0x44 << 16);
+pub const MAIR: u64 = (0x44 << 16) | (0xff << 8);
 
 /// Which half of the EL1&0 VA space a table serves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

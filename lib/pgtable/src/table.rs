@@ -192,6 +192,7 @@ impl<A: FrameAlloc> PageTable<A> {
     }
 
     /// Frees every table and returns the allocator. A live table is handed back unchanged.
+    #[allow(clippy::result_large_err)]
     pub fn destroy(mut self) -> Result<A, Self> {
         if self.live {
             return Err(self);
@@ -208,7 +209,7 @@ impl<A: FrameAlloc> PageTable<A> {
             return Err(Error::WrongAddressKind);
         }
         let raw = start.raw();
-        if raw % PAGE_SIZE != 0 || size % PAGE_SIZE != 0 {
+        if !raw.is_multiple_of(PAGE_SIZE) || !size.is_multiple_of(PAGE_SIZE) {
             return Err(Error::Misaligned);
         }
         let base = self.regime.input_base();

@@ -250,3 +250,96 @@ impl Walker {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::addr::{level_size, PAGE_SIZE};
+    use crate::frame::HeapFrames;
+    use std::vec::Vec;
+
+    struct State {
+        frames: HeapFrames,
+        stats: WalkStats,
+        log: Vec<(usize, Visit, u64)>,
+    }
+
+    impl WalkState for State {
+        fn read(&self, table: PhysAddr, index: usize) -> Desc {
+            Desc(self.frames.read_desc(table, index))
+        }
+        fn walk_stats(&mut self) -> &mut WalkStats {
+            &mut self.stats
+        }
+    }
+
+    /// Root (level 0) -> L1 table -> one 2 MiB block at 0 and one L3 table at 2 MiB.
+    fn build() -> (State, PhysAddr) {
+        let mut frames = HeapFrames::new();
+        let root = frames.alloc_zeroed(1).unwrap();
+        let l1 = frames.alloc_zeroed(1).unwrap();
+        let l2 = frames.alloc_zeroed(1).unwrap();
+        let l3 = frames.alloc_zeroed(1).unwrap();
+        frames.write_desc(root, 0, Desc::table(l1).0);
+        frames.write_desc(l1, 0, Desc::table(l2).0);
+        frames.write_desc(l2, 0, 0x4000_0000 | 0b01); // block
+        frames.write_desc(l2, 1, Desc::table(l3).0);
+        frames.write_desc(l3, 5, 0x5000_0000 | 0b11); // page
+        (State { frames, stats: WalkStats::default(), log: Vec::new() }, root)
+    }
+
+    #[test]
+    fn flags_select_visits_in_depth_first_order() {
+        let (mut s, root) = build();
+        let flags = WalkFlags::LEAF | WalkFlags::TABLE_PRE | WalkFlags::TABLE_POST;
+        walk(&mut s, Regime::El2, root, 0, 4 << 20, flags, &mut |s: &mut State, e: &Entry| {
+            s.log.push((e.level, e.visit, e.off));
+            Ok(())
+        })
+        .unwrap();
+        let expect =
+            [(0, Visit::TablePre, 0), (1, Visit::TablePre, 0), (2, Visit::Leaf, 0), (2, Visit::TablePre, 2 << 20)];
+        assert_eq!(&s.log[..4], &expect);
+        // 512 level-3 leaves, then the posts from the inside out.
+        assert_eq!(s.log.iter().filter(|v| v.0 == 3).count(), 512);
+        let tail: Vec<_> = s.log[s.log.len() - 3..].iter().map(|v| (v.0, v.1)).collect();
+        assert_eq!(tail, [(2, Visit::TablePost), (1, Visit::TablePost), (0, Visit::TablePost)]);
+        assert_eq!(s.stats.visits[3][Visit::Leaf as usize], 512);
+        assert_eq!(s.stats.total(), s.log.len() as u64);
+    }
+
+    #[test]
+    fn skip_level_and_reread_after_callback() {
+        let (mut s, root) = build();
+        // Replace the 2 MiB block by a table: the walker re-reads it and descends, but
+        // skip_level(3) keeps it out of level 3 entirely.
+        let flags = WalkFlags::LEAF | WalkFlags::skip_level(3);
+        let mut replaced = false;
+        walk(&mut s, Regime::El2, root, 0, 4 << 20, flags, &mut |s: &mut State, e: &Entry| {
+            s.log.push((e.level, e.visit, e.off));
+            if e.level == 2 && e.off == 0 && !replaced {
+                let t = s.frames.alloc_zeroed(1).unwrap();
+                s.frames.write_desc(e.table, e.index, Desc::table(t).0);
+                replaced = true;
+            }
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(s.stats.at_level(3), 0);
+        assert_eq!(s.log, [(2, Visit::Leaf, 0)]);
+        // Without the skip, the new (empty) table is descended: 512 new level-3 visits, plus
+        // the 512 of the existing table.
+        let mut s2 = s;
+        s2.stats = WalkStats::default();
+        walk(&mut s2, Regime::El2, root, 0, 4 << 20, WalkFlags::LEAF, &mut |_, _| Ok(())).unwrap();
+        assert_eq!(s2.stats.at_level(3), 1024);
+        assert_eq!(level_size(3), PAGE_SIZE);
+    }
+
+    #[test]
+    fn ranges_outside_the_regime_are_refused() {
+        let (mut s, root) = build();
+        let r = walk(&mut s, Regime::Stage2 { vmid: 1 }, root, 0, (1 << 40) + 1, WalkFlags::LEAF, &mut |_, _| Ok(()));
+        assert_eq!(r, Err(Error::OutOfRange));
+    }
+}

@@ -22,7 +22,9 @@ pub mod harness;
 pub mod memory;
 pub mod recorder;
 pub mod state;
+pub mod tlbmodel;
 
+mod kmem_scenarios;
 mod mutations;
 mod props;
 mod scenarios;

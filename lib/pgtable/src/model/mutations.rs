@@ -47,7 +47,10 @@ fn free_table(h: &mut Harness) {
 }
 
 /// Every operation of the mutation tests, each correct without a mutation.
-const OPS: [(&str, fn(&mut Harness)); 4] =
+/// One operation of the mutation tests.
+type TestOp = fn(&mut Harness);
+
+const OPS: [(&str, TestOp); 4] =
     [("split", split), ("rw_to_ro", rw_to_ro), ("change_output", change_output), ("free_table", free_table)];
 
 #[test]

@@ -5,10 +5,38 @@ use std::fmt::Write as _;
 use std::string::String;
 use std::vec::Vec;
 
+use super::tlbmodel::CpuTlb;
 use crate::addr::{level_size, PhysAddr, CONT_ENTRIES, ENTRIES_PER_TABLE, PAGE_SIZE};
 use crate::descriptor::{cont_size, decode_leaf, Desc};
 use crate::regime::Regime;
 use crate::tlb::{Barrier, Shareability, Tlbi, TlbiOp};
+
+/// A fast hasher for the model's `u64`-keyed maps (frame and table addresses).
+#[derive(Default, Clone, Copy)]
+pub struct AddrHasher(u64);
+
+impl std::hash::Hasher for AddrHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(5) ^ b as u64).wrapping_mul(0x517c_c1b7_2722_0a95);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        // Keys are page addresses (12 zero low bits): fold the high product bits back down so the
+        // table index (low bits) varies.
+        let x = (self.0.rotate_left(5) ^ v).wrapping_mul(0x517c_c1b7_2722_0a95);
+        self.0 = x ^ (x >> 29);
+    }
+    fn write_usize(&mut self, v: usize) {
+        self.write_u64(v as u64);
+    }
+}
+
+/// `HashMap` with [`AddrHasher`].
+pub type AddrMap<V> = HashMap<u64, V, std::hash::BuildHasherDefault<AddrHasher>>;
 
 /// Number of model CPUs (0 issues the operations; 1 only caches and is reached by IS ops).
 pub const CPUS: usize = 2;
@@ -61,7 +89,7 @@ pub enum Event {
 struct PendingTlbi {
     op: Tlbi,
     /// Writes not yet visible when the TLBI was issued.
-    stale: HashSet<Source>,
+    stale: HashSet<Source, std::hash::BuildHasherDefault<AddrHasher>>,
 }
 
 /// Frame contents and state.
@@ -76,11 +104,11 @@ pub struct Model {
     pub bbml2: bool,
     pub live: bool,
     pub root: Option<(u64, usize)>,
-    pub frames: HashMap<u64, Frame>,
+    pub frames: AddrMap<Frame>,
     next_frame: u64,
     /// Reachable tables: pa -> (level of its entries, input offset of entry 0).
-    placement: HashMap<u64, (usize, u64)>,
-    pub tlbs: [Vec<TlbEntry>; CPUS],
+    placement: AddrMap<(usize, u64)>,
+    pub tlbs: [CpuTlb; CPUS],
     /// Descriptor writes not yet made visible to every walker by a DSB (old values).
     stale: Vec<Source>,
     pending: Vec<PendingTlbi>,
@@ -98,10 +126,10 @@ impl Model {
             bbml2: false,
             live: false,
             root: None,
-            frames: HashMap::new(),
+            frames: AddrMap::default(),
             next_frame: 0x80_0000_0000,
-            placement: HashMap::new(),
-            tlbs: [Vec::new(), Vec::new()],
+            placement: AddrMap::default(),
+            tlbs: [CpuTlb::default(), CpuTlb::default()],
             stale: Vec::new(),
             pending: Vec::new(),
             violations: Vec::new(),
@@ -306,7 +334,9 @@ impl Model {
             let mut olds = Vec::new();
             self.translations_of((table, index, old), level, off, &mut olds);
             for cpu in 0..CPUS {
-                self.tlbs[cpu].extend(olds.iter().copied());
+                for e in &olds {
+                    self.tlbs[cpu].insert(*e);
+                }
             }
             self.check_bbm(table, index, level, off, Desc(old), Desc(new));
             if Desc(old).is_valid() || Desc(new).is_valid() {
@@ -389,10 +419,7 @@ impl Model {
         };
         let mut conflicts: Vec<String> = Vec::new();
         for cpu in 0..CPUS {
-            for e in &self.tlbs[cpu] {
-                if !e.overlaps(off, off + size) {
-                    continue;
-                }
+            for e in self.tlbs[cpu].overlapping(off, off + size) {
                 if e.src == (table, index, new.0) {
                     continue;
                 }
@@ -408,7 +435,7 @@ impl Model {
                             ));
                         }
                     }
-                    Cached::Leaf { out, desc, level: cl, contiguous_range, .. } => {
+                    Cached::Leaf { out, desc, level: cl, .. } => {
                         // Compare at up to three points of the overlap.
                         let lo = e.start.max(off);
                         let hi = (e.start + e.size).min(off + size) - PAGE_SIZE;
@@ -427,9 +454,9 @@ impl Model {
                                 ));
                                 break;
                             }
-                            let size_change = nlevel != cl
-                                || contiguous_range != nd.is_contiguous()
-                                || desc.is_contiguous() != nd.is_contiguous();
+                            // Same level and the same contiguous bit: the same TLB entry shape (a
+                            // per-page entry and a range entry both come from a contiguous leaf).
+                            let size_change = nlevel != cl || desc.is_contiguous() != nd.is_contiguous();
                             if size_change && !self.bbml2 {
                                 conflicts.push(format!(
                                     "CPU {cpu} caches {:#x}+{:#x} (level {cl}, cont {}) while the new entry at level {nlevel} (cont {}) maps it: block size / contiguous change without break-before-make",
@@ -477,20 +504,33 @@ impl Model {
     fn check_contiguous_group(&mut self, table: u64, index: usize, level: usize) {
         let first = index & !(CONT_ENTRIES - 1);
         let size = level_size(level);
-        let group: Vec<Desc> = (0..CONT_ENTRIES).map(|k| Desc(self.peek(table, first + k))).collect();
-        let valid: Vec<(usize, Desc)> =
-            group.iter().copied().enumerate().filter(|(_, d)| d.is_valid_leaf(level)).collect();
-        if !valid.iter().any(|(_, d)| d.is_contiguous()) {
+        let mut group = [Desc::INVALID; CONT_ENTRIES];
+        let mut any_cont = false;
+        let (page, i0) = self.slot(table, first);
+        if let Some(f) = self.frames.get(&page) {
+            for (k, g) in group.iter_mut().enumerate() {
+                *g = Desc(f.data[i0 + k]);
+                any_cont |= g.is_valid_leaf(level) && g.is_contiguous();
+            }
+        }
+        if !any_cont {
             return;
         }
-        let (k0, d0) = valid[0];
-        let base = d0.addr().as_u64() - k0 as u64 * size;
-        let ok = base % cont_size(level) == 0
-            && valid.iter().all(|&(k, d)| {
-                d.is_contiguous()
-                    && d.leaf_attr_bits() == d0.leaf_attr_bits()
-                    && d.addr().as_u64() == base + k as u64 * size
-            });
+        let mut head: Option<(usize, Desc)> = None;
+        let mut ok = true;
+        for (k, &d) in group.iter().enumerate() {
+            if !d.is_valid_leaf(level) {
+                continue;
+            }
+            let (k0, d0) = *head.get_or_insert((k, d));
+            let base = d0.addr().as_u64().wrapping_sub(k0 as u64 * size);
+            // Under BBML2 the contiguous bit may change one entry at a time (members briefly
+            // disagree on it); output and attributes must always agree.
+            ok &= base % cont_size(level) == 0
+                && (self.bbml2 || d.is_contiguous())
+                && d.leaf_attr_bits() == d0.leaf_attr_bits()
+                && d.addr().as_u64() == base + k as u64 * size;
+        }
         if !ok {
             self.violation(format!(
                 "misprogrammed contiguous range in table {table:#x} entries {first}..{}: {:?}",
@@ -526,7 +566,8 @@ impl Model {
                 let regime = self.regime;
                 // An entry read from a value whose overwrite was not yet visible when the TLBI
                 // ran can be walked again right after it: it survives.
-                self.tlbs[cpu].retain(|e| p.stale.contains(&e.src) || !matches(regime, &p.op, e));
+                self.tlbs[cpu]
+                    .retain(op_range(regime, &p.op), |e| p.stale.contains(&e.src) || !matches(regime, &p.op, e));
             }
         }
         if b.is_inner_shareable() {
@@ -544,7 +585,7 @@ impl Model {
         }
         let mut msgs = Vec::new();
         for cpu in 0..CPUS {
-            for e in &self.tlbs[cpu] {
+            for e in self.tlbs[cpu].iter() {
                 match e.what {
                     Cached::Walk { table, level } => {
                         let ok = self.placement.get(&table) == Some(&(level + 1, e.start));
@@ -593,11 +634,23 @@ impl Model {
         for m in msgs.into_iter().take(4) {
             self.violation(m);
         }
-        // Entries identical to the tables are harmless; drop duplicates to keep the model small.
-        for cpu in 0..CPUS {
-            let mut seen = HashSet::new();
-            self.tlbs[cpu].retain(|e| seen.insert((e.start, e.size, e.src, e.what)));
+    }
+}
+
+/// Input offsets a TLBI by address reaches (`None`: the whole context).
+fn op_range(regime: Regime, op: &Tlbi) -> Option<(u64, u64)> {
+    let base = regime.input_base();
+    let off = |a: u64| a.wrapping_sub(base);
+    match op.op {
+        TlbiOp::Vae1 { va, .. } | TlbiOp::Vaae1 { va } | TlbiOp::Vae2 { va } => {
+            Some((off(va.as_u64()), off(va.as_u64()) + 1))
         }
+        TlbiOp::Ipas2e1 { ipa, .. } => Some((ipa.as_u64(), ipa.as_u64() + 1)),
+        TlbiOp::Rvae1 { base, range, .. } | TlbiOp::Rvaae1 { base, range } | TlbiOp::Rvae2 { base, range } => {
+            Some((off(base.as_u64()), off(base.as_u64()) + range.bytes()))
+        }
+        TlbiOp::Ripas2e1 { base, range, .. } => Some((base.as_u64(), base.as_u64() + range.bytes())),
+        _ => None,
     }
 }
 

@@ -11,8 +11,9 @@ use crate::Error;
 impl<A: FrameAlloc> PageTable<A> {
     /// Sets the contiguous bit on every aligned group of 16 entries (64 KiB of pages or 32 MiB
     /// of 2 MiB blocks) inside the range whose members all map consecutive output (aligned to
-    /// the group) with identical attributes. Each fold is a contpte convert: clear the 16, TLBI
-    /// the range only without BBML2, write the 16. Returns the number of groups folded.
+    /// the group) with identical attributes. Each fold is a contpte convert: without BBML2
+    /// clear the 16, TLBI the range, write the 16; with BBML2 rewrite the 16 in place, no TLBI.
+    /// Returns the number of groups folded.
     pub fn fold<I: InputAddress, T: TlbMaintenance + ?Sized>(
         &mut self,
         tlb: &mut T,

@@ -18,11 +18,32 @@ pub(crate) struct MapArgs {
     pub end: u64,
     /// Output of `start`.
     pub pa: u64,
-    pub attrs: Attributes,
     pub constraints: Constraints,
+    /// Leaf descriptors with output 0 for levels 1..=3 (encoded once).
+    pub templates: [Desc; 4],
 }
 
 impl MapArgs {
+    pub fn new(
+        regime: Regime,
+        start: u64,
+        end: u64,
+        pa: PhysAddr,
+        attrs: Attributes,
+        constraints: Constraints,
+    ) -> Result<Self, Error> {
+        let mut templates = [Desc::INVALID; 4];
+        for (level, t) in templates.iter_mut().enumerate().skip(1) {
+            *t = encode_leaf(regime, PhysAddr::new(0), attrs, level, false)?;
+        }
+        Ok(MapArgs { start, end, pa: pa.as_u64(), constraints, templates })
+    }
+
+    /// The leaf at `level` mapping `out`.
+    pub fn leaf(&self, level: usize, out: u64, cont: bool) -> Desc {
+        self.templates[level].with_addr(PhysAddr::new(out)).with_contiguous(cont)
+    }
+
     /// Output address of input offset `off` (inside the range).
     pub fn out(&self, off: u64) -> u64 {
         self.pa + (off - self.start)
@@ -39,11 +60,9 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
         if k == 0 {
             return (0..CONT_ENTRIES).all(|i| self.read_desc(e.table, first + i).is_empty());
         }
+        // The head found all 16 empty; the ones after `e` are still untouched.
         let head = self.read_desc(e.table, first);
-        head.is_contiguous()
-            && head.is_mapping(e.level)
-            && head.addr().as_u64() + k as u64 * e.size() == out
-            && (k + 1..CONT_ENTRIES).all(|i| self.read_desc(e.table, first + i).is_empty())
+        head.is_contiguous() && head.is_mapping(e.level) && head.addr().as_u64() + k as u64 * e.size() == out
     }
 
     /// For an entry that holds nothing: writes the leaf if one fits here (aligned, allowed by
@@ -53,14 +72,14 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
         let level = e.level;
         let size = e.size();
         let leaf_ok = level == 3 || (!m.constraints.no_blocks && Regime::block_level(level));
-        if leaf_ok && e.inside(m.start, m.end) && m.out(e.off) % size == 0 {
+        if leaf_ok && e.inside(m.start, m.end) && m.out(e.off).is_multiple_of(size) {
             let out = m.out(e.off);
             let cont = !m.constraints.no_contiguous
                 && cont_level(level)
                 && Self::group_inside(e, m.start, m.end)
-                && m.out(Self::group_off(e)) % cont_size(level) == 0
+                && m.out(Self::group_off(e)).is_multiple_of(cont_size(level))
                 && self.group_joinable(e, out);
-            let d = encode_leaf(self.regime, PhysAddr::new(out), m.attrs, level, cont)?;
+            let d = m.leaf(level, out, cont);
             self.write(e.table, e.index, d);
             self.record_leaf_change(e.off, level, e.desc, d);
         } else {
@@ -93,7 +112,7 @@ impl<A: FrameAlloc> PageTable<A> {
         let (s, e) = self.offsets(start, size)?;
         check_output(pa, size)?;
         validate(self.regime(), attrs)?;
-        let m = MapArgs { start: s, end: e, pa: pa.as_u64(), attrs, constraints };
+        let m = MapArgs::new(self.regime(), s, e, pa, attrs, constraints)?;
         let (root, regime) = self.root_and_regime();
         let mut reached = s;
         let res = {

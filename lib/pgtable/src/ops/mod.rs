@@ -104,9 +104,14 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
     }
 
     /// contpte convert: rewrites the 16 entries of the contiguous group holding `e` with the
-    /// contiguous bit set (`fold`) or clear. Clear all 16, TLBI the range only without BBML2,
-    /// write all 16. Entries that are not mappings are left alone. Returns whether anything was
-    /// rewritten.
+    /// contiguous bit set (`fold`) or clear. Without BBML2: clear all 16, TLBI the range, write
+    /// all 16. With BBML2 only the contiguous bit changes (same output, same attributes), which
+    /// BBML2 allows without break-before-make: the 16 are rewritten in place, no TLBI, and the
+    /// range is never unmapped (this matters for the kernel's live linear map, whose own tables
+    /// and stacks may lie in the group; our tables never get hardware AF/dirty updates, so there
+    /// is nothing to collect by clearing). Entries that are not mappings are left alone.
+    /// Returns whether anything was rewritten.
+    #[allow(clippy::needless_range_loop)]
     pub(crate) fn convert_group(&mut self, e: &Entry, fold: bool) -> bool {
         let first = Self::group_start(e.index);
         let mut old = [Desc::INVALID; CONT_ENTRIES];
@@ -123,6 +128,14 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
             self.stats.unfolds += 1;
         }
         let any_valid = old.iter().any(|d| d.is_valid());
+        if self.live && any_valid && self.policy.bbml2 {
+            for k in 0..CONT_ENTRIES {
+                if new[k] != old[k] {
+                    self.write(e.table, first + k, new[k]);
+                }
+            }
+            return true;
+        }
         if self.live && any_valid {
             let global = old.iter().any(|&d| self.is_global(d));
             for k in 0..CONT_ENTRIES {
@@ -130,10 +143,8 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
                     self.write(e.table, first + k, Desc::INVALID);
                 }
             }
-            if !self.policy.bbml2 {
-                let off = Ctx::<A, T>::group_off(e);
-                self.flush_now(off, cont_size(e.level), level_size(e.level), true, global);
-            }
+            let off = Ctx::<A, T>::group_off(e);
+            self.flush_now(off, cont_size(e.level), level_size(e.level), true, global);
         }
         for k in 0..CONT_ENTRIES {
             if new[k] != old[k] || (self.live && any_valid && old[k].is_valid()) {
@@ -146,6 +157,7 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
     /// Rewrites all entries of the contiguous group holding `e` through `f`, with
     /// break-before-make when a valid entry changes in a way that needs a flush (attributes of a
     /// contiguous range may not differ between its members, even transiently).
+    #[allow(clippy::needless_range_loop)]
     pub(crate) fn repaint_group(&mut self, e: &Entry, f: impl Fn(Desc) -> Desc) -> Result<(), Error> {
         let first = Self::group_start(e.index);
         let mut old = [Desc::INVALID; CONT_ENTRIES];

@@ -30,7 +30,7 @@ impl<A: FrameAlloc> PageTable<A> {
         check_output(pa, size)?;
         let (root, regime) = self.root_and_regime();
         validate(regime, attrs)?;
-        let m = MapArgs { start: s, end: e, pa: pa.as_u64(), attrs, constraints };
+        let m = MapArgs::new(regime, s, e, pa, attrs, constraints)?;
         let mut ctx = self.ctx(tlb);
         let r = walk(&mut ctx, regime, root, s, e, WalkFlags::LEAF, &mut |ctx, en| {
             let mut d = en.desc;
