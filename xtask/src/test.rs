@@ -19,6 +19,9 @@ fn host_cargo() -> Command {
 /// Runs the whole suite.
 pub fn run(long: bool, host_only: bool) -> Result<()> {
     let t0 = Instant::now();
+    // Everything the tests need comes first: lib/board's host tests dump real DTBs from QEMU.
+    let tc = toolchain::find()?;
+    let qemu = system::qemu()?;
     eprintln!("xtask: host unit tests ({})", HOST_CRATES.join(", "));
     let mut c = host_cargo();
     c.arg("test");
@@ -40,8 +43,6 @@ pub fn run(long: bool, host_only: bool) -> Result<()> {
     if host_only {
         return Ok(());
     }
-    let tc = toolchain::find()?;
-    let qemu = system::qemu()?;
     let images = build::build(&tc, &[])?;
     eprintln!("xtask: QEMU integration tests (tests/)");
     let status = host_cargo()
