@@ -63,11 +63,23 @@ pub fn apt_install(packages: &[&str], why: &str) -> Result<()> {
     Ok(())
 }
 
-/// `qemu-system-aarch64`, installing Debian's qemu-system-arm if needed.
+/// Option ROM QEMU's `virt` board loads for its default virtio NIC (Debian's `ipxe-qemu`, only
+/// a recommendation of qemu-system-arm): without it every boot fails with "failed to find
+/// romfile efi-virtio.rom".
+const VIRTIO_ROM: &str = "/usr/share/qemu/efi-virtio.rom";
+
+/// `qemu-system-aarch64`, installing Debian's qemu-system-arm (and ipxe-qemu) if needed.
 pub fn qemu() -> Result<PathBuf> {
-    if let Some(q) = which("qemu-system-aarch64") {
-        return Ok(q);
+    let q = match which("qemu-system-aarch64") {
+        Some(q) => q,
+        None => {
+            apt_install(&["qemu-system-arm", "ipxe-qemu"], "qemu-system-aarch64")?;
+            which("qemu-system-aarch64").context("qemu-system-arm was installed but qemu-system-aarch64 is not on PATH")?
+        }
+    };
+    // Only the Debian build looks there; a QEMU from elsewhere brings its own ROMs.
+    if q.starts_with("/usr/bin") && !Path::new(VIRTIO_ROM).exists() {
+        apt_install(&["ipxe-qemu"], "QEMU's virtio option ROM (efi-virtio.rom)")?;
     }
-    apt_install(&["qemu-system-arm"], "qemu-system-aarch64")?;
-    which("qemu-system-aarch64").context("qemu-system-arm was installed but qemu-system-aarch64 is not on PATH")
+    Ok(q)
 }
