@@ -66,7 +66,7 @@ pub fn apt_install(packages: &[&str], why: &str) -> Result<()> {
 /// Option ROM QEMU's `virt` board loads for its default virtio NIC (Debian's `ipxe-qemu`, only
 /// a recommendation of qemu-system-arm): without it every boot fails with "failed to find
 /// romfile efi-virtio.rom".
-const VIRTIO_ROM: &str = "/usr/share/qemu/efi-virtio.rom";
+const VIRTIO_ROM: &str = "/usr/lib/ipxe/qemu/efi-virtio.rom";
 
 /// `qemu-system-aarch64`, installing Debian's qemu-system-arm (and ipxe-qemu) if needed.
 pub fn qemu() -> Result<PathBuf> {
