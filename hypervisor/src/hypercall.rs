@@ -1,13 +1,25 @@
 //! The hypervisor's own calls (`lib/abi`'s hypercall module). Every argument is checked; an
 //! unknown call returns NOT_SUPPORTED and changes nothing.
 
-use crate::exit;
+use crate::{exit, memslot};
 use abi::error;
+use abi::error::HypError;
 use abi::hypercall as hc;
 use rt::TrapFrame;
 
 fn code(c: i64) -> [u64; 4] {
     [c as u64, 0, 0, 0]
+}
+
+fn unit(r: Result<(), HypError>) -> [u64; 4] {
+    code(error::to_x0(r) as i64)
+}
+
+fn with1(r: Result<u64, HypError>) -> [u64; 4] {
+    match r {
+        Ok(v) => [error::SUCCESS as u64, v, 0, 0],
+        Err(e) => code(e.code()),
+    }
 }
 
 pub fn handle(fid: u64, a: [u64; 3], _frame: &mut TrapFrame) -> [u64; 4] {
@@ -24,12 +36,25 @@ pub fn handle(fid: u64, a: [u64; 3], _frame: &mut TrapFrame) -> [u64; 4] {
         }
         hc::COUNTERS_RESET => {
             crate::counters::reset();
+            memslot::reset_counters();
             code(error::SUCCESS)
         }
         hc::COUNTERS_REPORT => {
             crate::counters::report();
+            memslot::report();
             code(error::SUCCESS)
         }
+        hc::MEMSLOT_CREATE => with1(memslot::create(a[0], a[1], a[2])),
+        hc::MEMSLOT_DELETE => unit(memslot::delete(a[0])),
+        hc::DIRTY_LOG_ENABLE => unit(memslot::enable(a[0], a[1])),
+        hc::DIRTY_LOG_DISABLE => unit(memslot::disable(a[0])),
+        hc::DIRTY_LOG_GET => unit(memslot::get(a[0], a[1], a[2])),
+        hc::DIRTY_LOG_CLEAR => unit(memslot::clear(a[0], a[1], a[2])),
+        hc::WALKER_MODE => match memslot::walker_mode(a[0], a[1]) {
+            Ok((mode, chunk)) => [error::SUCCESS as u64, mode, chunk, 0],
+            Err(e) => code(e.code()),
+        },
+        hc::COUNTER_READ => with1(memslot::counter(a[0])),
         _ => code(error::NOT_SUPPORTED),
     }
 }

@@ -6,8 +6,22 @@ use spin::Mutex;
 
 /// Heap for the hypervisor's own data (DTB copies, board description, guest DTB).
 const HEAP_SIZE: usize = 4 << 20;
-/// Page-table frames (EL2 stage 1 and stage 2).
-pub const FRAME_POOL_SIZE: usize = 16 << 20;
+/// Page-table frames (EL2 stage 1 and stage 2) below 2 GiB of RAM.
+pub const FRAME_POOL_MIN: u64 = 16 << 20;
+/// Largest default frame pool.
+pub const FRAME_POOL_MAX_DEFAULT: u64 = 512 << 20;
+
+/// The frame pool's size: `hyp.pool=` if given (at least [`FRAME_POOL_MIN`]), else 16 MiB
+/// below 2 GiB of RAM and RAM / 16 (at most 512 MiB) from there: enough for the page tables of
+/// a 64 GiB memslot of 4 KiB pages (~130 MiB) with 4 GiB of RAM.
+pub fn frame_pool_size(ram_bytes: u64, requested: Option<u64>) -> u64 {
+    let s = match requested {
+        Some(r) => r.max(FRAME_POOL_MIN),
+        None if ram_bytes < 2 << 30 => FRAME_POOL_MIN,
+        None => (ram_bytes / 16).clamp(FRAME_POOL_MIN, FRAME_POOL_MAX_DEFAULT),
+    };
+    align_up(s, BLOCK_2M)
+}
 pub const PAGE: u64 = 4096;
 pub const BLOCK_2M: u64 = 2 << 20;
 
@@ -84,4 +98,24 @@ pub fn subtract(ranges: &[Range], hole: Range) -> alloc::vec::Vec<Range> {
         }
     }
     out
+}
+
+/// Takes `size` bytes, `align`ed, from the top of `ram` (avoiding `avoid`) and removes them from
+/// `ram`. Returns the range taken.
+pub fn reserve_top(ram: &mut alloc::vec::Vec<Range>, size: u64, align: u64, avoid: &[Range]) -> Option<Range> {
+    let found = ram.iter().rev().find_map(|r| {
+        let mut at = align_down(r.end.checked_sub(size)?, align);
+        while at >= r.start {
+            let cand = Range::new(at, at + size);
+            if !avoid.iter().any(|a| a.overlaps(&cand)) {
+                return Some(cand);
+            }
+            at = at.checked_sub(align)?;
+        }
+        None
+    })?;
+    let mut rest = subtract(ram, found);
+    rest.retain(|r| !r.is_empty());
+    *ram = rest;
+    Some(found)
 }

@@ -22,19 +22,63 @@ use pgtable::{
 };
 use spin::Mutex;
 
-/// Page-table frames from the hypervisor's pool (identity mapped).
-pub struct HypFrames;
+/// Page-table frames from the hypervisor's pool (identity mapped), with a page cache: single
+/// frames taken (zeroed) ahead of time by [`HypFrames::top_up`] are handed out first, so a
+/// split walk allocates without going to the buddy allocator (as KVM's memory caches).
+pub struct HypFrames {
+    cache: Vec<u64>,
+}
 
-// SAFETY: frames come from the buddy allocator over the hypervisor's own pool, which nothing
-// else uses; the buddy allocator aligns an n-frame block to n frames; they are zeroed here and
-// identity mapped at EL2, so `pa as *mut u64` reaches the whole frame.
-unsafe impl FrameAlloc for HypFrames {
-    fn alloc_zeroed(&mut self, pages: usize) -> Option<PhysAddr> {
+impl HypFrames {
+    pub const fn new() -> Self {
+        HypFrames { cache: Vec::new() }
+    }
+
+    fn take(pages: usize) -> Option<u64> {
         let frame = FRAMES.lock().alloc(pages)?;
         let pa = frame as u64 * PAGE;
         // SAFETY: the frames were just handed to us and are mapped (identity).
         unsafe { core::ptr::write_bytes(pa as *mut u8, 0, pages * PAGE as usize) };
-        Some(PhysAddr::new(pa))
+        Some(pa)
+    }
+
+    /// Fills the cache up to `pages` zeroed frames; false if the pool ran out (the frames taken
+    /// so far stay cached).
+    pub fn top_up(&mut self, pages: usize) -> bool {
+        if self.cache.try_reserve(pages.saturating_sub(self.cache.len())).is_err() {
+            return false;
+        }
+        while self.cache.len() < pages {
+            match Self::take(1) {
+                Some(pa) => self.cache.push(pa),
+                None => return false,
+            }
+        }
+        true
+    }
+
+    /// Returns every cached frame to the pool.
+    pub fn drain(&mut self) {
+        let mut f = FRAMES.lock();
+        for pa in self.cache.drain(..) {
+            f.dealloc((pa / PAGE) as usize, 1);
+        }
+    }
+}
+
+// SAFETY: frames come from the buddy allocator over the hypervisor's own pool, which nothing
+// else uses (cached ones included: the cache owns them until handed out here); the buddy
+// allocator aligns an n-frame block to n frames; they are zeroed (cached frames when taken, and
+// never written while cached) and identity mapped at EL2, so `pa as *mut u64` reaches the
+// whole frame.
+unsafe impl FrameAlloc for HypFrames {
+    fn alloc_zeroed(&mut self, pages: usize) -> Option<PhysAddr> {
+        if pages == 1 {
+            if let Some(pa) = self.cache.pop() {
+                return Some(PhysAddr::new(pa));
+            }
+        }
+        Self::take(pages).map(PhysAddr::new)
     }
     fn free(&mut self, pa: PhysAddr, pages: usize) {
         FRAMES.lock().dealloc((pa.as_u64() / PAGE) as usize, pages);
@@ -83,20 +127,24 @@ fn map(
 }
 
 /// Builds both tables and turns the EL2 MMU on for the boot CPU. Returns (VTTBR_EL2, VTCR_EL2).
-pub fn setup(board: &Board, hyp: Range) -> Result<(u64, u64), String> {
+pub fn setup(board: &Board, hyp: Range, frames_hi: Range) -> Result<(u64, u64), String> {
     let mut tlb = HwTlb::detect();
     let (mmfr0, mmfr1) = id_regs();
     let parange = pgtable::cpu::parange(mmfr0);
     let layout = rt::start::image_layout();
 
     // EL2 stage 1.
-    let mut el2 = PageTable::new(Regime::El2, HypFrames).map_err(|e| format!("EL2 table: {e:?}"))?;
+    let mut el2 = PageTable::new(Regime::El2, HypFrames::new()).map_err(|e| format!("EL2 table: {e:?}"))?;
     let (start, text, ro, end) =
         (layout.start as u64, layout.text_end as u64, layout.rodata_end as u64, layout.end as u64);
     map(&mut el2, &mut tlb, "hypervisor text", start, text, Attributes::normal(Perms::RX), false)?;
     map(&mut el2, &mut tlb, "hypervisor rodata", text, ro, Attributes::normal(Perms::RO), false)?;
     map(&mut el2, &mut tlb, "hypervisor data", ro, end, Attributes::normal(Perms::RW), false)?;
     map(&mut el2, &mut tlb, "frame pool", end, hyp.end, Attributes::normal(Perms::RW), false)?;
+    if !frames_hi.is_empty() {
+        let rw = Attributes::normal(Perms::RW);
+        map(&mut el2, &mut tlb, "frame pool (high)", frames_hi.start, frames_hi.end, rw, false)?;
+    }
     if let Some(u) = &board.console {
         map(
             &mut el2,
@@ -115,7 +163,7 @@ pub fn setup(board: &Board, hyp: Range) -> Result<(u64, u64), String> {
     // Stage 2.
     let vmid16 = pgtable::cpu::has_vmid16(mmfr1);
     let vtcr = regime::vtcr_el2(parange, vmid16).ok_or("the CPU has fewer than 40 physical address bits")?;
-    let mut s2 = PageTable::new(Regime::Stage2 { vmid: 1 }, HypFrames).map_err(|e| format!("stage 2: {e:?}"))?;
+    let mut s2 = PageTable::new(Regime::Stage2 { vmid: 1 }, HypFrames::new()).map_err(|e| format!("stage 2: {e:?}"))?;
     for r in guest::ram() {
         map(&mut s2, &mut tlb, "guest RAM", r.start, r.end, Attributes::normal(Perms::RWX), true)?;
     }
@@ -143,6 +191,9 @@ pub fn setup(board: &Board, hyp: Range) -> Result<(u64, u64), String> {
     // lines over the hypervisor's region before the first cacheable access, then make the
     // values secondary CPUs read with their MMU off visible at the point of coherency.
     invalidate_dcache_range(hyp.start, hyp.end - hyp.start);
+    if !frames_hi.is_empty() {
+        invalidate_dcache_range(frames_hi.start, frames_hi.len());
+    }
     *EL2_TABLE.lock() = Some(el2);
     *STAGE2.lock() = Some(s2);
     enable_on_this_cpu();

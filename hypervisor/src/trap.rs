@@ -3,7 +3,7 @@
 
 use crate::counters::{self, Exit};
 use crate::{exit, hypercall, psci};
-use aarch64_cpu::registers::{Readable, ESR_EL2, FAR_EL2, HPFAR_EL2};
+use aarch64_cpu::registers::{Readable, Writeable, ESR_EL2, FAR_EL2, HPFAR_EL2};
 use rt::esr;
 use rt::trap::vector;
 use rt::TrapFrame;
@@ -37,6 +37,9 @@ fn lower_sync(frame: &mut TrapFrame) {
         esr::EC_DABT_LOWER | esr::EC_IABT_LOWER => {
             let insn = esr::class(esr_v) == esr::EC_IABT_LOWER;
             counters::count(if insn { Exit::InstructionAbort } else { Exit::DataAbort });
+            if !insn && dirty_log_fault(esr_v) {
+                return;
+            }
             guest_abort(frame, esr_v, insn);
         }
         ec => {
@@ -63,6 +66,53 @@ fn call(frame: &mut TrapFrame) {
         hypercall::handle(fid, args, frame)
     };
     frame.x[0..4].copy_from_slice(&ret);
+}
+
+/// ESR ISS bit 7: the fault happened on a stage-1 translation table walk.
+const ISS_S1PTW: u64 = 1 << 7;
+
+/// A stage-2 permission fault on a write may be dirty logging's, and a translation fault in a
+/// memslot may have hit an entry another CPU is splitting (break-before-make leaves it invalid
+/// for a moment): let `memslot` handle them. Returns true when handled (the guest then retries
+/// the access).
+fn dirty_log_fault(esr_v: u64) -> bool {
+    let fsc = esr::fault_status(esr_v);
+    // DFSC 0b0001LL: translation fault at level LL; HPFAR_EL2 holds the IPA for it.
+    if fsc & 0b11_1100 == 0b00_0100 {
+        let ipa = ((HPFAR_EL2.get() & 0x0fff_ffff_fff0) << 8) | (FAR_EL2.get() & 0xfff);
+        return crate::memslot::handle_translation_fault(ipa);
+    }
+    // DFSC 0b0011LL: permission fault at level LL.
+    if fsc & 0b11_1100 != 0b00_1100 || !esr::is_write(esr_v) {
+        return false;
+    }
+    let Some(ipa) = fault_ipa(esr_v) else {
+        // The guest's stage 1 changed under us: let it retry (it faults again if it must).
+        return true;
+    };
+    crate::memslot::handle_write_fault(ipa)
+}
+
+/// The IPA of a stage-2 permission fault. HPFAR_EL2 is valid for it only on a stage-1 walk
+/// (S1PTW); otherwise translate FAR_EL2 through the guest's stage 1 with `AT S1E1R` (as KVM
+/// does). `None` if that translation fails now.
+fn fault_ipa(esr_v: u64) -> Option<u64> {
+    use aarch64_cpu::registers::PAR_EL1;
+    let far = FAR_EL2.get();
+    if esr_v & ISS_S1PTW != 0 {
+        return Some(((HPFAR_EL2.get() & 0x0fff_ffff_fff0) << 8) | (far & 0xfff));
+    }
+    let saved = PAR_EL1.get();
+    // SAFETY: `AT S1E1R` (no aarch64-cpu wrapper) translates FAR through the guest's EL1&0 stage 1
+    // (its registers are live at EL2 in this non-VHE setup) and writes only PAR_EL1, which is
+    // saved and restored around it; the ISB makes PAR_EL1 reflect the result.
+    unsafe { core::arch::asm!("at s1e1r, {}", "isb", in(reg) far, options(nostack, preserves_flags)) };
+    let par = PAR_EL1.get();
+    PAR_EL1.set(saved);
+    if par & 1 != 0 {
+        return None;
+    }
+    Some((par & 0x000f_ffff_ffff_f000) | (far & 0xfff))
 }
 
 /// A guest access that stage 2 refused: report it with the IPA and end the run.
@@ -108,6 +158,8 @@ fn fatal(frame: &TrapFrame, vec: u64) -> ! {
         frame.spsr,
     ));
     if vec < vector::LOWER64_SYNC {
+        let base = rt::start::image_layout().start as u64;
+        rt::console::panic_print(format_args!("hyp:   at image+{:#x}\n", frame.elr.wrapping_sub(base)));
         rt::backtrace::print(frame.x[29] as usize, |a| rt::console::panic_print(format_args!("hyp: {a}")));
     }
     exit::exit(EXIT_HYP_FAULT)

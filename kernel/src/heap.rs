@@ -1,4 +1,6 @@
-//! The kernel heap (inside the image's BSS until the frame allocator of the memory work lands).
+//! The kernel heap: a buddy allocator (`buddy_system_allocator::LockedHeap`) that starts with a
+//! 4 MiB block inside the image's BSS (usable with the MMU off, before the DTB is parsed) and
+//! grows into RAM from the frame allocator once the MMU is on (`mm::init`).
 
 use buddy_system_allocator::LockedHeap;
 
@@ -15,4 +17,15 @@ static HEAP: LockedHeap<32> = LockedHeap::empty();
 pub fn init() {
     // SAFETY: HEAP_SPACE is used only here, once, and handed to the allocator for good.
     unsafe { HEAP.lock().init(core::ptr::addr_of_mut!(HEAP_SPACE) as usize, HEAP_SIZE) };
+}
+
+/// Adds `[start, start + size)` to the heap.
+///
+/// # Safety
+///
+/// The range must be mapped read-write for every CPU for the kernel's whole life and used by
+/// nothing else from now on.
+pub unsafe fn extend(start: usize, size: usize) {
+    // SAFETY: the caller hands over a mapped, otherwise unused region for good.
+    unsafe { HEAP.lock().add_to_heap(start, start + size) };
 }

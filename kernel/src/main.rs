@@ -8,13 +8,17 @@ extern crate alloc;
 
 mod bench;
 mod cpuinfo;
+mod dirtylog;
 mod heap;
+mod hyp;
+mod mm;
 mod perf;
 mod power;
 mod selftest;
 mod smccc;
 mod smp;
 mod trap;
+mod work;
 
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -73,6 +77,7 @@ fn boot(dtb_addr: usize) -> Result<(), String> {
     let mem_bytes = board.memory.iter().map(|r| r.size).sum();
     let args: Vec<String> =
         board.bootargs.as_deref().unwrap_or("").split_ascii_whitespace().map(String::from).collect();
+    mm::init(&board, (dtb_addr as u64, (dtb_addr + dtb.len()) as u64), &args)?;
     rt::println!(
         "kernel: pgtlab kernel, {} CPUs, {} MiB RAM in {} ranges, PSCI over {:?}, {}, bootargs {:?}",
         board.cpus.len(),
@@ -124,9 +129,9 @@ fn detect_host(board: &Board) -> Host {
 pub fn banner(cpu: usize) {
     let i = CpuInfo::read();
     let k = KERNEL.get().expect("banner after boot");
-    let (bbml2, why) = i.bbml2();
+    let (bbml2, why) = mm::banner_decision();
     rt::println!(
-        "kernel: CPU {cpu} up at EL{} | MIDR {:#010x} ({} r{}p{}) | MPIDR {:#x} | BBM level {} | {} MiB | bbml2 {} ({why}) | tlbi-range {} | PMUv{} | {}-bit PA",
+        "kernel: CPU {cpu} up at EL{} | MIDR {:#010x} ({} r{}p{}) | MPIDR {:#x} | BBM level {} | {} MiB | bbml2 {} ({why}) | {} | tlbi-range {} | PMUv{} | {}-bit PA",
         i.el,
         i.midr,
         i.core_name(),
@@ -136,6 +141,7 @@ pub fn banner(cpu: usize) {
         i.bbm,
         k.mem_bytes >> 20,
         if bbml2 { "yes" } else { "no" },
+        mm::banner_modes(),
         if i.tlbi_range() { "yes" } else { "no" },
         i.pmuver,
         i.pa_bits()
@@ -149,6 +155,10 @@ pub fn banner(cpu: usize) {
         .u64("bbm", i.bbm)
         .u64("mem_mib", k.mem_bytes >> 20)
         .bool("bbml2", bbml2)
+        .bool("bbml2_capable", i.bbml2().0)
+        .str("rodata", mm::info().rodata.as_str())
+        .bool("contpte", mm::contpte())
+        .u64("linear_table_pages", mm::info().linear_table_pages)
         .bool("tlbi_range", i.tlbi_range())
         .u64("pmuver", i.pmuver)
         .bool("hypervisor", k.host == Host::Hypervisor);

@@ -4,6 +4,10 @@
 //! * `test=undef`: an undefined instruction (exception report, non-zero exit).
 //! * `test=touch-hyp`: read the first address of the hole in guest RAM where the hypervisor
 //!   lives; the hypervisor must report the IPA and end the run.
+//! * `test=mem-perms`: `set_memory_*` permissions hold through the mapping and the linear alias
+//!   (denied accesses are caught and counted), the image is W^X (`mm::tests`).
+//! * `test=memslot-errors`, `test=dirty-log`, `test=memslot-nopool`: the hypervisor's memslots and dirty logging
+//!   (`dirtylog`).
 //! * `test=bad-calls`: hypercalls and PSCI calls with wrong ids and arguments must each return
 //!   the documented error, and the hypervisor must keep running.
 
@@ -24,7 +28,16 @@ pub fn run(args: &[String]) -> Result<(), String> {
             "undef" => unsafe { core::arch::asm!("udf #0") },
             "touch-hyp" => touch_hole()?,
             "bad-calls" => bad_calls()?,
-            other => return Err(format!("unknown self-test {other:?} (known: panic, undef, touch-hyp, bad-calls)")),
+            "mem-perms" => crate::mm::tests::run()?,
+            "memslot-errors" => crate::dirtylog::errors()?,
+            "dirty-log" => crate::dirtylog::dirty(args)?,
+            "memslot-nopool" => crate::dirtylog::no_pool()?,
+            other => {
+                return Err(format!(
+                    "unknown self-test {other:?} (known: panic, undef, touch-hyp, bad-calls, mem-perms, \
+                     memslot-errors, dirty-log, memslot-nopool)"
+                ))
+            }
         }
     }
     Ok(())
@@ -37,9 +50,11 @@ fn touch_hole() -> Result<(), String> {
         .find(|w| w[0].end() < w[1].base)
         .map(|w| w[0].end())
         .ok_or("test=touch-hyp: guest RAM has no hole (not running under the hypervisor?)")?;
-    rt::println!("kernel: reading {hole:#x}, the first byte of the hole in guest RAM");
+    // The hole is not RAM: map its first page (stage 1 only) so the access reaches stage 2.
+    let va = crate::mm::map_phys_page(hole)?;
+    rt::println!("kernel: reading {hole:#x} (mapped at {va:#x}), the first byte of the hole in guest RAM");
     // SAFETY: deliberately reads memory the guest does not own; the hypervisor must stop it.
-    let v = unsafe { core::ptr::read_volatile(hole as *const u64) };
+    let v = unsafe { core::ptr::read_volatile(va as *const u64) };
     Err(format!("read {hole:#x} returned {v:#x}: the hypervisor did not stop an access to its memory"))
 }
 

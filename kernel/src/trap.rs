@@ -1,5 +1,6 @@
-//! EL1 exceptions. Nothing is expected yet (no interrupts, no EL0): every exception is reported
-//! with its class, ESR, FAR, ELR and a backtrace, and ends the run with a failure status.
+//! EL1 exceptions. Only the faults a memory probe armed (`mm::fault`) are expected: they are
+//! counted and resumed. Every other exception is reported with its class, ESR, FAR, ELR and a
+//! backtrace, and ends the run with a failure status.
 
 use crate::power;
 use aarch64_cpu::registers::{Readable, ESR_EL1, FAR_EL1};
@@ -10,6 +11,9 @@ use rt::TrapFrame;
 #[no_mangle]
 extern "C" fn rt_exception(frame: &mut TrapFrame, vec: u64) {
     let esr_v = ESR_EL1.get();
+    if vec == vector::CUR_SPX_SYNC && crate::mm::fault::try_catch(frame, esr_v, FAR_EL1.get()) {
+        return;
+    }
     let ec = esr::class(esr_v);
     let base = rt::start::image_layout().start as u64;
     rt::console::panic_print(format_args!(

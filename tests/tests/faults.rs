@@ -39,6 +39,7 @@ fn hypervisor_exception_is_reported() {
     run.expect_output("hyp: FATAL: unexpected synchronous exception from current EL");
     run.expect_output("EC 0x25 (data abort at the current EL)");
     run.expect_output("FAR 0xdead0000");
+    run.expect_output("hyp:   at image+0x");
     run.expect_output("hyp: backtrace:");
 }
 

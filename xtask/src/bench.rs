@@ -30,6 +30,15 @@ pub struct Machine {
 pub const MAX: Machine = Machine { label: "max", cpu: "max", gic: 3, smp: 4, mem: "1G" };
 /// The Raspberry Pi 5 core: no FEAT_BBM.
 pub const A76: Machine = Machine { label: "a76", cpu: "cortex-a76", gic: 2, smp: 4, mem: "1G" };
+/// `max` and `cortex-a76` with 512 MiB, 1 GiB and 4 GiB of RAM (linear-map table pages).
+pub const MEM_MATRIX: &[Machine] = &[
+    Machine { label: "max-512M", mem: "512M", ..MAX },
+    Machine { label: "a76-512M", mem: "512M", ..A76 },
+    Machine { label: "max-1G", ..MAX },
+    Machine { label: "a76-1G", ..A76 },
+    Machine { label: "max-4G", mem: "4G", ..MAX },
+    Machine { label: "a76-4G", mem: "4G", ..A76 },
+];
 
 /// An in-guest benchmark.
 #[derive(Debug, Clone, Copy)]
@@ -44,13 +53,45 @@ pub struct GuestBench {
 }
 
 /// Every in-guest benchmark. The kernel's `bench` module has the matching list.
-pub const GUEST_BENCHES: &[GuestBench] = &[GuestBench {
-    name: "exits",
-    about: "cost of a guest exit: null hypercall vs PSCI call forwarded to firmware",
-    machines: &[MAX, A76],
-    compare: &["median_ns", "median_insns", "vs_null"],
-    timeout_s: 300,
-}];
+pub const GUEST_BENCHES: &[GuestBench] = &[
+    GuestBench {
+        name: "exits",
+        about: "cost of a guest exit: null hypercall vs PSCI call forwarded to firmware",
+        machines: &[MAX, A76],
+        compare: &["median_ns", "median_insns", "vs_null"],
+        timeout_s: 300,
+    },
+    GuestBench {
+        name: "linear-map",
+        about: "linear-map table pages with and without BBML2 vs the limit; set_memory_ro/rw storm",
+        machines: MEM_MATRIX,
+        compare: &["table_pages", "median_ns", "tlbi_per_call"],
+        timeout_s: 600,
+    },
+    GuestBench {
+        name: "contpte",
+        about: "contpte convert (fold/unfold) and a one-page ro/rw workload, with and without the TLBI",
+        machines: &[MAX, A76],
+        compare: &["median_ns", "median_insns", "tlbi_per_op", "vs_with_tlbi_ns", "vs_with_tlbi_insns"],
+        timeout_s: 600,
+    },
+    GuestBench {
+        name: "split",
+        about: "stage-2 eager split for dirty logging, 64 GiB memslot: baseline walker, SKIP_LEVEL3, summary bit",
+        // One CPU, 4 GiB: the hypervisor's frame pool follows RAM (256 MiB), the slot pool is 1 GiB.
+        machines: &[Machine { label: "max-4G", smp: 1, mem: "4G", ..MAX }],
+        compare: &["median_us", "split_us", "split_visits_l3", "insns", "ratio", "split_ratio", "insn_ratio"],
+        timeout_s: 3600,
+    },
+];
+
+/// Boot arguments a guest benchmark needs besides `bench=NAME` (the memslot pool for `split`).
+pub fn extra_bootargs(name: &str) -> &'static str {
+    match name {
+        "split" => " hyp.slotpool=1G",
+        _ => "",
+    }
+}
 
 /// Host benchmarks.
 pub const HOST_BENCHES: &[(&str, &str)] =
@@ -100,7 +141,7 @@ pub fn run_guest(b: &GuestBench, qemu: &std::path::Path, images: &Images, icount
             smp: m.smp,
             mem: m.mem.into(),
             icount: icount.then_some(0),
-            bootargs: format!("bench={}", b.name),
+            bootargs: format!("bench={}{}", b.name, extra_bootargs(b.name)),
             ..QemuConfig::default()
         };
         eprintln!("xtask: bench {} on {} ({})", b.name, m.label, cfg.describe());

@@ -74,7 +74,8 @@ pub fn qemu() -> Result<PathBuf> {
         Some(q) => q,
         None => {
             apt_install(&["qemu-system-arm", "ipxe-qemu"], "qemu-system-aarch64")?;
-            which("qemu-system-aarch64").context("qemu-system-arm was installed but qemu-system-aarch64 is not on PATH")?
+            which("qemu-system-aarch64")
+                .context("qemu-system-arm was installed but qemu-system-aarch64 is not on PATH")?
         }
     };
     // Only the Debian build looks there; a QEMU from elsewhere brings its own ROMs.

@@ -8,21 +8,31 @@
 //! Every record carries `bench` and `case`; the other fields are the row's figures, ratios
 //! included (the guest computes them; the xtask lays rows of several machines side by side).
 
+mod contpte;
 mod exits;
+mod linear_map;
+mod split;
 pub mod stats;
 
 use alloc::format;
 use alloc::string::String;
 
 /// The benchmarks this kernel knows.
-pub const BENCHES: &[(&str, &str)] =
-    &[("exits", "cost of a guest exit: null hypercall, PSCI call forwarded to firmware")];
+pub const BENCHES: &[(&str, &str)] = &[
+    ("exits", "cost of a guest exit: null hypercall, PSCI call forwarded to firmware"),
+    ("linear-map", "linear map table pages with and without BBML2, and a set_memory_ro/rw storm"),
+    ("contpte", "contpte convert (fold/unfold) with and without its TLBI"),
+    ("split", "stage-2 eager split for dirty logging on a 64 GiB memslot: baseline, SKIP_LEVEL3, summary bit"),
+];
 
 /// Runs the benchmark `name`.
 pub fn run(name: &str) -> Result<(), String> {
     rt::println!("kernel: benchmark {name}");
     match name {
         "exits" => exits::run(),
+        "linear-map" => linear_map::run(),
+        "contpte" => contpte::run(),
+        "split" => split::run(),
         other => {
             let known: alloc::vec::Vec<&str> = BENCHES.iter().map(|(n, _)| *n).collect();
             Err(format!("unknown benchmark {other:?} (known: {})", known.join(", ")))

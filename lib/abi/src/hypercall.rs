@@ -13,17 +13,46 @@
 //! | `0xC600_0001` | [`EXIT`]            | status       |                 |                    | does not return  |
 //! | `0xC600_0002` | [`COUNTERS_RESET`]  |              |                 |                    |                  |
 //! | `0xC600_0003` | [`COUNTERS_REPORT`] |              |                 |                    | prints records   |
-//! | `0xC600_0010` | [`MEMSLOT_CREATE`]  | IPA base     | size            | flags              | x1 = slot id     |
+//! | `0xC600_0010` | [`MEMSLOT_CREATE`]  | IPA base     | size            | [`MEMSLOT_BACKING_4K`] etc. | x1 = slot id |
 //! | `0xC600_0011` | [`MEMSLOT_DELETE`]  | slot id      |                 |                    |                  |
 //! | `0xC600_0012` | [`DIRTY_LOG_ENABLE`]| slot id      | [`DIRTY_LOG_MANUAL_PROTECT`] etc. | |              |
 //! | `0xC600_0013` | [`DIRTY_LOG_DISABLE`]| slot id     |                 |                    |                  |
 //! | `0xC600_0014` | [`DIRTY_LOG_GET`]   | slot id      | bitmap IPA      | bitmap bytes       |                  |
-//! | `0xC600_0015` | [`DIRTY_LOG_CLEAR`] | slot id      | bitmap IPA      | first page \| count << 32 |           |
-//! | `0xC600_0016` | [`WALKER_MODE`]     | [`WalkerMode`] |               |                    | x1 = previous mode |
+//! | `0xC600_0015` | [`DIRTY_LOG_CLEAR`] | slot id      | mask IPA        | first page \| count << 32 |           |
+//! | `0xC600_0016` | [`WALKER_MODE`]     | [`WalkerMode`] | chunk bytes (0 = keep) |           | x1, x2 = previous |
+//! | `0xC600_0017` | [`COUNTER_READ`]    | [`Counter`]  |                 |                    | x1 = value       |
 //!
-//! `0xC600_0010..=0xC600_0016` are reserved now for the memslot / dirty-logging / split-walker
-//! work (issue 4) and answer NOT_SUPPORTED until it lands, so the guest driver and the
-//! hypervisor cannot drift apart. `0xC600_0017..=0xC600_00FF` are free for later calls.
+//! Memslots (issue 4): guest IPA ranges outside guest RAM, backed by the hypervisor's memslot
+//! pool (boot argument `hyp.slotpool=SIZE`) mapped repeatedly, so a slot may be larger than the
+//! pool: slot page `i` maps pool byte `(i * 4096) % pool size`. Rules and errors:
+//!
+//! * [`MEMSLOT_CREATE`]: unknown flag bits or size 0 -> INVALID_PARAMETER; base or size not a
+//!   multiple of the backing size -> MISALIGNED; the range leaves the 40-bit IPA space ->
+//!   OUT_OF_RANGE; it touches the hypervisor's own memory (its IPA = PA hole, the pool) -> DENIED;
+//!   it overlaps guest RAM, a device, or another slot -> OVERLAP; no pool, a pool smaller than
+//!   the backing block, no free slot, or no page-table memory -> NO_MEMORY (nothing is left
+//!   mapped).
+//! * Unknown slot id -> NOT_FOUND; [`MEMSLOT_DELETE`] while dirty logging is on -> BUSY;
+//!   [`DIRTY_LOG_ENABLE`] twice -> BUSY; GET / CLEAR without dirty logging -> INVALID_PARAMETER.
+//! * Guest buffers (GET bitmap, CLEAR mask): not 8-byte aligned -> MISALIGNED; in the
+//!   hypervisor's memory -> DENIED; otherwise outside guest RAM -> OUT_OF_RANGE; GET with fewer
+//!   than `ceil(pages / 64) * 8` bytes -> INVALID_PARAMETER.
+//! * [`DIRTY_LOG_CLEAR`]: first page not a multiple of 64, count 0, or a count that is neither a
+//!   multiple of 64 nor reaches the slot's end -> MISALIGNED / INVALID_PARAMETER; pages beyond
+//!   the slot -> OUT_OF_RANGE. Bit `i` of the mask (64-bit little-endian words) is page
+//!   `first + i`; each set bit clears the page's dirty bit and write-protects it (KVM-like: the
+//!   first to the last set page of each 64-page word), and, when the log was enabled with
+//!   [`DIRTY_LOG_MANUAL_PROTECT`] `|` [`DIRTY_LOG_EAGER_SPLIT`], first splits the blocks there.
+//! * [`WALKER_MODE`]: unknown mode -> INVALID_PARAMETER; chunk not a multiple of 2 MiB -> MISALIGNED.
+//! * [`COUNTER_READ`]: unknown counter -> INVALID_PARAMETER.
+//! * [`DIRTY_LOG_DISABLE`] stops tracking and changes no mapping; a write to a page it left
+//!   read-only faults once and is made writable (not marked dirty), as in KVM.
+//!
+//! Scenario 1 (`DIRTY_LOG_EAGER_SPLIT`): enable write-protects the slot and splits every block,
+//! chunk by chunk. Scenario 2 (`DIRTY_LOG_MANUAL_PROTECT | DIRTY_LOG_EAGER_SPLIT`): enable
+//! changes nothing and sets every dirty bit (initially-set); each CLEAR protects and splits only
+//! the cleared pages. A guest write to a protected page takes a stage-2 permission fault: the
+//! hypervisor sets its dirty bit, makes it writable (local TLBI) and resumes the guest.
 
 /// SMCCC "Call UID" of the vendor hypervisor service range: returns [`UID`] in x0..x3. The
 /// kernel asks this to know whether it runs under this hypervisor (as Linux does for KVM).
@@ -61,7 +90,8 @@ pub const COUNTERS_RESET: u64 = 0xc600_0002;
 /// Print the counters as `@@report` records.
 pub const COUNTERS_REPORT: u64 = 0xc600_0003;
 
-/// Create a memslot: x1 = IPA base, x2 = size, x3 = flags; x1 returns the slot id.
+/// Create a memslot: x1 = IPA base, x2 = size, x3 = flags (one `MEMSLOT_BACKING_*`); x1 returns
+/// the slot id.
 pub const MEMSLOT_CREATE: u64 = 0xc600_0010;
 /// Delete a memslot: x1 = id.
 pub const MEMSLOT_DELETE: u64 = 0xc600_0011;
@@ -73,10 +103,141 @@ pub const DIRTY_LOG_DISABLE: u64 = 0xc600_0013;
 pub const DIRTY_LOG_GET: u64 = 0xc600_0014;
 /// Clear (re-protect) dirty bits: x1 = id, x2 = guest bitmap IPA, x3 = first page | count << 32.
 pub const DIRTY_LOG_CLEAR: u64 = 0xc600_0015;
-/// Choose the stage-2 split walker: x1 = [`WalkerMode`]; x1 returns the previous mode.
+/// Choose the stage-2 split walker: x1 = [`WalkerMode`], x2 = eager-split chunk in bytes (a
+/// multiple of 2 MiB; 0 keeps the current one); x1, x2 return the previous mode and chunk.
 pub const WALKER_MODE: u64 = 0xc600_0016;
+/// Read one hypervisor counter: x1 = [`Counter`]; x1 returns its value (since the last
+/// [`COUNTERS_RESET`], except the gauges).
+pub const COUNTER_READ: u64 = 0xc600_0017;
 /// One past the last id in use; ids from here to `0xC600_00FF` are free.
-pub const END: u64 = 0xc600_0017;
+pub const END: u64 = 0xc600_0018;
+
+/// [`MEMSLOT_CREATE`] backing: 4 KiB pages (an already-split slot).
+pub const MEMSLOT_BACKING_4K: u64 = 0;
+/// [`MEMSLOT_CREATE`] backing: 2 MiB blocks (like THP).
+pub const MEMSLOT_BACKING_2M: u64 = 1;
+/// [`MEMSLOT_CREATE`] backing: 1 GiB blocks (like hugetlb).
+pub const MEMSLOT_BACKING_1G: u64 = 2;
+/// The bits of the [`MEMSLOT_CREATE`] flags that hold the backing; the others must be zero.
+pub const MEMSLOT_BACKING_MASK: u64 = 0b11;
+/// Most memslots at once.
+pub const MAX_MEMSLOTS: usize = 8;
+
+/// Bytes of one backing unit (`None` for an unknown backing).
+pub const fn backing_size(backing: u64) -> Option<u64> {
+    match backing {
+        MEMSLOT_BACKING_4K => Some(4 << 10),
+        MEMSLOT_BACKING_2M => Some(2 << 20),
+        MEMSLOT_BACKING_1G => Some(1 << 30),
+        _ => None,
+    }
+}
+
+/// What [`COUNTER_READ`] reads. Walker visits are by level, for the split walks and for the
+/// write-protect walks separately; TLBI / DSB / ISB are the hypervisor's instructions (every
+/// CPU); table pages is the stage-2 gauge (not reset).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u64)]
+pub enum Counter {
+    /// Split-walk visits at level 0 (ids 0..=3: levels 0..=3).
+    SplitVisitsL0 = 0,
+    /// Split-walk visits at level 1.
+    SplitVisitsL1 = 1,
+    /// Split-walk visits at level 2.
+    SplitVisitsL2 = 2,
+    /// Split-walk visits at level 3.
+    SplitVisitsL3 = 3,
+    /// Write-protect walk visits at level 0 (ids 4..=7: levels 0..=3).
+    ProtectVisitsL0 = 4,
+    /// Write-protect walk visits at level 1.
+    ProtectVisitsL1 = 5,
+    /// Write-protect walk visits at level 2.
+    ProtectVisitsL2 = 6,
+    /// Write-protect walk visits at level 3.
+    ProtectVisitsL3 = 7,
+    /// TLBI instructions, all kinds.
+    Tlbi = 8,
+    /// DSB instructions, all kinds.
+    Dsb = 9,
+    /// ISB instructions.
+    Isb = 10,
+    /// Stage-2 table pages now (gauge).
+    TablePages = 11,
+    /// Stage-2 table pages allocated.
+    TablesAllocated = 12,
+    /// Blocks split.
+    BlocksSplit = 13,
+    /// Stage-2 descriptor writes.
+    DescWrites = 14,
+    /// Dirty-logging write faults handled.
+    DirtyFaults = 15,
+    /// Nanoseconds spent in split walks (hypervisor clock).
+    SplitNs = 16,
+    /// Instructions retired in split walks (PMU counter 0 as the guest programmed it; 0 without
+    /// `-icount` under TCG).
+    SplitInsns = 17,
+    /// Page-cache top-ups between split chunks.
+    CacheTopups = 18,
+    /// Table entries the summary walker did not descend (their subtree holds no block).
+    SummarySkips = 19,
+}
+
+impl Counter {
+    /// Every counter, in id order.
+    pub const ALL: [Counter; 20] = [
+        Counter::SplitVisitsL0,
+        Counter::SplitVisitsL1,
+        Counter::SplitVisitsL2,
+        Counter::SplitVisitsL3,
+        Counter::ProtectVisitsL0,
+        Counter::ProtectVisitsL1,
+        Counter::ProtectVisitsL2,
+        Counter::ProtectVisitsL3,
+        Counter::Tlbi,
+        Counter::Dsb,
+        Counter::Isb,
+        Counter::TablePages,
+        Counter::TablesAllocated,
+        Counter::BlocksSplit,
+        Counter::DescWrites,
+        Counter::DirtyFaults,
+        Counter::SplitNs,
+        Counter::SplitInsns,
+        Counter::CacheTopups,
+        Counter::SummarySkips,
+    ];
+
+    /// The counter with id `v`.
+    pub fn from_id(v: u64) -> Option<Counter> {
+        Counter::ALL.get(usize::try_from(v).ok()?).copied()
+    }
+
+    /// Lower-case name for report fields.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Counter::SplitVisitsL0 => "split_visits_l0",
+            Counter::SplitVisitsL1 => "split_visits_l1",
+            Counter::SplitVisitsL2 => "split_visits_l2",
+            Counter::SplitVisitsL3 => "split_visits_l3",
+            Counter::ProtectVisitsL0 => "wp_visits_l0",
+            Counter::ProtectVisitsL1 => "wp_visits_l1",
+            Counter::ProtectVisitsL2 => "wp_visits_l2",
+            Counter::ProtectVisitsL3 => "wp_visits_l3",
+            Counter::Tlbi => "tlbi",
+            Counter::Dsb => "dsb",
+            Counter::Isb => "isb",
+            Counter::TablePages => "table_pages",
+            Counter::TablesAllocated => "tables_allocated",
+            Counter::BlocksSplit => "blocks_split",
+            Counter::DescWrites => "desc_writes",
+            Counter::DirtyFaults => "dirty_faults",
+            Counter::SplitNs => "split_ns",
+            Counter::SplitInsns => "split_insns",
+            Counter::CacheTopups => "cache_topups",
+            Counter::SummarySkips => "summary_skips",
+        }
+    }
+}
 
 /// [`DIRTY_LOG_ENABLE`] flag: manual-protect mode (each clear write-protects and splits only
 /// the cleared pages) instead of write-protecting the whole slot at enable.
@@ -95,6 +256,21 @@ pub enum WalkerMode {
     Baseline = 0,
     /// Skip level-3 tables when splitting (the optimisation measured).
     SkipLevel3 = 1,
+    /// SKIP_LEVEL3 plus the per-table summary (`lib/pgtable`: a software bit in table
+    /// descriptors saying the subtree holds no block): such subtrees are not walked at all, so
+    /// an already-split slot costs O(blocks), not O(size / 2 MiB).
+    Summary = 2,
+}
+
+impl WalkerMode {
+    /// Lower-case name for reports.
+    pub const fn name(self) -> &'static str {
+        match self {
+            WalkerMode::Baseline => "baseline",
+            WalkerMode::SkipLevel3 => "skip_level3",
+            WalkerMode::Summary => "summary",
+        }
+    }
 }
 
 impl TryFrom<u64> for WalkerMode {
@@ -103,6 +279,7 @@ impl TryFrom<u64> for WalkerMode {
         match v {
             0 => Ok(WalkerMode::Baseline),
             1 => Ok(WalkerMode::SkipLevel3),
+            2 => Ok(WalkerMode::Summary),
             other => Err(other),
         }
     }
@@ -135,25 +312,27 @@ pub enum Call {
     CountersReset,
     /// [`COUNTERS_REPORT`].
     CountersReport,
-    /// [`MEMSLOT_CREATE`] (reserved).
+    /// [`MEMSLOT_CREATE`] .
     MemslotCreate,
-    /// [`MEMSLOT_DELETE`] (reserved).
+    /// [`MEMSLOT_DELETE`] .
     MemslotDelete,
-    /// [`DIRTY_LOG_ENABLE`] (reserved).
+    /// [`DIRTY_LOG_ENABLE`] .
     DirtyLogEnable,
-    /// [`DIRTY_LOG_DISABLE`] (reserved).
+    /// [`DIRTY_LOG_DISABLE`] .
     DirtyLogDisable,
-    /// [`DIRTY_LOG_GET`] (reserved).
+    /// [`DIRTY_LOG_GET`] .
     DirtyLogGet,
-    /// [`DIRTY_LOG_CLEAR`] (reserved).
+    /// [`DIRTY_LOG_CLEAR`] .
     DirtyLogClear,
-    /// [`WALKER_MODE`] (reserved).
+    /// [`WALKER_MODE`].
     WalkerMode,
+    /// [`COUNTER_READ`].
+    CounterRead,
 }
 
 impl Call {
     /// Every call, in id order.
-    pub const ALL: [Call; 11] = [
+    pub const ALL: [Call; 12] = [
         Call::Version,
         Call::Exit,
         Call::CountersReset,
@@ -165,6 +344,7 @@ impl Call {
         Call::DirtyLogGet,
         Call::DirtyLogClear,
         Call::WalkerMode,
+        Call::CounterRead,
     ];
 
     /// The SMCCC function id.
@@ -181,6 +361,7 @@ impl Call {
             Call::DirtyLogGet => DIRTY_LOG_GET,
             Call::DirtyLogClear => DIRTY_LOG_CLEAR,
             Call::WalkerMode => WALKER_MODE,
+            Call::CounterRead => COUNTER_READ,
         }
     }
 
@@ -204,12 +385,14 @@ impl Call {
             Call::DirtyLogGet => "DIRTY_LOG_GET",
             Call::DirtyLogClear => "DIRTY_LOG_CLEAR",
             Call::WalkerMode => "WALKER_MODE",
+            Call::CounterRead => "COUNTER_READ",
         }
     }
 
-    /// Reserved for issue 4: numbered, not implemented yet (answer NOT_SUPPORTED).
+    /// Numbered but not implemented yet (answers NOT_SUPPORTED). None today: the memslot and
+    /// dirty-logging calls reserved for issue 4 are implemented.
     pub const fn is_reserved(self) -> bool {
-        !matches!(self, Call::Version | Call::Exit | Call::CountersReset | Call::CountersReport)
+        false
     }
 }
 
@@ -241,7 +424,7 @@ mod tests {
             assert_eq!(Call::from_id(id), Some(c));
             assert_eq!(Call::try_from(id | 0xdead_0000_0000_0000), Ok(c), "upper half ignored");
         }
-        let mut ids: [u64; 11] = Call::ALL.map(Call::id);
+        let mut ids: [u64; 12] = Call::ALL.map(Call::id);
         ids.sort_unstable();
         assert!(ids.windows(2).all(|w| w[0] < w[1]), "distinct");
         assert_eq!(owner(CALL_UID), 6);
@@ -252,11 +435,18 @@ mod tests {
     }
 
     #[test]
-    fn reserved_calls() {
-        let reserved: usize = Call::ALL.iter().filter(|c| c.is_reserved()).count();
-        assert_eq!(reserved, 7);
-        assert!(!Call::Exit.is_reserved());
+    fn nothing_reserved_and_enums_round_trip() {
+        assert!(Call::ALL.iter().all(|c| !c.is_reserved()));
         assert_eq!(WalkerMode::try_from(1), Ok(WalkerMode::SkipLevel3));
-        assert_eq!(WalkerMode::try_from(2), Err(2));
+        assert_eq!(WalkerMode::try_from(2), Ok(WalkerMode::Summary));
+        assert_eq!(WalkerMode::try_from(3), Err(3));
+        for (i, c) in Counter::ALL.iter().enumerate() {
+            assert_eq!(*c as u64, i as u64, "dense ids");
+            assert_eq!(Counter::from_id(i as u64), Some(*c));
+        }
+        assert_eq!(Counter::from_id(Counter::ALL.len() as u64), None);
+        assert_eq!(Counter::from_id(u64::MAX), None);
+        assert_eq!(backing_size(MEMSLOT_BACKING_2M), Some(2 << 20));
+        assert_eq!(backing_size(3), None);
     }
 }

@@ -121,6 +121,11 @@ pub mod sw {
     pub const PROT_NONE: u64 = 1 << 58;
     /// All four software bits.
     pub const MASK: u64 = 0xf << 55;
+    /// In a *table* descriptor (where bits 58:51 are ignored by the hardware too): nothing below
+    /// this entry is a block, so a split walk to 4 KiB pages need not descend (the summary
+    /// [`crate::walker::WalkFlags::SKIP_NO_BLOCKS`] uses). Set only by `split` after it split
+    /// the whole subtree; cleared by `map` / `remap` before they may place a block below.
+    pub const TABLE_NO_BLOCKS: u64 = 1 << 55;
 }
 
 /// Bits that are ignored by the hardware in a leaf descriptor: the four software bits and bit 63.
@@ -169,6 +174,10 @@ impl Desc {
     /// Nothing here at all (no mapping, no table).
     pub const fn is_empty(self) -> bool {
         !self.is_valid() && !self.is_prot_none()
+    }
+    /// A table descriptor at `level` whose subtree holds no block ([`sw::TABLE_NO_BLOCKS`]).
+    pub const fn is_table_without_blocks(self, level: usize) -> bool {
+        self.is_table(level) && self.0 & sw::TABLE_NO_BLOCKS != 0
     }
     /// Output address (leaf) or next-level table address (table).
     pub const fn addr(self) -> PhysAddr {

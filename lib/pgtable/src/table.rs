@@ -36,6 +36,11 @@ pub struct Policy {
     /// Subtrees built when an operation must split a block at a range end use contiguous
     /// ranges where possible (PUD -> contiguous PMDs -> PMDs -> contiguous PTEs -> PTEs).
     pub split_contiguous: bool,
+    /// `split` to 4 KiB pages keeps and uses the per-table summary bit
+    /// ([`crate::descriptor::sw::TABLE_NO_BLOCKS`]): tables known to hold no block are not
+    /// descended, so an already-split range costs O(blocks) instead of O(size / 2 MiB). Off (the
+    /// default): the bit is neither set nor read by `split`.
+    pub split_summary: bool,
 }
 
 impl Default for Policy {
@@ -46,6 +51,7 @@ impl Default for Policy {
             flush: FlushPolicy::default(),
             split_skip_target_level: true,
             split_contiguous: true,
+            split_summary: false,
         }
     }
 }
@@ -446,6 +452,15 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
         self.stats.table_pages += 1;
         self.stats.tables_allocated += 1;
         Ok(t)
+    }
+
+    /// Clears the summary bit of the table entry `e` (before something may place a block
+    /// below it). Only an ignored bit changes: no TLB maintenance.
+    pub fn clear_table_summary(&mut self, e: &Entry) {
+        let d = self.read_desc(e.table, e.index);
+        if d.is_table_without_blocks(e.level) {
+            self.write(e.table, e.index, Desc(d.0 & !crate::descriptor::sw::TABLE_NO_BLOCKS));
+        }
     }
 
     /// Frees a table that was never linked (no maintenance needed).

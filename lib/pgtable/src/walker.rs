@@ -2,7 +2,8 @@
 //!
 //! Behaviour comes from [`WalkFlags`]: `LEAF` visits every non-table entry (valid or not),
 //! `TABLE_PRE` / `TABLE_POST` visit table entries before / after their children, and
-//! `skip_level(n)` never visits entries of level `n` (nor descends into tables holding them).
+//! `skip_level(n)` never visits entries of level `n` (nor descends into tables holding them);
+//! `SKIP_NO_BLOCKS` does not descend into tables whose summary bit says they hold no block.
 //! After a callback the entry is re-read: a block the callback replaced by a table is then
 //! descended, an entry it removed is not.
 
@@ -23,6 +24,9 @@ impl WalkFlags {
     pub const TABLE_PRE: WalkFlags = WalkFlags(1 << 1);
     /// Visit table entries after their children.
     pub const TABLE_POST: WalkFlags = WalkFlags(1 << 2);
+    /// Do not descend into table entries whose summary says their subtree holds no block
+    /// ([`crate::descriptor::sw::TABLE_NO_BLOCKS`]); they are counted in [`WalkStats::skipped`].
+    pub const SKIP_NO_BLOCKS: WalkFlags = WalkFlags(1 << 3);
 
     /// Never visit entries at `level` (0..=3), nor descend into the tables that hold them.
     pub const fn skip_level(level: usize) -> WalkFlags {
@@ -65,6 +69,8 @@ pub enum Visit {
 pub struct WalkStats {
     /// `visits[level][kind]`.
     pub visits: [[u64; 3]; 4],
+    /// Table entries at `level` not descended because of [`WalkFlags::SKIP_NO_BLOCKS`].
+    pub skipped: [u64; 4],
 }
 
 impl WalkStats {
@@ -237,6 +243,10 @@ impl Walker {
             }
         }
         if self.flags.skips(level + 1) {
+            return Ok(());
+        }
+        if self.flags.contains(WalkFlags::SKIP_NO_BLOCKS) && desc.is_table_without_blocks(level) {
+            state.walk_stats().skipped[level] += 1;
             return Ok(());
         }
         self.table(state, desc.addr(), level + 1, off, ENTRIES_PER_TABLE, cb)?;

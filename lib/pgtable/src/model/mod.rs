@@ -25,6 +25,7 @@ pub mod state;
 pub mod tlbmodel;
 
 mod kmem_scenarios;
+mod memslot_scenarios;
 mod mutations;
 mod props;
 mod scenarios;

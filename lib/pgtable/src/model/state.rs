@@ -409,6 +409,13 @@ impl Model {
         if !new.is_valid() {
             return;
         }
+        // A table descriptor rewritten with the same next-level table, changing only bits the
+        // hardware ignores in table descriptors (58:51, e.g. the split summary): every cached
+        // walk through it stays right.
+        const TABLE_IGNORED: u64 = 0xff << 51;
+        if old.is_table(level) && new.is_table(level) && (old.0 ^ new.0) & !TABLE_IGNORED == 0 {
+            return;
+        }
         let size = level_size(level);
         let sample = |o: u64| -> Option<(u64, Desc, usize)> {
             if new.is_valid_leaf(level) {

@@ -7,7 +7,7 @@ use crate::frame::FrameAlloc;
 use crate::regime::Regime;
 use crate::table::{check_output, Ctx, PageTable};
 use crate::tlb::TlbMaintenance;
-use crate::walker::{walk, Entry, WalkFlags};
+use crate::walker::{walk, Entry, Visit, WalkFlags};
 use crate::Error;
 
 /// What a map-like walk installs.
@@ -84,7 +84,13 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
             self.record_leaf_change(e.off, level, e.desc, d);
         } else {
             let t = self.alloc_table()?;
-            self.write(e.table, e.index, Desc::table(t));
+            // A new table for a mapping without blocks holds none: say so in its summary bit
+            // (only where its children could be blocks), so a later split need not descend.
+            let mut d = Desc::table(t);
+            if m.constraints.no_blocks && level + 1 < 3 {
+                d = Desc(d.0 | crate::descriptor::sw::TABLE_NO_BLOCKS);
+            }
+            self.write(e.table, e.index, d);
         }
         Ok(())
     }
@@ -117,7 +123,13 @@ impl<A: FrameAlloc> PageTable<A> {
         let mut reached = s;
         let res = {
             let mut ctx = self.ctx(tlb);
-            let r = walk(&mut ctx, regime, root, s, e, WalkFlags::LEAF, &mut |ctx, en| {
+            // Blocks may land below existing tables: clear their "no blocks" summary on the way.
+            let flags = if constraints.no_blocks { WalkFlags::LEAF } else { WalkFlags::LEAF | WalkFlags::TABLE_PRE };
+            let r = walk(&mut ctx, regime, root, s, e, flags, &mut |ctx, en| {
+                if en.visit == Visit::TablePre {
+                    ctx.clear_table_summary(en);
+                    return Ok(());
+                }
                 reached = reached.max(en.off);
                 if en.desc.is_mapping(en.level) {
                     return Err(Error::AlreadyMapped);

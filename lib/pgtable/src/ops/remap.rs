@@ -7,7 +7,7 @@ use crate::frame::FrameAlloc;
 use crate::ops::map::MapArgs;
 use crate::table::{check_output, MutationId, PageTable};
 use crate::tlb::TlbMaintenance;
-use crate::walker::{walk, WalkFlags};
+use crate::walker::{walk, Visit, WalkFlags};
 use crate::Error;
 
 impl<A: FrameAlloc> PageTable<A> {
@@ -32,7 +32,13 @@ impl<A: FrameAlloc> PageTable<A> {
         validate(regime, attrs)?;
         let m = MapArgs::new(regime, s, e, pa, attrs, constraints)?;
         let mut ctx = self.ctx(tlb);
-        let r = walk(&mut ctx, regime, root, s, e, WalkFlags::LEAF, &mut |ctx, en| {
+        // Blocks may land below existing tables: clear their "no blocks" summary on the way.
+        let flags = if constraints.no_blocks { WalkFlags::LEAF } else { WalkFlags::LEAF | WalkFlags::TABLE_PRE };
+        let r = walk(&mut ctx, regime, root, s, e, flags, &mut |ctx, en| {
+            if en.visit == Visit::TablePre {
+                ctx.clear_table_summary(en);
+                return Ok(());
+            }
             let mut d = en.desc;
             let level = en.level;
             if !d.is_mapping(level) {

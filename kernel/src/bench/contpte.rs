@@ -1,0 +1,150 @@
+//! `bench=contpte`: the cost of a contpte convert with and without its TLBI.
+//!
+//! 64 folded 64 KiB groups in the vmalloc area (one physically contiguous block, mapped with
+//! contiguous ranges). Per group, interleaved between the variants, on the kernel's live TTBR1
+//! table:
+//!
+//! * `convert (unfold)`: [`PageTable::unfold`] of the group: clear the 16 entries, TLBI the range
+//!   only without BBML2, write the 16;
+//! * `convert (fold)`: [`PageTable::fold`] of it again;
+//! * `ro+rw one page`: `set_memory_ro` on one page of the folded group (unfold, then the page's
+//!   own change) and `set_memory_rw` on it (the change, then the refold), the workload the seed
+//!   measures;
+//! * `ro+rw one page of an unfolded group, no refold`: the same with no convert at all (what
+//!   `contpte=off` does), for scale.
+//!
+//! Variants: `with TLBI` (policy.bbml2 off: the baseline) on every CPU; `no TLBI (BBML2)` only
+//! where the kernel runs with BBML2 (on a CPU without it, skipping the TLBI would be a bug).
+//!
+//! [`PageTable::unfold`]: pgtable::PageTable::unfold
+//! [`PageTable::fold`]: pgtable::PageTable::fold
+
+use super::stats::{ratio, Summary};
+use crate::mm::frames::PAGE;
+use crate::mm::{self, Tables, TABLES};
+use crate::perf::{now_ns, Pmu};
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+use pgtable::hw::HwTlb;
+use pgtable::kmem::{self, MemChange};
+use pgtable::VirtAddr;
+
+const GROUPS: usize = 64;
+const ROUNDS: usize = 40;
+const GROUP: u64 = 16 * PAGE;
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Step {
+    Unfold,
+    Fold,
+    RoRw,
+    RoRwNoFold,
+}
+
+/// In this order: the unfold leaves the group unfolded for the no-fold workload, the fold
+/// folds it again for the folded workload, which leaves it folded.
+const STEPS: [(Step, &str); 4] = [
+    (Step::Unfold, "convert (unfold)"),
+    (Step::RoRwNoFold, "ro+rw one page of an unfolded group, no refold"),
+    (Step::Fold, "convert (fold)"),
+    (Step::RoRw, "ro+rw one page of a folded group + refold"),
+];
+
+#[derive(Default)]
+struct Samples {
+    ns: Vec<u64>,
+    insns: Vec<u64>,
+    tlbis: u64,
+}
+
+pub fn run() -> Result<(), String> {
+    if !mm::contpte() {
+        return Err("bench=contpte needs contpte=on".into());
+    }
+    let bbml2 = mm::info().bbml2.enabled;
+    let variants: &[(bool, &str)] =
+        if bbml2 { &[(false, "with TLBI"), (true, "no TLBI (BBML2)")] } else { &[(false, "with TLBI")] };
+    let va = mm::vmalloc(GROUPS * 16, true)?;
+    {
+        let g = TABLES.lock();
+        let t = g.as_ref().unwrap().kernel.translate(VirtAddr::new(va)).ok_or("vmalloc range not mapped")?;
+        if !t.contiguous {
+            return Err("the vmalloc range was not mapped folded".into());
+        }
+    }
+    let pmu = Pmu::enable();
+    let mut samples: Vec<Vec<Samples>> =
+        variants.iter().map(|_| STEPS.iter().map(|_| Samples::default()).collect()).collect();
+    for round in 0..ROUNDS {
+        for grp in 0..GROUPS as u64 {
+            let gva = va + grp * GROUP;
+            let page = gva + ((grp + round as u64) % 16) * PAGE;
+            for (vi, &(no_tlbi, _)) in variants.iter().enumerate() {
+                for (si, &(step, _)) in STEPS.iter().enumerate() {
+                    let mut g = TABLES.lock();
+                    let Tables { kernel, tlb, .. } = g.as_mut().unwrap();
+                    kernel.policy_mut().bbml2 = no_tlbi;
+                    let c0 = HwTlb::counters();
+                    let (t0, (_, i0)) = (now_ns(), pmu.read());
+                    let r = match step {
+                        Step::Unfold => kernel.unfold(tlb, VirtAddr::new(gva), GROUP).map(|n| n == 1),
+                        Step::Fold => kernel.fold(tlb, VirtAddr::new(gva), GROUP).map(|n| n == 1),
+                        Step::RoRw | Step::RoRwNoFold => {
+                            let fold = step == Step::RoRw;
+                            kmem::set_memory(kernel, tlb, VirtAddr::new(page), PAGE, MemChange::Ro, fold)
+                                .and_then(|()| {
+                                    kmem::set_memory(kernel, tlb, VirtAddr::new(page), PAGE, MemChange::Rw, fold)
+                                })
+                                .map(|()| true)
+                        }
+                    };
+                    let ((_, i1), t1) = (pmu.read(), now_ns());
+                    let c1 = HwTlb::counters();
+                    kernel.policy_mut().bbml2 = bbml2;
+                    drop(g);
+                    match r {
+                        Ok(true) => {}
+                        Ok(false) => return Err(format!("step {si} on group {grp}: nothing converted")),
+                        Err(e) => return Err(format!("step {si} on group {grp}: {e}")),
+                    }
+                    let s = &mut samples[vi][si];
+                    s.ns.push(t1 - t0);
+                    s.insns.push(i1 - i0);
+                    s.tlbis += c1.since(&c0).tlbi_total();
+                }
+            }
+        }
+    }
+    let medians: Vec<Vec<(u64, u64)>> = samples
+        .iter_mut()
+        .map(|v| {
+            v.iter_mut()
+                .map(|s| (Summary::of(&mut s.ns.clone()).median, Summary::of(&mut s.insns.clone()).median))
+                .collect()
+        })
+        .collect();
+    for (vi, &(_, vname)) in variants.iter().enumerate() {
+        for (si, &(_, sname)) in STEPS.iter().enumerate() {
+            let s = &mut samples[vi][si];
+            let n = s.ns.len() as u64;
+            let t = Summary::of(&mut s.ns);
+            let ins = Summary::of(&mut s.insns);
+            let (base_ns, base_insns) = medians[0][si];
+            let mut r = abi::report::Record::new("bench");
+            r.str("bench", "contpte")
+                .str("case", &format!("{sname}, {vname}"))
+                .u64("n", n)
+                .u64("median_ns", t.median)
+                .u64("p10_ns", t.p10)
+                .u64("p90_ns", t.p90)
+                .f64("spread", t.spread(), 3)
+                .u64("median_insns", ins.median)
+                .f64("tlbi_per_op", s.tlbis as f64 / n as f64, 2)
+                .f64("vs_with_tlbi_ns", ratio(t.median, base_ns), 3)
+                .f64("vs_with_tlbi_insns", if base_insns == 0 { 0.0 } else { ratio(ins.median, base_insns) }, 3);
+            rt::println!("{r}");
+        }
+    }
+    Ok(())
+}

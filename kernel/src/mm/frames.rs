@@ -1,0 +1,125 @@
+//! The physical frame allocator: a buddy allocator (`buddy_system_allocator::FrameAllocator`)
+//! over the DTB's memory ranges minus what is already in use (the kernel image, the DTB, the
+//! initrd, `/memreserve/` and `/reserved-memory`), in 4 KiB frames.
+//!
+//! Frames are reached through the linear map once the MMU is on and at their physical address
+//! before (the MMU is off while the boot tables are built). Frames handed out before the MMU is
+//! on are remembered, so their cache lines can be invalidated before the first cacheable access
+//! (they were written straight to memory).
+
+use super::LINEAR_BASE;
+use alloc::vec::Vec;
+use buddy_system_allocator::FrameAllocator;
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use pgtable::{FrameAlloc, PhysAddr};
+use spin::Mutex;
+
+pub const PAGE: u64 = 4096;
+
+static FRAMES: Mutex<FrameAllocator<32>> = Mutex::new(FrameAllocator::new());
+/// Frames allocated while the MMU was off (physical address, pages).
+static BOOT_FRAMES: Mutex<Vec<(u64, usize)>> = Mutex::new(Vec::new());
+/// Set once this CPU's (and every later CPU's) accesses go through the linear map.
+static MMU_ON: AtomicBool = AtomicBool::new(false);
+static FREE_PAGES: AtomicU64 = AtomicU64::new(0);
+static TOTAL_PAGES: AtomicU64 = AtomicU64::new(0);
+
+/// `[start, end)` physical ranges.
+pub type Range = (u64, u64);
+
+/// Feeds the allocator with `ram` minus `reserved` (both page-rounded outwards for reserved,
+/// inwards for RAM).
+pub fn init(ram: &[Range], reserved: &[Range]) {
+    let mut fa = FRAMES.lock();
+    let mut total = 0;
+    for &(s, e) in ram {
+        let (s, e) = ((s + PAGE - 1) & !(PAGE - 1), e & !(PAGE - 1));
+        // Cut the RAM range at every reserved range.
+        let mut pieces: Vec<Range> = alloc::vec![(s, e)];
+        for &(rs, re) in reserved {
+            let (rs, re) = (rs & !(PAGE - 1), (re + PAGE - 1) & !(PAGE - 1));
+            pieces = pieces
+                .into_iter()
+                .flat_map(|(a, b)| {
+                    if re <= a || rs >= b {
+                        alloc::vec![(a, b)]
+                    } else {
+                        alloc::vec![(a, rs.max(a)), (re.min(b), b)]
+                    }
+                })
+                .filter(|(a, b)| b > a)
+                .collect();
+        }
+        for (a, b) in pieces {
+            fa.add_frame((a / PAGE) as usize, (b / PAGE) as usize);
+            total += (b - a) / PAGE;
+        }
+    }
+    FREE_PAGES.store(total, Ordering::Relaxed);
+    TOTAL_PAGES.store(total, Ordering::Relaxed);
+}
+
+/// Allocates `pages` (a power of two) physically contiguous frames aligned to their size.
+pub fn alloc(pages: usize) -> Option<u64> {
+    let f = FRAMES.lock().alloc(pages)?;
+    FREE_PAGES.fetch_sub(pages as u64, Ordering::Relaxed);
+    let pa = f as u64 * PAGE;
+    if !MMU_ON.load(Ordering::Acquire) {
+        BOOT_FRAMES.lock().push((pa, pages));
+    }
+    Some(pa)
+}
+
+/// Returns frames from [`alloc`].
+pub fn free(pa: u64, pages: usize) {
+    FRAMES.lock().dealloc((pa / PAGE) as usize, pages);
+    FREE_PAGES.fetch_add(pages as u64, Ordering::Relaxed);
+}
+
+/// (free, total) frames.
+pub fn counts() -> (u64, u64) {
+    (FREE_PAGES.load(Ordering::Relaxed), TOTAL_PAGES.load(Ordering::Relaxed))
+}
+
+/// Where the kernel reaches physical address `pa` right now.
+pub fn phys_to_virt(pa: u64) -> u64 {
+    if MMU_ON.load(Ordering::Acquire) {
+        LINEAR_BASE + pa
+    } else {
+        pa
+    }
+}
+
+/// Called by the boot CPU once its MMU is on: from now on frames are reached through the
+/// linear map. Returns the frames allocated before.
+pub fn mmu_is_on() -> Vec<(u64, usize)> {
+    MMU_ON.store(true, Ordering::Release);
+    core::mem::take(&mut *BOOT_FRAMES.lock())
+}
+
+/// Frames taken before the MMU is on (to invalidate their cache lines).
+pub fn boot_frames() -> Vec<(u64, usize)> {
+    BOOT_FRAMES.lock().clone()
+}
+
+/// Page-table frames for `lib/pgtable`.
+pub struct KFrames;
+
+// SAFETY: frames come from the buddy allocator, which hands each frame out once and aligns an
+// n-frame block to n frames; they are zeroed here before use; `phys_to_ptr` returns the
+// identity address while the MMU is off and the linear-map address after, and the linear map
+// covers all RAM read-write for the kernel's whole life.
+unsafe impl FrameAlloc for KFrames {
+    fn alloc_zeroed(&mut self, pages: usize) -> Option<PhysAddr> {
+        let pa = alloc(pages)?;
+        // SAFETY: the frames were just handed to us and are reachable at phys_to_virt(pa).
+        unsafe { core::ptr::write_bytes(phys_to_virt(pa) as *mut u8, 0, pages * PAGE as usize) };
+        Some(PhysAddr::new(pa))
+    }
+    fn free(&mut self, pa: PhysAddr, pages: usize) {
+        free(pa.as_u64(), pages)
+    }
+    fn phys_to_ptr(&self, pa: PhysAddr) -> *mut u64 {
+        phys_to_virt(pa.as_u64()) as *mut u64
+    }
+}

@@ -1,0 +1,67 @@
+//! Running one function on every online CPU at once (for tests where several vCPUs write).
+//!
+//! Secondary CPUs, once up, wait in [`secondary_loop`]; [`run_everywhere`] publishes a function
+//! and a generation number, wakes them with SEV, runs the function on the calling CPU too and
+//! waits until every waiting CPU has finished.
+
+use alloc::format;
+use alloc::string::String;
+use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+static GENERATION: AtomicU64 = AtomicU64::new(0);
+/// The published `fn(cpu, participants)`, as an address.
+static FUNC: AtomicUsize = AtomicUsize::new(0);
+static PARTICIPANTS: AtomicUsize = AtomicUsize::new(1);
+static DONE: AtomicUsize = AtomicUsize::new(0);
+/// Secondary CPUs waiting in [`secondary_loop`].
+static WAITING: AtomicUsize = AtomicUsize::new(0);
+
+/// Parks a secondary CPU until work is published; never returns.
+pub fn secondary_loop() -> ! {
+    let mut seen = GENERATION.load(Ordering::Acquire);
+    let me = WAITING.fetch_add(1, Ordering::AcqRel) + 1;
+    loop {
+        let g = GENERATION.load(Ordering::Acquire);
+        if g != seen {
+            seen = g;
+            let n = PARTICIPANTS.load(Ordering::Acquire);
+            if me < n {
+                let addr = FUNC.load(Ordering::Acquire);
+                // SAFETY: FUNC holds a `fn(usize, usize)` stored by run_everywhere before it
+                // bumped GENERATION (release/acquire).
+                let f: fn(usize, usize) = unsafe { core::mem::transmute::<usize, fn(usize, usize)>(addr) };
+                f(me, n);
+            }
+            DONE.fetch_add(1, Ordering::AcqRel);
+        }
+        aarch64_cpu::asm::wfe();
+    }
+}
+
+/// CPUs available to [`run_everywhere`] (this one included).
+pub fn cpus() -> usize {
+    WAITING.load(Ordering::Acquire) + 1
+}
+
+/// Runs `f(index, n)` on `n` CPUs (this one is index 0), returns when all are done.
+pub fn run_everywhere(n: usize, f: fn(usize, usize)) -> Result<(), String> {
+    let waiting = WAITING.load(Ordering::Acquire);
+    if n == 0 || n > waiting + 1 {
+        return Err(format!("{n} CPUs asked for, {} available", waiting + 1));
+    }
+    FUNC.store(f as usize, Ordering::Release);
+    PARTICIPANTS.store(n, Ordering::Release);
+    DONE.store(0, Ordering::Release);
+    GENERATION.fetch_add(1, Ordering::AcqRel);
+    aarch64_cpu::asm::sev();
+    f(0, n);
+    use aarch64_cpu::registers::{Readable, CNTFRQ_EL0, CNTPCT_EL0};
+    let deadline = CNTPCT_EL0.get() + 60 * CNTFRQ_EL0.get();
+    while DONE.load(Ordering::Acquire) < waiting {
+        if CNTPCT_EL0.get() > deadline {
+            return Err("secondary CPUs did not finish within 60 s".into());
+        }
+        core::hint::spin_loop();
+    }
+    Ok(())
+}
