@@ -72,25 +72,6 @@ pub fn enter_guest(entry: u64, x0: u64, cpu: usize) -> ! {
 /// Cleans `[start, start + len)` from the data cache to the point of coherency, so a guest that
 /// starts with its MMU (and so its caches) off sees what the hypervisor wrote.
 pub fn clean_dcache_range(start: u64, len: u64) {
-    let line = dcache_line();
-    let mut a = start & !(line - 1);
-    while a < start + len {
-        // SAFETY: `dc cvac` only writes back a cache line; the address is mapped (identity).
-        unsafe { core::arch::asm!("dc cvac, {}", in(reg) a, options(nostack, preserves_flags)) };
-        a += line;
-    }
-    aarch64_cpu::asm::barrier::dsb(aarch64_cpu::asm::barrier::SY);
-    // SAFETY: invalidates all instruction caches to the PoU, inner shareable; no memory effect.
-    unsafe { core::arch::asm!("ic ialluis", options(nostack, preserves_flags)) };
-    aarch64_cpu::asm::barrier::dsb(aarch64_cpu::asm::barrier::SY);
-    aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
-}
-
-/// Smallest data cache line, in bytes.
-pub fn dcache_line() -> u64 {
-    let ctr: u64;
-    // SAFETY: reads CTR_EL0 (not in aarch64-cpu); no side effects.
-    unsafe { core::arch::asm!("mrs {}, ctr_el0", out(reg) ctr, options(nomem, nostack, preserves_flags)) };
-    // CTR_EL0.DminLine, bits [19:16]: log2 of the smallest data cache line in words.
-    4u64 << ((ctr >> 16) & 0xf)
+    rt::cache::clean_to_poc(start, len);
+    rt::cache::invalidate_icache_all();
 }

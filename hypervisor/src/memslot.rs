@@ -455,15 +455,7 @@ pub fn disable(id: u64) -> Result<(), HypError> {
 /// Clean + invalidate `[start, start + len)` to the point of coherency: the guest may access
 /// its buffers with its MMU (and so its caches) off.
 fn sync_guest_buffer(start: u64, len: u64) {
-    let line = crate::el2::dcache_line();
-    let mut a = start & !(line - 1);
-    while a < start + len {
-        // SAFETY: `dc civac` writes back and drops one line of guest RAM, which is mapped at EL2;
-        // the guest owns the data and sees the same values afterwards.
-        unsafe { core::arch::asm!("dc civac, {}", in(reg) a, options(nostack, preserves_flags)) };
-        a += line;
-    }
-    aarch64_cpu::asm::barrier::dsb(aarch64_cpu::asm::barrier::SY);
+    rt::cache::clean_invalidate_to_poc(start, len);
 }
 
 /// DIRTY_LOG_GET: copies the bitmap (bit `i` = page `i`, 64-bit little-endian words).

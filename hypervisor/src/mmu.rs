@@ -190,9 +190,13 @@ pub fn setup(board: &Board, hyp: Range, frames_hi: Range) -> Result<(u64, u64), 
     // Everything so far was written with the MMU off (straight to memory): drop any stale cache
     // lines over the hypervisor's region before the first cacheable access, then make the
     // values secondary CPUs read with their MMU off visible at the point of coherency.
-    invalidate_dcache_range(hyp.start, hyp.end - hyp.start);
-    if !frames_hi.is_empty() {
-        invalidate_dcache_range(frames_hi.start, frames_hi.len());
+    // SAFETY: the boot CPU has run with its MMU off until now, so memory holds everything it
+    // wrote to these ranges; no CPU has accessed them cacheably.
+    unsafe {
+        rt::cache::invalidate_to_poc(hyp.start, hyp.end - hyp.start);
+        if !frames_hi.is_empty() {
+            rt::cache::invalidate_to_poc(frames_hi.start, frames_hi.len());
+        }
     }
     *EL2_TABLE.lock() = Some(el2);
     *STAGE2.lock() = Some(s2);
@@ -243,7 +247,8 @@ pub fn enable_secondary(cpu: usize) {
     // Its stack was written straight to memory; drop any line another CPU's speculation may
     // have brought into the caches before this CPU reads it cacheably.
     let (bottom, top) = rt::start::stack_bounds(cpu);
-    invalidate_dcache_range(bottom as u64, (top - bottom) as u64);
+    // SAFETY: this CPU's stack was only written with its MMU off, by this CPU.
+    unsafe { rt::cache::invalidate_to_poc(bottom as u64, (top - bottom) as u64) };
     enable_on_this_cpu();
 }
 
@@ -271,19 +276,6 @@ fn enable_on_this_cpu() {
     const WXN: u64 = 1 << 19;
     SCTLR_EL2.set(RES1 | M | C | SA | I | WXN);
     aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
-}
-
-/// Invalidates `[start, start + len)` from the data caches without writing anything back.
-fn invalidate_dcache_range(start: u64, len: u64) {
-    let line = crate::el2::dcache_line();
-    let mut a = start & !(line - 1);
-    while a < start + len {
-        // SAFETY: `dc ivac` discards the line; this range was only ever written with the MMU off
-        // (so memory holds the data), and nothing reads it cacheably yet.
-        unsafe { core::arch::asm!("dc ivac, {}", in(reg) a, options(nostack, preserves_flags)) };
-        a += line;
-    }
-    aarch64_cpu::asm::barrier::dsb(aarch64_cpu::asm::barrier::SY);
 }
 
 /// Page-table pages used by stage 2.

@@ -106,19 +106,7 @@ pub fn buffer_ipa(va: u64, len: usize) -> Result<u64, String> {
 /// Cleans and invalidates a buffer to the point of coherency around a hypercall that reads or
 /// writes it (the hypervisor does the same on its side), so either side may run uncached.
 pub fn sync_buffer(va: u64, len: usize) {
-    let ctr: u64;
-    // SAFETY: reads CTR_EL0 (not in aarch64-cpu); no side effects.
-    unsafe { core::arch::asm!("mrs {}, ctr_el0", out(reg) ctr, options(nomem, nostack, preserves_flags)) };
-    // CTR_EL0.DminLine, bits [19:16]: log2 of the smallest data cache line in words.
-    let line = 4u64 << ((ctr >> 16) & 0xf);
-    let mut a = va & !(line - 1);
-    while a < va + len as u64 {
-        // SAFETY: `dc civac` writes back and drops one line of a buffer this kernel owns; its
-        // contents stay the same.
-        unsafe { core::arch::asm!("dc civac, {}", in(reg) a, options(nostack, preserves_flags)) };
-        a += line;
-    }
-    aarch64_cpu::asm::barrier::dsb(aarch64_cpu::asm::barrier::SY);
+    rt::cache::clean_invalidate_to_poc(va, len as u64);
 }
 
 /// A pointer through which the kernel reaches memslot IPA `ipa` (a page): the IPA itself with

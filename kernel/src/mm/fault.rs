@@ -132,14 +132,5 @@ pub fn probe_exec(addr: u64) -> Result<(), Fault> {
 /// Makes instructions written through the data side at `[va, va + len)` visible to
 /// instruction fetch (clean to PoU, invalidate the I-cache, barriers).
 pub fn sync_icache(va: u64, len: u64) {
-    use aarch64_cpu::asm::barrier;
-    let mut a = va & !63;
-    while a < va + len {
-        // SAFETY: cache maintenance by VA on a mapped range; no architectural memory effect.
-        // aarch64-cpu has no cache-maintenance wrappers.
-        unsafe { core::arch::asm!("dc cvau, {a}", "ic ivau, {a}", a = in(reg) a, options(nostack, preserves_flags)) };
-        a += 64;
-    }
-    barrier::dsb(barrier::ISH);
-    barrier::isb(barrier::SY);
+    rt::cache::sync_icache(va, len);
 }

@@ -276,9 +276,13 @@ pub fn init(board: &Board, dtb: (u64, u64), args: &[String]) -> Result<(), Strin
         };
     }
     // Invalidate what was written with the MMU off before reading it cacheably.
-    invalidate_dcache(image[0], image[3] - image[0]);
-    for (pa, n) in frames::boot_frames() {
-        invalidate_dcache(pa, n as u64 * PAGE);
+    // SAFETY: the image and the boot frames were only written with the MMU off (memory holds
+    // their data); nothing has read or written them through the caches yet.
+    unsafe {
+        rt::cache::invalidate_to_poc(image[0], image[3] - image[0]);
+        for (pa, n) in frames::boot_frames() {
+            rt::cache::invalidate_to_poc(pa, n as u64 * PAGE);
+        }
     }
     enable_on_this_cpu();
     // Frames allocated from here on are reached through the linear map. The frames that held
@@ -326,7 +330,8 @@ pub fn enable_secondary(cpu: usize) -> Result<(), String> {
     }
     // Its stack was written straight to memory: drop stale lines before reading it cacheably.
     let (bottom, top) = rt::start::stack_bounds(cpu);
-    invalidate_dcache(bottom as u64, (top - bottom) as u64);
+    // SAFETY: this CPU's stack was only written with its MMU off, by this CPU.
+    unsafe { rt::cache::invalidate_to_poc(bottom as u64, (top - bottom) as u64) };
     enable_on_this_cpu();
     Ok(())
 }
@@ -350,28 +355,6 @@ fn enable_on_this_cpu() {
     // M, C, I, SA and (unless rodata=off) WXN on top of the reset value's RES1 bits.
     SCTLR_EL1.set(SCTLR_EL1.get() | r.sctlr_set);
     barrier::isb(barrier::SY);
-}
-
-/// The data-cache line size in bytes (CTR_EL0.DminLine).
-fn dcache_line() -> u64 {
-    let ctr: u64;
-    // SAFETY: reads CTR_EL0 (not in aarch64-cpu); no side effects.
-    unsafe { core::arch::asm!("mrs {}, ctr_el0", out(reg) ctr, options(nomem, nostack, preserves_flags)) };
-    // CTR_EL0.DminLine, bits [19:16]: log2 of the smallest data cache line in words.
-    4 << ((ctr >> 16) & 0xf)
-}
-
-/// Invalidates `[start, start + len)` (physical = identity, MMU off) from the data caches.
-fn invalidate_dcache(start: u64, len: u64) {
-    let line = dcache_line();
-    let mut a = start & !(line - 1);
-    while a < start + len {
-        // SAFETY: `dc ivac` discards the line without writing it back; this range was only
-        // written with the MMU off (memory holds the data) and nothing read it cacheably yet.
-        unsafe { core::arch::asm!("dc ivac, {}", in(reg) a, options(nostack, preserves_flags)) };
-        a += line;
-    }
-    aarch64_cpu::asm::barrier::dsb(aarch64_cpu::asm::barrier::SY);
 }
 
 /// Maps `pages` fresh frames in the vmalloc area, RW + never executable, followed by an unmapped

@@ -17,6 +17,8 @@ pub mod pl011;
 #[cfg(target_arch = "aarch64")]
 pub mod backtrace;
 #[cfg(target_arch = "aarch64")]
+pub mod cache;
+#[cfg(target_arch = "aarch64")]
 pub mod start;
 #[cfg(target_arch = "aarch64")]
 pub mod trap;
