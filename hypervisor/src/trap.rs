@@ -118,9 +118,15 @@ fn fault_ipa(esr_v: u64) -> Option<u64> {
 /// A guest access that stage 2 refused: report it with the IPA and end the run.
 fn guest_abort(frame: &TrapFrame, esr_v: u64, insn: bool) {
     let far = FAR_EL2.get();
-    // HPFAR_EL2.FIPA holds IPA[47:12] in bits [43:4]; FAR gives the page offset.
-    let ipa = ((HPFAR_EL2.get() & 0x0fff_ffff_fff0) << 8) | (far & 0xfff);
     let fsc = esr::fault_status(esr_v);
+    // HPFAR_EL2.FIPA (IPA[47:12] in bits [43:4]) is only valid for stage-2 translation and
+    // access-flag faults (and faults on a stage-1 walk); for others translate FAR again. An
+    // IPA that cannot be found is reported as such rather than guessed.
+    let ipa = if matches!(fsc & 0x3c, 0x04 | 0x08) || esr_v & ISS_S1PTW != 0 {
+        ((HPFAR_EL2.get() & 0x0fff_ffff_fff0) << 8) | (far & 0xfff)
+    } else {
+        fault_ipa(esr_v).unwrap_or(u64::MAX)
+    };
     let what = if insn {
         "instruction fetch"
     } else if esr::is_write(esr_v) {
