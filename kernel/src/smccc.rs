@@ -36,6 +36,7 @@ pub fn call(fid: u64, a1: u64, a2: u64, a3: u64) -> [u64; 4] {
                 out("x10") _, out("x11") _, out("x12") _, out("x13") _, out("x14") _, out("x15") _,
                 out("x16") _, out("x17") _, options(nostack))
         },
+        // SAFETY: as for the HVC arm: an SMCCC call that may clobber x0-x17 only.
         Conduit::Smc => unsafe {
             core::arch::asm!("smc #0",
                 inout("x0") fid => r0, inout("x1") a1 => r1, inout("x2") a2 => r2, inout("x3") a3 => r3,
