@@ -227,6 +227,19 @@ impl core::fmt::Debug for Desc {
     }
 }
 
+/// Leaf bits that hold access permissions, at the same positions in both stages: AP[2:1] /
+/// S2AP (7:6), PXN / XN[0] (53), UXN / XN[1] (54).
+pub const PERM_BITS: u64 = (0b11 << 6) | (0b11 << 53);
+
+/// Whether `old` -> `new` changes only the permissions of a valid leaf: both valid, differing
+/// only in [`PERM_BITS`] and hardware-ignored bits (same output address, descriptor type,
+/// memory type, shareability, access flag, nG and contiguous bit). Under BBML2 every entry of a
+/// contiguous range may be changed so in place, one flush after the last (see
+/// `PageTable::protect`).
+pub const fn is_permission_only_change(old: Desc, new: Desc) -> bool {
+    old.is_valid() && new.is_valid() && (old.0 ^ new.0) & !(PERM_BITS | IGNORED_LEAF_BITS) == 0
+}
+
 /// Whether replacing leaf `old` by `new` needs TLB maintenance (cf. Linux `pte_needs_flush`):
 /// never when `old` was invalid (the hardware does not cache invalid entries, and PROT_NONE is
 /// invalid), never when only hardware-ignored bits differ; always otherwise, including access
@@ -488,6 +501,24 @@ mod tests {
         assert!(!needs_flush(rw, rw.with_sw_bits(sw::DIRTY, sw::DIRTY)));
         assert!(needs_flush(rw, Desc(rw.0 & !(1 << 10))), "AF clear flushes");
         assert!(needs_flush(rw, rw.with_addr(PhysAddr::new(0x2000))));
+    }
+
+    #[test]
+    fn permission_only_changes() {
+        for regime in REGIMES {
+            let (rw, ro) = (Perms::RWX, Perms::RO);
+            let leaf = |perms, mem, cont, pa| {
+                encode_leaf(regime, PhysAddr::new(pa), Attributes { mem, perms, global: None }, 3, cont).unwrap()
+            };
+            let a = leaf(rw, MemType::Normal, true, 0x1000);
+            assert!(is_permission_only_change(a, leaf(ro, MemType::Normal, true, 0x1000)), "{regime:?}");
+            assert!(is_permission_only_change(a, a.with_sw_bits(sw::DIRTY, sw::DIRTY)));
+            assert!(!is_permission_only_change(a, leaf(rw, MemType::Normal, true, 0x2000)), "output");
+            assert!(!is_permission_only_change(a, leaf(rw, MemType::NormalNc, true, 0x1000)), "memory type");
+            assert!(!is_permission_only_change(a, leaf(rw, MemType::Normal, false, 0x1000)), "contiguous bit");
+            assert!(!is_permission_only_change(a, leaf(Perms::NONE, MemType::Normal, true, 0x1000)), "invalid");
+            assert!(!is_permission_only_change(a, Desc(a.0 & !(1 << 10))), "access flag");
+        }
     }
 
     #[test]

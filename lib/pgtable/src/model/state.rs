@@ -112,6 +112,11 @@ pub struct Model {
     /// Descriptor writes not yet made visible to every walker by a DSB (old values).
     stale: Vec<Source>,
     pending: Vec<PendingTlbi>,
+    /// Contiguous groups a write left in a state only BBML2 tolerates, and only while the
+    /// operation runs (members disagreeing on the contiguous bit, or all contiguous and
+    /// disagreeing only in permissions): (table, first index, level). Each must agree again
+    /// when the operation returns.
+    unsettled: Vec<(u64, usize, usize)>,
     pub violations: Vec<String>,
     pub log: Vec<Event>,
     /// Keep the log (off for long property runs).
@@ -132,6 +137,7 @@ impl Model {
             tlbs: [CpuTlb::default(), CpuTlb::default()],
             stale: Vec::new(),
             pending: Vec::new(),
+            unsettled: Vec::new(),
             violations: Vec::new(),
             log: Vec::new(),
             keep_log: true,
@@ -508,42 +514,90 @@ impl Model {
         }
     }
 
-    fn check_contiguous_group(&mut self, table: u64, index: usize, level: usize) {
+    /// Leaf bits holding access permissions (AP / S2AP 7:6, PXN / UXN / XN 54:53, the same in
+    /// both stages): the only bits in which BBML2 lets the members of a contiguous range
+    /// disagree, and only while an operation runs.
+    const PERM_BITS: u64 = (0b11 << 6) | (0b11 << 53);
+
+    /// How the valid members of the contiguous group of (table, index) at `level` agree:
+    /// `None` when no valid member has the contiguous bit (not a contiguous range).
+    fn group_state(&self, table: u64, index: usize, level: usize) -> Option<(GroupState, [Desc; CONT_ENTRIES])> {
         let first = index & !(CONT_ENTRIES - 1);
         let size = level_size(level);
         let mut group = [Desc::INVALID; CONT_ENTRIES];
-        let mut any_cont = false;
         let (page, i0) = self.slot(table, first);
-        if let Some(f) = self.frames.get(&page) {
-            for (k, g) in group.iter_mut().enumerate() {
-                *g = Desc(f.data[i0 + k]);
-                any_cont |= g.is_valid_leaf(level) && g.is_contiguous();
-            }
+        let f = self.frames.get(&page)?;
+        for (k, g) in group.iter_mut().enumerate() {
+            *g = Desc(f.data[i0 + k]);
         }
-        if !any_cont {
+        let valid = || group.iter().enumerate().filter(|(_, d)| d.is_valid_leaf(level));
+        if !valid().any(|(_, d)| d.is_contiguous()) {
+            return None;
+        }
+        let (k0, d0) = valid().next().map(|(k, &d)| (k, d))?;
+        let base = d0.addr().as_u64().wrapping_sub(k0 as u64 * size);
+        let outputs = base % cont_size(level) == 0 && valid().all(|(k, d)| d.addr().as_u64() == base + k as u64 * size);
+        let all_cont = valid().all(|(_, d)| d.is_contiguous());
+        let same_attrs = valid().all(|(_, d)| d.leaf_attr_bits() == d0.leaf_attr_bits());
+        let same_but_perms = valid().all(|(_, d)| (d.leaf_attr_bits() ^ d0.leaf_attr_bits()) & !Self::PERM_BITS == 0);
+        let state = if !outputs {
+            GroupState::Misprogrammed
+        } else if same_attrs && all_cont {
+            GroupState::Consistent
+        } else if same_attrs || (all_cont && same_but_perms) {
+            // Members differ only in the contiguous bit (a BBML2 convert in progress), or all
+            // contiguous and differing only in permissions (a BBML2 in-place permission change
+            // of the whole range in progress).
+            GroupState::Transient
+        } else {
+            GroupState::Misprogrammed
+        };
+        Some((state, group))
+    }
+
+    fn check_contiguous_group(&mut self, table: u64, index: usize, level: usize) {
+        let first = index & !(CONT_ENTRIES - 1);
+        let Some((state, group)) = self.group_state(table, index, level) else {
             return;
-        }
-        let mut head: Option<(usize, Desc)> = None;
-        let mut ok = true;
-        for (k, &d) in group.iter().enumerate() {
-            if !d.is_valid_leaf(level) {
-                continue;
+        };
+        let ok = match state {
+            GroupState::Consistent => true,
+            // Under BBML2 a lookup in a range whose members disagree only so gives the values
+            // of one of them (no TLB conflict abort): the same as a stale entry until the
+            // operation's flush. Without BBML2 it may raise a TLB conflict abort.
+            GroupState::Transient if self.bbml2 => {
+                if !self.unsettled.contains(&(table, first, level)) {
+                    self.unsettled.push((table, first, level));
+                }
+                true
             }
-            let (k0, d0) = *head.get_or_insert((k, d));
-            let base = d0.addr().as_u64().wrapping_sub(k0 as u64 * size);
-            // Under BBML2 the contiguous bit may change one entry at a time (members briefly
-            // disagree on it); output and attributes must always agree.
-            ok &= base % cont_size(level) == 0
-                && (self.bbml2 || d.is_contiguous())
-                && d.leaf_attr_bits() == d0.leaf_attr_bits()
-                && d.addr().as_u64() == base + k as u64 * size;
-        }
+            _ => false,
+        };
         if !ok {
             self.violation(format!(
                 "misprogrammed contiguous range in table {table:#x} entries {first}..{}: {:?}",
                 first + CONT_ENTRIES,
                 group
             ));
+        }
+    }
+
+    /// Groups left disagreeing when the operation returned.
+    fn check_unsettled_groups(&mut self) {
+        for (table, first, level) in std::mem::take(&mut self.unsettled) {
+            // A table unlinked since then is no longer walked.
+            if self.placement.get(&table).map(|&(l, _)| l) != Some(level) {
+                continue;
+            }
+            if let Some((GroupState::Transient | GroupState::Misprogrammed, group)) =
+                self.group_state(table, first, level)
+            {
+                self.violation(format!(
+                    "contiguous range in table {table:#x} entries {first}..{} left with members that disagree at the end of the operation (partially rewritten): {:?}",
+                    first + CONT_ENTRIES,
+                    group
+                ));
+            }
         }
     }
 
@@ -584,6 +638,7 @@ impl Model {
 
     /// The checks that hold once an operation has returned.
     pub fn check_quiescent(&mut self) {
+        self.check_unsettled_groups();
         if !self.pending.is_empty() {
             self.violation(format!(
                 "{} TLBI(s) not completed by a DSB at the end of the operation",
@@ -642,6 +697,19 @@ impl Model {
             self.violation(m);
         }
     }
+}
+
+/// How the members of a contiguous range agree.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum GroupState {
+    /// Every valid member contiguous, consecutive aligned outputs, identical attributes.
+    Consistent,
+    /// Consecutive aligned outputs, but the members disagree on the contiguous bit (identical
+    /// attributes), or all are contiguous and differ only in permissions: tolerated under BBML2
+    /// while an operation runs.
+    Transient,
+    /// Anything else (other outputs, memory type, shareability, access flag, nG).
+    Misprogrammed,
 }
 
 /// Input offsets a TLBI by address reaches (`None`: the whole context).

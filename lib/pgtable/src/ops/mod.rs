@@ -10,7 +10,7 @@ mod split;
 mod unmap;
 
 use crate::addr::{level_size, PhysAddr, CONT_ENTRIES, ENTRIES_PER_TABLE};
-use crate::descriptor::{cont_level, cont_size, Desc};
+use crate::descriptor::{cont_level, cont_size, is_permission_only_change, needs_flush, Desc};
 use crate::frame::FrameAlloc;
 use crate::table::{Ctx, MutationId};
 use crate::tlb::TlbMaintenance;
@@ -154,9 +154,21 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
         true
     }
 
-    /// Rewrites all entries of the contiguous group holding `e` through `f`, with
-    /// break-before-make when a valid entry changes in a way that needs a flush (attributes of a
-    /// contiguous range may not differ between its members, even transiently).
+    /// Rewrites all entries of the contiguous group holding `e` through `f` (the whole group lies
+    /// inside the operation's range).
+    ///
+    /// Under BBML2, when every change is permission-only
+    /// ([`crate::descriptor::is_permission_only_change`]: same output, memory type, contiguous bit
+    /// and size) or needs no flush, the entries are rewritten in place and the group stays
+    /// contiguous: each change is recorded in the gather (flush elision applies), whose one
+    /// flush at the end of the operation covers the whole range (cf. Linux
+    /// `contpte_wrprotect_ptes`). While the writes are in flight the members disagree only in
+    /// permissions, a misprogramming of the contiguous bit whose outcome with BBML2 (no TLB
+    /// conflict aborts; Arm ARM DDI 0487L.a RNGLXZ, RJQQTC) is the permissions of one of the
+    /// entries, old or new: the transient state of any permission change before its flush.
+    /// Without BBML2 the same misprogramming may raise a TLB conflict abort, so a valid entry
+    /// that changes in a way that needs a flush gets break-before-make on the whole group
+    /// (members of a contiguous range may not differ, even transiently).
     #[allow(clippy::needless_range_loop)]
     pub(crate) fn repaint_group(&mut self, e: &Entry, f: impl Fn(Desc) -> Desc) -> Result<(), Error> {
         let first = Self::group_start(e.index);
@@ -165,11 +177,26 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
             *o = self.read_desc(e.table, first + k);
         }
         let new = old.map(|d| if d.is_mapping(e.level) { f(d) } else { d });
-        let needs_bbm = self.live
-            && old.iter().zip(new.iter()).any(|(&o, &n)| {
-                crate::descriptor::needs_flush(o, n) || (!self.policy.flush_elision && o != n && o.is_valid())
-            });
-        if needs_bbm {
+        let (mut changed, mut permission_only) = (false, true);
+        for (&o, &n) in old.iter().zip(new.iter()) {
+            let flush = needs_flush(o, n);
+            changed |= flush || (!self.policy.flush_elision && o != n && o.is_valid());
+            permission_only &= !flush || is_permission_only_change(o, n);
+        }
+        let needs_maintenance = self.live && changed;
+        let in_place = needs_maintenance && self.policy.bbml2 && permission_only;
+        if in_place {
+            let off = Ctx::<A, T>::group_off(e);
+            let size = level_size(e.level);
+            for k in 0..CONT_ENTRIES {
+                if new[k] != old[k] {
+                    self.write(e.table, first + k, new[k]);
+                    self.record_leaf_change(off + k as u64 * size, e.level, old[k], new[k]);
+                }
+            }
+            return Ok(());
+        }
+        if needs_maintenance {
             let global = old.iter().any(|&d| self.is_global(d));
             for k in 0..CONT_ENTRIES {
                 if old[k].is_valid() {
@@ -180,7 +207,7 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
             self.flush_now(off, cont_size(e.level), level_size(e.level), true, global);
         }
         for k in 0..CONT_ENTRIES {
-            if new[k] != old[k] || (needs_bbm && old[k].is_valid()) {
+            if new[k] != old[k] || (needs_maintenance && old[k].is_valid()) {
                 self.write(e.table, first + k, new[k]);
             }
         }

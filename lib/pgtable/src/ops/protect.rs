@@ -26,7 +26,9 @@ impl<A: FrameAlloc> PageTable<A> {
     /// (`Perms::NONE` makes them PROT_NONE; PROT_NONE -> accessible needs no TLBI). Blocks
     /// crossing the ends are split (live under BBML2, else with break-before-make); contiguous
     /// ranges crossing them are unfolded; a contiguous range entirely inside is rewritten as a
-    /// whole. Holes are skipped. Errors: range errors, `InvalidAttributes` (e.g. execute on
+    /// whole and stays contiguous: under BBML2 in place, with one flush for the whole operation
+    /// (range TLBI, per page, or whole context past the threshold), else with break-before-make
+    /// on the group. Holes are skipped. Errors: range errors, `InvalidAttributes` (e.g. execute on
     /// device memory), `OutOfMemory` (splitting).
     pub fn protect<I: InputAddress, T: TlbMaintenance + ?Sized>(
         &mut self,
