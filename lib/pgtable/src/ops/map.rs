@@ -97,6 +97,22 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
 }
 
 impl<A: FrameAlloc> PageTable<A> {
+    /// Checks the arguments shared by [`map`](Self::map) and [`remap`](Self::remap) and resolves
+    /// them against this table: the range as offsets and the per-entry mapping arguments.
+    pub(crate) fn map_args<I: InputAddress>(
+        &self,
+        start: I,
+        size: u64,
+        pa: PhysAddr,
+        attrs: Attributes,
+        constraints: Constraints,
+    ) -> Result<(u64, u64, MapArgs), Error> {
+        let (s, e) = self.offsets(start, size)?;
+        check_output(pa, size)?;
+        validate(self.regime(), attrs)?;
+        Ok((s, e, MapArgs::new(self.regime(), s, e, pa, attrs, constraints)?))
+    }
+
     /// Maps `[start, start + size)` to `[pa, pa + size)` with `attrs`, using 1 GiB / 2 MiB blocks
     /// and contiguous ranges where alignment and `constraints` allow, 4 KiB pages elsewhere.
     ///
@@ -115,10 +131,7 @@ impl<A: FrameAlloc> PageTable<A> {
         attrs: Attributes,
         constraints: Constraints,
     ) -> Result<(), Error> {
-        let (s, e) = self.offsets(start, size)?;
-        check_output(pa, size)?;
-        validate(self.regime(), attrs)?;
-        let m = MapArgs::new(self.regime(), s, e, pa, attrs, constraints)?;
+        let (s, e, m) = self.map_args(start, size, pa, attrs, constraints)?;
         let (root, regime) = self.root_and_regime();
         let mut reached = s;
         let res = {

@@ -2,10 +2,9 @@
 
 use crate::addr::{InputAddress, PhysAddr};
 use crate::attrs::{Attributes, Constraints};
-use crate::descriptor::{decode_leaf, encode_leaf, sw, validate, Desc};
+use crate::descriptor::{decode_leaf, encode_leaf, sw, Desc};
 use crate::frame::FrameAlloc;
-use crate::ops::map::MapArgs;
-use crate::table::{check_output, MutationId, PageTable};
+use crate::table::{MutationId, PageTable};
 use crate::tlb::TlbMaintenance;
 use crate::walker::{walk, Visit, WalkFlags};
 use crate::Error;
@@ -26,11 +25,8 @@ impl<A: FrameAlloc> PageTable<A> {
         attrs: Attributes,
         constraints: Constraints,
     ) -> Result<(), Error> {
-        let (s, e) = self.offsets(start, size)?;
-        check_output(pa, size)?;
+        let (s, e, m) = self.map_args(start, size, pa, attrs, constraints)?;
         let (root, regime) = self.root_and_regime();
-        validate(regime, attrs)?;
-        let m = MapArgs::new(regime, s, e, pa, attrs, constraints)?;
         let mut ctx = self.ctx(tlb);
         // Blocks may land below existing tables: clear their "no blocks" summary on the way.
         let flags = if constraints.no_blocks { WalkFlags::LEAF } else { WalkFlags::LEAF | WalkFlags::TABLE_PRE };
