@@ -19,7 +19,7 @@
 //! [`PageTable::unfold`]: pgtable::PageTable::unfold
 //! [`PageTable::fold`]: pgtable::PageTable::fold
 
-use super::stats::{ratio, Summary};
+use super::stats::{ratio, timing_fields, Summary};
 use crate::mm::frames::PAGE;
 use crate::mm::{self, Tables, TABLES};
 use crate::perf::{now_ns, Pmu};
@@ -132,14 +132,8 @@ pub fn run() -> Result<(), String> {
             let ins = Summary::of(&mut s.insns);
             let (base_ns, base_insns) = medians[0][si];
             let mut r = abi::report::Record::new("bench");
-            r.str("bench", "contpte")
-                .str("case", &format!("{sname}, {vname}"))
-                .u64("n", n)
-                .u64("median_ns", t.median)
-                .u64("p10_ns", t.p10)
-                .u64("p90_ns", t.p90)
-                .f64("spread", t.spread(), 3)
-                .u64("median_insns", ins.median)
+            r.str("bench", "contpte").str("case", &format!("{sname}, {vname}")).u64("n", n);
+            timing_fields(&mut r, &t, &ins)
                 .f64("tlbi_per_op", s.tlbis as f64 / n as f64, 2)
                 .f64("vs_with_tlbi_ns", ratio(t.median, base_ns), 3)
                 .f64("vs_with_tlbi_insns", if base_insns == 0 { 0.0 } else { ratio(ins.median, base_insns) }, 3);

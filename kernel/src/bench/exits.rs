@@ -1,7 +1,7 @@
 //! `bench=exits`: what a guest exit costs. A null hypercall (handled entirely at EL2) against a
 //! PSCI_VERSION call (trapped, then forwarded by the hypervisor to the firmware), interleaved.
 
-use super::stats::{ratio, Summary};
+use super::stats::{ratio, timing_fields, Summary};
 use crate::perf::{now_ns, Pmu};
 use crate::power::Host;
 use crate::{smccc, KERNEL};
@@ -33,15 +33,8 @@ pub fn run() -> Result<(), String> {
         let t = Summary::of(&mut ns[i]);
         let n = Summary::of(&mut insns[i]);
         let mut r = abi::report::Record::new("bench");
-        r.str("bench", "exits")
-            .str("case", name)
-            .u64("n", t.n as u64)
-            .u64("median_ns", t.median)
-            .u64("p10_ns", t.p10)
-            .u64("p90_ns", t.p90)
-            .f64("spread", t.spread(), 3)
-            .u64("median_insns", n.median)
-            .f64("vs_null", ratio(t.median, base), 3);
+        r.str("bench", "exits").str("case", name).u64("n", t.n as u64);
+        timing_fields(&mut r, &t, &n).f64("vs_null", ratio(t.median, base), 3);
         rt::println!("{r}");
     }
     Ok(())

@@ -14,7 +14,7 @@
 //!    are not installed in a TTBR, so the BBML2 layout can be timed on any CPU; `kernel_uses`
 //!    says which layout this CPU's kernel really runs.
 
-use super::stats::{ratio, Summary};
+use super::stats::{ratio, timing_fields, Summary};
 use crate::mm::frames::{self, KFrames, PAGE};
 use crate::mm::{self, setmem, SCRATCH_BASE};
 use crate::perf::{now_ns, Pmu};
@@ -175,15 +175,8 @@ pub fn run() -> Result<(), String> {
         let t = Summary::of(&mut v.ns);
         let n = Summary::of(&mut v.insns);
         let mut r = abi::report::Record::new("bench");
-        r.str("bench", "linear-map")
-            .str("case", &format!("storm: {}", v.name))
-            .u64("mem_mib", mem_mib)
-            .u64("n", calls)
-            .u64("median_ns", t.median)
-            .u64("p10_ns", t.p10)
-            .u64("p90_ns", t.p90)
-            .f64("spread", t.spread(), 3)
-            .u64("median_insns", n.median)
+        r.str("bench", "linear-map").str("case", &format!("storm: {}", v.name)).u64("mem_mib", mem_mib).u64("n", calls);
+        timing_fields(&mut r, &t, &n)
             .f64("tlbi_per_call", v.tlbis as f64 / calls as f64, 3)
             .f64("splits_per_call", v.splits as f64 / calls as f64, 3)
             .u64("splits", v.splits)

@@ -49,3 +49,13 @@ pub fn ratio(optimised: u64, baseline: u64) -> f64 {
         optimised as f64 / baseline as f64
     }
 }
+
+/// Writes a row's timing figures, the same in every benchmark: `median_ns`, `p10_ns`,
+/// `p90_ns`, `spread` (of `ns`) and `median_insns` (of `insns`, 0 without `-icount`).
+pub fn timing_fields<'r>(r: &'r mut abi::report::Record, ns: &Summary, insns: &Summary) -> &'r mut abi::report::Record {
+    r.u64("median_ns", ns.median)
+        .u64("p10_ns", ns.p10)
+        .u64("p90_ns", ns.p90)
+        .f64("spread", ns.spread(), 3)
+        .u64("median_insns", insns.median)
+}
