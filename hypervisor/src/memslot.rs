@@ -196,7 +196,7 @@ fn pool_pa(pool: &Pool, backing_size: u64, slot_base: u64, ipa: u64) -> u64 {
 
 /// Checks a guest buffer `[addr, addr + len)` the hypervisor reads or writes.
 fn guest_buffer(addr: u64, len: u64) -> Result<(), HypError> {
-    if addr % 8 != 0 {
+    if !addr.is_multiple_of(8) {
         return Err(HypError::Misaligned);
     }
     let end = addr.checked_add(len).ok_or(HypError::OutOfRange)?;
@@ -223,7 +223,7 @@ pub fn create(base: u64, size: u64, flags: u64) -> Result<u64, HypError> {
     }
     let backing = flags & hc::MEMSLOT_BACKING_MASK;
     let bsize = hc::backing_size(backing).ok_or(HypError::InvalidParameter)?;
-    if base % bsize != 0 || size % bsize != 0 {
+    if !base.is_multiple_of(bsize) || !size.is_multiple_of(bsize) {
         return Err(HypError::Misaligned);
     }
     let end = base.checked_add(size).ok_or(HypError::OutOfRange)?;
@@ -359,7 +359,7 @@ fn split_range(
     let mut a = start;
     let mut result = Ok(());
     while a < end {
-        let next = if chunk == 0 { end } else { ((a / chunk + 1) * chunk).min(end) };
+        let next = a.checked_div(chunk).map_or(end, |q| ((q + 1) * chunk).min(end));
         CACHE_TOPUPS.fetch_add(1, Ordering::Relaxed);
         if !s2.frames_mut().top_up(split_pages(next - a)) {
             result = Err(HypError::NoMemory);
@@ -553,7 +553,7 @@ fn clear_words(
 /// WALKER_MODE.
 pub fn walker_mode(mode: u64, chunk: u64) -> Result<(u64, u64), HypError> {
     let m = WalkerMode::try_from(mode).map_err(|_| HypError::InvalidParameter)?;
-    if chunk % BLOCK_2M != 0 {
+    if !chunk.is_multiple_of(BLOCK_2M) {
         return Err(HypError::Misaligned);
     }
     let mut st = STATE.lock();

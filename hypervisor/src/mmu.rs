@@ -280,10 +280,10 @@ fn enable_on_this_cpu() {
 
 /// Page-table pages used by stage 2.
 pub fn stage2_table_pages() -> u64 {
-    STAGE2.lock().as_ref().map(|s| s.stats().table_pages as u64).unwrap_or(0)
+    STAGE2.lock().as_ref().map(|s| s.stats().table_pages).unwrap_or(0)
 }
 
 /// Page-table pages used by the EL2 stage 1.
 pub fn el2_table_pages() -> u64 {
-    EL2_TABLE.lock().as_ref().map(|s| s.stats().table_pages as u64).unwrap_or(0)
+    EL2_TABLE.lock().as_ref().map(|s| s.stats().table_pages).unwrap_or(0)
 }

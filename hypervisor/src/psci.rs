@@ -51,7 +51,7 @@ fn cpu_on(target: u64, entry: u64, context: u64) -> i64 {
     let Some(idx) = cpu::index_of(target) else {
         return p::INVALID_PARAMETERS;
     };
-    if !guest::is_guest_ram(entry, 4) || entry % 4 != 0 {
+    if !guest::is_guest_ram(entry, 4) || !entry.is_multiple_of(4) {
         return p::INVALID_ADDRESS;
     }
     let c = &CPUS[idx];

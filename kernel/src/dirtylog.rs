@@ -74,7 +74,7 @@ pub fn errors() -> Result<(), String> {
     check("create: base misaligned", create(base + PAGE, m2, hc::MEMSLOT_BACKING_2M), MISALIGNED)?;
     check("create: size misaligned", create(base, m2 + PAGE, hc::MEMSLOT_BACKING_2M), MISALIGNED)?;
     check("create: beyond 40-bit IPA", create((1 << 40) - m2, 2 * m2, hc::MEMSLOT_BACKING_2M), OUT_OF_RANGE)?;
-    check("create: wraps", create(u64::MAX & !(PAGE - 1), 2 * PAGE, hc::MEMSLOT_BACKING_4K), OUT_OF_RANGE)?;
+    check("create: wraps", create(!(PAGE - 1), 2 * PAGE, hc::MEMSLOT_BACKING_4K), OUT_OF_RANGE)?;
     let ram0 = k.board.memory[0].base;
     check("create: over guest RAM", create(ram0, m2, hc::MEMSLOT_BACKING_4K), OVERLAP)?;
     if let Some(hole) = k.board.memory.windows(2).find(|w| w[0].end() < w[1].base).map(|w| w[0].end()) {
@@ -297,7 +297,7 @@ pub fn dirty(args: &[String]) -> Result<(), String> {
             if sc == Scenario::Manual {
                 hyp::dirty_log_get(id, &mut bitmap).map_err(|err| e("get", err))?;
                 let mut want = all.clone();
-                if pages % 64 != 0 {
+                if !pages.is_multiple_of(64) {
                     want[words - 1] = (1 << (pages % 64)) - 1;
                 }
                 compare(&format!("{what}: initially set"), &bitmap, &want)?;

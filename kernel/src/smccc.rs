@@ -27,15 +27,17 @@ pub fn conduit() -> Conduit {
 pub fn call(fid: u64, a1: u64, a2: u64, a3: u64) -> [u64; 4] {
     let (r0, r1, r2, r3);
     match conduit() {
-        // SAFETY (both arms): an SMCCC call; per SMCCC v1.0 x0-x17 may be clobbered, and the
-        // callee touches no memory of ours except as the called function documents.
-        Conduit::Hvc => unsafe {
-            core::arch::asm!("hvc #0",
+        Conduit::Hvc => {
+            // SAFETY: an SMCCC call; per SMCCC v1.0 x0-x17 may be clobbered, and the callee
+            // touches no memory of ours except as the called function documents.
+            unsafe {
+                core::arch::asm!("hvc #0",
                 inout("x0") fid => r0, inout("x1") a1 => r1, inout("x2") a2 => r2, inout("x3") a3 => r3,
                 out("x4") _, out("x5") _, out("x6") _, out("x7") _, out("x8") _, out("x9") _,
                 out("x10") _, out("x11") _, out("x12") _, out("x13") _, out("x14") _, out("x15") _,
                 out("x16") _, out("x17") _, options(nostack))
-        },
+            }
+        }
         // SAFETY: as for the HVC arm: an SMCCC call that may clobber x0-x17 only.
         Conduit::Smc => unsafe {
             core::arch::asm!("smc #0",

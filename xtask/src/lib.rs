@@ -3,12 +3,14 @@
 //!
 //! * [`toolchain`]: finds (or installs) a toolchain that builds `aarch64-unknown-none`.
 //! * [`system`]: Debian packages the project needs (QEMU, lld), installed with apt when root.
+//! * [`lint`]: clippy with warnings as errors, host crates and bare-metal binaries.
 //! * [`build`]: builds the two binaries and turns their ELF files into arm64 Images.
 //! * [`qemu`]: QEMU command lines and runs with a timeout.
 //! * [`report`]: the `@@report` records the guest and hypervisor print, as tables.
 
 pub mod bench;
 pub mod build;
+pub mod lint;
 pub mod qemu;
 pub mod report;
 pub mod system;

@@ -29,6 +29,8 @@ enum Cmd {
         #[arg(long)]
         icount: bool,
     },
+    /// Clippy, warnings as errors, on the host crates and the bare-metal binaries.
+    Lint,
     /// Show which toolchain, linker and QEMU would be used (installing what is missing when root).
     Doctor,
 }
@@ -90,6 +92,7 @@ fn real_main() -> Result<()> {
             build::build(&tc, &[])?;
             Ok(())
         }
+        Cmd::Lint => xtask::lint::run(&toolchain::find()?),
         Cmd::Test(a) => xtask::test::run(a.long, a.host_only),
         Cmd::Bench { which, icount } => xtask::bench::run(&which, icount),
         Cmd::Doctor => {

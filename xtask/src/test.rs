@@ -1,4 +1,4 @@
-//! `cargo xtask test`: every crate's host unit tests, then the QEMU integration tests in
+//! `cargo xtask test`: clippy (`cargo xtask lint`), every crate's host unit tests, then the QEMU integration tests in
 //! `tests/` against freshly built Images (one fresh QEMU per scenario).
 
 use crate::{build, system, toolchain, workspace_root};
@@ -22,6 +22,7 @@ pub fn run(long: bool, host_only: bool) -> Result<()> {
     // Everything the tests need comes first: lib/board's host tests dump real DTBs from QEMU.
     let tc = toolchain::find()?;
     let qemu = system::qemu()?;
+    crate::lint::run(&tc)?;
     eprintln!("xtask: host unit tests ({})", HOST_CRATES.join(", "));
     let mut c = host_cargo();
     c.arg("test");

@@ -1,7 +1,5 @@
 //! Summaries of repeated measurements: median and spread, never the mean of a skewed sample.
 
-use alloc::vec::Vec;
-
 /// Median and spread of a sample.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Summary {
@@ -15,7 +13,7 @@ pub struct Summary {
 
 impl Summary {
     /// Sorts `samples` and summarizes them (all zero for an empty sample).
-    pub fn of(samples: &mut Vec<u64>) -> Self {
+    pub fn of(samples: &mut [u64]) -> Self {
         if samples.is_empty() {
             return Self::default();
         }

@@ -180,6 +180,8 @@ pub fn cpu_capability(i: &CpuInfo) -> Result<(), &'static str> {
     }
 }
 
+/// One mapping of the kernel's tables, with `what` naming it in the error.
+#[allow(clippy::too_many_arguments)] // every argument is one field of the mapping; a struct would only rename them
 fn map(
     pt: &mut PageTable<KFrames>,
     tlb: &mut HwTlb,

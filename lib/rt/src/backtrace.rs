@@ -14,7 +14,7 @@ pub const MAX_DEPTH: usize = 32;
 pub fn walk(mut fp: usize, mut f: impl FnMut(usize, usize)) {
     let (lo, hi) = all_stacks();
     for depth in 0..MAX_DEPTH {
-        if fp == 0 || fp % 16 != 0 || fp < lo || fp + 16 > hi {
+        if fp == 0 || !fp.is_multiple_of(16) || fp < lo || fp + 16 > hi {
             return;
         }
         // SAFETY: fp is 16-byte aligned and inside the boot stacks, which are always mapped.

@@ -10,22 +10,39 @@ pub fn iss(esr: u64) -> u32 {
     (esr & 0x1ff_ffff) as u32
 }
 
+/// Unknown reason: an undefined or unallocated instruction.
 pub const EC_UNKNOWN: u8 = 0x00;
+/// A trapped WFI or WFE.
 pub const EC_WFX: u8 = 0x01;
+/// An SVE, Advanced SIMD or floating-point access trapped (CPTR/CPACR).
 pub const EC_SVE_SIMD_FP: u8 = 0x07;
+/// Illegal execution state (PSTATE.IL set on an exception return).
 pub const EC_ILLEGAL_STATE: u8 = 0x0e;
+/// SVC from AArch64: a system call.
 pub const EC_SVC64: u8 = 0x15;
+/// HVC from AArch64: a hypervisor call.
 pub const EC_HVC64: u8 = 0x16;
+/// SMC from AArch64 (trapped to EL2 with HCR_EL2.TSC).
 pub const EC_SMC64: u8 = 0x17;
+/// MSR, MRS or a system instruction trapped.
 pub const EC_SYSREG: u8 = 0x18;
+/// An SVE access trapped (CPTR_EL2.TZ / CPACR_EL1.ZEN).
 pub const EC_SVE: u8 = 0x19;
+/// Instruction abort from a lower exception level.
 pub const EC_IABT_LOWER: u8 = 0x20;
+/// Instruction abort taken without a change of exception level.
 pub const EC_IABT_CUR: u8 = 0x21;
+/// PC alignment fault.
 pub const EC_PC_ALIGN: u8 = 0x22;
+/// Data abort from a lower exception level.
 pub const EC_DABT_LOWER: u8 = 0x24;
+/// Data abort taken without a change of exception level.
 pub const EC_DABT_CUR: u8 = 0x25;
+/// SP alignment fault.
 pub const EC_SP_ALIGN: u8 = 0x26;
+/// SError interrupt.
 pub const EC_SERROR: u8 = 0x2f;
+/// BRK instruction from AArch64.
 pub const EC_BRK64: u8 = 0x3c;
 
 /// Name of an exception class.

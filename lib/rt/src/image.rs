@@ -29,8 +29,11 @@ const PAGE_SIZE_MASK: u64 = 0b11 << 1;
 /// A parsed, validated header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ImageHeader {
+    /// Where the image wants to sit above a 2 MiB aligned base.
     pub text_offset: u64,
+    /// Bytes the image occupies once loaded, BSS included.
     pub image_size: u64,
+    /// Endianness, page size and placement flags.
     pub flags: u64,
 }
 
@@ -38,17 +41,34 @@ pub struct ImageHeader {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ImageError {
     /// Fewer than 64 bytes.
-    TooShort { len: usize },
+    TooShort {
+        /// Bytes given.
+        len: usize,
+    },
     /// The magic at 0x38 is not `ARM\x64`.
-    BadMagic { found: u32 },
+    BadMagic {
+        /// The word found at 0x38.
+        found: u32,
+    },
     /// Bit 0 of the flags says big-endian.
     BigEndian,
     /// The page-size field names a granule other than 4 KiB (or "unspecified" is fine).
-    UnsupportedPageSize { field: u64 },
+    UnsupportedPageSize {
+        /// Flags bits 1-2.
+        field: u64,
+    },
     /// `image_size` is smaller than the file, or zero.
-    BadImageSize { image_size: u64, file_len: usize },
+    BadImageSize {
+        /// The header's `image_size`.
+        image_size: u64,
+        /// Bytes of the file.
+        file_len: usize,
+    },
     /// `text_offset` is not 4 KiB aligned or not below 2 MiB.
-    BadTextOffset { text_offset: u64 },
+    BadTextOffset {
+        /// The header's `text_offset`.
+        text_offset: u64,
+    },
 }
 
 impl core::fmt::Display for ImageError {
@@ -105,7 +125,7 @@ impl ImageHeader {
         if h.image_size == 0 || h.image_size < file.len() as u64 {
             return Err(ImageError::BadImageSize { image_size: h.image_size, file_len: file.len() });
         }
-        if h.text_offset % 4096 != 0 || h.text_offset >= 2 << 20 {
+        if !h.text_offset.is_multiple_of(4096) || h.text_offset >= 2 << 20 {
             return Err(ImageError::BadTextOffset { text_offset: h.text_offset });
         }
         Ok(h)

@@ -8,6 +8,7 @@
 //! * [`esr`]: exception syndrome decoding, shared and tested on the host.
 //! * `backtrace` (target only): frame-pointer unwinding for panics and unexpected exceptions.
 #![no_std]
+#![deny(missing_docs)]
 
 pub mod console;
 pub mod esr;

@@ -8,12 +8,19 @@
 
 /// Vector numbers (the `vector` argument of `rt_exception`): source x kind.
 pub mod vector {
+    /// Synchronous, current EL with SP0.
     pub const CUR_SP0_SYNC: u64 = 0;
+    /// Synchronous, current EL with SPx.
     pub const CUR_SPX_SYNC: u64 = 4;
+    /// IRQ, current EL with SPx.
     pub const CUR_SPX_IRQ: u64 = 5;
+    /// Synchronous from a lower EL in AArch64.
     pub const LOWER64_SYNC: u64 = 8;
+    /// IRQ from a lower EL in AArch64.
     pub const LOWER64_IRQ: u64 = 9;
+    /// FIQ from a lower EL in AArch64.
     pub const LOWER64_FIQ: u64 = 10;
+    /// SError from a lower EL in AArch64.
     pub const LOWER64_SERROR: u64 = 11;
 
     /// What kind of exception a vector number is.
@@ -51,7 +58,9 @@ pub struct TrapFrame {
     _pad: u64,
     /// q0..q31.
     pub q: [u128; 32],
+    /// FPSR.
     pub fpsr: u64,
+    /// FPCR.
     pub fpcr: u64,
 }
 

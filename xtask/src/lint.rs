@@ -1,0 +1,91 @@
+//! `cargo xtask lint`: clippy with warnings as errors, on the host crates (all targets, tests
+//! included) and on the two bare-metal binaries (cross, release profile, as they are built).
+//! The lint set itself is `[workspace.lints]` in the top `Cargo.toml`; every crate opts in with
+//! `[lints] workspace = true`. `cargo xtask test` runs this first.
+
+use crate::system::{apt_install, which};
+use crate::toolchain::CrossToolchain;
+use crate::{build, workspace_root};
+use anyhow::{ensure, Context, Result};
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+/// PATH with `cargo`'s own directory first: `cargo clippy` runs the first `cargo-clippy` on PATH,
+/// which must be the one of this cargo's toolchain (rustup's proxies come first otherwise).
+fn path_for(cargo: &Path) -> std::ffi::OsString {
+    let mut dirs: Vec<std::path::PathBuf> = cargo.parent().map(Path::to_path_buf).into_iter().collect();
+    dirs.extend(std::env::var_os("PATH").iter().flat_map(std::env::split_paths));
+    std::env::join_paths(dirs).unwrap_or_default()
+}
+
+/// Whether `cargo` can run `cargo clippy` with its own toolchain's clippy (`cargo-clippy` and
+/// `clippy-driver` beside it, not a rustup proxy found later on PATH).
+fn has_clippy(cargo: &Path) -> bool {
+    let beside = |name: &str| cargo.parent().is_some_and(|d| d.join(name).is_file());
+    beside("cargo-clippy")
+        && beside("clippy-driver")
+        && Command::new(cargo)
+            .args(["clippy", "--version"])
+            .env("PATH", path_for(cargo))
+            .env_remove("RUSTC_WORKSPACE_WRAPPER")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false)
+}
+
+/// Debian's clippy for its `rustc-web` toolchain.
+const DEBIAN_CLIPPY: &str = "rust-web-clippy";
+
+/// Makes sure the cross toolchain's cargo has clippy (installing Debian's when that is the
+/// toolchain and we are root).
+fn cross_clippy(tc: &CrossToolchain) -> Result<()> {
+    if has_clippy(&tc.cargo) {
+        return Ok(());
+    }
+    if tc.cargo.starts_with("/usr/bin") {
+        apt_install(&[DEBIAN_CLIPPY], "clippy for Debian's Rust toolchain")?;
+        ensure!(has_clippy(&tc.cargo), "{DEBIAN_CLIPPY} was installed but `{} clippy` still fails", tc.cargo.display());
+        return Ok(());
+    }
+    anyhow::bail!(
+        "the toolchain that builds the binaries ({}) has no clippy: `rustup component add clippy`",
+        tc.description
+    )
+}
+
+/// Runs both lints; fails on the first warning.
+pub fn run(tc: &CrossToolchain) -> Result<()> {
+    // Host crates: the active toolchain's clippy, else Debian's (the same one the cross lint uses).
+    let active = std::env::var_os("CARGO").map(std::path::PathBuf::from).or_else(|| which("cargo"));
+    let host_cargo = match active {
+        Some(c) if has_clippy(&c) => c,
+        _ => {
+            cross_clippy(tc)?;
+            tc.cargo.clone()
+        }
+    };
+    eprintln!("xtask: clippy on the host crates ({})", host_cargo.display());
+    let mut c = Command::new(&host_cargo);
+    c.current_dir(workspace_root()).env("PATH", path_for(&host_cargo));
+    c.args(["clippy", "--quiet", "--all-targets", "--", "-D", "warnings"]);
+    if host_cargo == tc.cargo && tc.cargo.starts_with("/usr/bin") {
+        c.env("RUSTC", &tc.rustc).env_remove("RUSTUP_TOOLCHAIN");
+    }
+    let status = c.status().context("running cargo clippy")?;
+    ensure!(status.success(), "clippy found problems in the host crates (see above)");
+
+    cross_clippy(tc)?;
+    eprintln!("xtask: clippy on the bare-metal binaries ({})", crate::toolchain::TARGET);
+    let mut c = tc.cargo("clippy");
+    c.current_dir(workspace_root()).env("PATH", path_for(&tc.cargo)).args(["--quiet", "--release"]);
+    for b in build::BINARIES {
+        c.args(["-p", b]);
+    }
+    c.arg("--target-dir").arg(build::cross_target_dir());
+    c.args(["--", "-D", "warnings"]);
+    let status = c.status().context("running cargo clippy for the target")?;
+    ensure!(status.success(), "clippy found problems in the bare-metal binaries (see above)");
+    Ok(())
+}
