@@ -8,7 +8,6 @@ extern crate alloc;
 
 mod bench;
 mod cpuinfo;
-mod dirtylog;
 mod heap;
 mod hyp;
 mod mm;

@@ -126,7 +126,7 @@ pub fn run() -> Result<(), String> {
         hyp::walker_mode(WalkerMode::SkipLevel3, mib << 20).map_err(e("chunk"))?;
     }
     let (_, chunk) = hyp::walker_mode(WalkerMode::SkipLevel3, 0).map_err(e("walker"))?;
-    let base = crate::dirtylog::slot_window();
+    let base = crate::selftest::memslot::slot_window();
     rt::println!(
         "kernel: split: {} GiB memslot at {base:#x}, {iters} iterations per walker, chunk {} MiB",
         size / GIB,

@@ -52,7 +52,6 @@
 pub mod fault;
 pub mod frames;
 pub mod setmem;
-pub mod tests;
 
 use crate::cpuinfo::CpuInfo;
 use alloc::format;

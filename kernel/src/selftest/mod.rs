@@ -5,11 +5,14 @@
 //! * `test=touch-hyp`: read the first address of the hole in guest RAM where the hypervisor
 //!   lives; the hypervisor must report the IPA and end the run.
 //! * `test=mem-perms`: `set_memory_*` permissions hold through the mapping and the linear alias
-//!   (denied accesses are caught and counted), the image is W^X (`mm::tests`).
+//!   (denied accesses are caught and counted), the image is W^X (`mem_perms`).
 //! * `test=memslot-errors`, `test=dirty-log`, `test=memslot-nopool`: the hypervisor's memslots and dirty logging
-//!   (`dirtylog`).
+//!   (`memslot`).
 //! * `test=bad-calls`: hypercalls and PSCI calls with wrong ids and arguments must each return
 //!   the documented error, and the hypervisor must keep running.
+
+mod mem_perms;
+pub mod memslot;
 
 use crate::KERNEL;
 use alloc::format;
@@ -28,10 +31,10 @@ pub fn run(args: &[String]) -> Result<(), String> {
             "undef" => unsafe { core::arch::asm!("udf #0") },
             "touch-hyp" => touch_hole()?,
             "bad-calls" => bad_calls()?,
-            "mem-perms" => crate::mm::tests::run()?,
-            "memslot-errors" => crate::dirtylog::errors()?,
-            "dirty-log" => crate::dirtylog::dirty(args)?,
-            "memslot-nopool" => crate::dirtylog::no_pool()?,
+            "mem-perms" => mem_perms::run()?,
+            "memslot-errors" => memslot::errors()?,
+            "dirty-log" => memslot::dirty(args)?,
+            "memslot-nopool" => memslot::no_pool()?,
             other => {
                 return Err(format!(
                     "unknown self-test {other:?} (known: panic, undef, touch-hyp, bad-calls, mem-perms, \

@@ -1,4 +1,4 @@
-//! Self-tests of the hypervisor's memslots and dirty logging (issue 4):
+//! Self-tests of the hypervisor's memslots and dirty logging:
 //!
 //! * `test=memslot-errors`: every bad argument of the memslot / dirty-log / walker / counter
 //!   calls returns its documented error code, and afterwards the stage-2 table-page gauge is

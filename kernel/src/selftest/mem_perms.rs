@@ -1,12 +1,14 @@
 //! `test=mem-perms`: every permission `set_memory_*` sets must hold, through the mapping and,
 //! under `rodata=full`, through the linear alias; the image must be W^X. Each denied access
-//! must take the fault (caught and counted by [`super::fault`], not a crash) and each allowed
+//! must take the fault (caught and counted by [`crate::mm::fault`], not a crash) and each allowed
 //! one must succeed. Prints one `mem_perms` record with the counts and the page-table facts, and
 //! fails the run on the first broken expectation.
 
-use super::fault::{probe_exec, probe_read, probe_write, sync_icache, Fault, EXEC_FAULTS, READ_FAULTS, WRITE_FAULTS};
-use super::setmem::*;
-use super::{info, TABLES};
+use crate::mm::fault::{
+    probe_exec, probe_read, probe_write, sync_icache, Fault, EXEC_FAULTS, READ_FAULTS, WRITE_FAULTS,
+};
+use crate::mm::setmem::*;
+use crate::mm::{info, TABLES};
 use alloc::format;
 use alloc::string::String;
 use core::sync::atomic::Ordering;
@@ -51,7 +53,7 @@ pub fn run() -> Result<(), String> {
     let mut c = Checker { checks: 0 };
 
     // A vmalloc page and its linear alias.
-    let va = super::vmalloc(1, false)?;
+    let va = crate::mm::vmalloc(1, false)?;
     let alias = linear_alias(va).ok_or("vmalloc page has no translation")?;
     let (alias_level_before, _) = leaf_of(alias).ok_or("no linear alias")?;
     rt::println!("kernel: mem-perms: page {va:#x}, linear alias {alias:#x} (level {alias_level_before} leaf)");
@@ -120,7 +122,7 @@ pub fn run() -> Result<(), String> {
         } else {
             c.denied(&format!("write to {what}"), probe_write(addr, word), addr, false)?;
         }
-        let a = super::LINEAR_BASE + addr;
+        let a = crate::mm::LINEAR_BASE + addr;
         if full && addr < ro_end {
             c.denied(&format!("write to the linear alias of {what}"), probe_write(a, word), a, false)?;
         } else {
@@ -130,28 +132,32 @@ pub fn run() -> Result<(), String> {
 
     // contpte: a folded vmalloc range unfolds on a one-page change and, with contpte on, folds
     // again once uniform; switched off at run time, it stays unfolded.
-    let contpte_at_boot = super::contpte();
-    let cva = super::vmalloc(16, true)?;
+    let contpte_at_boot = crate::mm::contpte();
+    let cva = crate::mm::vmalloc(16, true)?;
     let folded = |a: u64| leaf_of(a).map(|(_, c)| c).unwrap_or(false);
-    let cpage = cva + 5 * super::frames::PAGE;
+    let cpage = cva + 5 * crate::mm::frames::PAGE;
     if folded(cva) != contpte_at_boot {
         return Err(format!("a fresh 64 KiB vmalloc range folded: {}, contpte {contpte_at_boot}", folded(cva)));
     }
-    super::set_contpte(true);
-    super::setmem::set_memory_ro(cva, 16)?;
-    super::setmem::set_memory_rw(cva, 16)?;
+    crate::mm::set_contpte(true);
+    crate::mm::setmem::set_memory_ro(cva, 16)?;
+    crate::mm::setmem::set_memory_rw(cva, 16)?;
     let refolded_whole = folded(cva);
     set_memory_ro(cpage, 1)?;
     let unfolded = !folded(cva);
     c.denied("write to one read-only page of a 64 KiB range", probe_write(cpage, 1), cpage, false)?;
-    c.allowed("write to its neighbour", probe_write(cpage + super::frames::PAGE, 1), cpage + super::frames::PAGE)?;
+    c.allowed(
+        "write to its neighbour",
+        probe_write(cpage + crate::mm::frames::PAGE, 1),
+        cpage + crate::mm::frames::PAGE,
+    )?;
     set_memory_rw(cpage, 1)?;
     let refolded = folded(cva);
-    super::set_contpte(false);
+    crate::mm::set_contpte(false);
     set_memory_ro(cpage, 1)?;
     set_memory_rw(cpage, 1)?;
     let off_stays_unfolded = !folded(cva);
-    super::set_contpte(contpte_at_boot);
+    crate::mm::set_contpte(contpte_at_boot);
     if !(refolded_whole && unfolded && refolded && off_stays_unfolded) {
         return Err(format!(
             "contpte: whole-range refold {refolded_whole}, unfolded by one page {unfolded}, refolded {refolded}, \
@@ -162,10 +168,10 @@ pub fn run() -> Result<(), String> {
     // vfree: the mapping goes away and the linear alias is read-write again for the frame's
     // next owner (here left read-only on purpose first).
     set_memory_ro(va, 1)?;
-    super::vfree(va, 1)?;
+    crate::mm::vfree(va, 1)?;
     c.denied("read after vfree", probe_read(va).map(|_| ()), va, true)?;
     c.allowed("write through the linear alias after vfree", probe_write(alias, 0x7777), alias)?;
-    super::vfree(cva, 16)?;
+    crate::mm::vfree(cva, 16)?;
 
     let (w1, r1, x1) = counts();
     let (splits, table_pages) =
