@@ -3,6 +3,7 @@
 
 use crate::mem::{align_up, Range, BLOCK_2M, PAGE};
 use alloc::vec::Vec;
+use hypcore::range::place;
 use rt::image::ImageHeader;
 use spin::Once;
 
@@ -43,27 +44,6 @@ impl core::fmt::Display for LoadError {
             Self::NoRoom { what, size } => write!(f, "no room in guest RAM for the {what} ({size:#x} bytes)"),
         }
     }
-}
-
-/// First `align`ed address in `ram` with `size` bytes free of every `avoid` range, such that the
-/// block does not cross a `window` boundary (0 = no such rule).
-pub fn place(ram: &[Range], size: u64, align: u64, window: u64, avoid: &[Range]) -> Option<u64> {
-    for r in ram {
-        let mut a = align_up(r.start, align);
-        while a.checked_add(size).is_some_and(|e| e <= r.end) {
-            let cand = Range::new(a, a + size);
-            if let Some(c) = avoid.iter().find(|x| x.overlaps(&cand)) {
-                a = align_up(c.end, align);
-                continue;
-            }
-            if window != 0 && a / window != (a + size - 1) / window {
-                a = align_up(a + 1, window);
-                continue;
-            }
-            return Some(a);
-        }
-    }
-    None
 }
 
 /// Where the guest kernel was put.
@@ -107,7 +87,7 @@ pub fn load_kernel(initrd: Range, reserved: &[Range]) -> Result<LoadedKernel, Lo
 /// Writes the guest DTB into guest RAM (8-byte aligned, not crossing a 2 MiB boundary, as the
 /// boot protocol asks), away from the kernel and the initrd. Returns its address.
 pub fn place_dtb(dtb: &[u8], avoid: &[Range]) -> Result<u64, LoadError> {
-    let size = align_up(dtb.len() as u64, PAGE);
+    let size = align_up(dtb.len() as u64, PAGE).unwrap_or(u64::MAX);
     let at = place(ram(), size, PAGE, BLOCK_2M, avoid).ok_or(LoadError::NoRoom { what: "device tree", size })?;
     // SAFETY: [at, at + len) is guest RAM that place() kept clear of the kernel and the initrd.
     unsafe { core::ptr::copy_nonoverlapping(dtb.as_ptr(), at as *mut u8, dtb.len()) };

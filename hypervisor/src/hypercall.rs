@@ -1,7 +1,7 @@
 //! The hypervisor's own calls (`lib/abi`'s hypercall module). Every argument is checked; an
 //! unknown call returns NOT_SUPPORTED and changes nothing.
 
-use crate::{exit, memslot};
+use crate::{counters, dirtylog, exit, memslot, split};
 use abi::error;
 use abi::error::HypError;
 use abi::hypercall as hc;
@@ -35,26 +35,26 @@ pub fn handle(fid: u64, a: [u64; 3], _frame: &mut TrapFrame) -> [u64; 4] {
             exit::exit(abi::exit::from_guest_status(status))
         }
         hc::COUNTERS_RESET => {
-            crate::counters::reset();
-            memslot::reset_counters();
+            counters::reset();
+            counters::reset_dirty_log();
             code(error::SUCCESS)
         }
         hc::COUNTERS_REPORT => {
-            crate::counters::report();
-            memslot::report();
+            counters::report();
+            counters::report_dirty_log();
             code(error::SUCCESS)
         }
         hc::MEMSLOT_CREATE => with1(memslot::create(a[0], a[1], a[2])),
         hc::MEMSLOT_DELETE => unit(memslot::delete(a[0])),
-        hc::DIRTY_LOG_ENABLE => unit(memslot::enable(a[0], a[1])),
-        hc::DIRTY_LOG_DISABLE => unit(memslot::disable(a[0])),
-        hc::DIRTY_LOG_GET => unit(memslot::get(a[0], a[1], a[2])),
-        hc::DIRTY_LOG_CLEAR => unit(memslot::clear(a[0], a[1], a[2])),
-        hc::WALKER_MODE => match memslot::walker_mode(a[0], a[1]) {
+        hc::DIRTY_LOG_ENABLE => unit(dirtylog::enable(a[0], a[1])),
+        hc::DIRTY_LOG_DISABLE => unit(dirtylog::disable(a[0])),
+        hc::DIRTY_LOG_GET => unit(dirtylog::get(a[0], a[1], a[2])),
+        hc::DIRTY_LOG_CLEAR => unit(dirtylog::clear(a[0], a[1], a[2])),
+        hc::WALKER_MODE => match split::walker_mode(a[0], a[1]) {
             Ok((mode, chunk)) => [error::SUCCESS as u64, mode, chunk, 0],
             Err(e) => code(e.code()),
         },
-        hc::COUNTER_READ => with1(memslot::counter(a[0])),
+        hc::COUNTER_READ => with1(counters::counter(a[0])),
         _ => code(error::NOT_SUPPORTED),
     }
 }

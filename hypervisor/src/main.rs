@@ -12,6 +12,7 @@ extern crate alloc;
 
 mod counters;
 mod cpu;
+mod dirtylog;
 mod el2;
 mod exit;
 mod guest;
@@ -22,6 +23,7 @@ mod mmu;
 mod options;
 mod psci;
 mod smccc;
+mod split;
 mod trap;
 
 use alloc::string::{String, ToString};
@@ -29,7 +31,7 @@ use alloc::vec::Vec;
 use board::Board;
 use core::sync::atomic::Ordering;
 use cpu::{CpuState, CPUS};
-use mem::{align_down, align_up, Range, BLOCK_2M, PAGE};
+use mem::Range;
 use spin::Once;
 
 /// What every CPU needs to configure EL2 the same way.
@@ -92,56 +94,17 @@ fn boot(dtb_addr: usize) -> Result<core::convert::Infallible, String> {
     let me = cpu::index_of(cpu::current_mpidr()).ok_or("the boot CPU's MPIDR is not in the device tree")?;
     CPUS[me].set_state(CpuState::On);
 
-    // The hypervisor owns [2 MiB below its image, image end + 16 MiB frame pool), 2 MiB aligned
-    // so the guest's stage 2 can use blocks around it. A larger frame pool (hyp.pool=, or
-    // following RAM) gets its remainder from the top of RAM, away from the initrd.
-    let ram: Vec<Range> = board.memory.iter().map(|r| Range::new(r.base, r.end())).collect();
-    let ram_bytes: u64 = ram.iter().map(|r| r.len()).sum();
-    let frame_pool = mem::frame_pool_size(ram_bytes, opts.pool);
-    let hyp = Range::new(
-        align_down(layout.start as u64, BLOCK_2M),
-        align_up(layout.end as u64 + mem::FRAME_POOL_MIN, BLOCK_2M),
-    );
-    if !ram.iter().any(|r| r.contains(hyp.start, hyp.len())) {
-        return Err(format!("hypervisor region [{:#x}, {:#x}) is not inside one RAM range", hyp.start, hyp.end));
-    }
-    mem::add_frames(align_up(layout.end as u64, PAGE), hyp.end);
-    let mut guest_ram = mem::subtract(&ram, hyp);
-    guest_ram.retain(|r| !r.is_empty());
-    // Firmware-reserved memory (TF-A on the Pi 5) stays guest RAM with its reserved-memory node
-    // kept in the guest DTB; the hypervisor never places the kernel or the DTB there.
+    let plan = memory_plan(&board, &opts)?;
+    mem::add_frames(plan.frames_low);
+    mem::add_frames(plan.frames_high);
+    memslot::init(plan.slotpool, plan.hypervisor_owned());
+    dirtylog::set_check_split(opts.check_split);
+    guest::set_ram(plan.guest_ram.clone());
+    let (hyp, frames_hi, slotpool, guest_ram) = (plan.hyp, plan.frames_high, plan.slotpool, &plan.guest_ram);
     let reserved: Vec<Range> = board.reserved_regions().map(|r| Range::new(r.base, r.end())).collect();
-    let mut avoid_top = reserved.clone();
-    if let Some(i) = &board.initrd {
-        avoid_top.push(Range::new(i.base, i.end()));
-    }
-    let extra_frames = frame_pool.saturating_sub(hyp.end - align_up(layout.end as u64, PAGE));
-    let frames_hi = if extra_frames == 0 {
-        Range::new(0, 0)
-    } else {
-        let size = align_up(extra_frames, BLOCK_2M);
-        let r = mem::reserve_top(&mut guest_ram, size, BLOCK_2M, &avoid_top)
-            .ok_or_else(|| format!("hyp.pool: no room for {size:#x} more bytes of frame pool"))?;
-        mem::add_frames(r.start, r.end);
-        r
-    };
-    // The memslot pool (hyp.slotpool=): the highest suitably aligned free stretch of guest RAM,
-    // which the guest then never sees except through memslots.
-    let slotpool = match opts.slotpool {
-        None | Some(0) => Range::new(0, 0),
-        Some(size) => {
-            let align = if size >= 1 << 30 { 1 << 30 } else { BLOCK_2M };
-            let size = align_up(size, BLOCK_2M);
-            mem::reserve_top(&mut guest_ram, size, align, &avoid_top)
-                .ok_or_else(|| format!("hyp.slotpool={size:#x}: no {align:#x}-aligned free RAM for it"))?
-        }
-    };
-    memslot::init(slotpool.start, slotpool.len(), alloc::vec![hyp, frames_hi]);
-    memslot::set_check_split(opts.check_split);
-    guest::set_ram(guest_ram.clone());
 
     let gic_v3 = matches!(board.gic.as_ref().map(|g| g.version), Some(board::GicVersion::V3));
-    let (vttbr, vtcr) = mmu::setup(&board, hyp, frames_hi).map_err(|e| format!("page tables: {e}"))?;
+    let (vttbr, vtcr) = mmu::setup(&board, &plan).map_err(|e| format!("page tables: {e}"))?;
     CONFIG.call_once(|| Config { vttbr, vtcr, gic_v3 });
 
     // The guest kernel.
@@ -160,7 +123,7 @@ fn boot(dtb_addr: usize) -> Result<core::convert::Infallible, String> {
     let gdtb_at = guest::place_dtb(&gdtb, &avoid).map_err(|e| e.to_string())?;
     rt::println!(
         "hyp: guest RAM {} (hypervisor keeps [{:#x}, {:#x})), kernel at {:#x} ({} KiB), DTB at {gdtb_at:#x}",
-        ranges_str(&guest_ram),
+        ranges_str(guest_ram),
         hyp.start,
         hyp.end,
         kernel.entry,
@@ -171,13 +134,10 @@ fn boot(dtb_addr: usize) -> Result<core::convert::Infallible, String> {
         .hex("hyp_start", hyp.start)
         .hex("hyp_end", hyp.end)
         .u64("guest_ram_bytes", guest_ram.iter().map(|r| r.len()).sum())
-        .u64(
-            "hyp_reserved_bytes",
-            ram.iter().map(|r| r.len()).sum::<u64>() - guest_ram.iter().map(|r| r.len()).sum::<u64>(),
-        )
+        .u64("hyp_reserved_bytes", plan.kept_bytes())
         .hex("kernel", kernel.entry)
         .hex("dtb", gdtb_at)
-        .u64("frame_pool_bytes", frame_pool)
+        .u64("frame_pool_bytes", plan.frame_pool_bytes)
         .hex("frame_pool_high", frames_hi.start)
         .hex("slotpool", slotpool.start)
         .u64("slotpool_bytes", slotpool.len())
@@ -191,6 +151,20 @@ fn boot(dtb_addr: usize) -> Result<core::convert::Infallible, String> {
         unsafe { core::ptr::read_volatile(opts.fault_addr as *const u64) };
     }
     start_cpu(me, kernel.entry, gdtb_at)
+}
+
+/// The boot-time memory plan (`hypcore::plan`): what the hypervisor keeps, what the guest gets.
+fn memory_plan(board: &Board, opts: &options::Options) -> Result<hypcore::plan::MemoryPlan, String> {
+    let layout = rt::start::image_layout();
+    let input = hypcore::plan::PlanInput {
+        ram: board.memory.iter().map(|r| Range::new(r.base, r.end())).collect(),
+        image: Range::new(layout.start as u64, layout.end as u64),
+        reserved: board.reserved_regions().map(|r| Range::new(r.base, r.end())).collect(),
+        initrd: board.initrd.map(|i| Range::new(i.base, i.end())),
+        pool: opts.pool,
+        slotpool: opts.slotpool,
+    };
+    hypcore::plan::MemoryPlan::new(&input).map_err(|e| alloc::format!("memory plan: {e}"))
 }
 
 fn ranges_str(r: &[Range]) -> String {

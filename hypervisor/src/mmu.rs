@@ -127,7 +127,8 @@ fn map(
 }
 
 /// Builds both tables and turns the EL2 MMU on for the boot CPU. Returns (VTTBR_EL2, VTCR_EL2).
-pub fn setup(board: &Board, hyp: Range, frames_hi: Range) -> Result<(u64, u64), String> {
+pub fn setup(board: &Board, plan: &hypcore::plan::MemoryPlan) -> Result<(u64, u64), String> {
+    let (hyp, frames_hi) = (plan.hyp, plan.frames_high);
     let mut tlb = HwTlb::detect();
     let (mmfr0, mmfr1) = id_regs();
     let parange = pgtable::cpu::parange(mmfr0);

@@ -80,7 +80,7 @@ fn dirty_log_fault(esr_v: u64) -> bool {
     // DFSC 0b0001LL: translation fault at level LL; HPFAR_EL2 holds the IPA for it.
     if fsc & 0b11_1100 == 0b00_0100 {
         let ipa = ((HPFAR_EL2.get() & 0x0fff_ffff_fff0) << 8) | (FAR_EL2.get() & 0xfff);
-        return crate::memslot::handle_translation_fault(ipa);
+        return crate::dirtylog::handle_translation_fault(ipa);
     }
     // DFSC 0b0011LL: permission fault at level LL.
     if fsc & 0b11_1100 != 0b00_1100 || !esr::is_write(esr_v) {
@@ -90,7 +90,7 @@ fn dirty_log_fault(esr_v: u64) -> bool {
         // The guest's stage 1 changed under us: let it retry (it faults again if it must).
         return true;
     };
-    crate::memslot::handle_write_fault(ipa)
+    crate::dirtylog::handle_write_fault(ipa)
 }
 
 /// The IPA of a stage-2 permission fault. HPFAR_EL2 is valid for it only on a stage-1 walk

@@ -7,7 +7,7 @@ use std::process::Command;
 use std::time::Instant;
 
 /// Crates whose unit tests run on the host.
-pub const HOST_CRATES: [&str; 5] = ["abi", "board", "pgtable", "rt", "xtask"];
+pub const HOST_CRATES: [&str; 6] = ["abi", "board", "hypcore", "pgtable", "rt", "xtask"];
 
 fn host_cargo() -> Command {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());

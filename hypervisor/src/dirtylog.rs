@@ -1,0 +1,288 @@
+//! Dirty logging on memslots (`lib/abi`'s hypercall module documents the calls and errors):
+//!
+//! * scenario 1, enable: write-protect the slot, then split every block eagerly (`split`);
+//! * scenario 2, manual-protect with initially-set: enable sets every dirty bit and changes no
+//!   mapping; each clear write-protects and splits only the cleared pages, 64 pages at a time.
+//!
+//! A write to a protected page faults to EL2 ([`handle_write_fault`]): the page's dirty bit is
+//! set, the page made writable with a local TLBI (other CPUs may keep the read-only entry and
+//! take a spurious fault, handled the same way), and the guest resumes. The bitmap arithmetic
+//! is `hypcore::dirty`'s.
+//!
+//! Lock order: `memslot::SLOTS` before `mmu::STAGE2`.
+
+use crate::counters::DIRTY;
+use crate::mem::{Range, FRAMES, PAGE};
+use crate::memslot::{guest_buffer, ipa, SLOTS};
+use crate::mmu::STAGE2;
+use crate::split::{self, SlotMapping, WalkerOpts};
+use abi::error::HypError;
+use abi::hypercall as hc;
+use core::sync::atomic::Ordering;
+use hypcore::dirty::{self as bits, ClearRequest};
+use pgtable::hw::HwTlb;
+use pgtable::{Barrier, Perms, Shareability, TlbFeatures, TlbMaintenance, Tlbi, TlbiOp};
+
+pub use crate::split::set_check_split;
+
+/// The guest's VMID (`mmu::setup`).
+const VMID: u16 = 1;
+
+/// A dirty bitmap in frames of the hypervisor's pool (zeroed, identity mapped), freed on drop:
+/// the bitmap of a 64 GiB slot is 2 MiB, too large for the hypervisor's heap.
+pub struct Bitmap {
+    pa: u64,
+    frames: usize,
+    words: usize,
+}
+
+impl Bitmap {
+    fn new(pages: u64) -> Option<Bitmap> {
+        let words = bits::words_for(pages) as usize;
+        let frames = (words * 8).div_ceil(PAGE as usize).max(1);
+        let frame = FRAMES.lock().alloc(frames)?;
+        let pa = frame as u64 * PAGE;
+        // SAFETY: the frames were just taken from the hypervisor's pool, which is mapped RW at
+        // EL2 (identity) and used by nothing else.
+        unsafe { core::ptr::write_bytes(pa as *mut u8, 0, frames * PAGE as usize) };
+        Some(Bitmap { pa, frames, words })
+    }
+    fn words(&mut self) -> &mut [u64] {
+        // SAFETY: `words` u64s inside frames this bitmap owns exclusively (see `new`).
+        unsafe { core::slice::from_raw_parts_mut(self.pa as *mut u64, self.words) }
+    }
+}
+
+impl Drop for Bitmap {
+    fn drop(&mut self) {
+        FRAMES.lock().dealloc((self.pa / PAGE) as usize, self.frames);
+    }
+}
+
+/// Dirty logging on one slot.
+pub struct Log {
+    /// Manual-protect with initially-set (scenario 2): clears split eagerly.
+    manual: bool,
+    /// Eager splitting (at enable, or at each clear in scenario 2).
+    eager: bool,
+    dirty: Bitmap,
+}
+
+/// DIRTY_LOG_ENABLE.
+pub fn enable(id: u64, flags: u64) -> Result<(), HypError> {
+    if flags & !(hc::DIRTY_LOG_MANUAL_PROTECT | hc::DIRTY_LOG_EAGER_SPLIT) != 0 {
+        return Err(HypError::InvalidParameter);
+    }
+    let opts = split::walker();
+    let mut st = SLOTS.lock();
+    let slot = st.get_mut(id)?;
+    if slot.log.is_some() {
+        return Err(HypError::Busy);
+    }
+    let manual = flags & hc::DIRTY_LOG_MANUAL_PROTECT != 0;
+    let eager = flags & hc::DIRTY_LOG_EAGER_SPLIT != 0;
+    let mut dirty = Bitmap::new(slot.pages()).ok_or(HypError::NoMemory)?;
+    if manual {
+        // Initially-set: every page counts as dirty until the first clear protects it.
+        bits::set_all(dirty.words(), slot.pages());
+    } else {
+        let mut guard = STAGE2.lock();
+        let s2 = guard.as_mut().ok_or(HypError::NoMemory)?;
+        let mut tlb = HwTlb::detect();
+        split::write_protect(s2, &mut tlb, slot.range())?;
+        if eager {
+            let m = SlotMapping { base: slot.base, backing_size: slot.backing_size() };
+            let r = split::split_range(s2, &mut tlb, slot.range(), opts, Some(m));
+            s2.frames_mut().drain();
+            r?;
+        }
+    }
+    slot.log = Some(Log { manual, eager, dirty });
+    Ok(())
+}
+
+/// DIRTY_LOG_DISABLE: stops tracking; pages stay as they are (split, possibly read-only) and
+/// become writable again on their next write fault, as in KVM.
+pub fn disable(id: u64) -> Result<(), HypError> {
+    let mut st = SLOTS.lock();
+    let slot = st.get_mut(id)?;
+    if slot.log.take().is_none() {
+        return Err(HypError::InvalidParameter);
+    }
+    Ok(())
+}
+
+/// Clean + invalidate `[start, start + len)` to the point of coherency: the guest may access
+/// its buffers with its MMU (and so its caches) off.
+fn sync_guest_buffer(start: u64, len: u64) {
+    rt::cache::clean_invalidate_to_poc(start, len);
+}
+
+/// DIRTY_LOG_GET: copies the bitmap (bit `i` = page `i`, 64-bit little-endian words).
+pub fn get(id: u64, buf: u64, len: u64) -> Result<(), HypError> {
+    let mut st = SLOTS.lock();
+    let slot = st.get_mut(id)?;
+    let pages = slot.pages();
+    let log = slot.log.as_mut().ok_or(HypError::InvalidParameter)?;
+    guest_buffer(buf, len)?;
+    let need = bits::words_for(pages) * 8;
+    if len < need {
+        return Err(HypError::InvalidParameter);
+    }
+    let words = log.dirty.words();
+    // SAFETY: guest_buffer checked that [buf, buf + len) is guest RAM (mapped RW at EL2, never
+    // the hypervisor's), 8-byte aligned, and `need <= len` bytes are written.
+    unsafe { core::ptr::copy_nonoverlapping(words.as_ptr(), buf as *mut u64, words.len()) };
+    sync_guest_buffer(buf, need);
+    Ok(())
+}
+
+/// DIRTY_LOG_CLEAR: `arg` = first page (bits 31:0) | page count << 32; `mask` = the guest
+/// address of the mask words.
+pub fn clear(id: u64, mask: u64, arg: u64) -> Result<(), HypError> {
+    let opts = split::walker();
+    let mut st = SLOTS.lock();
+    let slot = st.get_mut(id)?;
+    let m = SlotMapping { base: slot.base, backing_size: slot.backing_size() };
+    let pages = slot.pages();
+    let log = slot.log.as_mut().ok_or(HypError::InvalidParameter)?;
+    let req = ClearRequest::new(arg & 0xffff_ffff, arg >> 32, pages)?;
+    guest_buffer(mask, req.mask_bytes())?;
+    sync_guest_buffer(mask, req.mask_bytes());
+    let mut guard = STAGE2.lock();
+    let s2 = guard.as_mut().ok_or(HypError::NoMemory)?;
+    let mut tlb = HwTlb::detect();
+    let r = clear_words(s2, &mut tlb, log, m, &req, mask, opts);
+    s2.frames_mut().drain();
+    r
+}
+
+/// The loop of [`clear`], over the mask's words.
+fn clear_words(
+    s2: &mut crate::memslot::S2,
+    tlb: &mut HwTlb,
+    log: &mut Log,
+    slot: SlotMapping,
+    req: &ClearRequest,
+    mask: u64,
+    opts: WalkerOpts,
+) -> Result<(), HypError> {
+    // As KVM: only with initially-set do clears split (otherwise enable already did).
+    let split_here = log.manual && log.eager;
+    let words = log.dirty.words();
+    for w in 0..req.mask_words() {
+        // SAFETY: guest_buffer checked the whole mask lies in guest RAM, mapped at EL2; the
+        // guest may change it concurrently, which only changes what is cleared.
+        let raw = unsafe { core::ptr::read_volatile((mask as *const u64).add(w as usize)) };
+        let m = req.applied(w, raw);
+        if m == 0 {
+            continue;
+        }
+        words[req.bitmap_word(w)] &= !m;
+        // As KVM: protect (and split) from the first to the last cleared page of the word. Split
+        // first: `protect` would otherwise split the blocks at the range ends itself, one level
+        // at a time, instead of the split walker (KVM's write-protect walk leaves blocks whole).
+        let (lo, hi) = req.protect_span(w, m);
+        let r = Range::new(slot.base + lo * PAGE, slot.base + hi * PAGE);
+        if split_here {
+            split::split_range(s2, tlb, r, opts, None)?;
+        }
+        split::write_protect(s2, tlb, r)?;
+        if split_here {
+            split::check_split(s2, r, slot);
+        }
+    }
+    Ok(())
+}
+
+/// TLB maintenance on this CPU only: the inner-shareable forms become local ones. For a
+/// permission *relaxation* (read-only -> writable): another CPU that still holds the read-only
+/// entry takes a spurious permission fault, which [`handle_write_fault`] absorbs.
+struct LocalTlb(HwTlb);
+
+impl TlbMaintenance for LocalTlb {
+    fn tlbi(&mut self, op: Tlbi) {
+        self.0.tlbi(Tlbi { sh: Shareability::Local, ..op })
+    }
+    fn dsb(&mut self, b: Barrier) {
+        self.0.dsb(match b {
+            Barrier::Ish => Barrier::Nsh,
+            Barrier::IshSt => Barrier::NshSt,
+            other => other,
+        })
+    }
+    fn isb(&mut self) {
+        self.0.isb()
+    }
+    fn features(&self) -> TlbFeatures {
+        self.0.features()
+    }
+}
+
+/// A guest write faulted on a stage-2 permission fault at `fault_ipa`. Returns whether it was a
+/// write to a protected memslot page (logging, or left protected by a disabled log), now
+/// handled (the guest retries the write); `false` leaves it to the caller to report.
+pub fn handle_write_fault(fault_ipa: u64) -> bool {
+    let mut st = SLOTS.lock();
+    let Some(slot) = st.containing(fault_ipa) else {
+        return false;
+    };
+    let base = slot.base;
+    // A slot whose log was disabled keeps its read-only pages until they are written: make them
+    // writable then, without marking anything dirty (as KVM).
+    let log = slot.log.as_mut();
+    let page_ipa = fault_ipa & !(PAGE - 1);
+    let page = (page_ipa - base) / PAGE;
+    let mut guard = STAGE2.lock();
+    let Some(s2) = guard.as_mut() else {
+        return false;
+    };
+    let Some(t) = s2.translate(ipa(page_ipa)) else {
+        return false;
+    };
+    DIRTY.faults.fetch_add(1, Ordering::Relaxed);
+    let mut local = LocalTlb(HwTlb::detect());
+    if t.attrs.perms.contains(Perms::WRITE) {
+        // Spurious: another CPU made the page writable; drop this CPU's read-only entry.
+        local.tlbi(Tlbi {
+            op: TlbiOp::Ipas2e1 { vmid: VMID, ipa: ipa(page_ipa) },
+            leaf_only: true,
+            sh: Shareability::Local,
+        });
+        local.dsb(Barrier::Nsh);
+        local.tlbi(Tlbi { op: TlbiOp::Vmalle1 { vmid: Some(VMID) }, leaf_only: false, sh: Shareability::Local });
+        local.dsb(Barrier::Nsh);
+        local.isb();
+    } else {
+        if t.level < 3 {
+            // A block still write-protected (logging without eager split): split it (break-
+            // before-make, broadcast: every CPU may hold the block).
+            let mut tlb = HwTlb::detect();
+            if s2.frames_mut().top_up(split::pages_needed(t.size)) {
+                let _ = s2.split(&mut tlb, ipa(page_ipa), PAGE, 3, false);
+            }
+            s2.frames_mut().drain();
+        }
+        if s2.protect(&mut local, ipa(page_ipa), PAGE, Perms::RW).is_err() {
+            return false;
+        }
+        local.isb();
+    }
+    if let Some(log) = log {
+        log.dirty.words()[(page / 64) as usize] |= 1 << (page % 64);
+    }
+    true
+}
+
+/// A stage-2 translation fault at `fault_ipa`: inside a memslot, the entry may have been in the
+/// middle of a break-before-make (a split by another CPU, which holds the stage-2 lock until
+/// the new table is installed). Returns true when the IPA translates now (the guest retries);
+/// false leaves the fault to be reported.
+pub fn handle_translation_fault(fault_ipa: u64) -> bool {
+    let mut st = SLOTS.lock();
+    if st.containing(fault_ipa).is_none() {
+        return false;
+    }
+    let guard = STAGE2.lock();
+    guard.as_ref().is_some_and(|s2| s2.translate(ipa(fault_ipa & !(PAGE - 1))).is_some())
+}

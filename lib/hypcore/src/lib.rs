@@ -1,0 +1,27 @@
+//! The hypervisor's decisions that touch no hardware, as a `no_std` library tested on the host
+//! (`cargo test -p hypcore`). The hypervisor binary calls these and does the side effects.
+//!
+//! * [`range`]: physical ranges `[start, end)` and the arithmetic on sets of them (subtract,
+//!   take from the top, first fit), all with checked arithmetic.
+//! * [`plan`]: the boot-time memory plan: which RAM the hypervisor keeps (its image and frame
+//!   pool, the memslot pool) and which the guest gets, with an error that names the obstacle
+//!   when a request cannot be met.
+//! * [`dirty`]: the dirty-bitmap arithmetic of dirty logging (initially-set words, the
+//!   argument checks of a clear, which pages one mask word write-protects).
+#![no_std]
+#![deny(missing_docs)]
+
+extern crate alloc;
+
+pub mod dirty;
+pub mod plan;
+pub mod range;
+
+pub use range::Range;
+
+/// 4 KiB.
+pub const PAGE: u64 = 4096;
+/// 2 MiB: a level-2 block.
+pub const BLOCK_2M: u64 = 2 << 20;
+/// 1 GiB: a level-1 block.
+pub const BLOCK_1G: u64 = 1 << 30;

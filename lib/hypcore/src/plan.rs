@@ -1,0 +1,368 @@
+//! The boot-time memory plan: what the hypervisor keeps and what the guest gets.
+//!
+//! The hypervisor keeps, out of the DTB's RAM:
+//!
+//! 1. **its region**: from the 2 MiB boundary below its image to the 2 MiB boundary at or above
+//!    `image end + FRAME_POOL_MIN`. The part after the image is the first piece of the
+//!    page-table frame pool. 2 MiB alignment lets the guest's stage 2 use blocks around it.
+//! 2. **more frame pool**, when the pool is larger than what fits in the region (`hyp.pool=`,
+//!    or the default for 2 GiB of RAM and more): 2 MiB aligned, from the top of RAM;
+//! 3. **the memslot pool** (`hyp.slotpool=`): from the top of what is left, 1 GiB aligned when
+//!    it is 1 GiB or more (so 1 GiB blocks can map it), else 2 MiB aligned.
+//!
+//! Pieces taken from the top never cover the initrd or firmware-reserved memory. The guest
+//! gets every other byte of RAM. When a request cannot be met, the error says what was in the
+//! way, so the user knows which knob to turn.
+
+use crate::range::{self, align_down, align_up, Range};
+use crate::{BLOCK_1G, BLOCK_2M, PAGE};
+use alloc::vec::Vec;
+use core::fmt;
+
+/// Frame pool below 2 GiB of RAM, and the least any pool gets.
+pub const FRAME_POOL_MIN: u64 = 16 << 20;
+/// Largest default frame pool.
+pub const FRAME_POOL_MAX_DEFAULT: u64 = 512 << 20;
+
+/// The frame pool's size: `requested` (`hyp.pool=`) if given, at least [`FRAME_POOL_MIN`]; else
+/// 16 MiB below 2 GiB of RAM and RAM / 16 (at most 512 MiB) from there, enough for the page
+/// tables of a 64 GiB memslot of 4 KiB pages (~130 MiB) with 4 GiB of RAM. Rounded up to 2 MiB;
+/// `None` if that overflows.
+pub fn frame_pool_size(ram_bytes: u64, requested: Option<u64>) -> Option<u64> {
+    let s = match requested {
+        Some(r) => r.max(FRAME_POOL_MIN),
+        None if ram_bytes < 2 << 30 => FRAME_POOL_MIN,
+        None => (ram_bytes / 16).clamp(FRAME_POOL_MIN, FRAME_POOL_MAX_DEFAULT),
+    };
+    align_up(s, BLOCK_2M)
+}
+
+/// What the plan starts from.
+#[derive(Debug, Clone, Default)]
+pub struct PlanInput {
+    /// RAM ranges of the DTB.
+    pub ram: Vec<Range>,
+    /// The hypervisor's image as loaded, BSS included.
+    pub image: Range,
+    /// Memory the firmware reserved (`/memreserve/`, `/reserved-memory`): never taken from the
+    /// top, and stays guest RAM (with its reserved-memory node in the guest's DTB).
+    pub reserved: Vec<Range>,
+    /// The initrd QEMU or the firmware loaded (it holds the guest kernel).
+    pub initrd: Option<Range>,
+    /// `hyp.pool=`: the frame pool's size.
+    pub pool: Option<u64>,
+    /// `hyp.slotpool=`: the memslot pool's size (`None` or 0: no pool).
+    pub slotpool: Option<u64>,
+}
+
+/// The decision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemoryPlan {
+    /// The region around the image (the image and the first piece of the frame pool).
+    pub hyp: Range,
+    /// Frame pool inside [`Self::hyp`], right after the image.
+    pub frames_low: Range,
+    /// Frame pool taken from the top of RAM (empty when the low piece is enough).
+    pub frames_high: Range,
+    /// The frame pool's total size as decided (the low piece may be a little larger).
+    pub frame_pool_bytes: u64,
+    /// The memslot pool (empty without `hyp.slotpool`).
+    pub slotpool: Range,
+    /// Everything else: the guest's RAM, in address order.
+    pub guest_ram: Vec<Range>,
+    /// Bytes of RAM in the DTB.
+    pub ram_bytes: u64,
+}
+
+impl MemoryPlan {
+    /// Bytes of RAM the hypervisor keeps (RAM minus guest RAM).
+    pub fn kept_bytes(&self) -> u64 {
+        self.ram_bytes.saturating_sub(range::total(&self.guest_ram))
+    }
+    /// Every range the guest must never reach: the region, the high frame pool, the slot pool
+    /// (empty ones left out).
+    pub fn hypervisor_owned(&self) -> Vec<Range> {
+        [self.hyp, self.frames_high, self.slotpool].into_iter().filter(|r| !r.is_empty()).collect()
+    }
+}
+
+/// Why no plan fits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PlanError {
+    /// The image with its first frame-pool piece does not lie inside one RAM range.
+    ImageNotInRam {
+        /// The region the hypervisor needs.
+        hyp: Range,
+    },
+    /// The initrd (the guest kernel) lies in the hypervisor's region: RAM is too small or the
+    /// loader put it too close to the image.
+    InitrdInHypervisor {
+        /// The initrd.
+        initrd: Range,
+        /// The hypervisor's region.
+        hyp: Range,
+    },
+    /// The initrd is not inside the RAM the guest keeps.
+    InitrdOutsideRam {
+        /// The initrd.
+        initrd: Range,
+    },
+    /// A size overflows the address space.
+    TooLarge {
+        /// Which request.
+        what: &'static str,
+        /// The size asked for.
+        size: u64,
+    },
+    /// No aligned free stretch for a pool taken from the top of RAM.
+    NoRoom {
+        /// `hyp.pool` (its part beyond the region) or `hyp.slotpool`.
+        what: &'static str,
+        /// Bytes needed.
+        size: u64,
+        /// Alignment needed.
+        align: u64,
+        /// The largest aligned free stretch there was.
+        largest: u64,
+        /// What was already taken or had to be avoided, to name in the message.
+        taken: Vec<(&'static str, Range)>,
+    },
+}
+
+impl fmt::Display for PlanError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::ImageNotInRam { hyp } => write!(
+                f,
+                "the hypervisor's region {hyp} (its image and {} MiB of page-table frames) is not inside one RAM range",
+                FRAME_POOL_MIN >> 20
+            ),
+            Self::InitrdInHypervisor { initrd, hyp } => write!(
+                f,
+                "the initrd {initrd} (the guest kernel) lies inside the hypervisor's region {hyp}: RAM is too small \
+                 for the hypervisor's {} MiB region plus the guest (give the machine more memory)",
+                hyp.len() >> 20
+            ),
+            Self::InitrdOutsideRam { initrd } => write!(f, "the initrd {initrd} is not in RAM"),
+            Self::TooLarge { what, size } => write!(f, "{what}={size:#x} does not fit in the address space"),
+            Self::NoRoom { what, size, align, largest, taken } => {
+                write!(
+                    f,
+                    "{what}: no {} MiB-aligned free stretch of {} MiB in RAM (the largest is {} MiB)",
+                    align >> 20,
+                    size >> 20,
+                    largest >> 20
+                )?;
+                for (i, (name, r)) in taken.iter().enumerate() {
+                    write!(f, "{} {name} {r}", if i == 0 { "; in the way:" } else { "," })?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// The largest `align`ed stretch inside `ram` free of `avoid`.
+fn largest_free(ram: &[Range], align: u64, avoid: &[Range]) -> u64 {
+    let mut free: Vec<Range> = ram.to_vec();
+    for a in avoid {
+        free = range::subtract(&free, *a);
+    }
+    free.iter()
+        .filter_map(|r| Some(align_down(r.end, align).saturating_sub(align_up(r.start, align)?)))
+        .max()
+        .unwrap_or(0)
+}
+
+impl MemoryPlan {
+    /// Plans the memory for `input`.
+    pub fn new(input: &PlanInput) -> Result<MemoryPlan, PlanError> {
+        let img = input.image;
+        let too_large = |what, size| PlanError::TooLarge { what, size };
+        let image_end = align_up(img.end, PAGE).ok_or(too_large("image end", img.end))?;
+        let hyp_end = img
+            .end
+            .checked_add(FRAME_POOL_MIN)
+            .and_then(|e| align_up(e, BLOCK_2M))
+            .ok_or(too_large("image end", img.end))?;
+        let hyp = Range::new(align_down(img.start, BLOCK_2M), hyp_end);
+        if !input.ram.iter().any(|r| r.contains(hyp.start, hyp.len())) {
+            return Err(PlanError::ImageNotInRam { hyp });
+        }
+        if let Some(i) = input.initrd.filter(|i| i.overlaps(&hyp)) {
+            return Err(PlanError::InitrdInHypervisor { initrd: i, hyp });
+        }
+        let frames_low = Range::new(image_end, hyp.end);
+        let mut guest_ram = range::subtract(&input.ram, hyp);
+
+        let ram_bytes = range::total(&input.ram);
+        let pool = frame_pool_size(ram_bytes, input.pool).ok_or(too_large("hyp.pool", input.pool.unwrap_or(0)))?;
+        let mut avoid = input.reserved.clone();
+        avoid.extend(input.initrd);
+        let mut taken: Vec<(&'static str, Range)> = Vec::new();
+        if let Some(i) = input.initrd {
+            taken.push(("the initrd", i));
+        }
+        taken.extend(input.reserved.iter().map(|r| ("reserved memory", *r)));
+        let no_room = |what, size, align, ram: &[Range], taken: &Vec<(&'static str, Range)>| PlanError::NoRoom {
+            what,
+            size,
+            align,
+            largest: largest_free(ram, align, &avoid),
+            taken: taken.clone(),
+        };
+
+        let extra = pool.saturating_sub(frames_low.len());
+        let frames_high = if extra == 0 {
+            Range::default()
+        } else {
+            let size = align_up(extra, BLOCK_2M).ok_or(too_large("hyp.pool", pool))?;
+            range::reserve_top(&mut guest_ram, size, BLOCK_2M, &avoid).ok_or_else(|| {
+                no_room("hyp.pool (beyond the hypervisor's region)", size, BLOCK_2M, &guest_ram, &taken)
+            })?
+        };
+        if !frames_high.is_empty() {
+            taken.push(("the frame pool", frames_high));
+        }
+
+        let slotpool = match input.slotpool {
+            None | Some(0) => Range::default(),
+            Some(size) => {
+                let align = if size >= BLOCK_1G { BLOCK_1G } else { BLOCK_2M };
+                let size = align_up(size, BLOCK_2M).ok_or(too_large("hyp.slotpool", size))?;
+                range::reserve_top(&mut guest_ram, size, align, &avoid)
+                    .ok_or_else(|| no_room("hyp.slotpool", size, align, &guest_ram, &taken))?
+            }
+        };
+        if let Some(i) = input.initrd {
+            if !guest_ram.iter().any(|r| r.contains(i.start, i.len())) {
+                return Err(PlanError::InitrdOutsideRam { initrd: i });
+            }
+        }
+        Ok(MemoryPlan { hyp, frames_low, frames_high, frame_pool_bytes: pool, slotpool, guest_ram, ram_bytes })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::string::ToString;
+    use alloc::vec;
+    use proptest::prelude::*;
+
+    const MIB: u64 = 1 << 20;
+    const GIB: u64 = 1 << 30;
+
+    /// QEMU `virt`: RAM at 1 GiB, the hypervisor Image at RAM + 2 MiB (about 5 MiB with BSS),
+    /// the initrd (guest kernel) at 128 MiB above RAM base when RAM allows.
+    fn qemu(mem: u64) -> PlanInput {
+        PlanInput {
+            ram: vec![Range::new(GIB, GIB + mem)],
+            image: Range::new(GIB + 2 * MIB, GIB + 7 * MIB),
+            initrd: Some(Range::new(GIB + 128 * MIB, GIB + 131 * MIB)),
+            ..Default::default()
+        }
+    }
+
+    fn check_invariants(input: &PlanInput, p: &MemoryPlan) {
+        let owned = p.hypervisor_owned();
+        for g in &p.guest_ram {
+            assert!(input.ram.iter().any(|r| r.contains(g.start, g.len())), "guest RAM {g} outside RAM");
+            for o in &owned {
+                assert!(!g.overlaps(o), "guest RAM {g} overlaps hypervisor memory {o}");
+            }
+        }
+        assert_eq!(
+            range::total(&p.guest_ram) + range::total(&owned),
+            range::total(&input.ram),
+            "every byte of RAM is either the guest's or the hypervisor's"
+        );
+        assert!(p.frames_low.len() + p.frames_high.len() >= p.frame_pool_bytes);
+    }
+
+    #[test]
+    fn small_machine_keeps_a_16m_region_and_nothing_else() {
+        let input = qemu(GIB);
+        let p = MemoryPlan::new(&input).unwrap();
+        assert_eq!(p.hyp, Range::new(GIB + 2 * MIB, GIB + 24 * MIB));
+        assert!(p.frames_high.is_empty() && p.slotpool.is_empty());
+        assert_eq!(p.guest_ram, vec![Range::new(GIB, GIB + 2 * MIB), Range::new(GIB + 24 * MIB, 2 * GIB)]);
+        assert_eq!(p.kept_bytes(), 22 * MIB);
+        check_invariants(&input, &p);
+    }
+
+    #[test]
+    fn large_machine_takes_ram_over_16_from_the_top() {
+        let input = PlanInput { slotpool: Some(GIB), ..qemu(4 * GIB) };
+        let p = MemoryPlan::new(&input).unwrap();
+        assert_eq!(p.frame_pool_bytes, 256 * MIB);
+        assert_eq!(p.frames_high.end, 5 * GIB);
+        // 256 MiB minus the 17 MiB after the image, rounded up to 2 MiB.
+        assert_eq!(p.frames_high.len(), 240 * MIB);
+        assert_eq!(p.slotpool, Range::new(3 * GIB, 4 * GIB), "1 GiB aligned, below the frame pool");
+        check_invariants(&input, &p);
+    }
+
+    #[test]
+    fn tiny_ram_says_the_initrd_is_in_the_hypervisors_region() {
+        // QEMU with 32 MiB puts the initrd right after the image.
+        let input = PlanInput { initrd: Some(Range::new(GIB + 8 * MIB, GIB + 11 * MIB)), ..qemu(32 * MIB) };
+        let e = MemoryPlan::new(&input).unwrap_err();
+        assert!(matches!(e, PlanError::InitrdInHypervisor { .. }), "{e:?}");
+        assert!(e.to_string().contains("give the machine more memory"), "{e}");
+    }
+
+    #[test]
+    fn slotpool_that_cannot_fit_names_the_frame_pool_in_the_way() {
+        // 2 GiB: the default frame pool (128 MiB) takes the top, so no 1 GiB-aligned GiB is left.
+        let input = PlanInput { slotpool: Some(GIB), ..qemu(2 * GIB) };
+        let e = MemoryPlan::new(&input).unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.contains("hyp.slotpool") && msg.contains("the frame pool"), "{msg}");
+        assert!(matches!(e, PlanError::NoRoom { largest, .. } if largest < GIB), "{e:?}");
+    }
+
+    #[test]
+    fn absurd_sizes_are_errors_not_wraps() {
+        let input = PlanInput { pool: Some(u64::MAX), ..qemu(GIB) };
+        assert!(matches!(MemoryPlan::new(&input), Err(PlanError::TooLarge { .. })));
+        let input = PlanInput { slotpool: Some(u64::MAX - 5), ..qemu(GIB) };
+        assert!(matches!(MemoryPlan::new(&input), Err(PlanError::TooLarge { .. })));
+        let input = PlanInput { pool: Some(1 << 40), ..qemu(GIB) };
+        assert!(matches!(MemoryPlan::new(&input), Err(PlanError::NoRoom { .. })));
+        let input = PlanInput { image: Range::new(u64::MAX - MIB, u64::MAX), ..qemu(GIB) };
+        assert!(MemoryPlan::new(&input).is_err());
+    }
+
+    #[test]
+    fn reserved_memory_and_initrd_are_never_taken_from_the_top() {
+        let top_reserved = Range::new(5 * GIB - 4 * MIB, 5 * GIB - 3 * MIB);
+        let input = PlanInput { reserved: vec![top_reserved], slotpool: Some(64 * MIB), ..qemu(4 * GIB) };
+        let p = MemoryPlan::new(&input).unwrap();
+        assert!(!p.frames_high.overlaps(&top_reserved) && !p.slotpool.overlaps(&top_reserved));
+        assert!(p.guest_ram.iter().any(|g| g.contains(top_reserved.start, top_reserved.len())));
+        check_invariants(&input, &p);
+    }
+
+    proptest! {
+        #[test]
+        fn any_plan_gives_every_byte_to_exactly_one_owner(
+            mem_mib in 24u64..20_000,
+            pool in proptest::option::of(0u64..1 << 34),
+            slotpool in proptest::option::of(0u64..1 << 34),
+            initrd_at in 0u64..1 << 34,
+        ) {
+            let input = PlanInput {
+                pool,
+                slotpool,
+                initrd: Some(Range::new(GIB + initrd_at, GIB + initrd_at + 3 * MIB)),
+                ..qemu(mem_mib * MIB)
+            };
+            if let Ok(p) = MemoryPlan::new(&input) {
+                check_invariants(&input, &p);
+                let i = input.initrd.unwrap();
+                prop_assert!(p.guest_ram.iter().any(|g| g.contains(i.start, i.len())));
+            }
+        }
+    }
+}
