@@ -88,7 +88,7 @@ unsafe impl FrameAlloc for HypFrames {
     }
 }
 
-/// The guest's stage-2 table (issue 4's memslots and dirty logging work on it).
+/// The guest's stage-2 table (memslots and dirty logging change it at run time).
 pub static STAGE2: Mutex<Option<PageTable<HypFrames>>> = Mutex::new(None);
 static EL2_TABLE: Mutex<Option<PageTable<HypFrames>>> = Mutex::new(None);
 

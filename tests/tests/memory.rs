@@ -1,4 +1,4 @@
-//! Guest kernel memory (issue 5): the BBML2 decision and its boot arguments, the linear map's
+//! Guest kernel memory: the BBML2 decision and its boot arguments, the linear map's
 //! shape per `rodata=` mode, and `set_memory_*` permissions that really hold (denied accesses
 //! are caught and counted by the kernel, through the mapping and the linear alias).
 

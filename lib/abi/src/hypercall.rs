@@ -22,7 +22,7 @@
 //! | `0xC600_0016` | [`WALKER_MODE`]     | [`WalkerMode`] | chunk bytes (0 = keep) |           | x1, x2 = previous |
 //! | `0xC600_0017` | [`COUNTER_READ`]    | [`Counter`]  |                 |                    | x1 = value       |
 //!
-//! Memslots (issue 4): guest IPA ranges outside guest RAM, backed by the hypervisor's memslot
+//! Memslots: guest IPA ranges outside guest RAM, backed by the hypervisor's memslot
 //! pool (boot argument `hyp.slotpool=SIZE`) mapped repeatedly, so a slot may be larger than the
 //! pool: slot page `i` maps pool byte `(i * 4096) % pool size`. Rules and errors:
 //!
@@ -389,8 +389,8 @@ impl Call {
         }
     }
 
-    /// Numbered but not implemented yet (answers NOT_SUPPORTED). None today: the memslot and
-    /// dirty-logging calls reserved for issue 4 are implemented.
+    /// Numbered but not implemented yet (answers NOT_SUPPORTED). None today: every numbered
+    /// call is implemented.
     pub const fn is_reserved(self) -> bool {
         false
     }

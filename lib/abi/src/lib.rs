@@ -2,7 +2,7 @@
 //!
 //! * [`hypercall`]: the hypervisor's SMCCC function ids (vendor-specific hypervisor service
 //!   range `0xC600_xxxx`), including the ones reserved now for memslots, dirty logging, the
-//!   split-walker mode and counters (issue 4).
+//!   split-walker mode and counters.
 //! * [`error`]: hypercall return codes (`i64` in x0, SMCCC-compatible: 0, -1, -2, -3 mean what
 //!   SMCCC says) and [`error::HypError`].
 //! * [`psci`]: PSCI 0.2 / 1.x function ids (32- and 64-bit), return codes, versions.

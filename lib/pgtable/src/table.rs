@@ -16,7 +16,7 @@ use crate::Error;
 #[cfg(test)]
 pub use crate::mutation::Mutation;
 
-/// Run-time switches of the mechanisms (DESIGN.md section 3). Defaults are the optimised
+/// Run-time switches of the mechanisms (docs/ARCHITECTURE.md, "The mechanisms"). Defaults are the optimised
 /// behaviour, except `bbml2`, which the caller turns on only after checking the CPU
 /// (see [`crate::bbml2_allowed`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
