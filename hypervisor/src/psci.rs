@@ -41,7 +41,7 @@ pub fn handle(fid: u64, a: [u64; 3]) -> [u64; 4] {
         }
         p::SYSTEM_RESET => {
             rt::println!("hyp: guest called PSCI SYSTEM_RESET: ending the run");
-            exit::exit(0)
+            exit::reset()
         }
         _ => ret(p::NOT_SUPPORTED),
     }

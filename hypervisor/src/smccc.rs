@@ -1,4 +1,5 @@
-//! SMC Calling Convention: the hypervisor's own calls to firmware (PSCI on QEMU and TF-A).
+//! SMC Calling Convention: the hypervisor's own calls to firmware (PSCI: QEMU's, or TF-A's on
+//! the Pi 5).
 
 /// Result registers x0..x3 of an SMCCC call.
 pub type Ret = [u64; 4];
@@ -6,8 +7,8 @@ pub type Ret = [u64; 4];
 /// Issues `smc #0` with function id `fid` and arguments x1..x3.
 pub fn smc(fid: u64, a1: u64, a2: u64, a3: u64) -> Ret {
     let (r0, r1, r2, r3);
-    // SAFETY: an SMCCC call to EL3 firmware (QEMU's built-in PSCI under TCG); per SMCCC v1.0
-    // x0-x17 may be clobbered and no memory of ours is touched except as the call documents
+    // SAFETY: an SMCCC call to EL3 firmware (QEMU's built-in PSCI under TCG, TF-A on the Pi 5);
+    // per SMCCC v1.0 x0-x17 may be clobbered and no memory of ours is touched except as the call documents
     // (PSCI calls here pass only addresses and values).
     unsafe {
         core::arch::asm!(

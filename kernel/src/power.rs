@@ -1,5 +1,7 @@
-//! Ending the run. Under the hypervisor: the exit hypercall with the status. Without it, on
-//! QEMU: semihosting (`qemu-exit`) with the status; on hardware: PSCI SYSTEM_OFF.
+//! Ending the run. Under the hypervisor: the exit hypercall with the status (the hypervisor
+//! prints the final line). Without it the kernel prints the final line `@@exit CODE (meaning)`
+//! itself, then on QEMU exits through semihosting (`qemu-exit`) with the status, and on a board
+//! asks the firmware for PSCI SYSTEM_OFF.
 
 use crate::smccc;
 use core::sync::atomic::{AtomicU8, Ordering};
@@ -32,6 +34,9 @@ pub fn host() -> Host {
 
 /// Ends the run with `status` (0 = success).
 pub fn exit(status: u32) -> ! {
+    if host() != Host::Hypervisor {
+        rt::console::panic_print(format_args!("{}\n", abi::exit::FinalLine(status)));
+    }
     rt::console::flush();
     match host() {
         Host::Hypervisor => {

@@ -1,4 +1,5 @@
-//! Exit codes of a run (QEMU's exit status, through semihosting).
+//! Exit codes of a run (QEMU's exit status, through semihosting), and the line that carries
+//! the code where there is no QEMU to exit with it (a board's console).
 //!
 //! 0 is success. A guest's own failure statuses pass through its exit hypercall (low 8 bits,
 //! never turned into 0: [`from_guest_status`]); the verdicts below are what the kernel and the
@@ -39,9 +40,47 @@ pub fn describe(code: i32) -> &'static str {
     }
 }
 
+/// Prefix of the last line of every run: [`FinalLine`].
+pub const FINAL_LINE_PREFIX: &str = "@@exit ";
+
+/// The last line the hypervisor (or the kernel on firmware without it) prints before the run
+/// ends, on QEMU and on a board alike: `@@exit CODE (meaning)`. On a board, where the run ends
+/// with PSCI SYSTEM_OFF instead of an exit status, `cargo xtask chainboot` exits with CODE.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FinalLine(pub u32);
+
+impl core::fmt::Display for FinalLine {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{FINAL_LINE_PREFIX}{} ({})", self.0, describe(self.0 as i32))
+    }
+}
+
+/// The code of a [`FinalLine`] (surrounding whitespace allowed); `None` for any other line.
+pub fn parse_final_line(line: &str) -> Option<u32> {
+    let rest = line.trim().strip_prefix(FINAL_LINE_PREFIX)?;
+    let (code, meaning) = rest.split_once(' ').unwrap_or((rest, ""));
+    let meaning = meaning.strip_prefix('(')?.strip_suffix(')')?;
+    let code: u32 = code.parse().ok()?;
+    (meaning == describe(code as i32)).then_some(code)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn final_line_reads_back() {
+        extern crate std;
+        use std::format;
+        for code in [0, 1, 2, 3, 4, 5, 77] {
+            let line = format!("{}\r\n", FinalLine(code));
+            assert_eq!(parse_final_line(&line), Some(code), "{line:?}");
+        }
+        assert_eq!(format!("{}", FinalLine(2)), "@@exit 2 (guest panic)");
+        for line in ["", "@@exit", "@@exit 2", "@@exit x (success)", "@@exit 2 (success)", "hyp: @@exit 0 (success)"] {
+            assert_eq!(parse_final_line(line), None, "{line:?}");
+        }
+    }
 
     #[test]
     fn guest_status_to_exit_code() {
