@@ -39,6 +39,16 @@ fn env() -> &'static Env {
     })
 }
 
+/// The QEMU binary the tests run.
+pub fn qemu_binary() -> &'static std::path::Path {
+    &env().qemu
+}
+
+/// The Images under test.
+pub fn images() -> &'static Images {
+    &env().images
+}
+
 /// What a boot produced.
 pub struct Run {
     pub cfg: QemuConfig,

@@ -12,8 +12,9 @@ use object::{Endianness, Object, ObjectSymbol};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-/// The two binaries.
-pub const BINARIES: [&str; 2] = ["hypervisor", "kernel"];
+/// The bare-metal binaries: the two that boot, and the serial chainloader (`cargo xtask
+/// chainboot`, `cargo xtask flash --chainloader`).
+pub const BINARIES: [&str; 3] = ["hypervisor", "kernel", "chainloader"];
 
 /// Built images and their ELF files (the ELF files have the symbols for backtraces).
 #[derive(Debug, Clone)]
@@ -34,12 +35,20 @@ pub fn images_dir() -> PathBuf {
     workspace_root().join("target/images")
 }
 
-/// Builds both binaries (release profile, with debug info) and writes their Images.
+/// The chainloader's Image, written by every [`build`].
+pub fn chainloader_image() -> PathBuf {
+    images_dir().join("chainloader.img")
+}
+
+/// Builds the binaries (release profile, with debug info) and writes their Images.
 pub fn build(tc: &CrossToolchain, features: &[String]) -> Result<Images> {
     let t0 = Instant::now();
-    eprintln!("xtask: building hypervisor + kernel for {TARGET} with {}", tc.description);
+    eprintln!("xtask: building {} for {TARGET} with {}", BINARIES.join(" + "), tc.description);
     let mut cmd = tc.cargo("build");
-    cmd.current_dir(workspace_root()).args(["--release", "-p", "hypervisor", "-p", "kernel"]);
+    cmd.current_dir(workspace_root()).arg("--release");
+    for bin in BINARIES {
+        cmd.args(["-p", bin]);
+    }
     cmd.arg("--target-dir").arg(cross_target_dir());
     if !features.is_empty() {
         cmd.arg("--features").arg(features.join(","));
@@ -58,7 +67,7 @@ pub fn build(tc: &CrossToolchain, features: &[String]) -> Result<Images> {
         paths.push((img, elf));
     }
     eprintln!("xtask: images in {} ({:.1} s)", images_dir().display(), t0.elapsed().as_secs_f64());
-    let (k, h) = (paths.pop().unwrap(), paths.pop().unwrap());
+    let (k, h) = (paths[1].clone(), paths[0].clone());
     Ok(Images { hypervisor: h.0, hypervisor_elf: h.1, kernel: k.0, kernel_elf: k.1 })
 }
 

@@ -7,9 +7,12 @@
 //! * [`build`]: builds the two binaries and turns their ELF files into arm64 Images.
 //! * [`qemu`]: QEMU command lines and runs with a timeout.
 //! * [`report`]: the `@@report` records the guest and hypervisor print, as tables.
+//! * [`chainboot`]: the host side of the serial chainloader (and the loader in QEMU on a pty).
 
 pub mod bench;
 pub mod build;
+pub mod chainboot;
+pub mod flash;
 pub mod lint;
 pub mod qemu;
 pub mod report;

@@ -29,6 +29,12 @@ enum Cmd {
         #[arg(long)]
         icount: bool,
     },
+    /// Put the hypervisor and kernel (or the serial chainloader) on a Raspberry Pi 5's SD card:
+    /// a mounted boot partition, a card, or a card image.
+    Flash(xtask::flash::Args),
+    /// Send the hypervisor and kernel to the serial chainloader on a board (or in QEMU) and show
+    /// its console.
+    Chainboot(xtask::chainboot::Args),
     /// Clippy, warnings as errors, on the host crates and the bare-metal binaries.
     Lint,
     /// Show which toolchain, linker and QEMU would be used (installing what is missing when root).
@@ -93,6 +99,8 @@ fn real_main() -> Result<()> {
             Ok(())
         }
         Cmd::Lint => xtask::lint::run(&toolchain::find()?),
+        Cmd::Flash(a) => xtask::flash::cli(a),
+        Cmd::Chainboot(a) => std::process::exit(xtask::chainboot::cli(a)?),
         Cmd::Test(a) => xtask::test::run(a.long, a.host_only),
         Cmd::Bench { which, icount } => xtask::bench::run(&which, icount),
         Cmd::Doctor => {

@@ -51,6 +51,25 @@ impl Default for QemuConfig {
 impl QemuConfig {
     /// The full QEMU argument list for these images.
     pub fn args(&self, images: &Images) -> Vec<String> {
+        let mut a = self.machine_args();
+        a.extend(["-nographic".into(), "-semihosting-config".into(), "enable=on,target=native".into()]);
+        if self.no_hypervisor {
+            a.extend(["-kernel".into(), images.kernel.display().to_string()]);
+        } else {
+            a.extend(["-kernel".into(), images.hypervisor.display().to_string()]);
+            a.extend(["-initrd".into(), images.kernel.display().to_string()]);
+        }
+        if !self.bootargs.is_empty() {
+            a.extend(["-append".into(), self.bootargs.clone()]);
+        }
+        if self.gdb {
+            a.extend(["-s".into(), "-S".into()]);
+        }
+        a
+    }
+
+    /// The machine alone: board, CPU, CPU count, memory and `-icount` (no images, no console).
+    pub fn machine_args(&self) -> Vec<String> {
         let mut machine = format!("virt,gic-version={}", self.gic);
         if !self.no_hypervisor {
             machine.push_str(",virtualization=on");
@@ -64,24 +83,9 @@ impl QemuConfig {
             self.smp.to_string(),
             "-m".into(),
             self.mem.clone(),
-            "-nographic".into(),
-            "-semihosting-config".into(),
-            "enable=on,target=native".into(),
         ];
-        if self.no_hypervisor {
-            a.extend(["-kernel".into(), images.kernel.display().to_string()]);
-        } else {
-            a.extend(["-kernel".into(), images.hypervisor.display().to_string()]);
-            a.extend(["-initrd".into(), images.kernel.display().to_string()]);
-        }
-        if !self.bootargs.is_empty() {
-            a.extend(["-append".into(), self.bootargs.clone()]);
-        }
         if let Some(shift) = self.icount {
             a.extend(["-icount".into(), format!("shift={shift}")]);
-        }
-        if self.gdb {
-            a.extend(["-s".into(), "-S".into()]);
         }
         a
     }

@@ -1,0 +1,99 @@
+//! The serial chainloader in QEMU (`-cpu cortex-a76 -M virt,gic-version=2`, its PL011 on a pty)
+//! against the xtask's host side: a transfer with a damaged byte is refused and nothing starts;
+//! the real hypervisor and kernel then go through, boot, and the run's final line reaches the
+//! host with its code, which is also QEMU's exit status.
+
+use std::time::Duration;
+use tests::{images, qemu_binary};
+use xtask::chainboot::{self, ConsoleEnd, Payload, Sent, Session, Tamper};
+use xtask::qemu::QemuConfig;
+
+/// A minimal valid arm64 Image of `len` bytes.
+fn tiny_image(len: usize) -> Vec<u8> {
+    let mut v: Vec<u8> = (0..len).map(|i| (i * 31 + 7) as u8).collect();
+    v[0x38..0x3c].copy_from_slice(&rt::image::MAGIC.to_le_bytes());
+    v[24..32].copy_from_slice(&(rt::image::FLAG_PAGE_4K | rt::image::FLAG_ANYWHERE).to_le_bytes());
+    v[8..16].fill(0);
+    rt::image::ImageHeader::patch(&mut v, len as u64 + 0x1000).unwrap();
+    v
+}
+
+fn start(cfg: &QemuConfig) -> (chainboot::qemu::LoaderVm, Session) {
+    let vm =
+        chainboot::qemu::start(qemu_binary(), cfg, &xtask::build::chainloader_image()).expect("QEMU with the loader");
+    let link = chainboot::link::open(&vm.pty.display().to_string(), 115_200).expect("opening the pty");
+    (vm, Session::new(link, |_| {}, false))
+}
+
+fn dump(s: &Session) -> String {
+    format!("--- serial ---\n{}\n--- end ---", s.log.join("\n"))
+}
+
+#[test]
+fn refuses_a_damaged_transfer_then_boots_hypervisor_and_kernel() {
+    let cfg = QemuConfig { cpu: "cortex-a76".into(), gic: 2, smp: 2, mem: "1G".into(), ..Default::default() };
+    let (mut vm, mut s) = start(&cfg);
+    s.wait_ready(Some(Duration::from_secs(60))).expect("ready");
+    assert!(s.log.iter().any(|l| l.starts_with("chainloader: ") && l.contains("at EL2")), "{}", dump(&s));
+
+    // One inverted byte in the kernel: the CRC catches it, nothing starts, the loader waits again.
+    let small =
+        Payload { hypervisor: tiny_image(4096), kernel: tiny_image(8192), bootargs: "a b".into(), compress: false };
+    match s.send(&small, Some(Tamper::FlipKernelByte(5000))).expect("transfer") {
+        Sent::Refused(why) => {
+            assert!(why.starts_with("checksum: the kernel arrived with CRC-32"), "{why}\n{}", dump(&s));
+            assert!(why.contains("nothing was started"), "{why}");
+        }
+        other => panic!("a damaged kernel was not refused: {other:?}\n{}", dump(&s)),
+    }
+    s.wait_ready(Some(Duration::from_secs(30))).expect("ready again after the refusal");
+
+    let real = Payload {
+        hypervisor: std::fs::read(&images().hypervisor).unwrap(),
+        kernel: std::fs::read(&images().kernel).unwrap(),
+        bootargs: String::new(),
+        compress: true,
+    };
+    let sent = s.send(&real, None).expect("transfer");
+    assert!(matches!(sent, Sent::Booted { .. }), "{sent:?}\n{}", dump(&s));
+    eprintln!("chainboot over QEMU's PL011: {}", chainboot::rate_line(&sent, 115_200, true));
+    let end = s.console(Some(Duration::from_secs(120)));
+    assert_eq!(end, ConsoleEnd::Exit(0), "{}", dump(&s));
+    let out = s.log.join("\n");
+    assert!(out.contains("hyp: pgtlab hypervisor at EL2"), "{}", dump(&s));
+    assert!(out.contains("kernel: 2 of 2 CPUs online"), "{}", dump(&s));
+    // The loader's DTB points the hypervisor at the kernel it received.
+    let status = vm.child.wait().expect("QEMU exits");
+    assert_eq!(status.code(), Some(0), "{}", dump(&s));
+}
+
+/// The host dies half way: the loader gives up after its byte time-out, says how far it got,
+/// and takes the next transfer (uncompressed this time, 4 CPUs, 4 GiB).
+#[test]
+#[ignore = "long: cargo xtask test --long"]
+fn survives_a_host_that_stops_half_way() {
+    let cfg = QemuConfig { cpu: "cortex-a76".into(), gic: 2, smp: 4, mem: "4G".into(), ..Default::default() };
+    let (mut vm, mut s) = start(&cfg);
+    s.wait_ready(Some(Duration::from_secs(60))).expect("ready");
+    let real = Payload {
+        hypervisor: std::fs::read(&images().hypervisor).unwrap(),
+        kernel: std::fs::read(&images().kernel).unwrap(),
+        bootargs: String::new(),
+        compress: false,
+    };
+    let half = (real.hypervisor.len() / 2) as u64;
+    match s.send(&real, Some(Tamper::StopAfter(half))).expect("transfer") {
+        Sent::TimedOut { received, total } => {
+            assert_eq!(received, half, "{}", dump(&s));
+            assert_eq!(total, (real.hypervisor.len() + real.kernel.len()) as u64);
+        }
+        other => panic!("no time-out: {other:?}\n{}", dump(&s)),
+    }
+    s.wait_ready(Some(Duration::from_secs(30))).expect("ready again after the time-out");
+    let sent = s.send(&real, None).expect("transfer");
+    assert!(matches!(sent, Sent::Booted { .. }), "{sent:?}\n{}", dump(&s));
+    eprintln!("chainboot over QEMU's PL011, uncompressed: {}", chainboot::rate_line(&sent, 115_200, true));
+    assert_eq!(s.console(Some(Duration::from_secs(180))), ConsoleEnd::Exit(0), "{}", dump(&s));
+    assert!(s.log.join("\n").contains("kernel: 4 of 4 CPUs online"), "{}", dump(&s));
+    assert_eq!(vm.child.wait().unwrap().code(), Some(0));
+}

@@ -1,0 +1,464 @@
+//! `cargo xtask chainboot`: the host side of the serial chainloader (protocol in
+//! `lib/chainboot`, loader in `chainloader/`). It waits for the loader's `ready`, sends the
+//! hypervisor and the kernel with a progress line, and then shows the board's console until the
+//! run's final `@@exit CODE` line, whose code becomes its own exit status.
+//!
+//! [`qemu`] runs the same loader in QEMU on a pty, so all of it can be tried without a board.
+
+pub mod link;
+pub mod qemu;
+
+use anyhow::{bail, Context, Result};
+use chainboot::{crc32, Header, Status};
+use std::io::{BufRead, BufReader, Write};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+pub use link::Link;
+
+/// What is sent.
+#[derive(Debug, Clone)]
+pub struct Payload {
+    /// The hypervisor Image.
+    pub hypervisor: Vec<u8>,
+    /// The kernel Image (the hypervisor's initrd).
+    pub kernel: Vec<u8>,
+    /// Boot arguments for `/chosen/bootargs` (empty: keep the firmware's).
+    pub bootargs: String,
+    /// Send the Images DEFLATE-compressed (about half the bytes).
+    pub compress: bool,
+}
+
+/// What goes on the wire for one transfer.
+#[derive(Debug, Clone)]
+pub struct Wire {
+    /// The header.
+    pub header: Header,
+    /// Hypervisor bytes as sent.
+    pub hypervisor: Vec<u8>,
+    /// Kernel bytes as sent.
+    pub kernel: Vec<u8>,
+}
+
+impl Payload {
+    /// The header and the bytes to send.
+    pub fn wire(&self) -> Result<Wire> {
+        let mut header = self.header()?;
+        let (hypervisor, kernel) = if self.compress {
+            let deflate = |b: &[u8]| miniz_oxide::deflate::compress_to_vec(b, 9);
+            (deflate(&self.hypervisor), deflate(&self.kernel))
+        } else {
+            (self.hypervisor.clone(), self.kernel.clone())
+        };
+        header.hyp_wire_len = u32::try_from(hypervisor.len())?;
+        header.kernel_wire_len = u32::try_from(kernel.len())?;
+        Ok(Wire { header, hypervisor, kernel })
+    }
+
+    /// The transfer header (wire lengths as if uncompressed), with the hypervisor's placement
+    /// taken from its Image header.
+    pub fn header(&self) -> Result<Header> {
+        let h = rt::image::ImageHeader::parse(&self.hypervisor)
+            .map_err(|e| anyhow::anyhow!("the hypervisor is not an arm64 Image: {e}"))?;
+        rt::image::ImageHeader::parse(&self.kernel)
+            .map_err(|e| anyhow::anyhow!("the kernel is not an arm64 Image: {e}"))?;
+        let len = |what: &str, n: usize| u32::try_from(n).with_context(|| format!("the {what} is larger than 4 GiB"));
+        Ok(Header {
+            flags: if self.compress { chainboot::FLAG_DEFLATE } else { 0 },
+            hyp_len: len("hypervisor", self.hypervisor.len())?,
+            hyp_wire_len: len("hypervisor", self.hypervisor.len())?,
+            kernel_wire_len: len("kernel", self.kernel.len())?,
+            hyp_text_offset: u32::try_from(h.text_offset)?,
+            hyp_image_size: u32::try_from(h.image_size).context("hypervisor image_size above 4 GiB")?,
+            hyp_crc: crc32(&self.hypervisor),
+            kernel_len: len("kernel", self.kernel.len())?,
+            kernel_crc: crc32(&self.kernel),
+            args_len: len("boot arguments", self.bootargs.len())?,
+            args_crc: crc32(self.bootargs.as_bytes()),
+        })
+    }
+}
+
+/// Damage done on purpose after the checksums were computed (to show the loader refusing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tamper {
+    /// Send the kernel with byte N (of what goes on the wire) inverted.
+    FlipKernelByte(usize),
+    /// Stop after N payload bytes, as a host that died would.
+    StopAfter(u64),
+}
+
+/// How a transfer ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Sent {
+    /// The loader checked everything and jumped.
+    Booted {
+        /// Payload bytes (arguments + hypervisor + kernel).
+        bytes: u64,
+        /// From the first payload byte written to the loader's `boot` line.
+        elapsed: Duration,
+        /// The hypervisor's entry point.
+        entry: u64,
+    },
+    /// The loader refused (header, placement, checksum, Image): nothing was started.
+    Refused(String),
+    /// The loader stopped waiting for bytes.
+    TimedOut {
+        /// Bytes it got.
+        received: u64,
+        /// Bytes announced.
+        total: u64,
+    },
+}
+
+impl Sent {
+    /// Payload bytes per second, for a boot.
+    pub fn rate(&self) -> Option<f64> {
+        match self {
+            Sent::Booted { bytes, elapsed, .. } => Some(*bytes as f64 / elapsed.as_secs_f64().max(1e-9)),
+            _ => None,
+        }
+    }
+}
+
+/// How the console part ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConsoleEnd {
+    /// The run's final line, with its code.
+    Exit(u32),
+    /// The line closed (the board or QEMU went away) without a final line.
+    Closed,
+    /// Nothing final within the time limit.
+    TimedOut,
+}
+
+/// A conversation with the loader and then the board, over one [`Link`].
+pub struct Session {
+    lines: Receiver<String>,
+    writer: Box<dyn Write + Send>,
+    echo: Box<dyn FnMut(&str) + Send>,
+    progress: bool,
+    /// Every line received so far (status lines included).
+    pub log: Vec<String>,
+}
+
+impl Session {
+    /// Starts reading the link; each line from the board goes through `echo` (and into
+    /// [`Session::log`]). `progress` draws a progress line on stderr while sending.
+    pub fn new(link: Link, echo: impl FnMut(&str) + Send + 'static, progress: bool) -> Session {
+        let (tx, rx) = mpsc::channel();
+        let reader = link.reader;
+        std::thread::spawn(move || {
+            let mut r = BufReader::new(reader);
+            let mut buf = Vec::new();
+            while r.read_until(b'\n', &mut buf).map(|n| n > 0).unwrap_or(false) {
+                let line = String::from_utf8_lossy(&buf).trim_end_matches(['\r', '\n']).to_string();
+                if tx.send(line).is_err() {
+                    break;
+                }
+                buf.clear();
+            }
+        });
+        Session { lines: rx, writer: link.writer, echo: Box::new(echo), progress, log: Vec::new() }
+    }
+
+    /// The next line, echoed and logged; `Ok(None)` at the deadline, `Err` when the line closed.
+    fn next_line(&mut self, deadline: Option<Instant>) -> Result<Option<String>, ()> {
+        let got = match deadline {
+            None => self.lines.recv().map_err(|_| RecvTimeoutError::Disconnected),
+            Some(d) => self.lines.recv_timeout(d.saturating_duration_since(Instant::now())),
+        };
+        match got {
+            Ok(line) => {
+                (self.echo)(&line);
+                self.log.push(line.clone());
+                Ok(Some(line))
+            }
+            Err(RecvTimeoutError::Timeout) => Ok(None),
+            Err(RecvTimeoutError::Disconnected) => Err(()),
+        }
+    }
+
+    /// Waits for the loader's `ready` line; returns the RAM it reports, in MiB.
+    pub fn wait_ready(&mut self, timeout: Option<Duration>) -> Result<u64> {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        loop {
+            match self.next_line(deadline) {
+                Ok(Some(line)) => match Status::parse(&line) {
+                    Some(Status::Ready { version, ram_mib }) if version == chainboot::VERSION => return Ok(ram_mib),
+                    Some(Status::Ready { version, .. }) => bail!(
+                        "the loader on the board speaks protocol v{version}, this xtask v{}: write the new one to the card (cargo xtask flash --chainloader)",
+                        chainboot::VERSION
+                    ),
+                    _ => {}
+                },
+                Ok(None) => bail!("no `ready` from the loader within {:?}: is the board on, with the loader on its card?", timeout.unwrap_or_default()),
+                Err(()) => bail!("the serial line closed before the loader said `ready`"),
+            }
+        }
+    }
+
+    /// Sends one transfer after `ready` and waits for the verdict.
+    pub fn send(&mut self, p: &Payload, tamper: Option<Tamper>) -> Result<Sent> {
+        let Wire { header, hypervisor, mut kernel } = p.wire()?;
+        self.writer.write_all(&header.encode())?;
+        self.writer.flush()?;
+        let deadline = Some(Instant::now() + Duration::from_secs(10));
+        loop {
+            let Ok(Some(line)) = self.next_line(deadline) else {
+                bail!("the loader did not answer the header within 10 s");
+            };
+            match Status::parse(&line) {
+                Some(Status::Accept { .. }) => break,
+                Some(Status::Refuse(why)) => return Ok(Sent::Refused(why.to_string())),
+                Some(Status::Timeout { received, total }) => return Ok(Sent::TimedOut { received, total }),
+                _ => {}
+            }
+        }
+        if let Some(Tamper::FlipKernelByte(i)) = tamper {
+            let i = i.min(kernel.len() - 1);
+            kernel[i] = !kernel[i];
+        }
+        let parts: [&[u8]; 3] = [p.bootargs.as_bytes(), &hypervisor, &kernel];
+        let total = header.payload_len();
+        let stop = match tamper {
+            Some(Tamper::StopAfter(n)) => n.min(total),
+            _ => total,
+        };
+        let start = Instant::now();
+        let mut sent = 0u64;
+        let mut shown = start;
+        for part in parts {
+            for chunk in part.chunks(1024) {
+                let chunk = &chunk[..chunk.len().min((stop - sent) as usize)];
+                self.writer.write_all(chunk).context("writing to the serial line")?;
+                sent += chunk.len() as u64;
+                if self.progress && (shown.elapsed() > Duration::from_millis(200) || sent == total) {
+                    shown = Instant::now();
+                    let secs = start.elapsed().as_secs_f64().max(1e-3);
+                    eprint!(
+                        "\rxtask: sending {} KiB: {:3}%  {:.1} KiB/s  ",
+                        total / 1024,
+                        sent * 100 / total,
+                        sent as f64 / 1024.0 / secs
+                    );
+                }
+            }
+        }
+        self.writer.flush()?;
+        if self.progress {
+            eprintln!();
+        }
+        // The loader answers once the last byte is in and checked (or, after a stop, when it
+        // gives up waiting); at 115200 baud a tty may still hold a few KiB when the last write
+        // returns.
+        let deadline = Some(Instant::now() + Duration::from_secs(30));
+        loop {
+            let Ok(Some(line)) = self.next_line(deadline) else {
+                bail!("no verdict from the loader within 30 s of the last byte");
+            };
+            match Status::parse(&line) {
+                Some(Status::Boot { entry, .. }) => {
+                    return Ok(Sent::Booted { bytes: total, elapsed: start.elapsed(), entry });
+                }
+                Some(Status::Refuse(why)) => return Ok(Sent::Refused(why.to_string())),
+                Some(Status::Timeout { received, total }) => return Ok(Sent::TimedOut { received, total }),
+                _ => {}
+            }
+        }
+    }
+
+    /// Shows the board's console until the run's final line (its code), the line closing, or
+    /// the time limit.
+    pub fn console(&mut self, timeout: Option<Duration>) -> ConsoleEnd {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        loop {
+            match self.next_line(deadline) {
+                Ok(Some(line)) => {
+                    if let Some(code) = abi::exit::parse_final_line(&line) {
+                        return ConsoleEnd::Exit(code);
+                    }
+                }
+                Ok(None) => return ConsoleEnd::TimedOut,
+                Err(()) => return ConsoleEnd::Closed,
+            }
+        }
+    }
+}
+
+/// One line describing a transfer rate against what the line could carry (8N1: 10 bits a byte).
+pub fn rate_line(sent: &Sent, baud: u32, emulated: bool) -> String {
+    let Some(rate) = sent.rate() else { return String::from("no transfer") };
+    let Sent::Booted { bytes, elapsed, .. } = sent else { unreachable!() };
+    let line = f64::from(baud) / 10.0;
+    let mut s = format!(
+        "{} KiB in {:.2} s: {:.1} KiB/s ({:.0}% of a {baud} baud line's {:.1} KiB/s)",
+        bytes / 1024,
+        elapsed.as_secs_f64(),
+        rate / 1024.0,
+        rate / line * 100.0,
+        line / 1024.0
+    );
+    if emulated {
+        s.push_str("; QEMU's PL011 and a pty both ignore the baud rate, so this is the emulator's speed");
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn image(len: usize, image_size: u64) -> Vec<u8> {
+        let mut v = vec![0u8; len];
+        v[0x38..0x3c].copy_from_slice(&rt::image::MAGIC.to_le_bytes());
+        v[24..32].copy_from_slice(&(rt::image::FLAG_PAGE_4K | rt::image::FLAG_ANYWHERE).to_le_bytes());
+        rt::image::ImageHeader::patch(&mut v, image_size).unwrap();
+        v
+    }
+
+    #[test]
+    fn header_describes_the_payload() {
+        let p = Payload {
+            hypervisor: image(4096, 0x10_0000),
+            kernel: image(8192, 0x2_0000),
+            bootargs: "a b".into(),
+            compress: false,
+        };
+        let h = p.header().unwrap();
+        assert_eq!((h.hyp_len, h.hyp_image_size, h.hyp_text_offset), (4096, 0x10_0000, 0));
+        assert_eq!((h.kernel_len, h.args_len), (8192, 3));
+        assert_eq!(h.kernel_crc, crc32(&p.kernel));
+        assert_eq!(Header::decode(&h.encode()), Ok(h));
+        let w = p.wire().unwrap();
+        assert_eq!((w.header.hyp_wire_len, w.header.kernel_wire_len), (4096, 8192));
+        assert_eq!(w.kernel, p.kernel);
+        let bad = Payload { kernel: vec![0; 100], ..p.clone() };
+        assert!(bad.header().unwrap_err().to_string().contains("kernel is not an arm64 Image"));
+        // Compressed: the CRCs still cover the files, the wire lengths are the streams'.
+        let c = Payload { compress: true, ..p.clone() };
+        let w = c.wire().unwrap();
+        assert!(w.header.compressed() && w.header.kernel_wire_len < 8192);
+        assert_eq!(w.header.kernel_crc, crc32(&p.kernel));
+        assert_eq!(miniz_oxide::inflate::decompress_to_vec(&w.kernel).unwrap(), p.kernel);
+        assert_eq!(Header::decode(&w.header.encode()), Ok(w.header));
+    }
+
+    #[test]
+    fn rate_line_compares_with_the_line() {
+        let s = Sent::Booted { bytes: 11_520, elapsed: Duration::from_secs(1), entry: 0 };
+        let l = rate_line(&s, 115_200, false);
+        assert!(l.contains("11.2 KiB/s (100% of a 115200 baud line"), "{l}");
+        assert!(rate_line(&s, 115_200, true).contains("ignore the baud rate"));
+        assert_eq!(rate_line(&Sent::Refused("x".into()), 115_200, false), "no transfer");
+    }
+}
+
+/// `cargo xtask chainboot` options.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The board's serial line: a tty (`/dev/ttyUSB0`) or `unix:PATH` (a socket chardev).
+    #[arg(long, required_unless_present = "qemu", conflicts_with = "qemu")]
+    pub serial: Option<String>,
+    /// Baud rate of the tty: the rate the firmware set the board's UART to (config.txt
+    /// `init_uart_baud`, 115200 by default).
+    #[arg(long, default_value_t = 115_200)]
+    pub baud: u32,
+    /// Run the loader in QEMU on a pty instead of a board (with --cpu, --gic, --smp, --mem).
+    #[arg(long)]
+    pub qemu: bool,
+    /// QEMU CPU model (with --qemu).
+    #[arg(long, default_value = "cortex-a76", requires = "qemu")]
+    pub cpu: String,
+    /// QEMU GIC version (with --qemu).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(2..=3), requires = "qemu")]
+    pub gic: u8,
+    /// QEMU CPUs (with --qemu).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=8), requires = "qemu")]
+    pub smp: u32,
+    /// QEMU memory (with --qemu).
+    #[arg(long, default_value = "1G", requires = "qemu")]
+    pub mem: String,
+    /// Kernel command line written into the DTB's /chosen/bootargs (words starting with `hyp.`
+    /// go to the hypervisor); empty keeps the firmware's (cmdline.txt).
+    #[arg(long, default_value = "")]
+    pub bootargs: String,
+    /// Seconds to wait for the loader's `ready` (0: forever; default 0 on a board, 30 with --qemu).
+    #[arg(long)]
+    pub ready_timeout: Option<u64>,
+    /// Seconds to show the console before giving up on the run's final line (0: forever).
+    #[arg(long, default_value_t = 0)]
+    pub timeout: u64,
+    /// Send the Images as they are instead of DEFLATE-compressed (twice the bytes).
+    #[arg(long)]
+    pub no_compress: bool,
+    /// First send the kernel with byte N inverted, to see the loader refuse it, then send it
+    /// right.
+    #[arg(long, hide = true)]
+    pub corrupt_kernel_byte: Option<usize>,
+}
+
+fn secs(s: u64) -> Option<Duration> {
+    (s != 0).then(|| Duration::from_secs(s))
+}
+
+/// Runs `cargo xtask chainboot`; returns the run's exit code.
+pub fn cli(a: Args) -> Result<i32> {
+    let tc = crate::toolchain::find()?;
+    let images = crate::build::build(&tc, &[])?;
+    let payload = Payload {
+        hypervisor: std::fs::read(&images.hypervisor)?,
+        kernel: std::fs::read(&images.kernel)?,
+        bootargs: a.bootargs.clone(),
+        compress: !a.no_compress,
+    };
+    let mut vm = None;
+    let (link, ready_timeout) = if a.qemu {
+        let cfg = crate::qemu::QemuConfig {
+            cpu: a.cpu.clone(),
+            gic: a.gic,
+            smp: a.smp,
+            mem: a.mem.clone(),
+            ..Default::default()
+        };
+        let v = qemu::start(&crate::system::qemu()?, &cfg, &crate::build::chainloader_image())?;
+        eprintln!("xtask: QEMU ({}) runs the chainloader with its UART on {}", cfg.describe(), v.pty.display());
+        let link = link::open(&v.pty.display().to_string(), a.baud)?;
+        vm = Some(v);
+        (link, secs(a.ready_timeout.unwrap_or(30)))
+    } else {
+        let spec = a.serial.as_deref().unwrap_or_default();
+        (link::open(spec, a.baud)?, secs(a.ready_timeout.unwrap_or(0)))
+    };
+    eprintln!("xtask: waiting for the chainloader on {} (power on or reset the board)", link.describe);
+    let mut s = Session::new(link, crate::qemu::echo_stdout, true);
+    let ram = s.wait_ready(ready_timeout)?;
+    eprintln!("xtask: the loader is ready ({ram} MiB of RAM)");
+    if let Some(n) = a.corrupt_kernel_byte {
+        match s.send(&payload, Some(Tamper::FlipKernelByte(n)))? {
+            Sent::Refused(why) => eprintln!("xtask: as it should, the loader refused the damaged kernel: {why}"),
+            other => bail!("the loader did not refuse a kernel with byte {n} inverted: {other:?}"),
+        }
+        s.wait_ready(secs(10))?;
+    }
+    let sent = s.send(&payload, None)?;
+    match &sent {
+        Sent::Booted { .. } => eprintln!("xtask: sent {}", rate_line(&sent, a.baud, a.qemu)),
+        Sent::Refused(why) => bail!("the loader refused the transfer: {why}"),
+        Sent::TimedOut { received, total } => bail!("the loader timed out after {received} of {total} bytes"),
+    }
+    match s.console(secs(a.timeout)) {
+        ConsoleEnd::Exit(code) => {
+            eprintln!("xtask: the run ended with exit code {code} ({})", abi::exit::describe(code as i32));
+            if let Some(mut v) = vm {
+                let status = v.child.wait()?;
+                if status.code() != Some(code as i32) {
+                    bail!("QEMU exited with {status}, but the final line said {code}");
+                }
+            }
+            Ok(code as i32)
+        }
+        ConsoleEnd::Closed => bail!("the serial line closed before the run's final @@exit line"),
+        ConsoleEnd::TimedOut => bail!("no final @@exit line within {} s", a.timeout),
+    }
+}

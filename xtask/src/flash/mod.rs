@@ -1,0 +1,449 @@
+//! `cargo xtask flash`: puts the hypervisor and the kernel (or the serial chainloader) where a
+//! Raspberry Pi 5's firmware boots them, in one of three ways:
+//!
+//! * `--boot-dir DIR`: a mounted boot partition. Writes [`KERNEL`] (the hypervisor), [`GUEST`]
+//!   (the kernel, loaded by the firmware as the initramfs) and [`CMDLINE`], and the pgtlab section
+//!   of `config.txt` ([`config_txt`]); a file that was there first is kept as `NAME.pgtlab-backup`.
+//!   `--uninstall` puts everything back.
+//! * `--image FILE`: a complete SD card image ([`fat`]), with the files of `--firmware DIR` if
+//!   given (the firmware files cannot be fetched here; the Pi 5 needs at least its DTB,
+//!   `bcm2712-rpi-5-b.dtb`, on the card).
+//! * `--device /dev/sdX`: that image written to a card, after the checks of [`device`] and a
+//!   question (`--yes` for scripts), then read back and compared.
+
+pub mod config_txt;
+pub mod device;
+pub mod fat;
+
+use anyhow::{bail, ensure, Context, Result};
+use config_txt::Section;
+use fat::File;
+use std::io::{IsTerminal, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+/// The file the Pi 5's firmware boots: the hypervisor (or the chainloader).
+pub const KERNEL: &str = "kernel_2712.img";
+/// The guest kernel, which the firmware loads as the initramfs for the hypervisor.
+pub const GUEST: &str = "pgtlab-kernel.img";
+/// The boot arguments (the firmware puts its line in `/chosen/bootargs`).
+pub const CMDLINE: &str = "pgtlab-cmdline.txt";
+/// The firmware's configuration file.
+pub const CONFIG: &str = "config.txt";
+/// The DTB the Pi 5's firmware loads from the card and hands to the kernel in x0.
+pub const PI5_DTB: &str = "bcm2712-rpi-5-b.dtb";
+/// Suffix of the copy kept of a file that was there before.
+pub const BACKUP: &str = ".pgtlab-backup";
+
+/// What goes on the card besides the firmware's files.
+#[derive(Debug, Clone)]
+pub struct Boot {
+    /// [`KERNEL`]'s contents.
+    pub kernel: Vec<u8>,
+    /// [`GUEST`]'s contents (`None` with the chainloader).
+    pub guest: Option<Vec<u8>>,
+    /// The boot arguments.
+    pub bootargs: String,
+    /// `init_uart_baud` when not 115200.
+    pub baud: Option<u32>,
+}
+
+impl Boot {
+    /// The config.txt section that boots it.
+    pub fn section(&self) -> Section {
+        Section {
+            kernel: KERNEL.into(),
+            initramfs: self.guest.as_ref().map(|_| GUEST.to_string()),
+            cmdline: CMDLINE.into(),
+            baud: self.baud,
+        }
+    }
+
+    /// The files it writes, config.txt aside.
+    pub fn files(&self) -> Vec<File> {
+        let mut v = vec![File { path: KERNEL.into(), data: self.kernel.clone() }];
+        if let Some(g) = &self.guest {
+            v.push(File { path: GUEST.into(), data: g.clone() });
+        }
+        v.push(File { path: CMDLINE.into(), data: format!("{}\n", self.bootargs.trim()).into_bytes() });
+        v
+    }
+}
+
+/// Every file under `dir`, paths relative to it with `/`.
+pub fn files_under(dir: &Path) -> Result<Vec<File>> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).with_context(|| format!("reading {}", d.display()))? {
+            let e = e?;
+            let p = e.path();
+            if e.file_type()?.is_dir() {
+                todo.push(p);
+            } else {
+                let rel = p.strip_prefix(dir)?.to_string_lossy().replace('\\', "/");
+                out.push(File {
+                    path: rel,
+                    data: std::fs::read(&p).with_context(|| format!("reading {}", p.display()))?,
+                });
+            }
+        }
+    }
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(out)
+}
+
+/// The files of a card image: the firmware's (if any), with ours replacing any of the same name
+/// and config.txt (the firmware's, or a new one) with the section.
+pub fn image_files(boot: &Boot, firmware: Option<&Path>) -> Result<Vec<File>> {
+    let mut files = match firmware {
+        Some(d) => files_under(d)?,
+        None => Vec::new(),
+    };
+    let ours = boot.files();
+    let config = match files.iter().position(|f| f.path.eq_ignore_ascii_case(CONFIG)) {
+        Some(i) => String::from_utf8(files.remove(i).data).context("the firmware's config.txt is not text")?,
+        None => String::new(),
+    };
+    files.retain(|f| !ours.iter().any(|o| o.path.eq_ignore_ascii_case(&f.path)));
+    files.extend(ours);
+    files.push(File { path: CONFIG.into(), data: config_txt::apply(&config, &boot.section())?.into_bytes() });
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(files)
+}
+
+/// A warning when the Pi 5's DTB is missing from `paths`.
+pub fn dtb_warning<'a>(mut paths: impl Iterator<Item = &'a str>) -> Option<String> {
+    (!paths.any(|p| p.eq_ignore_ascii_case(PI5_DTB))).then(|| {
+        format!(
+            "warning: no {PI5_DTB} on the card. The Pi 5's firmware hands the kernel the DTB it loads from the \
+             card; without it the hypervisor gets none and cannot even find its UART. Add --firmware DIR with \
+             it (from Raspberry Pi OS's boot partition, or Debian's linux-image-arm64 package: \
+             /usr/lib/linux-image-*/broadcom/{PI5_DTB})"
+        )
+    })
+}
+
+/// What [`install_boot_dir`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Installed {
+    /// Files written.
+    pub written: Vec<String>,
+    /// Backups made now (`NAME.pgtlab-backup`), of files that were there before.
+    pub backed_up: Vec<String>,
+    /// The user's config.txt lines the section overrides (line number, text).
+    pub overridden: Vec<(usize, String)>,
+}
+
+fn backup_once(path: &Path, done: &mut Vec<String>) -> Result<()> {
+    let backup = PathBuf::from(format!("{}{BACKUP}", path.display()));
+    if path.exists() && !backup.exists() {
+        std::fs::copy(path, &backup).with_context(|| format!("backing up {}", path.display()))?;
+        done.push(backup.file_name().unwrap_or_default().to_string_lossy().into_owned());
+    }
+    Ok(())
+}
+
+/// Writes `data` to `path` through a temporary file and a rename, so a full card or a pulled
+/// card never leaves half a file under the real name.
+fn write_atomic(path: &Path, data: &[u8]) -> Result<()> {
+    let tmp = PathBuf::from(format!("{}.pgtlab-new", path.display()));
+    let mut f = std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+    f.write_all(data).with_context(|| format!("writing {}", tmp.display()))?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, path).with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))
+}
+
+/// `--boot-dir`: writes the files and the config.txt section into a mounted boot partition. A
+/// file that was there before pgtlab came is kept once as `NAME.pgtlab-backup`.
+pub fn install_boot_dir(dir: &Path, boot: &Boot) -> Result<Installed> {
+    ensure!(dir.is_dir(), "{} is not a directory (give the mounted boot partition)", dir.display());
+    let mut out = Installed::default();
+    let config_path = dir.join(CONFIG);
+    let config = match std::fs::read(&config_path) {
+        Ok(b) => String::from_utf8(b).context("config.txt is not text")?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(e).context("reading config.txt"),
+    };
+    // Refuse a broken section before anything is written.
+    let new_config = config_txt::apply(&config, &boot.section())?;
+    out.overridden = config_txt::overridden(&new_config);
+    // Once the section is there, the files are pgtlab's own: no backups of them.
+    let first = config_txt::section_of(&config)?.is_none();
+    for f in boot.files() {
+        let p = dir.join(&f.path);
+        if first {
+            backup_once(&p, &mut out.backed_up)?;
+        }
+        write_atomic(&p, &f.data)?;
+        out.written.push(f.path);
+    }
+    if boot.guest.is_none() && dir.join(GUEST).exists() {
+        std::fs::remove_file(dir.join(GUEST))?;
+    }
+    if first {
+        backup_once(&config_path, &mut out.backed_up)?;
+    }
+    write_atomic(&config_path, new_config.as_bytes())?;
+    out.written.push(CONFIG.into());
+    Ok(out)
+}
+
+/// `--boot-dir --uninstall`: removes the section and pgtlab's files, and puts back what the
+/// backups hold. Returns what it did, one line each.
+pub fn uninstall_boot_dir(dir: &Path) -> Result<Vec<String>> {
+    let mut done = Vec::new();
+    let config_path = dir.join(CONFIG);
+    if let Ok(text) = std::fs::read_to_string(&config_path) {
+        let without = config_txt::remove(&text)?;
+        if without != text {
+            write_atomic(&config_path, without.as_bytes())?;
+            done.push(format!("removed the pgtlab section from {CONFIG}"));
+        }
+    }
+    for name in [KERNEL, GUEST, CMDLINE] {
+        let p = dir.join(name);
+        let backup = dir.join(format!("{name}{BACKUP}"));
+        if backup.exists() {
+            std::fs::rename(&backup, &p)?;
+            done.push(format!("restored {name} from {name}{BACKUP}"));
+        } else if p.exists() {
+            std::fs::remove_file(&p)?;
+            done.push(format!("removed {name}"));
+        }
+    }
+    let _ = std::fs::remove_file(dir.join(format!("{CONFIG}{BACKUP}")));
+    Ok(done)
+}
+
+/// `cargo xtask flash` options.
+#[derive(clap::Args, Debug)]
+#[command(group(clap::ArgGroup::new("target").required(true).args(["boot_dir", "device", "image"])))]
+pub struct Args {
+    /// A mounted boot partition to install into.
+    #[arg(long)]
+    pub boot_dir: Option<PathBuf>,
+    /// A whole SD card (e.g. /dev/sdb) to overwrite with a new boot image.
+    #[arg(long)]
+    pub device: Option<PathBuf>,
+    /// An SD card image file to write (for dd, or a card writer).
+    #[arg(long)]
+    pub image: Option<PathBuf>,
+    /// A directory of firmware files to put on the image too (at least bcm2712-rpi-5-b.dtb;
+    /// e.g. a copy of Raspberry Pi OS's boot partition). Its config.txt is kept, with the
+    /// pgtlab section added.
+    #[arg(long, conflicts_with = "boot_dir")]
+    pub firmware: Option<PathBuf>,
+    /// Install the serial chainloader instead (then `cargo xtask chainboot --serial DEV`).
+    #[arg(long)]
+    pub chainloader: bool,
+    /// Kernel command line (words starting with `hyp.` go to the hypervisor).
+    #[arg(long, default_value = "")]
+    pub bootargs: String,
+    /// Debug UART baud rate for the firmware (config.txt `init_uart_baud`); 115200 by default.
+    #[arg(long)]
+    pub baud: Option<u32>,
+    /// Image size in MiB (default: what the files need, at least 64).
+    #[arg(long)]
+    pub size_mib: Option<u64>,
+    /// Do not ask before overwriting the --device.
+    #[arg(long)]
+    pub yes: bool,
+    /// With --boot-dir: remove what an earlier flash installed and restore the backups.
+    #[arg(long, requires = "boot_dir")]
+    pub uninstall: bool,
+}
+
+/// Runs `cargo xtask flash`.
+pub fn cli(a: Args) -> Result<()> {
+    if let (true, Some(dir)) = (a.uninstall, &a.boot_dir) {
+        for line in uninstall_boot_dir(dir)? {
+            eprintln!("xtask: {line}");
+        }
+        return Ok(());
+    }
+    if let Some(b) = a.baud {
+        crate::chainboot::link::speed(b)?;
+    }
+    let tc = crate::toolchain::find()?;
+    let images = crate::build::build(&tc, &[])?;
+    let boot = Boot {
+        kernel: std::fs::read(if a.chainloader {
+            crate::build::chainloader_image()
+        } else {
+            images.hypervisor.clone()
+        })?,
+        guest: if a.chainloader { None } else { Some(std::fs::read(&images.kernel)?) },
+        bootargs: a.bootargs.clone(),
+        baud: a.baud.filter(|&b| b != 115_200),
+    };
+    let what = if a.chainloader { "the serial chainloader" } else { "the hypervisor and the kernel" };
+    if let Some(dir) = &a.boot_dir {
+        let done = install_boot_dir(dir, &boot)?;
+        eprintln!("xtask: installed {what} in {}: {}", dir.display(), done.written.join(", "));
+        for b in &done.backed_up {
+            eprintln!("xtask: kept what was there before as {b}");
+        }
+        for (line, text) in &done.overridden {
+            eprintln!("xtask: note: config.txt line {line} `{text}` is overridden by the pgtlab section");
+        }
+        let names: Vec<String> =
+            std::fs::read_dir(dir)?.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+        if let Some(w) = dtb_warning(names.iter().map(String::as_str)) {
+            eprintln!("xtask: {w}");
+        }
+        return Ok(());
+    }
+    let files = image_files(&boot, a.firmware.as_deref())?;
+    let size = match a.size_mib {
+        Some(m) => m << 20,
+        None => fat::size_for(&files),
+    };
+    let image = fat::build(&files, size)?;
+    let info = fat::read(&image)?;
+    if let Some(path) = &a.image {
+        std::fs::write(path, &image).with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("xtask: wrote {} ({} MiB SD card image with {what})", path.display(), image.len() >> 20);
+    } else if let Some(dev) = &a.device {
+        write_device(dev, &image, a.yes)?;
+    }
+    print_summary(&info);
+    if let Some(w) = dtb_warning(info.files.iter().map(|f| f.path.as_str())) {
+        eprintln!("xtask: {w}");
+    }
+    Ok(())
+}
+
+/// Prints what an image holds.
+pub fn print_summary(info: &fat::ImageInfo) {
+    let (t, start, count) = info.partitions[0];
+    eprintln!(
+        "xtask: partition 1: type {t:#04x} at sector {start}, {} MiB, {} label {}, {} files:",
+        (u64::from(count) * 512) >> 20,
+        info.fs_type.trim(),
+        info.label,
+        info.files.len()
+    );
+    for f in &info.files {
+        eprintln!("xtask:   {:>10}  {}", f.data.len(), f.path);
+    }
+    if let Some(lines) =
+        info.file(CONFIG).and_then(|f| config_txt::section_of(&String::from_utf8_lossy(&f.data)).ok().flatten())
+    {
+        eprintln!("xtask: config.txt section:");
+        for l in lines {
+            eprintln!("xtask:   {l}");
+        }
+    }
+}
+
+fn write_device(dev: &Path, image: &[u8], yes: bool) -> Result<()> {
+    let real = std::fs::canonicalize(dev).with_context(|| format!("{} does not exist", dev.display()))?;
+    let disk = device::inspect(&device::Host::real(), &real, image.len() as u64)?;
+    if !yes {
+        ensure!(
+            std::io::stdin().is_terminal(),
+            "not asking on a non-interactive run: add --yes to write {}",
+            real.display()
+        );
+        eprint!("{}", disk.question(image.len() as u64));
+        let mut answer = String::new();
+        std::io::stdin().read_line(&mut answer)?;
+        if answer.trim() != "yes" {
+            bail!("not written (the answer was not `yes`)");
+        }
+    }
+    use std::os::unix::fs::OpenOptionsExt;
+    // O_EXCL on a block device: the kernel refuses it while anything has it mounted or open.
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_EXCL)
+        .open(&real)
+        .with_context(|| format!("opening {} for writing (mounted, or not yours? try sudo)", real.display()))?;
+    let t0 = std::time::Instant::now();
+    for (i, chunk) in image.chunks(4 << 20).enumerate() {
+        f.write_all(chunk).with_context(|| format!("writing {}", real.display()))?;
+        eprint!("\rxtask: writing {}: {} of {} MiB", real.display(), (i + 1) * 4, image.len() >> 20);
+    }
+    f.sync_all().context("flushing the card")?;
+    eprintln!(" ({:.1} s)", t0.elapsed().as_secs_f64());
+    f.seek(SeekFrom::Start(0))?;
+    let mut back = vec![0u8; image.len()];
+    f.read_exact(&mut back).context("reading the card back")?;
+    ensure!(back == image, "the card does not read back what was written: it may be failing");
+    eprintln!("xtask: {} written and read back; put the card in the Pi 5", real.display());
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn boot() -> Boot {
+        Boot { kernel: vec![1; 1000], guest: Some(vec![2; 2000]), bootargs: " test=x ".into(), baud: None }
+    }
+
+    #[test]
+    fn image_files_keep_the_firmwares_and_its_config() {
+        let fw = tempfile::tempdir().unwrap();
+        std::fs::write(fw.path().join("config.txt"), "dtparam=audio=on\n[pi4]\narm_boost=1\n").unwrap();
+        std::fs::write(fw.path().join(PI5_DTB), b"dtb").unwrap();
+        std::fs::write(fw.path().join("kernel_2712.img"), b"raspberry pi os linux").unwrap();
+        std::fs::create_dir(fw.path().join("overlays")).unwrap();
+        std::fs::write(fw.path().join("overlays/uart0.dtbo"), b"o").unwrap();
+        let files = image_files(&boot(), Some(fw.path())).unwrap();
+        let names: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
+        assert_eq!(names, [PI5_DTB, CONFIG, KERNEL, "overlays/uart0.dtbo", CMDLINE, GUEST]);
+        let get = |n: &str| &files.iter().find(|f| f.path == n).unwrap().data;
+        assert_eq!(get(KERNEL), &vec![1; 1000], "ours replaces the firmware directory's kernel");
+        let config = String::from_utf8(get(CONFIG).clone()).unwrap();
+        assert!(config.starts_with("dtparam=audio=on\n[pi4]\narm_boost=1\n\n# >>> pgtlab"), "{config}");
+        assert_eq!(get(CMDLINE), b"test=x\n");
+        assert!(dtb_warning(names.into_iter()).is_none());
+        let bare = image_files(&boot(), None).unwrap();
+        assert!(dtb_warning(bare.iter().map(|f| f.path.as_str())).unwrap().contains(PI5_DTB));
+    }
+
+    #[test]
+    fn boot_dir_twice_then_uninstall() {
+        let d = tempfile::tempdir().unwrap();
+        let user = "# my settings\ndtparam=i2c_arm=on\nkernel=kernel_2712.img\n";
+        std::fs::write(d.path().join(CONFIG), user).unwrap();
+        std::fs::write(d.path().join(KERNEL), b"linux").unwrap();
+        let first = install_boot_dir(d.path(), &boot()).unwrap();
+        assert_eq!(first.backed_up, [format!("{KERNEL}{BACKUP}"), format!("{CONFIG}{BACKUP}")]);
+        assert_eq!(first.overridden, [(3, "kernel=kernel_2712.img".to_string())]);
+        let second = install_boot_dir(d.path(), &boot()).unwrap();
+        assert!(second.backed_up.is_empty(), "the backups keep what was there before pgtlab");
+        let config = std::fs::read_to_string(d.path().join(CONFIG)).unwrap();
+        assert_eq!(config.matches(config_txt::BEGIN).count(), 1, "{config}");
+        assert!(config.starts_with(user));
+        assert_eq!(std::fs::read(d.path().join(format!("{KERNEL}{BACKUP}"))).unwrap(), b"linux");
+        assert_eq!(std::fs::read(d.path().join(GUEST)).unwrap(), vec![2; 2000]);
+        // Switching to the chainloader drops the guest file and the initramfs line.
+        let loader = Boot { guest: None, ..boot() };
+        install_boot_dir(d.path(), &loader).unwrap();
+        assert!(!d.path().join(GUEST).exists());
+        assert!(!std::fs::read_to_string(d.path().join(CONFIG)).unwrap().contains("initramfs"));
+        let done = uninstall_boot_dir(d.path()).unwrap();
+        assert!(done.iter().any(|l| l.contains("restored kernel_2712.img")), "{done:?}");
+        assert_eq!(std::fs::read_to_string(d.path().join(CONFIG)).unwrap(), user);
+        assert_eq!(std::fs::read(d.path().join(KERNEL)).unwrap(), b"linux");
+        let left: Vec<String> = std::fs::read_dir(d.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(left.len(), 2, "{left:?}");
+    }
+
+    #[test]
+    fn boot_dir_refuses_a_broken_section_without_writing() {
+        let d = tempfile::tempdir().unwrap();
+        let broken = format!("a=1\n{}\nkernel=x\n", config_txt::BEGIN);
+        std::fs::write(d.path().join(CONFIG), &broken).unwrap();
+        assert!(install_boot_dir(d.path(), &boot()).is_err());
+        assert_eq!(std::fs::read_to_string(d.path().join(CONFIG)).unwrap(), broken);
+        assert!(!d.path().join(KERNEL).exists(), "nothing written");
+    }
+}
