@@ -110,13 +110,7 @@ fn boot(dtb_addr: usize) -> Result<core::convert::Infallible, String> {
     // The guest kernel.
     let initrd = board.initrd.ok_or_else(|| guest::LoadError::NoInitrd.to_string())?;
     let kernel = guest::load_kernel(Range::new(initrd.base, initrd.end()), &reserved).map_err(|e| e.to_string())?;
-    let spec = board::GuestSpec {
-        memory: guest_ram.iter().map(|r| board::Region::new(r.start, r.len())).collect(),
-        bootargs: Some(opts.guest_bootargs.clone()),
-        initrd: None,
-        psci_method: opts.conduit,
-        ..Default::default()
-    };
+    let spec = plan.guest_spec(opts.guest_bootargs.clone(), opts.conduit);
     let gdtb = board::guest_dtb(&host_dtb, &spec).map_err(|e| format!("guest device tree: {e}"))?;
     let mut avoid = reserved.clone();
     avoid.extend([Range::new(initrd.base, initrd.end()), kernel.range()]);
@@ -156,14 +150,8 @@ fn boot(dtb_addr: usize) -> Result<core::convert::Infallible, String> {
 /// The boot-time memory plan (`hypcore::plan`): what the hypervisor keeps, what the guest gets.
 fn memory_plan(board: &Board, opts: &options::Options) -> Result<hypcore::plan::MemoryPlan, String> {
     let layout = rt::start::image_layout();
-    let input = hypcore::plan::PlanInput {
-        ram: board.memory.iter().map(|r| Range::new(r.base, r.end())).collect(),
-        image: Range::new(layout.start as u64, layout.end as u64),
-        reserved: board.reserved_regions().map(|r| Range::new(r.base, r.end())).collect(),
-        initrd: board.initrd.map(|i| Range::new(i.base, i.end())),
-        pool: opts.pool,
-        slotpool: opts.slotpool,
-    };
+    let image = Range::new(layout.start as u64, layout.end as u64);
+    let input = hypcore::plan::PlanInput::from_board(board, image, opts.pool, opts.slotpool);
     hypcore::plan::MemoryPlan::new(&input).map_err(|e| alloc::format!("memory plan: {e}"))
 }
 

@@ -376,6 +376,12 @@ impl Board {
         self.mem_reserve.iter().copied().chain(rm)
     }
 
+    /// The static regions of `/reserved-memory` children marked `no-map`: memory that must
+    /// never be mapped at all (on the Pi 5, TF-A's below 0x80000), not merely left unallocated.
+    pub fn no_map_regions(&self) -> impl Iterator<Item = Region> + '_ {
+        self.reserved_memory.iter().filter(|r| r.no_map).flat_map(|r| r.regions.iter().copied())
+    }
+
     /// The device whose node path is `path`.
     pub fn device(&self, path: &str) -> Option<&Device> {
         self.devices.iter().find(|d| d.path == path)

@@ -11,11 +11,14 @@
 //!    it is 1 GiB or more (so 1 GiB blocks can map it), else 2 MiB aligned.
 //!
 //! Pieces taken from the top never cover the initrd or firmware-reserved memory. The guest
-//! gets every other byte of RAM. When a request cannot be met, the error says what was in the
+//! gets every other byte of RAM. RAM here is the DTB's memory without its `no-map` reserved
+//! regions ([`PlanInput::from_board`]): firmware such as TF-A on the Pi 5 owns those, and
+//! neither the hypervisor nor the guest maps them. When a request cannot be met, the error says what was in the
 //! way, so the user knows which knob to turn.
 
 use crate::range::{self, align_down, align_up, Range};
 use crate::{BLOCK_1G, BLOCK_2M, PAGE};
+use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt;
 
@@ -55,6 +58,28 @@ pub struct PlanInput {
     pub slotpool: Option<u64>,
 }
 
+impl PlanInput {
+    /// The input for `board` with the hypervisor's `image` where it was loaded: RAM is the DTB's
+    /// memory minus its `no-map` reserved regions; the other reserved regions (and
+    /// `/memreserve/`) stay RAM that nothing is placed in.
+    pub fn from_board(board: &board::Board, image: Range, pool: Option<u64>, slotpool: Option<u64>) -> PlanInput {
+        let region = |r: board::Region| Range::new(r.base, r.end());
+        let mut ram: Vec<Range> = board.memory.iter().map(|r| region(*r)).collect();
+        for hole in board.no_map_regions() {
+            ram = range::subtract(&ram, region(hole));
+        }
+        let no_map: Vec<board::Region> = board.no_map_regions().collect();
+        PlanInput {
+            ram,
+            image,
+            reserved: board.reserved_regions().filter(|r| !no_map.contains(r)).map(region).collect(),
+            initrd: board.initrd.map(region),
+            pool,
+            slotpool,
+        }
+    }
+}
+
 /// The decision.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MemoryPlan {
@@ -79,6 +104,19 @@ impl MemoryPlan {
     pub fn kept_bytes(&self) -> u64 {
         self.ram_bytes.saturating_sub(range::total(&self.guest_ram))
     }
+    /// How the guest's DTB differs from the host's: its RAM, its command line and (if given)
+    /// the PSCI conduit. The host's reserved-memory nodes stay, `no-map` ones included, so the
+    /// guest knows what it was not given.
+    pub fn guest_spec(&self, bootargs: String, psci_method: Option<board::PsciMethod>) -> board::GuestSpec {
+        board::GuestSpec {
+            memory: self.guest_ram.iter().map(|r| board::Region::new(r.start, r.len())).collect(),
+            bootargs: Some(bootargs),
+            initrd: None,
+            psci_method,
+            ..Default::default()
+        }
+    }
+
     /// Every range the guest must never reach: the region, the high frame pool, the slot pool
     /// (empty ones left out).
     pub fn hypervisor_owned(&self) -> Vec<Range> {
@@ -342,6 +380,68 @@ mod tests {
         assert!(!p.frames_high.overlaps(&top_reserved) && !p.slotpool.overlaps(&top_reserved));
         assert!(p.guest_ram.iter().any(|g| g.contains(top_reserved.start, top_reserved.len())));
         check_invariants(&input, &p);
+    }
+
+    /// The Pi 5 as its firmware describes it: RAM from 0 (TF-A's first 512 KiB `no-map`), the
+    /// VideoCore's share cut out below 1 GiB, the rest up to 4 GiB; the hypervisor at
+    /// `kernel_address` 0x200000; the kernel (initramfs) loaded high.
+    #[test]
+    fn pi5_keeps_tf_a_out_of_everything() {
+        use board::{Board, Region, ReservedMemory};
+        let mut b = Board::from_dtb(&minimal_dtb()).unwrap();
+        b.memory = vec![Region::new(0, 0x3fc0_0000), Region::new(0x4000_0000, 0xc000_0000)];
+        let tfa = Region::new(0, 0x8_0000);
+        b.reserved_memory = vec![
+            ReservedMemory {
+                path: "/reserved-memory/atf@0".into(),
+                regions: vec![tfa],
+                no_map: true,
+                reusable: false,
+                compatible: None,
+            },
+            ReservedMemory {
+                path: "/reserved-memory/fw@3f000000".into(),
+                regions: vec![Region::new(0x3f00_0000, 0x10_0000)],
+                no_map: false,
+                reusable: false,
+                compatible: None,
+            },
+        ];
+        b.initrd = Some(Region::new(0x2e00_0000, 0x4_5000));
+        let input = PlanInput::from_board(&b, Range::new(0x20_0000, 0x6c_0000), None, None);
+        assert_eq!(input.ram[0], Range::new(0x8_0000, 0x3fc0_0000), "TF-A's memory is not RAM to the plan");
+        assert_eq!(input.reserved, vec![Range::new(0x3f00_0000, 0x3f10_0000)]);
+        let p = MemoryPlan::new(&input).unwrap();
+        assert_eq!(p.hyp, Range::new(0x20_0000, 0x180_0000));
+        assert!(p.guest_ram.iter().all(|g| !g.overlaps(&Range::new(0, 0x8_0000))));
+        assert_eq!(p.guest_ram[0], Range::new(0x8_0000, 0x20_0000));
+        check_invariants(&input, &p);
+        let spec = p.guest_spec("console=x".into(), Some(board::PsciMethod::Smc));
+        assert_eq!(spec.memory[0], Region::new(0x8_0000, 0x18_0000));
+        assert_eq!(spec.bootargs.as_deref(), Some("console=x"));
+    }
+
+    /// The smallest DTB `Board::from_dtb` takes.
+    fn minimal_dtb() -> Vec<u8> {
+        let mut w = board::FdtWriter::new();
+        let cells = |v: &[u32]| v.iter().flat_map(|c| c.to_be_bytes()).collect::<Vec<u8>>();
+        w.begin_node("").unwrap();
+        w.property("#address-cells", &cells(&[2])).unwrap();
+        w.property("#size-cells", &cells(&[2])).unwrap();
+        w.begin_node("memory@0").unwrap();
+        w.property("device_type", b"memory\0").unwrap();
+        w.property("reg", &cells(&[0, 0, 0, 0x1000_0000])).unwrap();
+        w.end_node().unwrap();
+        w.begin_node("cpus").unwrap();
+        w.property("#address-cells", &cells(&[1])).unwrap();
+        w.property("#size-cells", &cells(&[0])).unwrap();
+        w.begin_node("cpu@0").unwrap();
+        w.property("device_type", b"cpu\0").unwrap();
+        w.property("reg", &cells(&[0])).unwrap();
+        w.end_node().unwrap();
+        w.end_node().unwrap();
+        w.end_node().unwrap();
+        w.finish().unwrap()
     }
 
     proptest! {
