@@ -12,6 +12,7 @@
 pub mod bench;
 pub mod build;
 pub mod chainboot;
+pub mod debian;
 pub mod flash;
 pub mod lint;
 pub mod qemu;
