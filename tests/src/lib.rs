@@ -96,8 +96,15 @@ impl Run {
 /// Boots once with `cfg` and collects the output and its report records. A malformed record
 /// fails the test: the format is part of what is tested.
 pub fn boot(cfg: QemuConfig) -> Run {
+    boot_with(cfg, &[])
+}
+
+/// [`boot`] with `extra` QEMU arguments after the usual ones (e.g. `-dtb FILE`).
+pub fn boot_with(cfg: QemuConfig, extra: &[String]) -> Run {
     let e = env();
-    let outcome = qemu::run(&e.qemu, &cfg, &e.images, BOOT_TIMEOUT, |_| {}).expect("running QEMU");
+    let mut args = cfg.args(&e.images);
+    args.extend_from_slice(extra);
+    let outcome = qemu::run_args(&e.qemu, &args, BOOT_TIMEOUT, |_| {}).expect("running QEMU");
     let mut records = Vec::new();
     for line in outcome.output.lines() {
         if let Some(r) = parse_line(line) {
@@ -108,6 +115,21 @@ pub fn boot(cfg: QemuConfig) -> Run {
         }
     }
     Run { cfg, outcome, records }
+}
+
+/// The DTB QEMU writes for `cfg`'s machine (`-M virt,…,dumpdtb=FILE`).
+pub fn qemu_dtb(cfg: &QemuConfig) -> Vec<u8> {
+    static SEQ: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let file = std::env::temp_dir().join(format!("pgtlab-virt-{}-{seq}.dtb", std::process::id()));
+    let mut args = cfg.machine_args();
+    let m = args.iter().position(|a| a == "-M").expect("-M") + 1;
+    args[m] = format!("{},dumpdtb={}", args[m], file.display());
+    let out = std::process::Command::new(&env().qemu).args(&args).arg("-nographic").output().expect("running QEMU");
+    assert!(out.status.success(), "QEMU {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    let dtb = std::fs::read(&file).expect("the dumped DTB");
+    let _ = std::fs::remove_file(&file);
+    dtb
 }
 
 /// A configuration with the defaults of `cargo xtask run` changed by `f`.

@@ -125,7 +125,7 @@ fn run(cmd: &mut Command) -> Result<String> {
     let out = cmd.output().with_context(|| format!("running {what}"))?;
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
-        bail!("{what} failed ({}): {}", out.status, err.lines().filter(|l| !l.trim().is_empty()).last().unwrap_or(""));
+        bail!("{what} failed ({}): {}", out.status, err.lines().rfind(|l| !l.trim().is_empty()).unwrap_or(""));
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }

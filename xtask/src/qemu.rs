@@ -127,11 +127,16 @@ pub fn run(
     cfg: &QemuConfig,
     images: &Images,
     timeout: Duration,
-    mut echo: impl FnMut(&str),
+    echo: impl FnMut(&str),
 ) -> Result<Outcome> {
+    run_args(qemu, &cfg.args(images), timeout, echo)
+}
+
+/// [`run`] with a complete argument list.
+pub fn run_args(qemu: &PathBuf, args: &[String], timeout: Duration, mut echo: impl FnMut(&str)) -> Result<Outcome> {
     let start = Instant::now();
     let mut child = Command::new(qemu)
-        .args(cfg.args(images))
+        .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

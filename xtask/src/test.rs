@@ -7,7 +7,7 @@ use std::process::Command;
 use std::time::Instant;
 
 /// Crates whose unit tests run on the host.
-pub const HOST_CRATES: [&str; 6] = ["abi", "board", "hypcore", "pgtable", "rt", "xtask"];
+pub const HOST_CRATES: [&str; 7] = ["abi", "board", "chainboot", "hypcore", "pgtable", "rt", "xtask"];
 
 fn host_cargo() -> Command {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
@@ -45,9 +45,14 @@ pub fn run(long: bool, host_only: bool) -> Result<()> {
         return Ok(());
     }
     let images = build::build(&tc, &[])?;
-    eprintln!("xtask: QEMU integration tests (tests/)");
-    let status = host_cargo()
-        .args(["test", "--no-fail-fast", "-p", "tests"])
+    eprintln!("xtask: QEMU integration tests (tests/){}", if long { ", the long ones included" } else { "" });
+    let mut c = host_cargo();
+    c.args(["test", "--no-fail-fast", "-p", "tests"]);
+    if long {
+        // Slow scenarios (8 GiB, a host that stops half way) are #[ignore]d by default.
+        c.args(["--", "--include-ignored"]);
+    }
+    let status = c
         .env("XTASK_QEMU", &qemu)
         .env("XTASK_HYPERVISOR_IMG", &images.hypervisor)
         .env("XTASK_KERNEL_IMG", &images.kernel)

@@ -1,0 +1,88 @@
+//! `cargo xtask flash` with the real Images: the SD card image built and read back (partition
+//! table, file system, file list, sizes, the config.txt section), and a boot partition flashed
+//! twice.
+
+use tests::images;
+use xtask::flash::{self, config_txt, fat, Boot};
+
+fn boot(chainloader: bool) -> Boot {
+    let i = images();
+    Boot {
+        kernel: std::fs::read(if chainloader { xtask::build::chainloader_image() } else { i.hypervisor.clone() })
+            .unwrap(),
+        guest: (!chainloader).then(|| std::fs::read(&i.kernel).unwrap()),
+        bootargs: "hyp.conduit=smc".into(),
+        baud: None,
+    }
+}
+
+#[test]
+fn image_reads_back_with_the_files_and_the_section() {
+    let b = boot(false);
+    let files = flash::image_files(&b, None).unwrap();
+    let image = fat::build(&files, fat::size_for(&files)).unwrap();
+    assert_eq!(image.len(), 64 << 20);
+    let info = fat::read(&image).unwrap();
+    assert_eq!(info.partitions, [(0x0c, 2048, (64 << 11) - 2048)]);
+    assert_eq!((info.fs_type.as_str(), info.label.as_str(), info.hidden_sectors), ("FAT32   ", "PGTLAB-BOOT", 2048));
+    let names: Vec<(&str, usize)> = info.files.iter().map(|f| (f.path.as_str(), f.data.len())).collect();
+    let hyp = std::fs::metadata(&images().hypervisor).unwrap().len() as usize;
+    let kernel = std::fs::metadata(&images().kernel).unwrap().len() as usize;
+    let config = info.file("config.txt").unwrap().data.len();
+    assert_eq!(
+        names,
+        [("config.txt", config), ("kernel_2712.img", hyp), ("pgtlab-cmdline.txt", 16), ("pgtlab-kernel.img", kernel)]
+    );
+    assert_eq!(info.file("kernel_2712.img").unwrap().data, std::fs::read(&images().hypervisor).unwrap());
+    assert_eq!(info.file("pgtlab-kernel.img").unwrap().data, std::fs::read(&images().kernel).unwrap());
+    assert_eq!(info.file("pgtlab-cmdline.txt").unwrap().data, b"hyp.conduit=smc\n");
+    let text = String::from_utf8(info.file("config.txt").unwrap().data.clone()).unwrap();
+    let section = config_txt::section_of(&text).unwrap().unwrap();
+    assert_eq!(section, b.section().lines());
+    for line in [
+        "arm_64bit=1",
+        "enable_uart=1",
+        "uart_2ndstage=1",
+        "kernel=kernel_2712.img",
+        "initramfs pgtlab-kernel.img followkernel",
+    ] {
+        assert!(section.iter().any(|l| l == line), "{line} missing:\n{text}");
+    }
+    assert!(flash::dtb_warning(info.files.iter().map(|f| f.path.as_str())).is_some());
+}
+
+#[test]
+fn image_with_firmware_and_the_chainloader() {
+    let fw = tempfile::tempdir().unwrap();
+    std::fs::write(fw.path().join("config.txt"), "# from Raspberry Pi OS\ndtparam=audio=on\n").unwrap();
+    std::fs::write(fw.path().join(flash::PI5_DTB), vec![0xd0; 6860]).unwrap();
+    std::fs::create_dir(fw.path().join("overlays")).unwrap();
+    std::fs::write(fw.path().join("overlays/disable-bt.dtbo"), b"x").unwrap();
+    let b = boot(true);
+    let files = flash::image_files(&b, Some(fw.path())).unwrap();
+    let info = fat::read(&fat::build(&files, fat::size_for(&files)).unwrap()).unwrap();
+    let names: Vec<&str> = info.files.iter().map(|f| f.path.as_str()).collect();
+    assert_eq!(
+        names,
+        [flash::PI5_DTB, "config.txt", "kernel_2712.img", "overlays/disable-bt.dtbo", "pgtlab-cmdline.txt"]
+    );
+    assert_eq!(info.file("kernel_2712.img").unwrap().data, std::fs::read(xtask::build::chainloader_image()).unwrap());
+    let text = String::from_utf8(info.file("config.txt").unwrap().data.clone()).unwrap();
+    assert!(text.starts_with("# from Raspberry Pi OS\ndtparam=audio=on\n\n# >>> pgtlab"), "{text}");
+    assert!(!text.contains("initramfs"), "the loader gets no initramfs");
+    assert!(flash::dtb_warning(names.into_iter()).is_none());
+}
+
+#[test]
+fn boot_dir_flashed_twice_has_one_section() {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(d.path().join("config.txt"), "dtparam=i2c_arm=on\n").unwrap();
+    flash::install_boot_dir(d.path(), &boot(false)).unwrap();
+    flash::install_boot_dir(d.path(), &boot(false)).unwrap();
+    let text = std::fs::read_to_string(d.path().join("config.txt")).unwrap();
+    assert_eq!(text.matches(config_txt::BEGIN).count(), 1, "{text}");
+    assert_eq!(text.matches(config_txt::END).count(), 1);
+    assert!(text.starts_with("dtparam=i2c_arm=on\n"));
+    assert_eq!(std::fs::read(d.path().join("config.txt.pgtlab-backup")).unwrap(), b"dtparam=i2c_arm=on\n");
+    assert_eq!(std::fs::read(d.path().join("kernel_2712.img")).unwrap(), std::fs::read(&images().hypervisor).unwrap());
+}
