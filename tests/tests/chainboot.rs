@@ -3,6 +3,7 @@
 //! the real hypervisor and kernel then go through, boot, and the run's final line reaches the
 //! host with its code, which is also QEMU's exit status.
 
+use ::chainboot as chainboot_proto;
 use std::time::Duration;
 use tests::{images, qemu_binary};
 use xtask::chainboot::{self, ConsoleEnd, Payload, Sent, Session, Tamper};
@@ -23,6 +24,16 @@ fn start(cfg: &QemuConfig) -> (chainboot::qemu::LoaderVm, Session) {
         chainboot::qemu::start(qemu_binary(), cfg, &xtask::build::chainloader_image()).expect("QEMU with the loader");
     let link = chainboot::link::open(&vm.pty.display().to_string(), 115_200).expect("opening the pty");
     (vm, Session::new(link, |_| {}, false))
+}
+
+/// The Images under test.
+fn real(compress: bool) -> Payload {
+    Payload {
+        hypervisor: std::fs::read(&images().hypervisor).unwrap(),
+        kernel: std::fs::read(&images().kernel).unwrap(),
+        bootargs: String::new(),
+        compress,
+    }
 }
 
 fn dump(s: &Session) -> String {
@@ -48,21 +59,22 @@ fn refuses_a_damaged_transfer_then_boots_hypervisor_and_kernel() {
     }
     s.wait_ready(Some(Duration::from_secs(30))).expect("ready again after the refusal");
 
-    let real = Payload {
-        hypervisor: std::fs::read(&images().hypervisor).unwrap(),
-        kernel: std::fs::read(&images().kernel).unwrap(),
-        bootargs: String::new(),
-        compress: true,
-    };
-    let sent = s.send(&real, None).expect("transfer");
-    assert!(matches!(sent, Sent::Booted { .. }), "{sent:?}\n{}", dump(&s));
+    let sent = s.send(&real(true), None).expect("transfer");
+    let Sent::Booted { entry, .. } = sent else { panic!("{sent:?}\n{}", dump(&s)) };
     eprintln!("chainboot over QEMU's PL011: {}", chainboot::rate_line(&sent, 115_200, true));
     let end = s.console(Some(Duration::from_secs(120)));
     assert_eq!(end, ConsoleEnd::Exit(0), "{}", dump(&s));
+    // The hypervisor runs where the loader put it, from the DTB the loader wrote, and finds the
+    // kernel the loader received (the DTB's initrd): the guest comes up.
+    let dtb = s.log.iter().find_map(|l| match chainboot_proto::Status::parse(l) {
+        Some(chainboot_proto::Status::Boot { dtb, .. }) => Some(dtb),
+        _ => None,
+    });
     let out = s.log.join("\n");
-    assert!(out.contains("hyp: pgtlab hypervisor at EL2"), "{}", dump(&s));
+    let banner = format!("hyp: pgtlab hypervisor at EL2, image [{entry:#x}, ");
+    assert!(out.contains(&banner), "{banner}\n{}", dump(&s));
+    assert!(out.contains(&format!("DTB {:#x} (", dtb.unwrap())), "{}", dump(&s));
     assert!(out.contains("kernel: 2 of 2 CPUs online"), "{}", dump(&s));
-    // The loader's DTB points the hypervisor at the kernel it received.
     let status = vm.child.wait().expect("QEMU exits");
     assert_eq!(status.code(), Some(0), "{}", dump(&s));
 }
@@ -75,12 +87,7 @@ fn survives_a_host_that_stops_half_way() {
     let cfg = QemuConfig { cpu: "cortex-a76".into(), gic: 2, smp: 4, mem: "4G".into(), ..Default::default() };
     let (mut vm, mut s) = start(&cfg);
     s.wait_ready(Some(Duration::from_secs(60))).expect("ready");
-    let real = Payload {
-        hypervisor: std::fs::read(&images().hypervisor).unwrap(),
-        kernel: std::fs::read(&images().kernel).unwrap(),
-        bootargs: String::new(),
-        compress: false,
-    };
+    let real = real(false);
     let half = (real.hypervisor.len() / 2) as u64;
     match s.send(&real, Some(Tamper::StopAfter(half))).expect("transfer") {
         Sent::TimedOut { received, total } => {

@@ -35,6 +35,8 @@ enum Cmd {
     /// Send the hypervisor and kernel to the serial chainloader on a board (or in QEMU) and show
     /// its console.
     Chainboot(xtask::chainboot::Args),
+    /// Show a board's serial console until the run's final line; exit with its code.
+    Console(xtask::chainboot::ConsoleArgs),
     /// Clippy, warnings as errors, on the host crates and the bare-metal binaries.
     Lint,
     /// Show which toolchain, linker and QEMU would be used (installing what is missing when root).
@@ -101,6 +103,7 @@ fn real_main() -> Result<()> {
         Cmd::Lint => xtask::lint::run(&toolchain::find()?),
         Cmd::Flash(a) => xtask::flash::cli(a),
         Cmd::Chainboot(a) => std::process::exit(xtask::chainboot::cli(a)?),
+        Cmd::Console(a) => std::process::exit(xtask::chainboot::console_cli(a)?),
         Cmd::Test(a) => xtask::test::run(a.long, a.host_only),
         Cmd::Bench { which, icount } => xtask::bench::run(&which, icount),
         Cmd::Doctor => {

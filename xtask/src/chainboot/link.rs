@@ -102,6 +102,21 @@ pub fn open_tty(path: &Path, baud: u32) -> Result<File> {
     Ok(f)
 }
 
+/// A new pty: its master end and the path of its slave (tests).
+#[cfg(test)]
+pub fn pty() -> (File, String) {
+    // SAFETY: posix_openpt returns a new fd or -1; grantpt/unlockpt/ptsname act on it, and the
+    // fd is owned by the returned File from then on.
+    unsafe {
+        let m = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY);
+        assert!(m >= 0);
+        assert_eq!(libc::grantpt(m), 0);
+        assert_eq!(libc::unlockpt(m), 0);
+        let n = std::ffi::CStr::from_ptr(libc::ptsname(m)).to_string_lossy().into_owned();
+        (<File as std::os::fd::FromRawFd>::from_raw_fd(m), n)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -116,15 +131,7 @@ mod tests {
 
     #[test]
     fn a_pty_opens_raw_and_carries_bytes() {
-        // SAFETY: posix_openpt returns a new fd or -1; grantpt/unlockpt/ptsname act on it.
-        let (master, name) = unsafe {
-            let m = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY);
-            assert!(m >= 0);
-            assert_eq!(libc::grantpt(m), 0);
-            assert_eq!(libc::unlockpt(m), 0);
-            let n = std::ffi::CStr::from_ptr(libc::ptsname(m)).to_string_lossy().into_owned();
-            (<File as std::os::fd::FromRawFd>::from_raw_fd(m), n)
-        };
+        let (master, name) = pty();
         let mut link = open(&name, 921_600).unwrap();
         assert!(link.describe.contains("921600 baud"));
         // Raw: no echo, no CR/LF translation, bytes as they are (0x03 is not an interrupt).

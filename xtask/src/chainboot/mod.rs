@@ -345,6 +345,18 @@ mod tests {
     }
 
     #[test]
+    fn console_ends_at_the_final_line_with_its_code() {
+        let (mut master, name) = link::pty();
+        let mut s = Session::new(link::open(&name, 115_200).unwrap(), |_| {}, false);
+        master
+            .write_all(b"hyp: something\r\n@@exit 2 (success)\r\nkernel: PANIC\r\n@@exit 2 (guest panic)\r\nafter\r\n")
+            .unwrap();
+        assert_eq!(s.console(Some(Duration::from_secs(10))), ConsoleEnd::Exit(2));
+        assert_eq!(s.log.len(), 4, "a line whose meaning does not match its code is not final: {:?}", s.log);
+        assert_eq!(s.console(Some(Duration::from_millis(300))), ConsoleEnd::TimedOut);
+    }
+
+    #[test]
     fn rate_line_compares_with_the_line() {
         let s = Sent::Booted { bytes: 11_520, elapsed: Duration::from_secs(1), entry: 0 };
         let l = rate_line(&s, 115_200, false);
@@ -456,6 +468,36 @@ pub fn cli(a: Args) -> Result<i32> {
                     bail!("QEMU exited with {status}, but the final line said {code}");
                 }
             }
+            Ok(code as i32)
+        }
+        ConsoleEnd::Closed => bail!("the serial line closed before the run's final @@exit line"),
+        ConsoleEnd::TimedOut => bail!("no final @@exit line within {} s", a.timeout),
+    }
+}
+
+/// `cargo xtask console` options.
+#[derive(clap::Args, Debug)]
+pub struct ConsoleArgs {
+    /// The board's serial line: a tty (`/dev/ttyUSB0`) or `unix:PATH`.
+    #[arg(long)]
+    pub serial: String,
+    /// Baud rate of the tty.
+    #[arg(long, default_value_t = 115_200)]
+    pub baud: u32,
+    /// Seconds to wait for the run's final line (0: forever).
+    #[arg(long, default_value_t = 0)]
+    pub timeout: u64,
+}
+
+/// `cargo xtask console`: the board's console until the run's final `@@exit` line; returns its
+/// code.
+pub fn console_cli(a: ConsoleArgs) -> Result<i32> {
+    let link = link::open(&a.serial, a.baud)?;
+    eprintln!("xtask: console on {} until the run's final @@exit line (Ctrl-C to leave)", link.describe);
+    let mut s = Session::new(link, crate::qemu::echo_stdout, false);
+    match s.console(secs(a.timeout)) {
+        ConsoleEnd::Exit(code) => {
+            eprintln!("xtask: the run ended with exit code {code} ({})", abi::exit::describe(code as i32));
             Ok(code as i32)
         }
         ConsoleEnd::Closed => bail!("the serial line closed before the run's final @@exit line"),

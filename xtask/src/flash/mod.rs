@@ -31,6 +31,9 @@ pub const CMDLINE: &str = "pgtlab-cmdline.txt";
 pub const CONFIG: &str = "config.txt";
 /// The DTB the Pi 5's firmware loads from the card and hands to the kernel in x0.
 pub const PI5_DTB: &str = "bcm2712-rpi-5-b.dtb";
+/// The fastest rate a PL011 reaches from the 9.216 MHz reference clock the Pi 5's DTB gives its
+/// debug UART (clock / 16).
+pub const MAX_DEBUG_UART_BAUD: u32 = 576_000;
 /// Suffix of the copy kept of a file that was there before.
 pub const BACKUP: &str = ".pgtlab-backup";
 
@@ -263,6 +266,12 @@ pub fn cli(a: Args) -> Result<()> {
     }
     if let Some(b) = a.baud {
         crate::chainboot::link::speed(b)?;
+        if b > MAX_DEBUG_UART_BAUD {
+            eprintln!(
+                "xtask: warning: the Pi 5's debug UART runs from a 9.216 MHz clock in its DTB, which divides down to \
+                 {MAX_DEBUG_UART_BAUD} baud at most; {b} works only if the firmware clocks it faster (not tried on a board)"
+            );
+        }
     }
     let tc = crate::toolchain::find()?;
     let images = crate::build::build(&tc, &[])?;
