@@ -133,6 +133,7 @@ pub fn counter(id: u64) -> Result<u64, HypError> {
         Counter::SplitInsns => ld(&d.split_insns),
         Counter::CacheTopups => ld(&d.cache_topups),
         Counter::SummarySkips => ld(&d.summary_skips),
+        Counter::FramePoolPages => crate::mem::frame_pool_pages(),
     })
 }
 

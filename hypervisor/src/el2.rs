@@ -75,3 +75,23 @@ pub fn clean_dcache_range(start: u64, len: u64) {
     rt::cache::clean_to_poc(start, len);
     rt::cache::invalidate_icache_all();
 }
+
+/// Whether this CPU can run EL1 in AArch32 (ID_AA64PFR0_EL1.EL1 == 2).
+pub fn has_aarch32_el1() -> bool {
+    (ID_AA64PFR0_EL1.get() >> 4) & 0xf == 2
+}
+
+/// `hyp.test=aarch32-*`: enters a guest that runs AArch32 at EL1 (SVC mode, A32, interrupts
+/// masked) at `entry` with r1 = `r1`, so its first exception to EL2 comes through the "lower EL,
+/// AArch32" vectors. Call after [`setup_cpu`]; the caller checked [`has_aarch32_el1`].
+pub fn enter_aarch32_guest(entry: u64, r1: u64) -> ! {
+    HCR_EL2.modify(HCR_EL2::RW::AllLowerELsAreAarch32);
+    // M[4] = 1: AArch32; M[3:0] = 0b0011: SVC; A, I, F masked (bits 8, 7, 6); T = 0: A32.
+    SPSR_EL2.set(0b1_0011 | 0b111 << 6);
+    ELR_EL2.set(entry);
+    aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
+    // SAFETY: ELR/SPSR/HCR are set for an AArch32 EL1 entry at test code the caller wrote into
+    // guest RAM; the guest's first exception comes back through the EL2 vectors (which keep
+    // their own stack).
+    unsafe { core::arch::asm!("eret", in("x1") r1, options(noreturn)) }
+}

@@ -69,7 +69,7 @@ pub fn load_kernel(initrd: Range, reserved: &[Range]) -> Result<LoadedKernel, Lo
     // SAFETY: the initrd lies in guest RAM, which the hypervisor maps and nothing else uses yet.
     let file = unsafe { core::slice::from_raw_parts(initrd.start as *const u8, initrd.len() as usize) };
     let h = ImageHeader::parse(file).map_err(LoadError::BadImage)?;
-    let need = h.text_offset + h.image_size;
+    let need = h.footprint();
     let mut avoid = alloc::vec![initrd];
     avoid.extend_from_slice(reserved);
     let base = place(ram, need, BLOCK_2M, 0, &avoid).ok_or(LoadError::NoRoom { what: "kernel", size: need })?;

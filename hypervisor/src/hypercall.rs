@@ -22,17 +22,34 @@ fn with1(r: Result<u64, HypError>) -> [u64; 4] {
     }
 }
 
+/// Whether SMCCC_ARCH_FEATURES says `fid` is implemented: exactly the arch calls [`handle`]
+/// answers (SMCCC_VERSION and ARCH_FEATURES itself); SOC_ID and the firmware workarounds
+/// are not, and calling them answers NOT_SUPPORTED.
+fn arch_feature(fid: u64) -> bool {
+    matches!(hc::function_id(fid), hc::SMCCC_VERSION | hc::SMCCC_ARCH_FEATURES)
+}
+
+/// `fid` is W0 (the caller dropped the upper half of x0); 32-bit calls' arguments are W1..W3.
 pub fn handle(fid: u64, a: [u64; 3], _frame: &mut TrapFrame) -> [u64; 4] {
     match fid {
         hc::CALL_UID => hc::UID,
         hc::SMCCC_VERSION => [0x1_0001, 0, 0, 0], // SMCCC 1.1
-        // No firmware workarounds are advertised (SMCCC_ARCH_WORKAROUND_*): not supported.
-        hc::SMCCC_ARCH_FEATURES => code(error::NOT_SUPPORTED),
+        hc::SMCCC_ARCH_FEATURES => code(if arch_feature(a[0]) { error::SUCCESS } else { error::NOT_SUPPORTED }),
+        // The range's revision: this ABI's version as major.minor.
+        hc::REVISION => [hc::ABI_VERSION, 0, 0, 0],
         hc::VERSION => [error::SUCCESS as u64, hc::ABI_VERSION, 0, 0],
         hc::EXIT => {
             let status = a[0];
-            rt::println!("hyp: guest exit hypercall, status {status}");
-            exit::exit(abi::exit::from_guest_status(status))
+            let code = abi::exit::from_guest_status(status);
+            if abi::exit::is_guest_status(status) {
+                rt::println!("hyp: guest exit hypercall, status {status}");
+            } else {
+                rt::println!(
+                    "hyp: guest exit hypercall, status {status}: not a guest outcome (0-3), reported as {code} ({})",
+                    abi::exit::describe(code as i32)
+                );
+            }
+            exit::exit(code)
         }
         hc::COUNTERS_RESET => {
             counters::reset();

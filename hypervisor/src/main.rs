@@ -88,8 +88,14 @@ fn boot(dtb_addr: usize) -> Result<core::convert::Infallible, String> {
     for (i, c) in board.cpus.iter().enumerate().take(rt::MAX_CPUS) {
         CPUS[i].mpidr.store(c.mpidr & cpu::MPIDR_AFF_MASK, Ordering::Relaxed);
     }
+    let guest_cpus = board.cpus.len().min(rt::MAX_CPUS);
     if board.cpus.len() > rt::MAX_CPUS {
-        rt::println!("hyp: warning: only the first {} of {} CPUs are used", rt::MAX_CPUS, board.cpus.len());
+        rt::println!(
+            "hyp: the device tree has {} CPUs and this hypervisor runs at most {}: the guest's device tree lists \
+             the first {guest_cpus}, the others stay off",
+            board.cpus.len(),
+            rt::MAX_CPUS
+        );
     }
     let me = cpu::index_of(cpu::current_mpidr()).ok_or("the boot CPU's MPIDR is not in the device tree")?;
     CPUS[me].set_state(CpuState::On);
@@ -106,12 +112,33 @@ fn boot(dtb_addr: usize) -> Result<core::convert::Infallible, String> {
     let gic_v3 = matches!(board.gic.as_ref().map(|g| g.version), Some(board::GicVersion::V3));
     let (vttbr, vtcr) = mmu::setup(&board, &plan).map_err(|e| format!("page tables: {e}"))?;
     CONFIG.call_once(|| Config { vttbr, vtcr, gic_v3 });
+    if opts.check_stage2 {
+        let kept = [("hypervisor's region", plan.hyp), ("frame pool", plan.frames_high), ("slot pool", plan.slotpool)];
+        let bytes = mmu::check_stage2(&kept)?;
+        rt::println!(
+            "hyp: check-stage2: nothing of the {} MiB the hypervisor keeps (region, frame pool, slot pool) translates in stage 2",
+            bytes >> 20
+        );
+    }
 
     // The guest kernel.
     let initrd = board.initrd.ok_or_else(|| guest::LoadError::NoInitrd.to_string())?;
     let kernel = guest::load_kernel(Range::new(initrd.base, initrd.end()), &reserved).map_err(|e| e.to_string())?;
-    let spec = plan.guest_spec(opts.guest_bootargs.clone(), opts.conduit);
-    let gdtb = board::guest_dtb(&host_dtb, &spec).map_err(|e| format!("guest device tree: {e}"))?;
+    // The guest sees only the CPUs it can run on (and no CPU topology naming the others).
+    let trimmed: Vec<String> = board.cpus.iter().skip(guest_cpus).map(|c| c.path.clone()).collect();
+    let mut spec = plan.guest_spec(opts.guest_bootargs.clone(), opts.conduit);
+    spec.remove.extend(trimmed.iter().cloned());
+    if !trimmed.is_empty() {
+        spec.remove.push("/cpus/cpu-map".into());
+    }
+    let gdtb = match board::guest_dtb(&host_dtb, &spec) {
+        Err(board::BoardError::BadGuestSpec { item, .. }) if item == "/cpus/cpu-map" => {
+            spec.remove.retain(|p| p != "/cpus/cpu-map");
+            board::guest_dtb(&host_dtb, &spec)
+        }
+        r => r,
+    }
+    .map_err(|e| format!("guest device tree: {e}"))?;
     let mut avoid = reserved.clone();
     avoid.extend([Range::new(initrd.base, initrd.end()), kernel.range()]);
     let gdtb_at = guest::place_dtb(&gdtb, &avoid).map_err(|e| e.to_string())?;
@@ -125,6 +152,7 @@ fn boot(dtb_addr: usize) -> Result<core::convert::Infallible, String> {
     );
     let mut r = abi::report::Record::new("hyp_boot");
     r.u64("cpus", board.cpus.len() as u64)
+        .u64("guest_cpus", guest_cpus as u64)
         .hex("hyp_start", hyp.start)
         .hex("hyp_end", hyp.end)
         .u64("guest_ram_bytes", guest_ram.iter().map(|r| r.len()).sum())
@@ -144,7 +172,30 @@ fn boot(dtb_addr: usize) -> Result<core::convert::Infallible, String> {
         // report; the handler never returns.
         unsafe { core::ptr::read_volatile(opts.fault_addr as *const u64) };
     }
+    if let Some(insn) = opts.aarch32_test {
+        aarch32_test_guest(me, insn, kernel.entry, hyp.start)?;
+    }
     start_cpu(me, kernel.entry, gdtb_at)
+}
+
+/// `hyp.test=aarch32-*`: instead of the kernel, a guest in AArch32 at EL1 runs `insn` (then
+/// loops) with r1 = the hypervisor's first byte. Whatever it does must stop it as the guest's
+/// doing (exit 4), never as a hypervisor fault.
+fn aarch32_test_guest(me: usize, insn: u32, at: u64, r1: u64) -> Result<core::convert::Infallible, String> {
+    if !el2::has_aarch32_el1() {
+        return Err("hyp.test=aarch32-*: this CPU has no AArch32 at EL1 (try --cpu cortex-a72)".into());
+    }
+    rt::println!("hyp: hyp.test: entering an AArch32 guest at {at:#x} running {insn:#010x} with r1 = {r1:#x}");
+    // A32 `b .` after the instruction.
+    let code = [insn, 0xeaff_fffe];
+    // SAFETY: `at` is the loaded kernel's entry in guest RAM, which this test replaces; nothing
+    // else uses it.
+    unsafe { core::ptr::copy_nonoverlapping(code.as_ptr(), at as *mut u32, 2) };
+    el2::clean_dcache_range(at, 8);
+    let c = CONFIG.get().expect("EL2 configuration is set before any CPU enters the guest");
+    el2::setup_cpu(c.vttbr, c.vtcr, c.gic_v3);
+    CPUS[me].set_state(CpuState::On);
+    el2::enter_aarch32_guest(at, r1)
 }
 
 /// The boot-time memory plan (`hypcore::plan`): what the hypervisor keeps, what the guest gets.

@@ -30,9 +30,18 @@ pub fn init_heap() {
     }
 }
 
+/// Pages handed to the frame pool.
+static POOL_PAGES: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
+
 /// Hands `r` (page aligned, owned by the hypervisor, mapped) to the frame pool.
 pub fn add_frames(r: Range) {
     if !r.is_empty() {
         FRAMES.lock().add_frame((r.start / PAGE) as usize, (r.end / PAGE) as usize);
+        POOL_PAGES.fetch_add(r.len() / PAGE, core::sync::atomic::Ordering::Relaxed);
     }
+}
+
+/// Pages in the frame pool (COUNTER_READ `FramePoolPages`).
+pub fn frame_pool_pages() -> u64 {
+    POOL_PAGES.load(core::sync::atomic::Ordering::Relaxed)
 }

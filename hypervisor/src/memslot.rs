@@ -168,12 +168,9 @@ pub fn create(base: u64, size: u64, flags: u64) -> Result<u64, HypError> {
     if st.slots.iter().any(|s| s.range().overlaps(&r)) {
         return Err(HypError::Overlap);
     }
-    if st.slots.len() >= hc::MAX_MEMSLOTS || pool.range.len() < bsize {
-        return Err(HypError::NoMemory);
-    }
     let mut guard = STAGE2.lock();
     let s2 = guard.as_mut().ok_or(HypError::NoMemory)?;
-    // Anything already mapped there (a device) is an overlap.
+    // Anything already mapped there (a device) is an overlap, whether or not a slot is free.
     let mut busy = false;
     s2.walk(ipa(base), size, WalkFlags::LEAF, |e| {
         busy |= e.desc.is_mapping(e.level);
@@ -182,6 +179,9 @@ pub fn create(base: u64, size: u64, flags: u64) -> Result<u64, HypError> {
     .map_err(map_err)?;
     if busy {
         return Err(HypError::Overlap);
+    }
+    if st.slots.len() >= hc::MAX_MEMSLOTS || pool.range.len() < bsize {
+        return Err(HypError::NoMemory);
     }
     let mut tlb = HwTlb::detect();
     let attrs = Attributes::normal(Perms::RW);

@@ -206,6 +206,33 @@ pub fn setup(board: &Board, plan: &hypcore::plan::MemoryPlan) -> Result<(u64, u6
     Ok((vttbr, vtcr))
 }
 
+/// `hyp.check-stage2`: nothing in `kept` (the hypervisor's region, frame pool, slot pool)
+/// translates in the guest's stage 2. Walks the live table over each range (leaves only);
+/// the error names the range and the first IPA that translates.
+pub fn check_stage2(kept: &[(&'static str, Range)]) -> Result<u64, String> {
+    let guard = STAGE2.lock();
+    let s2 = guard.as_ref().ok_or("check-stage2: no stage 2 yet")?;
+    let mut bytes = 0;
+    for (what, r) in kept.iter().filter(|(_, r)| !r.is_empty()) {
+        let mut found: Option<(u64, u64)> = None;
+        s2.walk(pgtable::IntermPhysAddr::new(r.start), r.len(), pgtable::walker::WalkFlags::LEAF, |e| {
+            if found.is_none() && e.desc.is_mapping(e.level) {
+                found = Some((e.off, e.desc.addr().as_u64()));
+            }
+            Ok(())
+        })
+        .map_err(|e| format!("check-stage2: walking {what}: {e}"))?;
+        if let Some((ipa, pa)) = found {
+            return Err(format!(
+                "check-stage2: the {what} [{:#x}, {:#x}) translates in stage 2: IPA {ipa:#x} -> PA {pa:#x}",
+                r.start, r.end
+            ));
+        }
+        bytes += r.len();
+    }
+    Ok(bytes)
+}
+
 /// The device regions the guest may touch: every enabled DTB device outside RAM, minus the
 /// GIC's hypervisor control interface and virtual CPU interface (they are the hypervisor's).
 fn guest_devices(board: &Board, hyp: Range) -> Vec<(String, Range)> {

@@ -1,27 +1,46 @@
 //! Boot arguments: words starting with `hyp.` are the hypervisor's, the rest is the guest's
-//! command line.
+//! command line. [`WORDS`] is every word the hypervisor accepts (add one there, one line, and
+//! read it in [`parse`]); an unknown, duplicated or malformed `hyp.` word stops the boot with a
+//! message naming it and the accepted ones (`lib/bootargs`).
 //!
-//! * `hyp.test=el2-fault`: after setup, read an unmapped address at EL2 (tests the fatal
-//!   exception report).
-//! * `hyp.conduit=hvc|smc`: the PSCI conduit written into the guest's DTB (default: the host
-//!   DTB's). Both trap to EL2 either way.
-//! * `hyp.pool=SIZE`: the hypervisor's page-table frame pool (default: 16 MiB below 2 GiB of
-//!   RAM, else RAM / 16 up to 512 MiB; a 64 GiB memslot of 4 KiB pages needs ~130 MiB).
-//! * `hyp.slotpool=SIZE`: physical memory reserved (from the top of RAM) to back memslots,
-//!   mapped repeatedly (default none: MEMSLOT_CREATE answers NO_MEMORY). 1 GiB or more is
-//!   1 GiB aligned, so 1 GiB blocks can map it.
-//! * `hyp.check-split`: after every eager split, check each new page against the memslot's
-//!   pool mapping (tests).
-//!
-//! SIZE is bytes, or a number with `K`, `M` or `G`.
+//! SIZE is bytes, or a number with `K`, `M`, `G` or `T`.
 
 use alloc::string::String;
 use alloc::vec::Vec;
+use bootargs::{Table, Word};
+
+/// 1 MiB.
+const M: u64 = 1 << 20;
+
+/// Every word the hypervisor accepts.
+pub const WORDS: &[Word] = &[
+    Word::choice("hyp.conduit", &["hvc", "smc"], "PSCI conduit written into the guest's DTB (default: the host's)"),
+    Word::size(
+        "hyp.pool",
+        hypcore::plan::FRAME_POOL_MIN,
+        1 << 40,
+        "page-table frame pool (default 16M below 2G of RAM, else RAM/16 up to 512M)",
+    ),
+    Word::size("hyp.slotpool", 2 * M, 1 << 40, "memory backing memslots, from the top of RAM (default none)"),
+    Word::flag("hyp.check-split", "check every page after each eager split against the slot's pool mapping"),
+    Word::flag("hyp.check-stage2", "at boot, check that nothing the hypervisor keeps translates in stage 2"),
+    Word::choice(
+        "hyp.test",
+        &["el2-fault", "aarch32-abort", "aarch32-hvc"],
+        "el2-fault: read an unmapped address at EL2 after setup; aarch32-abort / aarch32-hvc: run a guest in \
+         AArch32 that reads the hypervisor's memory / calls HVC",
+    ),
+];
+
+/// The hypervisor's table for `lib/bootargs`.
+pub const TABLE: Table = Table { owner: "hypervisor", words: WORDS, foreign: &[] };
 
 #[derive(Debug, Clone, Default)]
 pub struct Options {
     pub guest_bootargs: String,
     pub test_el2_fault: bool,
+    /// `hyp.test=aarch32-*`: the A32 instruction the AArch32 test guest runs first.
+    pub aarch32_test: Option<u32>,
     /// PSCI conduit for the guest's DTB; `None` keeps the host's.
     pub conduit: Option<board::PsciMethod>,
     /// Address the el2-fault test reads.
@@ -32,46 +51,52 @@ pub struct Options {
     pub slotpool: Option<u64>,
     /// `hyp.check-split`.
     pub check_split: bool,
-    /// Words we did not understand (reported, never silently dropped).
-    pub unknown: Vec<String>,
+    /// `hyp.check-stage2`.
+    pub check_stage2: bool,
 }
 
+/// Splits the command line and checks the hypervisor's words; the message of an `Err` names
+/// the word and lists the accepted ones.
+/// Words a boot loader put before `bootargs::FIRMWARE_MARKER` are listed once and dropped.
+pub fn try_parse(bootargs: &str) -> Result<Options, bootargs::Error> {
+    let (firmware, ours) = bootargs::split_firmware(bootargs);
+    if !firmware.is_empty() {
+        rt::println!(
+            "hyp: {} words before {:?} are the boot loader's, ignored: {}",
+            firmware.len(),
+            bootargs::FIRMWARE_MARKER,
+            firmware.join(" ")
+        );
+    }
+    let (mine, guest): (Vec<&str>, Vec<&str>) = ours.into_iter().partition(|w| w.starts_with("hyp."));
+    let a = bootargs::parse_words(mine, &TABLE)?;
+    Ok(Options {
+        guest_bootargs: guest.join(" "),
+        test_el2_fault: a.choice("hyp.test") == Some("el2-fault"),
+        // A32: `ldr r0, [r1]` / `hvc #0`.
+        aarch32_test: match a.choice("hyp.test") {
+            Some("aarch32-abort") => Some(0xe591_0000),
+            Some("aarch32-hvc") => Some(0xe140_0070),
+            _ => None,
+        },
+        conduit: a
+            .choice("hyp.conduit")
+            .map(|c| if c == "hvc" { board::PsciMethod::Hvc } else { board::PsciMethod::Smc }),
+        fault_addr: 0xdead_0000,
+        pool: a.size("hyp.pool"),
+        slotpool: a.size("hyp.slotpool"),
+        check_split: a.flag("hyp.check-split"),
+        check_stage2: a.flag("hyp.check-stage2"),
+    })
+}
+
+/// [`try_parse`], ending the boot (exit code `HYP_FAULT`) on a refused word.
 pub fn parse(bootargs: &str) -> Options {
-    let mut o = Options { fault_addr: 0xdead_0000, ..Default::default() };
-    let mut guest = Vec::new();
-    for w in bootargs.split_ascii_whitespace() {
-        match w.strip_prefix("hyp.") {
-            None => guest.push(w),
-            Some("test=el2-fault") => o.test_el2_fault = true,
-            Some("conduit=hvc") => o.conduit = Some(board::PsciMethod::Hvc),
-            Some("conduit=smc") => o.conduit = Some(board::PsciMethod::Smc),
-            Some("check-split") => o.check_split = true,
-            Some(x) if x.starts_with("pool=") => match parse_size(&x[5..]) {
-                Some(v) => o.pool = Some(v),
-                None => o.unknown.push(String::from(w)),
-            },
-            Some(x) if x.starts_with("slotpool=") => match parse_size(&x[9..]) {
-                Some(v) => o.slotpool = Some(v),
-                None => o.unknown.push(String::from(w)),
-            },
-            Some(_) => o.unknown.push(String::from(w)),
+    match try_parse(bootargs) {
+        Ok(o) => o,
+        Err(e) => {
+            rt::console::panic_print(format_args!("hyp: boot failed: {e}\n"));
+            crate::exit::exit(abi::exit::HYP_FAULT)
         }
     }
-    o.guest_bootargs = guest.join(" ");
-    for w in &o.unknown {
-        rt::println!("hyp: warning: unknown hypervisor option {w:?} ignored");
-    }
-    o
-}
-
-/// `123`, `64K`, `16M`, `1G` (bytes).
-pub fn parse_size(s: &str) -> Option<u64> {
-    let (num, shift) = match s.as_bytes().last()? {
-        b'K' | b'k' => (&s[..s.len() - 1], 10),
-        b'M' | b'm' => (&s[..s.len() - 1], 20),
-        b'G' | b'g' => (&s[..s.len() - 1], 30),
-        _ => (s, 0),
-    };
-    let n: u64 = num.parse().ok()?;
-    n.checked_mul(1 << shift)
 }

@@ -19,14 +19,51 @@ fn ret(v: i64) -> [u64; 4] {
     [v as u64, 0, 0, 0]
 }
 
-/// Handles one PSCI call; returns x0..x3.
+/// PSCI_FEATURES: what this emulation answers for `fid`, consistent with [`handle`]: 0 for
+/// every function it implements (CPU_SUSPEND: 0 = original power_state format, no OS-initiated
+/// mode), NOT_SUPPORTED for the others. SMCCC_VERSION is reported as implemented (that is how a
+/// guest learns SMCCC 1.1 is there).
+pub fn features(fid: u64) -> i64 {
+    match fid & 0xffff_ffff {
+        p::VERSION
+        | p::CPU_SUSPEND_32
+        | p::CPU_SUSPEND_64
+        | p::CPU_OFF
+        | p::CPU_ON_32
+        | p::CPU_ON_64
+        | p::AFFINITY_INFO_32
+        | p::AFFINITY_INFO_64
+        | p::MIGRATE_INFO_TYPE
+        | p::SYSTEM_OFF
+        | p::SYSTEM_RESET
+        | p::FEATURES
+        | abi::hypercall::SMCCC_VERSION => p::SUCCESS,
+        _ => p::NOT_SUPPORTED,
+    }
+}
+
+/// CPU_SUSPEND (original power_state format): a standby state is entered and left at once
+/// (as a WFI may complete at once: the wake-up is allowed to come immediately, and the guest
+/// idles with its own WFI); a power-down state is not supported by this emulation
+/// (INVALID_PARAMETERS, as PSCI answers for a state the platform does not have).
+fn cpu_suspend(power_state: u64) -> i64 {
+    // Bits 31:26 and 23:17 are reserved (zero); bit 16 is the state type (1 = power down).
+    if power_state & 0xfc7e_0000 != 0 || power_state & (1 << 16) != 0 {
+        return p::INVALID_PARAMETERS;
+    }
+    p::SUCCESS
+}
+
+/// Handles one PSCI call (`fid` is W0; a 32-bit call's arguments are W1..W3); returns x0..x3.
 pub fn handle(fid: u64, a: [u64; 3]) -> [u64; 4] {
     let fid = fid & 0xffff_ffff;
     match fid {
-        p::VERSION | p::FEATURES | p::MIGRATE_INFO_TYPE | p::AFFINITY_INFO_32 | p::AFFINITY_INFO_64 => {
+        p::VERSION | p::MIGRATE_INFO_TYPE | p::AFFINITY_INFO_32 | p::AFFINITY_INFO_64 => {
             // Harmless queries: the firmware's answer is the truth.
             smccc::smc(fid, a[0], a[1], a[2])
         }
+        p::FEATURES => ret(features(a[0])),
+        p::CPU_SUSPEND_32 | p::CPU_SUSPEND_64 => ret(cpu_suspend(a[0])),
         p::CPU_ON_32 | p::CPU_ON_64 => ret(cpu_on(a[0], a[1], a[2])),
         p::CPU_OFF => {
             CPUS[cpu::current()].set_state(CpuState::Off);

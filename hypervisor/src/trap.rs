@@ -13,12 +13,35 @@ pub const EXIT_GUEST_FAULT: u32 = abi::exit::GUEST_FAULT;
 /// Exit code when the hypervisor itself took an unexpected exception or panicked.
 pub const EXIT_HYP_FAULT: u32 = abi::exit::HYP_FAULT;
 
+/// First vector of exceptions from a lower EL in AArch32 (synchronous, IRQ, FIQ, SError).
+const LOWER32_FIRST: u64 = 12;
+
 #[no_mangle]
 extern "C" fn rt_exception(frame: &mut TrapFrame, vec: u64) {
     match vec {
         vector::LOWER64_SYNC => lower_sync(frame),
+        // The guest runs AArch64 only; anything from an AArch32 guest (EL0 or EL1) is the
+        // guest's doing, not the hypervisor's: a stage-2 abort is reported with its IPA like
+        // any other, every other exception stops the guest (exit 4), never as a hypervisor
+        // fault.
+        LOWER32_FIRST => lower_sync(frame),
+        v if v > LOWER32_FIRST => aarch32_guest(frame, v),
         _ => fatal(frame, vec),
     }
+}
+
+/// An asynchronous exception from a guest running AArch32: stop it (GUEST_FAULT).
+fn aarch32_guest(frame: &TrapFrame, vec: u64) -> ! {
+    counters::count(Exit::Other);
+    rt::console::panic_print(format_args!(
+        "hyp: guest exit not handled: {} exception from a guest in AArch32 state on CPU {} (ELR {:#x}, SPSR {:#x}): \
+         the guest must run AArch64\n",
+        vector::kind(vec),
+        crate::cpu::current(),
+        frame.elr,
+        frame.spsr
+    ));
+    exit::exit(EXIT_GUEST_FAULT)
 }
 
 fn lower_sync(frame: &mut TrapFrame) {
@@ -44,8 +67,11 @@ fn lower_sync(frame: &mut TrapFrame) {
         }
         ec => {
             counters::count(if ec == esr::EC_SYSREG { Exit::SysReg } else { Exit::Other });
+            // SPSR_EL2.M[4]: the guest was in AArch32 state.
+            let aarch32 =
+                if frame.spsr & 0x10 != 0 { " from a guest in AArch32 state (it must run AArch64)" } else { "" };
             rt::console::panic_print(format_args!(
-                "hyp: guest exit not handled: {} (EC {ec:#04x}) ESR {esr_v:#x} at ELR {:#x}\n",
+                "hyp: guest exit not handled: {} (EC {ec:#04x}){aarch32} ESR {esr_v:#x} at ELR {:#x}\n",
                 esr::class_name(ec),
                 frame.elr
             ));
@@ -54,10 +80,15 @@ fn lower_sync(frame: &mut TrapFrame) {
     }
 }
 
-/// An SMCCC call from the guest (through HVC or SMC: the same function ids either way).
+/// An SMCCC call from the guest (through HVC or SMC: the same function ids either way). Only W0
+/// is the function id (the upper half of x0 is ignored); a 32-bit call (SMC32, bit 30 clear)
+/// passes its arguments in W1..W3, so the upper halves of x1..x3 are ignored too.
 fn call(frame: &mut TrapFrame) {
-    let fid = frame.x[0];
-    let args = [frame.x[1], frame.x[2], frame.x[3]];
+    let fid = abi::hypercall::function_id(frame.x[0]);
+    let mut args = [frame.x[1], frame.x[2], frame.x[3]];
+    if !abi::hypercall::is_smc64(fid) {
+        args = args.map(|a| a & 0xffff_ffff);
+    }
     let ret = if psci::is_psci(fid) {
         counters::count(Exit::Psci);
         psci::handle(fid, args)

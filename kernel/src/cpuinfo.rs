@@ -48,6 +48,8 @@ impl CpuInfo {
     pub fn core_name(&self) -> &'static str {
         match (self.implementer(), self.part()) {
             (0x41, 0xd03) => "Cortex-A53",
+            (0x41, 0xd04) => "Cortex-A35",
+            (0x41, 0xd07) => "Cortex-A57",
             (0x41, 0xd08) => "Cortex-A72",
             (0x41, 0xd0b) => "Cortex-A76",
             (0x41, 0xd0c) => "Neoverse-N1",
@@ -57,6 +59,7 @@ impl CpuInfo {
             (0x41, 0xd84) => "Neoverse-V3",
             (0x41, 0xd83) => "Neoverse-V3AE",
             (0xc0, 0xac3) => "AmpereOne",
+            (0x46, 0x001) => "A64FX",
             (0x00, 0x051) => "QEMU max",
             _ => "unknown core",
         }

@@ -7,6 +7,7 @@
 extern crate alloc;
 
 mod bench;
+mod cmdline;
 mod cpuinfo;
 mod heap;
 mod hyp;
@@ -37,9 +38,13 @@ pub static KERNEL: Once<Kernel> = Once::new();
 
 #[no_mangle]
 extern "C" fn rt_main(dtb: usize) -> ! {
-    use aarch64_cpu::registers::{Writeable, VBAR_EL1};
-    VBAR_EL1.set(rt::trap::vectors_el1());
+    use aarch64_cpu::registers::{CurrentEL, Readable, Writeable, VBAR_EL1};
     heap::init();
+    let el = CurrentEL.get() >> 2 & 3;
+    if el != 1 {
+        refuse_el(el, dtb);
+    }
+    VBAR_EL1.set(rt::trap::vectors_el1());
     match boot(dtb) {
         Ok(()) => power::exit(0),
         Err(e) => {
@@ -47,6 +52,49 @@ extern "C" fn rt_main(dtb: usize) -> ! {
             power::exit(1)
         }
     }
+}
+
+/// Started at EL2 or EL3 (e.g. `-kernel kernel.img` on a machine with virtualization=on): say so
+/// on the DTB's UART and end the run (semihosting on QEMU, else PSCI SYSTEM_OFF over SMC, which
+/// reaches the firmware from EL2; at EL3, or without either, the CPU parks).
+fn refuse_el(el: u64, dtb: usize) -> ! {
+    let board = (dtb != 0)
+        .then(|| {
+            // SAFETY: x0 points at the DTB (boot protocol); only the checked header is read first,
+            // then exactly the size it declares.
+            let size = board::dtb_total_size(unsafe { core::slice::from_raw_parts(dtb as *const u8, 40) }).ok()?;
+            // SAFETY: as above, `size` bytes per the header.
+            Board::from_dtb(unsafe { core::slice::from_raw_parts(dtb as *const u8, size) }).ok()
+        })
+        .flatten();
+    if let Some(uart) = board.as_ref().and_then(|b| b.console.as_ref()) {
+        // SAFETY: the DTB names this PL011 as the console; nothing else uses it.
+        unsafe { rt::console::init(uart.base as usize) };
+    }
+    rt::console::panic_print(format_args!(
+        "kernel: boot failed: started at EL{el}: this kernel runs at EL1 only (boot it as the hypervisor's \
+         guest, or alone with --no-hypervisor on a machine without virtualization=on)\n"
+    ));
+    rt::console::panic_print(format_args!("{}\n", abi::exit::FinalLine(abi::exit::GUEST_FAILURE)));
+    rt::console::flush();
+    let on_qemu = board.as_ref().is_some_and(|b| b.compatible.iter().any(|c| c == "linux,dummy-virt"));
+    if on_qemu {
+        qemu_exit::QEMUExit::exit(&qemu_exit::AArch64::new(), abi::exit::GUEST_FAILURE);
+    }
+    if el == 2 {
+        hypervisor_smc_off();
+    }
+    loop {
+        aarch64_cpu::asm::wfe();
+    }
+}
+
+/// PSCI SYSTEM_OFF through SMC (from EL2, to the firmware).
+fn hypervisor_smc_off() {
+    let old = smccc::conduit();
+    smccc::set_conduit(smccc::Conduit::Smc);
+    smccc::call(abi::psci::SYSTEM_OFF, 0, 0, 0);
+    smccc::set_conduit(old);
 }
 
 fn boot(dtb_addr: usize) -> Result<(), String> {
@@ -74,8 +122,9 @@ fn boot(dtb_addr: usize) -> Result<(), String> {
     let host = detect_host(&board);
     power::set_host(host);
     let mem_bytes = board.memory.iter().map(|r| r.size).sum();
-    let args: Vec<String> =
-        board.bootargs.as_deref().unwrap_or("").split_ascii_whitespace().map(String::from).collect();
+    cmdline::init(board.bootargs.as_deref().unwrap_or(""))?;
+    // The checked words (a boot loader's words before the marker left out).
+    let args: Vec<String> = cmdline::args().words().map(String::from).collect();
     mm::init(&board, (dtb_addr as u64, (dtb_addr + dtb.len()) as u64), &args)?;
     rt::println!(
         "kernel: pgtlab kernel, {} CPUs, {} MiB RAM in {} ranges, PSCI over {:?}, {}, bootargs {:?}",
@@ -94,12 +143,19 @@ fn boot(dtb_addr: usize) -> Result<(), String> {
     banner(0);
     let online = smp::start_secondaries()?;
     let k = KERNEL.get().unwrap();
-    rt::println!("kernel: {online} of {} CPUs online", k.board.cpus.len());
+    let usable = k.board.cpus.len().min(rt::MAX_CPUS);
+    if usable < k.board.cpus.len() {
+        rt::println!(
+            "kernel: {online} of {usable} CPUs online (the device tree has {}; this kernel runs at most {}, the others stay off)",
+            k.board.cpus.len(),
+            rt::MAX_CPUS
+        );
+    } else {
+        rt::println!("kernel: {online} of {} CPUs online", k.board.cpus.len());
+    }
     selftest::run(&args)?;
-    for a in &args {
-        if let Some(name) = a.strip_prefix("bench=") {
-            bench::run(name)?;
-        }
+    if let Some(name) = cmdline::args().choice("bench") {
+        bench::run(name)?;
     }
     rt::println!("kernel: all done, powering off");
     Ok(())

@@ -45,8 +45,11 @@ extern "C" fn rt_secondary_main(cpu: usize) -> ! {
     use aarch64_cpu::registers::{Writeable, VBAR_EL1};
     VBAR_EL1.set(rt::trap::vectors_el1());
     if let Err(why) = crate::mm::enable_secondary(cpu) {
-        rt::println!("kernel: {why}");
+        rt::println!("kernel: {why}; it powers off");
         REFUSED.fetch_add(1, Ordering::AcqRel);
+        // As Linux does for a CPU that fails a capability check: PSCI CPU_OFF (returns only on
+        // failure, then the CPU parks).
+        smccc::call(abi::psci::CPU_OFF, 0, 0, 0);
         loop {
             aarch64_cpu::asm::wfe();
         }

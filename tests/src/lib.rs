@@ -74,15 +74,21 @@ impl Run {
         assert!(self.outcome.output.contains(needle), "output lacks {needle:?}\n{}", self.dump());
     }
 
-    /// Fails unless QEMU exited with `code`.
+    /// The run's verdict (a row of the exit-code table), as `cargo xtask run` gives it.
+    pub fn verdict(&self) -> xtask::outcome::Verdict {
+        xtask::outcome::judge(&self.outcome)
+    }
+
+    /// Fails unless the run's verdict is `code` (QEMU's exit code judged like `cargo xtask
+    /// run` does: a QEMU stopped by a signal is never 0).
     pub fn expect_exit(&self, code: i32) {
         assert!(!self.outcome.timed_out, "timed out after {:?}\n{}", BOOT_TIMEOUT, self.dump());
+        let v = self.verdict();
         assert_eq!(
-            self.outcome.code,
-            Some(code),
-            "expected exit {code} ({}), got {:?}\n{}",
+            v.code as i32,
+            code,
+            "expected exit {code} ({}), got {v}\n{}",
             abi::exit::describe(code),
-            self.outcome.code,
             self.dump()
         );
     }
@@ -93,18 +99,40 @@ impl Run {
     }
 }
 
-/// Boots once with `cfg` and collects the output and its report records. A malformed record
-/// fails the test: the format is part of what is tested.
-pub fn boot(cfg: QemuConfig) -> Run {
-    boot_with(cfg, &[])
+/// The built Images (for tests that make altered copies).
+pub fn images() -> &'static Images {
+    &env().images
+}
+
+/// A scratch directory for files a test makes (under `target/`).
+pub fn scratch_dir() -> PathBuf {
+    let d = xtask::workspace_root().join("target/test-scratch");
+    std::fs::create_dir_all(&d).expect("creating target/test-scratch");
+    d
+}
+
+/// Whether `cargo xtask test --long` runs this (the wide configuration matrix).
+pub fn long() -> bool {
+    std::env::var("XTASK_LONG").is_ok_and(|v| v == "1")
+}
+
+/// Boots once with `cfg`, or returns why the xtask refused the configuration (QEMU not started).
+pub fn try_boot(cfg: QemuConfig) -> Result<Run, String> {
+    try_boot_with(cfg, &[])
 }
 
 /// [`boot`] with `extra` QEMU arguments after the usual ones (e.g. `-dtb FILE`).
 pub fn boot_with(cfg: QemuConfig, extra: &[String]) -> Run {
+    try_boot_with(cfg, extra).unwrap_or_else(|why| panic!("the xtask refused the configuration: {why}"))
+}
+
+/// [`try_boot`] with `extra` QEMU arguments after the usual ones.
+pub fn try_boot_with(cfg: QemuConfig, extra: &[String]) -> Result<Run, String> {
     let e = env();
+    cfg.validate()?;
     let mut args = cfg.args(&e.images);
     args.extend_from_slice(extra);
-    let outcome = qemu::run_args(&e.qemu, &args, BOOT_TIMEOUT, |_| {}).expect("running QEMU");
+    let outcome = qemu::run_args(&e.qemu, &args, BOOT_TIMEOUT, None, |_| {}).expect("running QEMU");
     let mut records = Vec::new();
     for line in outcome.output.lines() {
         if let Some(r) = parse_line(line) {
@@ -114,7 +142,34 @@ pub fn boot_with(cfg: QemuConfig, extra: &[String]) -> Run {
             }
         }
     }
-    Run { cfg, outcome, records }
+    Ok(Run { cfg, outcome, records })
+}
+
+/// Runs the xtask binary itself (`XTASK_BIN`, set by `cargo xtask test`; else through cargo)
+/// with `args`; returns its exit code and everything it printed.
+pub fn xtask_cli(args: &[&str]) -> (i32, String) {
+    let mut cmd = match std::env::var_os("XTASK_BIN") {
+        Some(bin) => std::process::Command::new(bin),
+        None => {
+            let mut c = std::process::Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+            c.args(["run", "--quiet", "--package", "xtask", "--"]);
+            c
+        }
+    };
+    cmd.current_dir(xtask::workspace_root()).args(args).stdin(std::process::Stdio::null());
+    // The nested run must not see the outer run's images as given (it builds its own).
+    for v in ["XTASK_QEMU", "XTASK_HYPERVISOR_IMG", "XTASK_KERNEL_IMG", "XTASK_HYPERVISOR_ELF", "XTASK_KERNEL_ELF"] {
+        cmd.env_remove(v);
+    }
+    let out = cmd.output().expect("running the xtask");
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    (out.status.code().unwrap_or(-1), text)
+}
+
+/// Boots once with `cfg` and collects the output and its report records. A malformed record
+/// fails the test: the format is part of what is tested.
+pub fn boot(cfg: QemuConfig) -> Run {
+    try_boot(cfg).unwrap_or_else(|why| panic!("the xtask refused the configuration: {why}"))
 }
 
 /// The DTB QEMU writes for `cfg`'s machine (`-M virt,…,dumpdtb=FILE`).
@@ -141,11 +196,60 @@ pub fn config(f: impl FnOnce(&mut QemuConfig)) -> QemuConfig {
 
 /// Bytes in a QEMU `-m` size like `512M` or `4G`.
 pub fn mem_bytes(m: &str) -> u64 {
-    let (num, unit) = m.split_at(m.len() - 1);
-    let n: u64 = num.parse().expect("memory size");
-    match unit {
-        "M" => n << 20,
-        "G" => n << 30,
-        _ => panic!("memory unit in {m}"),
+    xtask::qemu::parse_mem(m).expect("memory size")
+}
+
+#[cfg(test)]
+mod judging {
+    //! The harness is part of the judging: each helper must fail on a missing line or record
+    //! even when the run exited 0.
+    use super::*;
+    use std::panic::catch_unwind;
+
+    fn run(code: Option<i32>, output: &str) -> Run {
+        let records = output.lines().filter_map(parse_line).map(|r| r.unwrap()).collect();
+        Run {
+            cfg: QemuConfig::default(),
+            outcome: Outcome {
+                code,
+                signal: None,
+                timed_out: false,
+                limit: BOOT_TIMEOUT,
+                output: output.to_string(),
+                console_lines: output.lines().count(),
+                qemu_messages: Vec::new(),
+                elapsed: Duration::from_secs(1),
+            },
+            records,
+        }
+    }
+
+    #[test]
+    fn expect_output_fails_on_a_missing_line_even_with_exit_0() {
+        let r = run(Some(0), "kernel: all done, powering off\n");
+        r.expect_output("all done");
+        assert!(catch_unwind(|| r.expect_output("kernel: 4 of 4 CPUs online")).is_err());
+    }
+
+    #[test]
+    fn record_fails_unless_exactly_one_even_with_exit_0() {
+        let r = run(Some(0), "@@report {\"kind\":\"hyp_boot\",\"cpus\":4}\n@@report {\"kind\":\"banner\",\"cpu\":0}\n@@report {\"kind\":\"banner\",\"cpu\":1}\n");
+        assert_eq!(r.record("hyp_boot").u64("cpus"), Some(4));
+        assert!(catch_unwind(|| r.record("guest_fault")).is_err(), "missing record");
+        assert!(catch_unwind(|| r.record("banner")).is_err(), "two records");
+    }
+
+    #[test]
+    fn expect_exit_fails_on_another_code_a_timeout_or_a_signal() {
+        run(Some(0), "x\n").expect_exit(0);
+        assert!(catch_unwind(|| run(Some(0), "x\n").expect_exit(2)).is_err());
+        assert!(catch_unwind(|| run(Some(2), "kernel: PANIC\n").expect_exit(0)).is_err());
+        let mut t = run(None, "x\n");
+        t.outcome.timed_out = true;
+        assert!(catch_unwind(|| t.expect_exit(0)).is_err());
+        // QEMU stopping on SIGTERM exits 0: not success.
+        let mut s = run(Some(0), "x\n");
+        s.outcome.qemu_messages.push("qemu-system-aarch64: terminating on signal 15 from pid 1".into());
+        assert!(catch_unwind(|| s.expect_exit(0)).is_err());
     }
 }

@@ -52,9 +52,15 @@ fn check(run: &Run, cpus: u64) {
                 // Eager: every 2 MiB block of the 64 MiB slot; the 1 GiB block once.
                 ("2M", "enable-split") | ("2M", "manual-protect") => assert_eq!(split, 32, "{b} {s}"),
                 ("1G", "enable-split") | ("1G", "manual-protect") => assert_eq!(split, 1, "{b} {s}"),
-                // Lazy: only blocks that were written to (or cleared) are split.
-                _ => assert!(split >= 1, "{b} {s}: split {split}"),
+                // Lazy: only blocks that were written to are split; a 1 GiB block is one block.
+                ("1G", _) => assert_eq!(split, 1, "{b} {s}: a lazy 1 GiB split splits exactly one block"),
+                _ => assert!((1..=32).contains(&split), "{b} {s}: split {split}"),
             }
+            // After disabling, only dirty-log write faults happen: each makes its page writable
+            // with a TLBI.
+            let (late_faults, late_tlbi) = (r.u64("late_faults").unwrap(), r.u64("late_tlbi").unwrap());
+            assert!(late_faults > 0, "{b} {s}: no write fault after disable");
+            assert!(late_tlbi >= late_faults, "{b} {s}: {late_faults} write faults but {late_tlbi} TLBIs");
         }
     }
 }

@@ -47,7 +47,7 @@ fn hypervisor_exception_is_reported() {
 fn unknown_self_test_fails_the_run() {
     let run = boot(config(|c| c.bootargs = "test=no-such-test".into()));
     run.expect_exit(abi::exit::GUEST_FAILURE as i32);
-    run.expect_output("unknown self-test \"no-such-test\"");
+    run.expect_output("bad boot argument \"test=no-such-test\": \"no-such-test\" is not one of them");
 }
 
 #[test]

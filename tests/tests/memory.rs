@@ -145,3 +145,23 @@ fn a_late_cpu_that_disagrees_about_bbml2_is_refused() {
     run.expect_exit(0);
     run.expect_output("kernel: 4 of 4 CPUs online");
 }
+
+#[test]
+fn the_bbml2_allow_list_decides_through_the_boots_own_check() {
+    // QEMU's only BBM-2 CPU is allow-listed: feed the boot's decision other MIDRs.
+    for (midr, allowed) in [("0x410fd823", true), ("0x410fd822", false), ("0x410fd0c0", false)] {
+        let run = boot(config(|c| {
+            c.smp = 1;
+            c.bootargs = format!("bbml2_test_midr={midr}");
+        }));
+        run.expect_exit(0);
+        let b = run.record("banner");
+        assert_eq!(b.bool("bbml2"), Some(allowed), "MIDR {midr}\n{}", run.dump());
+        run.expect_output(if allowed {
+            "bbml2 yes (BBM level 2 on an allow-listed core)"
+        } else {
+            "bbml2 no (BBM level 2 but the core is not on the allow-list)"
+        });
+        run.expect_output(if allowed { "linear map blocks" } else { "linear map PTE-only" });
+    }
+}

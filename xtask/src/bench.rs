@@ -7,6 +7,7 @@
 //! `-icount shift=0`: instruction counts are then deterministic (and wall time is not real).
 
 use crate::build::{self, Images};
+use crate::outcome::{self, ExitWith, Verdict};
 use crate::qemu::{self, QemuConfig};
 use crate::report::{self, table};
 use crate::{system, toolchain, workspace_root};
@@ -145,18 +146,20 @@ pub fn run_guest(b: &GuestBench, qemu: &std::path::Path, images: &Images, icount
             ..QemuConfig::default()
         };
         eprintln!("xtask: bench {} on {} ({})", b.name, m.label, cfg.describe());
-        let out = qemu::run(&qemu.to_path_buf(), &cfg, images, Duration::from_secs(b.timeout_s), |l| {
-            if !l.contains(abi::report::PREFIX) {
-                qemu::echo_stdout(l)
-            }
-        })?;
-        ensure!(
-            out.success(),
-            "benchmark run on {} failed (exit {:?}, timed out: {})",
-            m.label,
-            out.code,
-            out.timed_out
-        );
+        let out =
+            qemu::run(qemu, &cfg, images, Duration::from_secs(b.timeout_s), Some(Duration::from_secs(60)), |l| {
+                if !l.contains(abi::report::PREFIX) {
+                    qemu::echo_stdout(l)
+                }
+            })?;
+        // Only a run that ended cleanly counts, whatever records it printed before.
+        let verdict = outcome::judge(&out);
+        if !verdict.success() {
+            return Err(anyhow::Error::new(ExitWith(Verdict::new(
+                abi::exit::CHECK_FAILED,
+                format!("benchmark {} on {} did not end cleanly: {verdict}", b.name, m.label),
+            ))));
+        }
         let (records, errors) = report::collect(&out.output);
         ensure!(errors.is_empty(), "malformed records: {errors:?}");
         let rows: Vec<ParsedRecord> =

@@ -5,7 +5,9 @@
 //! * [`system`]: Debian packages the project needs (QEMU, lld), installed with apt when root.
 //! * [`lint`]: clippy with warnings as errors, host crates and bare-metal binaries.
 //! * [`build`]: builds the two binaries and turns their ELF files into arm64 Images.
-//! * [`qemu`]: QEMU command lines and runs with a timeout.
+//! * [`qemu`]: QEMU command lines, usable CPU models, and runs with a time limit.
+//! * [`outcome`]: a run's verdict, a row of the exit-code table (`lib/abi/src/exit.rs`).
+//! * [`fuzz`]: `cargo xtask fuzz`, libFuzzer runs of the `fuzz` crate's targets.
 //! * [`report`]: the `@@report` records the guest and hypervisor print, as tables.
 //! * [`chainboot`]: the host side of the serial chainloader (and the loader in QEMU on a pty).
 
@@ -14,7 +16,9 @@ pub mod build;
 pub mod chainboot;
 pub mod debian;
 pub mod flash;
+pub mod fuzz;
 pub mod lint;
+pub mod outcome;
 pub mod qemu;
 pub mod report;
 pub mod system;

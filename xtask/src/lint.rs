@@ -74,7 +74,9 @@ pub fn run(tc: &CrossToolchain) -> Result<()> {
         c.env("RUSTC", &tc.rustc).env_remove("RUSTUP_TOOLCHAIN");
     }
     let status = c.status().context("running cargo clippy")?;
-    ensure!(status.success(), "clippy found problems in the host crates (see above)");
+    if !status.success() {
+        return Err(crate::outcome::check_failed("clippy found problems in the host crates (see above)"));
+    }
 
     cross_clippy(tc)?;
     eprintln!("xtask: clippy on the bare-metal binaries ({})", crate::toolchain::TARGET);
@@ -86,6 +88,8 @@ pub fn run(tc: &CrossToolchain) -> Result<()> {
     c.arg("--target-dir").arg(build::cross_target_dir());
     c.args(["--", "-D", "warnings"]);
     let status = c.status().context("running cargo clippy for the target")?;
-    ensure!(status.success(), "clippy found problems in the bare-metal binaries (see above)");
+    if !status.success() {
+        return Err(crate::outcome::check_failed("clippy found problems in the bare-metal binaries (see above)"));
+    }
     Ok(())
 }

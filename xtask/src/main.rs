@@ -1,8 +1,10 @@
 //! `cargo xtask`: the project's command line. See the README for the commands.
 
-use anyhow::{bail, Result};
+use abi::exit;
+use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
 use std::time::Duration;
+use xtask::outcome::{self, ExitWith};
 use xtask::qemu::{self, QemuConfig};
 use xtask::{build, report, system, toolchain};
 
@@ -39,13 +41,22 @@ enum Cmd {
     Console(xtask::chainboot::ConsoleArgs),
     /// Clippy, warnings as errors, on the host crates and the bare-metal binaries.
     Lint,
+    /// Fuzz the parsers with libFuzzer (cargo-fuzz): image_header, dtb, guest_dtb, bootargs.
+    Fuzz {
+        /// One target (default: all).
+        target: Option<String>,
+        /// Seconds per target.
+        #[arg(long, default_value_t = 60)]
+        time: u64,
+    },
     /// Show which toolchain, linker and QEMU would be used (installing what is missing when root).
     Doctor,
 }
 
 #[derive(Args)]
 struct RunArgs {
-    /// QEMU CPU model: max (FEAT_BBM level 2) or cortex-a76 (Raspberry Pi 5 core).
+    /// QEMU CPU model: max (FEAT_BBM level 2), cortex-a76 (Raspberry Pi 5 core), cortex-a72,
+    /// cortex-a57, cortex-a53, cortex-a35, neoverse-n1, a64fx (AArch64 models only).
     #[arg(long, default_value = "max")]
     cpu: String,
     /// GIC version: 2 (like the Pi 5's GIC-400) or 3.
@@ -54,7 +65,7 @@ struct RunArgs {
     /// Number of CPUs.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=8))]
     smp: u32,
-    /// Memory size (QEMU -m syntax: 512M, 1G, 4G).
+    /// Memory size with a unit: 512M, 1G, 4G (K, M, G, T; a whole number of MiB, not 0).
     #[arg(long, default_value = "1G")]
     mem: String,
     /// Deterministic instruction counting: -icount shift=N.
@@ -63,36 +74,60 @@ struct RunArgs {
     /// Kernel command line; words starting with `hyp.` go to the hypervisor.
     #[arg(long, default_value = "")]
     bootargs: String,
-    /// Wait for gdb on localhost:1234 before the first instruction.
+    /// Wait for gdb on localhost (127.0.0.1, port --gdb-port) before the first instruction.
     #[arg(long)]
     gdb: bool,
+    /// TCP port for --gdb.
+    #[arg(long, default_value_t = 1234)]
+    gdb_port: u16,
     /// Boot the kernel alone at EL1, without the hypervisor (for comparison).
     #[arg(long)]
     no_hypervisor: bool,
-    /// Kill QEMU after this many seconds (0: never).
-    #[arg(long, default_value_t = 0)]
+    /// Time limit in seconds: QEMU is killed after it (exit 66); 0 for none.
+    #[arg(long, default_value_t = DEFAULT_TIMEOUT_S)]
     timeout: u64,
 }
 
 #[derive(Args)]
 struct TestArgs {
-    /// Long property tests (10^6 page-table operation sequences).
+    /// Long runs too: 10^6-case page-table property tests, the wide configuration matrix.
     #[arg(long)]
     long: bool,
     /// Only the host unit tests.
     #[arg(long)]
     host_only: bool,
+    /// Run `#[ignore]`d tests too.
+    #[arg(long)]
+    include_ignored: bool,
+    /// Only tests whose name contains this (the lint is skipped).
+    filter: Option<String>,
 }
 
+/// Default time limit of `cargo xtask run`.
+const DEFAULT_TIMEOUT_S: u64 = 600;
+/// How often a long run says how much time it has left (without output in between).
+const PROGRESS_EVERY: Duration = Duration::from_secs(30);
+
 fn main() {
-    if let Err(e) = real_main() {
-        eprintln!("xtask: error: {e:#}");
-        std::process::exit(2);
+    // Every exit code comes from the table in lib/abi/src/exit.rs (README: "Exit codes").
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            std::process::exit(if e.use_stderr() { exit::USAGE as i32 } else { 0 });
+        }
+    };
+    if let Err(e) = real_main(cli) {
+        let code = outcome::code_of(&e);
+        match e.downcast_ref::<ExitWith>() {
+            Some(ExitWith(v)) => eprintln!("xtask: {v}"),
+            None => eprintln!("xtask: error: {e:#}"),
+        }
+        std::process::exit(code as i32);
     }
 }
 
-fn real_main() -> Result<()> {
-    let cli = Cli::parse();
+fn real_main(cli: Cli) -> Result<()> {
     match cli.cmd {
         Cmd::Run(a) => run(a),
         Cmd::Build => {
@@ -104,7 +139,13 @@ fn real_main() -> Result<()> {
         Cmd::Flash(a) => xtask::flash::cli(a),
         Cmd::Chainboot(a) => std::process::exit(xtask::chainboot::cli(a)?),
         Cmd::Console(a) => std::process::exit(xtask::chainboot::console_cli(a)?),
-        Cmd::Test(a) => xtask::test::run(a.long, a.host_only),
+        Cmd::Fuzz { target, time } => xtask::fuzz::run(target.as_deref(), time),
+        Cmd::Test(a) => xtask::test::run(&xtask::test::TestOptions {
+            long: a.long,
+            host_only: a.host_only,
+            filter: a.filter,
+            include_ignored: a.include_ignored,
+        }),
         Cmd::Bench { which, icount } => xtask::bench::run(&which, icount),
         Cmd::Doctor => {
             let tc = toolchain::find()?;
@@ -122,9 +163,6 @@ fn real_main() -> Result<()> {
 }
 
 fn run(a: RunArgs) -> Result<()> {
-    let tc = toolchain::find()?;
-    let qemu_bin = system::qemu()?;
-    let images = build::build(&tc, &[])?;
     let cfg = QemuConfig {
         cpu: a.cpu,
         gic: a.gic,
@@ -133,29 +171,39 @@ fn run(a: RunArgs) -> Result<()> {
         icount: a.icount,
         bootargs: a.bootargs,
         gdb: a.gdb,
+        gdb_port: a.gdb_port,
         no_hypervisor: a.no_hypervisor,
+        ..QemuConfig::default()
     };
+    // Refuse a bad configuration before building anything.
+    cfg.validate().map_err(|why| anyhow::Error::new(outcome::Refused(why)))?;
+    let tc = toolchain::find()?;
+    let qemu_bin = system::qemu()?;
+    let images = build::build(&tc, &[])?;
     eprintln!("xtask: {} {}", qemu_bin.display(), cfg.args(&images).join(" "));
     if cfg.gdb {
         eprintln!(
-            "xtask: waiting for gdb: gdb-multiarch {} -ex 'target remote :1234'",
-            images.hypervisor_elf.display()
+            "xtask: waiting for gdb on 127.0.0.1:{}: gdb-multiarch {} -ex 'target remote localhost:{}'",
+            cfg.gdb_port,
+            images.hypervisor_elf.display(),
+            cfg.gdb_port
         );
     }
-    let timeout = if a.timeout == 0 { Duration::from_secs(u64::MAX / 4) } else { Duration::from_secs(a.timeout) };
+    let timeout = match a.timeout {
+        0 => {
+            eprintln!("xtask: no time limit (--timeout 0)");
+            Duration::from_secs(u64::MAX / 4)
+        }
+        s => {
+            eprintln!("xtask: time limit {s} s (--timeout S to change, 0 for none)");
+            Duration::from_secs(s)
+        }
+    };
+    let progress = (a.timeout != 0).then_some(PROGRESS_EVERY);
     let elf_for = |line: &str| report::symbolize_line(line, &images);
-    let outcome = qemu::run(&qemu_bin, &cfg, &images, timeout, |line| qemu::echo_stdout(&elf_for(line)))?;
-    report::print_tables(&outcome.output);
-    match outcome.code {
-        Some(0) => {
-            eprintln!("xtask: exit 0 after {:.2} s", outcome.elapsed.as_secs_f64());
-            Ok(())
-        }
-        Some(code) => {
-            eprintln!("xtask: QEMU exited with {code} after {:.2} s", outcome.elapsed.as_secs_f64());
-            std::process::exit(code)
-        }
-        None if outcome.timed_out => bail!("timed out after {} s", a.timeout),
-        None => bail!("QEMU was killed by a signal"),
-    }
+    let out = qemu::run(&qemu_bin, &cfg, &images, timeout, progress, |line| qemu::echo_stdout(&elf_for(line)))?;
+    report::print_tables(&out.output);
+    let verdict = outcome::judge(&out);
+    eprintln!("xtask: {verdict} after {:.2} s", out.elapsed.as_secs_f64());
+    std::process::exit(verdict.code as i32)
 }

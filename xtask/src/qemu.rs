@@ -8,7 +8,7 @@
 use crate::build::Images;
 use anyhow::{Context, Result};
 use std::io::{BufRead, BufReader, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -27,10 +27,17 @@ pub struct QemuConfig {
     pub icount: Option<u32>,
     /// Kernel command line (`hyp.`-prefixed words are the hypervisor's).
     pub bootargs: String,
-    /// Wait for gdb on tcp::1234.
+    /// Wait for gdb on `127.0.0.1:gdb_port` (localhost only) before the first instruction.
     pub gdb: bool,
+    /// TCP port for `gdb` (default 1234).
+    pub gdb_port: u16,
     /// Boot the kernel alone at EL1, no hypervisor.
     pub no_hypervisor: bool,
+    /// Boot the kernel alone on a machine with virtualization=on: it starts at EL2 (and must
+    /// refuse to run there).
+    pub kernel_at_el2: bool,
+    /// A file to give the hypervisor as the guest kernel instead of the built kernel Image.
+    pub guest_image: Option<PathBuf>,
 }
 
 impl Default for QemuConfig {
@@ -43,7 +50,10 @@ impl Default for QemuConfig {
             icount: None,
             bootargs: String::new(),
             gdb: false,
+            gdb_port: 1234,
             no_hypervisor: false,
+            kernel_at_el2: false,
+            guest_image: None,
         }
     }
 }
@@ -53,17 +63,19 @@ impl QemuConfig {
     pub fn args(&self, images: &Images) -> Vec<String> {
         let mut a = self.machine_args();
         a.extend(["-nographic".into(), "-semihosting-config".into(), "enable=on,target=native".into()]);
-        if self.no_hypervisor {
+        if self.no_hypervisor || self.kernel_at_el2 {
             a.extend(["-kernel".into(), images.kernel.display().to_string()]);
         } else {
             a.extend(["-kernel".into(), images.hypervisor.display().to_string()]);
-            a.extend(["-initrd".into(), images.kernel.display().to_string()]);
+            let guest = self.guest_image.as_ref().unwrap_or(&images.kernel);
+            a.extend(["-initrd".into(), guest.display().to_string()]);
         }
         if !self.bootargs.is_empty() {
             a.extend(["-append".into(), self.bootargs.clone()]);
         }
         if self.gdb {
-            a.extend(["-s".into(), "-S".into()]);
+            // Localhost only: `-s` would listen on every interface.
+            a.extend(["-gdb".into(), format!("tcp:127.0.0.1:{}", self.gdb_port), "-S".into()]);
         }
         a
     }
@@ -71,7 +83,7 @@ impl QemuConfig {
     /// The machine alone: board, CPU, CPU count, memory and `-icount` (no images, no console).
     pub fn machine_args(&self) -> Vec<String> {
         let mut machine = format!("virt,gic-version={}", self.gic);
-        if !self.no_hypervisor {
+        if !self.no_hypervisor || self.kernel_at_el2 {
             machine.push_str(",virtualization=on");
         }
         let mut a: Vec<String> = vec![
@@ -82,12 +94,28 @@ impl QemuConfig {
             "-smp".into(),
             self.smp.to_string(),
             "-m".into(),
-            self.mem.clone(),
+            // Normalised to MiB (QEMU reads a bare number as MiB, this project as bytes).
+            parse_mem(&self.mem).map_or_else(|_| self.mem.clone(), |b| format!("{}M", b >> 20)),
         ];
         if let Some(shift) = self.icount {
             a.extend(["-icount".into(), format!("shift={shift}")]);
         }
         a
+    }
+
+    /// Refuses what QEMU would misread or what cannot run this project: an unknown or
+    /// AArch32-only CPU model (with the list of usable ones), a memory size that does not parse,
+    /// is 0 or is not a whole number of MiB, no CPU.
+    pub fn validate(&self) -> std::result::Result<(), String> {
+        check_cpu(&self.cpu)?;
+        parse_mem(&self.mem)?;
+        if self.smp == 0 {
+            return Err("--smp 0: at least one CPU".into());
+        }
+        if !matches!(self.gic, 2 | 3) {
+            return Err(format!("--gic {}: 2 or 3", self.gic));
+        }
+        Ok(())
     }
 
     /// One line describing the machine, for test names and logs.
@@ -98,10 +126,104 @@ impl QemuConfig {
             self.gic,
             self.smp,
             self.mem,
-            if self.no_hypervisor { " no-hypervisor" } else { "" },
+            match (self.no_hypervisor, self.kernel_at_el2, &self.guest_image) {
+                (_, true, _) => " kernel-at-EL2".to_string(),
+                (true, _, _) => " no-hypervisor".to_string(),
+                (_, _, Some(g)) => format!(" guest={}", g.display()),
+                _ => String::new(),
+            },
             if self.bootargs.is_empty() { String::new() } else { format!(" bootargs=\"{}\"", self.bootargs) }
         )
     }
+}
+
+/// AArch64 CPU models of QEMU's `virt` board that run this project (EL2 and EL1 in AArch64),
+/// with what sets them apart. `host` (KVM only) is not among them.
+pub const CPUS: &[(&str, &str)] = &[
+    ("max", "every feature QEMU emulates; FEAT_BBM level 2, allow-listed for BBML2"),
+    ("cortex-a76", "the Raspberry Pi 5 core; no FEAT_BBM"),
+    ("cortex-a72", "Raspberry Pi 4 core; no FEAT_BBM"),
+    ("cortex-a57", "ARMv8.0; no FEAT_BBM"),
+    ("cortex-a53", "ARMv8.0 in-order; no FEAT_BBM"),
+    ("cortex-a35", "ARMv8.0 small core; no FEAT_BBM"),
+    ("neoverse-n1", "ARMv8.2 server core; no FEAT_BBM"),
+    ("a64fx", "Fujitsu A64FX, SVE; no FEAT_BBM"),
+];
+
+/// QEMU's ARM CPU models that have no AArch64 at all (QEMU 7.2's list): refused with their
+/// own message rather than as unknown.
+const AARCH32_ONLY: &[&str] = &[
+    "arm1026",
+    "arm1136",
+    "arm1136-r2",
+    "arm1176",
+    "arm11mpcore",
+    "arm926",
+    "arm946",
+    "cortex-a15",
+    "cortex-a7",
+    "cortex-a8",
+    "cortex-a9",
+    "cortex-m0",
+    "cortex-m3",
+    "cortex-m33",
+    "cortex-m4",
+    "cortex-m55",
+    "cortex-m7",
+    "cortex-r5",
+    "cortex-r5f",
+    "pxa250",
+    "pxa255",
+    "pxa260",
+    "pxa261",
+    "pxa262",
+    "pxa270",
+    "pxa270-a0",
+    "pxa270-a1",
+    "pxa270-b0",
+    "pxa270-b1",
+    "pxa270-c0",
+    "pxa270-c5",
+    "sa1100",
+    "sa1110",
+    "ti925t",
+];
+
+/// The usable CPU models, one per line, for messages.
+pub fn cpu_list() -> String {
+    CPUS.iter().map(|(n, d)| format!("  {n:<12} {d}")).collect::<Vec<_>>().join("\n")
+}
+
+/// `Ok` for a CPU model this project runs on; else a message with the usable ones.
+pub fn check_cpu(cpu: &str) -> std::result::Result<(), String> {
+    if CPUS.iter().any(|(n, _)| *n == cpu) {
+        return Ok(());
+    }
+    let why = if AARCH32_ONLY.contains(&cpu) {
+        format!("--cpu {cpu} is an AArch32-only CPU: the hypervisor and the kernel are AArch64 (EL2 and EL1)")
+    } else if cpu == "host" {
+        "--cpu host needs KVM on an arm64 host; this project runs under TCG".to_string()
+    } else {
+        format!("--cpu {cpu:?} is not a CPU model this project runs on")
+    };
+    Err(format!("{why}. Usable CPU models:\n{}", cpu_list()))
+}
+
+/// Bytes of a `--mem` size: a number with `K`, `M`, `G` or `T` (checked, no overflow), not 0,
+/// a whole number of MiB. A bare number is refused (QEMU would read MiB, the boot arguments
+/// bytes).
+pub fn parse_mem(mem: &str) -> std::result::Result<u64, String> {
+    if mem.bytes().last().is_some_and(|c| c.is_ascii_digit()) {
+        return Err(format!("--mem {mem}: give a unit (K, M, G or T), e.g. {mem}M"));
+    }
+    let bytes = bootargs::parse_size(mem).map_err(|e| format!("--mem {mem:?}: {e}"))?;
+    if bytes == 0 {
+        return Err(format!("--mem {mem}: a machine needs some RAM (QEMU would silently use 128M)"));
+    }
+    if !bytes.is_multiple_of(1 << 20) {
+        return Err(format!("--mem {mem}: not a whole number of MiB"));
+    }
+    Ok(bytes)
 }
 
 /// How a supervised run ended.
@@ -109,9 +231,17 @@ impl QemuConfig {
 pub struct Outcome {
     /// QEMU's exit code; `None` when it was killed at the timeout or by a signal.
     pub code: Option<i32>,
+    /// The signal that killed QEMU (`None` if it exited, or the xtask killed it at the limit).
+    pub signal: Option<i32>,
     pub timed_out: bool,
+    /// The time limit the run had.
+    pub limit: Duration,
     /// Everything QEMU printed (serial console and QEMU's own messages), `\r` removed.
     pub output: String,
+    /// Lines on QEMU's stdout: the serial console (what the hypervisor and the guest said).
+    pub console_lines: usize,
+    /// QEMU's own messages (its stderr), e.g. "qemu-system-aarch64: -m abc: …".
+    pub qemu_messages: Vec<String>,
     pub elapsed: Duration,
 }
 
@@ -121,19 +251,30 @@ impl Outcome {
     }
 }
 
-/// Runs QEMU, echoing its output through `echo` line by line, killing it after `timeout`.
+/// Runs QEMU, echoing its output through `echo` line by line, killing it after `timeout`. With
+/// `progress`, a line on stderr says how long the run has gone and how much time is left, every
+/// `progress` without output. A configuration [`QemuConfig::validate`] refuses is an error
+/// (the caller's usage error), QEMU is not started.
 pub fn run(
-    qemu: &PathBuf,
+    qemu: &Path,
     cfg: &QemuConfig,
     images: &Images,
     timeout: Duration,
+    progress: Option<Duration>,
     echo: impl FnMut(&str),
 ) -> Result<Outcome> {
-    run_args(qemu, &cfg.args(images), timeout, echo)
+    cfg.validate().map_err(|why| anyhow::Error::new(crate::outcome::Refused(why)))?;
+    run_args(qemu, &cfg.args(images), timeout, progress, echo)
 }
 
-/// [`run`] with a complete argument list.
-pub fn run_args(qemu: &PathBuf, args: &[String], timeout: Duration, mut echo: impl FnMut(&str)) -> Result<Outcome> {
+/// [`run`] with a complete argument list (not validated: the caller built it).
+pub fn run_args(
+    qemu: &Path,
+    args: &[String],
+    timeout: Duration,
+    progress: Option<Duration>,
+    mut echo: impl FnMut(&str),
+) -> Result<Outcome> {
     let start = Instant::now();
     let mut child = Command::new(qemu)
         .args(args)
@@ -142,11 +283,12 @@ pub fn run_args(qemu: &PathBuf, args: &[String], timeout: Duration, mut echo: im
         .stderr(Stdio::piped())
         .spawn()
         .with_context(|| format!("starting {}", qemu.display()))?;
-    let (tx, rx) = mpsc::channel::<String>();
+    // (line, from stderr)
+    let (tx, rx) = mpsc::channel::<(String, bool)>();
     let mut readers = Vec::new();
-    for stream in [
-        Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
-        Box::new(child.stderr.take().unwrap()),
+    for (stream, is_err) in [
+        (Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>, false),
+        (Box::new(child.stderr.take().unwrap()), true),
     ] {
         let tx = tx.clone();
         readers.push(std::thread::spawn(move || {
@@ -154,7 +296,7 @@ pub fn run_args(qemu: &PathBuf, args: &[String], timeout: Duration, mut echo: im
             let mut buf = Vec::new();
             while r.read_until(b'\n', &mut buf).map(|n| n > 0).unwrap_or(false) {
                 let line = String::from_utf8_lossy(&buf).replace('\r', "");
-                if tx.send(line).is_err() {
+                if tx.send((line, is_err)).is_err() {
                     break;
                 }
                 buf.clear();
@@ -163,24 +305,47 @@ pub fn run_args(qemu: &PathBuf, args: &[String], timeout: Duration, mut echo: im
     }
     drop(tx);
     let mut output = String::new();
+    let mut console_lines = 0;
+    let mut qemu_messages = Vec::new();
+    let mut take = |(line, is_err): (String, bool), echo: &mut dyn FnMut(&str)| {
+        let l = line.trim_end_matches('\n');
+        echo(l);
+        if is_err {
+            qemu_messages.push(l.to_string());
+        } else {
+            console_lines += 1;
+        }
+        output.push_str(l);
+        output.push('\n');
+    };
     let mut timed_out = false;
     let deadline = start + timeout;
+    let mut last_news = Instant::now();
     loop {
         match rx.recv_timeout(Duration::from_millis(50)) {
-            Ok(line) => {
-                echo(line.trim_end_matches('\n'));
-                output.push_str(&line);
-                if !line.ends_with('\n') {
-                    output.push('\n');
-                }
+            Ok(item) => {
+                take(item, &mut echo);
+                last_news = Instant::now();
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
             Err(mpsc::RecvTimeoutError::Timeout) => {}
         }
-        if Instant::now() > deadline {
+        let now = Instant::now();
+        if now > deadline {
             timed_out = true;
             let _ = child.kill();
             break;
+        }
+        if let Some(every) = progress {
+            if now - last_news >= every {
+                eprintln!(
+                    "xtask: still running after {} s; time limit {} s, {} s left (--timeout S to change)",
+                    (now - start).as_secs(),
+                    timeout.as_secs(),
+                    (deadline - now).as_secs()
+                );
+                last_news = now;
+            }
         }
     }
     let status = child.wait()?;
@@ -188,11 +353,20 @@ pub fn run_args(qemu: &PathBuf, args: &[String], timeout: Duration, mut echo: im
         let _ = r.join();
     }
     // Lines that arrived between the kill and the join.
-    while let Ok(line) = rx.try_recv() {
-        echo(line.trim_end_matches('\n'));
-        output.push_str(&line);
+    while let Ok(item) = rx.try_recv() {
+        take(item, &mut echo);
     }
-    Ok(Outcome { code: if timed_out { None } else { status.code() }, timed_out, output, elapsed: start.elapsed() })
+    use std::os::unix::process::ExitStatusExt;
+    Ok(Outcome {
+        code: if timed_out { None } else { status.code() },
+        signal: if timed_out { None } else { status.signal() },
+        timed_out,
+        limit: timeout,
+        output,
+        console_lines,
+        qemu_messages,
+        elapsed: start.elapsed(),
+    })
 }
 
 /// Prints a line to stdout immediately (for live runs).
@@ -205,6 +379,37 @@ pub fn echo_stdout(line: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cpu_models_aarch32_only_ones_are_refused_with_the_usable_list() {
+        for (c, _) in CPUS {
+            assert_eq!(check_cpu(c), Ok(()));
+        }
+        let e = check_cpu("cortex-a15").unwrap_err();
+        assert!(e.starts_with("--cpu cortex-a15 is an AArch32-only CPU"), "{e}");
+        assert!(e.contains("cortex-a76") && e.contains("neoverse-n1") && e.contains("a64fx"), "{e}");
+        assert!(check_cpu("foo").unwrap_err().contains("is not a CPU model this project runs on"));
+        assert!(check_cpu("host").unwrap_err().contains("KVM"));
+        assert!(CPUS.iter().all(|(c, _)| !AARCH32_ONLY.contains(c)));
+    }
+
+    #[test]
+    fn memory_sizes_need_a_unit_and_refuse_zero_and_overflow() {
+        assert_eq!(parse_mem("1G"), Ok(1 << 30));
+        assert_eq!(parse_mem("512M"), Ok(512 << 20));
+        assert_eq!(parse_mem("16g"), Ok(16 << 30));
+        assert!(parse_mem("0").unwrap_err().contains("give a unit"));
+        assert!(parse_mem("0M").unwrap_err().contains("needs some RAM"));
+        assert!(parse_mem("1024").unwrap_err().contains("give a unit"));
+        assert!(parse_mem("abc").unwrap_err().contains("not a number"));
+        assert!(parse_mem("1000K").unwrap_err().contains("whole number of MiB"));
+        assert!(parse_mem("99999999999T").unwrap_err().contains("too large"));
+        let cfg = QemuConfig { mem: "2048M".into(), ..QemuConfig::default() };
+        assert_eq!(after(&cfg.args(&images()), "-m"), Some("2048M"));
+        assert_eq!(after(&QemuConfig { mem: "4G".into(), ..cfg.clone() }.args(&images()), "-m"), Some("4096M"));
+        assert!(QemuConfig { smp: 0, ..cfg.clone() }.validate().is_err());
+        assert!(QemuConfig { cpu: "cortex-a7".into(), ..cfg }.validate().is_err());
+    }
 
     fn images() -> Images {
         Images {
@@ -227,7 +432,7 @@ mod tests {
         assert_eq!(after(&a, "-initrd"), Some("k.img"));
         assert_eq!(after(&a, "-cpu"), Some("max"));
         assert_eq!(after(&a, "-smp"), Some("4"));
-        assert_eq!(after(&a, "-m"), Some("1G"));
+        assert_eq!(after(&a, "-m"), Some("1024M"));
         assert!(after(&a, "-semihosting-config").unwrap().contains("enable=on"));
         assert!(!a.contains(&"-icount".to_string()) && !a.contains(&"-S".to_string()));
     }
@@ -248,6 +453,8 @@ mod tests {
         assert_eq!(after(&a, "-initrd"), None);
         assert_eq!(after(&a, "-icount"), Some("shift=0"));
         assert_eq!(after(&a, "-append"), Some("a b"));
-        assert!(a.contains(&"-S".to_string()) && a.contains(&"-s".to_string()));
+        // gdb on localhost only, never `-s` (every interface).
+        assert_eq!(after(&a, "-gdb"), Some("tcp:127.0.0.1:1234"));
+        assert!(a.contains(&"-S".to_string()) && !a.contains(&"-s".to_string()));
     }
 }

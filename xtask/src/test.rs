@@ -1,13 +1,31 @@
-//! `cargo xtask test`: clippy (`cargo xtask lint`), every crate's host unit tests, then the QEMU integration tests in
-//! `tests/` against freshly built Images (one fresh QEMU per scenario).
+//! `cargo xtask test`: clippy (`cargo xtask lint`), every crate's host unit tests (the short fuzz
+//! runs among them), then the QEMU integration tests in `tests/` against freshly built Images (one
+//! fresh QEMU per scenario). A failure anywhere ends with exit code `CHECK_FAILED`; a filter that
+//! selects no test at all is a failure too (a run that tested nothing must not look green).
 
+use crate::outcome::check_failed;
 use crate::{build, system, toolchain, workspace_root};
-use anyhow::{ensure, Context, Result};
-use std::process::Command;
+use anyhow::{Context, Result};
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
 use std::time::Instant;
 
 /// Crates whose unit tests run on the host.
-pub const HOST_CRATES: [&str; 7] = ["abi", "board", "chainboot", "hypcore", "pgtable", "rt", "xtask"];
+pub const HOST_CRATES: [&str; 9] =
+    ["abi", "board", "bootargs", "chainboot", "fuzz", "hypcore", "pgtable", "rt", "xtask"];
+
+/// What `cargo xtask test` runs.
+#[derive(Debug, Clone, Default)]
+pub struct TestOptions {
+    /// Also the long runs: 10^6-case page-table property tests, the #[ignore]d QEMU tests.
+    pub long: bool,
+    /// Only the host unit tests.
+    pub host_only: bool,
+    /// Only tests whose name contains this (lint skipped).
+    pub filter: Option<String>,
+    /// Run `#[ignore]`d tests too (with a filter: the judging tests' failing-on-purpose test).
+    pub include_ignored: bool,
+}
 
 fn host_cargo() -> Command {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
@@ -16,51 +34,133 @@ fn host_cargo() -> Command {
     c
 }
 
-/// Runs the whole suite.
-pub fn run(long: bool, host_only: bool) -> Result<()> {
+/// Passed / failed counts from cargo test's "test result:" lines.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tally {
+    pub passed: u64,
+    pub failed: u64,
+}
+
+impl Tally {
+    /// Adds one "test result: ok. 3 passed; 0 failed; …" line (other lines: nothing).
+    pub fn add_line(&mut self, line: &str) {
+        let Some(rest) = line.trim().strip_prefix("test result: ") else { return };
+        for part in rest.split(';') {
+            let mut words = part.split_whitespace().rev();
+            let (Some(what), Some(n)) = (words.next(), words.next()) else { continue };
+            let Ok(n) = n.parse::<u64>() else { continue };
+            match what {
+                "passed" => self.passed += n,
+                "failed" => self.failed += n,
+                _ => {}
+            }
+        }
+    }
+}
+
+/// Runs `cmd` (a cargo test), echoing its stdout and counting its results.
+fn run_counted(mut cmd: Command, tally: &mut Tally) -> Result<bool> {
+    cmd.stdout(Stdio::piped());
+    let mut child = cmd.spawn().context("running cargo test")?;
+    let out = child.stdout.take().expect("piped");
+    for line in BufReader::new(out).lines() {
+        let line = line?;
+        println!("{line}");
+        tally.add_line(&line);
+    }
+    Ok(child.wait()?.success())
+}
+
+fn test_args(cmd: &mut Command, o: &TestOptions) {
+    if o.filter.is_some() || o.include_ignored {
+        cmd.arg("--");
+        if let Some(f) = &o.filter {
+            cmd.arg(f);
+        }
+        if o.include_ignored {
+            cmd.arg("--include-ignored");
+        }
+    }
+}
+
+/// Runs the whole suite (or what `o` selects).
+pub fn run(o: &TestOptions) -> Result<()> {
     let t0 = Instant::now();
+    let mut tally = Tally::default();
     // Everything the tests need comes first: lib/board's host tests dump real DTBs from QEMU.
     let tc = toolchain::find()?;
     let qemu = system::qemu()?;
-    crate::lint::run(&tc)?;
+    if o.filter.is_none() {
+        crate::lint::run(&tc)?;
+    } else {
+        eprintln!("xtask: lint skipped (a filter was given)");
+    }
     eprintln!("xtask: host unit tests ({})", HOST_CRATES.join(", "));
     let mut c = host_cargo();
     c.arg("test");
     for p in HOST_CRATES {
         c.args(["-p", p]);
     }
-    let status = c.status().context("running cargo test")?;
-    ensure!(status.success(), "host unit tests failed");
-    if long {
+    test_args(&mut c, o);
+    if !run_counted(c, &mut tally)? {
+        return Err(check_failed(format!("host unit tests failed ({} passed, {} failed)", tally.passed, tally.failed)));
+    }
+    if o.long {
         // 10^6 random page-table operation sequences through the model checker: optimised build.
         eprintln!("xtask: long page-table property tests (PGTABLE_LONG=1, release build; about 10 minutes)");
-        let status = host_cargo()
-            .args(["test", "--release", "-p", "pgtable"])
-            .env("PGTABLE_LONG", "1")
-            .status()
-            .context("running cargo test --release -p pgtable")?;
-        ensure!(status.success(), "long page-table property tests failed");
+        let mut c = host_cargo();
+        c.args(["test", "--release", "-p", "pgtable"]).env("PGTABLE_LONG", "1");
+        if !run_counted(c, &mut tally)? {
+            return Err(check_failed("long page-table property tests failed"));
+        }
     }
-    if host_only {
-        return Ok(());
+    if !o.host_only {
+        let images = build::build(&tc, &[])?;
+        eprintln!("xtask: QEMU integration tests (tests/){}", if o.long { ", the long ones included" } else { "" });
+        let mut c = host_cargo();
+        c.args(["test", "--no-fail-fast", "-p", "tests"])
+            .env("XTASK_QEMU", &qemu)
+            .env("XTASK_HYPERVISOR_IMG", &images.hypervisor)
+            .env("XTASK_KERNEL_IMG", &images.kernel)
+            .env("XTASK_HYPERVISOR_ELF", &images.hypervisor_elf)
+            .env("XTASK_KERNEL_ELF", &images.kernel_elf)
+            .env("XTASK_LONG", if o.long { "1" } else { "0" });
+        if let Ok(me) = std::env::current_exe() {
+            c.env("XTASK_BIN", me);
+        }
+        if o.long && o.filter.is_none() {
+            // The slow scenarios and the rest of the configuration matrix are #[ignore]d by
+            // default; the judging tests' failing-on-purpose test stays out.
+            c.args(["--", "--include-ignored", "--skip", "judged_fails_on_purpose"]);
+        } else {
+            test_args(&mut c, o);
+        }
+        if !run_counted(c, &mut tally)? {
+            return Err(check_failed(format!(
+                "QEMU integration tests failed ({} passed, {} failed)",
+                tally.passed, tally.failed
+            )));
+        }
     }
-    let images = build::build(&tc, &[])?;
-    eprintln!("xtask: QEMU integration tests (tests/){}", if long { ", the long ones included" } else { "" });
-    let mut c = host_cargo();
-    c.args(["test", "--no-fail-fast", "-p", "tests"]);
-    if long {
-        // Slow scenarios (8 GiB, a host that stops half way) are #[ignore]d by default.
-        c.args(["--", "--include-ignored"]);
+    println!("{} passed, {} failed", tally.passed, tally.failed);
+    if tally.passed == 0 {
+        return Err(check_failed("no test ran (check the filter)"));
     }
-    let status = c
-        .env("XTASK_QEMU", &qemu)
-        .env("XTASK_HYPERVISOR_IMG", &images.hypervisor)
-        .env("XTASK_KERNEL_IMG", &images.kernel)
-        .env("XTASK_HYPERVISOR_ELF", &images.hypervisor_elf)
-        .env("XTASK_KERNEL_ELF", &images.kernel_elf)
-        .status()
-        .context("running cargo test -p tests")?;
-    ensure!(status.success(), "QEMU integration tests failed");
     eprintln!("xtask: all tests passed in {:.1} s", t0.elapsed().as_secs_f64());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tally_counts_cargo_result_lines() {
+        let mut t = Tally::default();
+        t.add_line("test result: ok. 16 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 1.0s");
+        t.add_line("test result: FAILED. 3 passed; 2 failed; 1 ignored; 0 measured; 9 filtered out; finished in 0s");
+        t.add_line("test foo ... ok");
+        t.add_line("3 passed");
+        assert_eq!(t, Tally { passed: 19, failed: 2 });
+    }
 }

@@ -17,6 +17,9 @@ pub mod stats;
 use alloc::format;
 use alloc::string::String;
 
+/// The names `bench=` accepts (the same as [`BENCHES`]; a unit check keeps them equal).
+pub const NAMES: &[&str] = &["exits", "linear-map", "contpte", "split"];
+
 /// The benchmarks this kernel knows.
 pub const BENCHES: &[(&str, &str)] = &[
     ("exits", "cost of a guest exit: null hypercall, PSCI call forwarded to firmware"),

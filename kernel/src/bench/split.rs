@@ -34,8 +34,7 @@ const PAGE: u64 = 4096;
 const WALKERS: [WalkerMode; 3] = [WalkerMode::Baseline, WalkerMode::SkipLevel3, WalkerMode::Summary];
 
 fn arg(name: &str) -> Option<u64> {
-    let k = KERNEL.get()?;
-    k.board.bootargs.as_deref()?.split_ascii_whitespace().find_map(|w| w.strip_prefix(name)?.parse().ok())
+    crate::cmdline::args().uint(name.trim_end_matches('='))
 }
 
 fn e(what: &str) -> impl Fn(abi::error::HypError) -> String + '_ {

@@ -171,6 +171,16 @@ fn parse_args(args: &[String]) -> Result<Args, String> {
     Ok(a)
 }
 
+/// This CPU's identification, with `bbml2_test_midr=` standing in for its MIDR: that is how a
+/// test feeds the boot's own BBML2 decision a core that is not on the allow-list.
+fn cpu_info() -> CpuInfo {
+    let mut i = CpuInfo::read();
+    if let Some(midr) = crate::cmdline::args().uint("bbml2_test_midr") {
+        i.midr = midr;
+    }
+    i
+}
+
 /// This CPU's BBML2 capability as `bbml2_decide` wants it.
 pub fn cpu_capability(i: &CpuInfo) -> Result<(), &'static str> {
     match i.bbml2() {
@@ -199,7 +209,7 @@ fn map(
 /// `dtb` is the DTB's physical range (kept out of the frame allocator).
 pub fn init(board: &Board, dtb: (u64, u64), args: &[String]) -> Result<(), String> {
     let a = parse_args(args)?;
-    let cpu = CpuInfo::read();
+    let cpu = cpu_info();
     let decision = kmem::bbml2_decide(cpu_capability(&cpu), a.bbml2, a.unsafe_override);
     if decision.refused {
         rt::println!("kernel: {}", decision.reason);
@@ -316,7 +326,7 @@ pub fn init(board: &Board, dtb: (u64, u64), args: &[String]) -> Result<(), Strin
 /// Turns the MMU on for a CPU started by PSCI CPU_ON (MMU off so far). Refuses a CPU whose
 /// BBML2 capability disagrees with the boot decision (see `kmem::late_cpu_accepted`).
 pub fn enable_secondary(cpu: usize) -> Result<(), String> {
-    let i = CpuInfo::read();
+    let i = cpu_info();
     let d = &info().bbml2;
     let (allowed, why) = match info().disallow_cpu {
         Some(n) if n == cpu => (false, "disallowed by bbml2_test_disallow_cpu"),

@@ -84,8 +84,17 @@ pub fn errors() -> Result<(), String> {
         check("create: over the UART", create(u.base & !(PAGE - 1), PAGE, hc::MEMSLOT_BACKING_4K), OVERLAP)?;
     }
     check("create: 1 GiB backing, 64 MiB pool", create(base, GIB, hc::MEMSLOT_BACKING_1G), NO_MEMORY)?;
-    // 64 GiB of 4 KiB pages needs 128 MiB of tables: more than a 16 MiB frame pool (hyp.pool=16M).
-    check("create: page tables exhausted", create(base, 64 * GIB, hc::MEMSLOT_BACKING_4K), NO_MEMORY)?;
+    // A slot of 4 KiB pages needs a table page per 2 MiB: one larger than the frame pool can
+    // map runs out of tables (whatever the pool's size) and must leave nothing mapped.
+    let pool_pages = hyp::counter(hc::Counter::FramePoolPages).map_err(|e| format!("COUNTER_READ: {e}"))?;
+    let exhaust = ((pool_pages + 64) * m2).div_ceil(GIB) * GIB;
+    if base + exhaust > 1 << 40 {
+        return Err(format!(
+            "memslot-errors: a {pool_pages}-page frame pool cannot be exhausted inside the 40-bit IPA space \
+             (boot with a smaller hyp.pool)"
+        ));
+    }
+    check("create: page tables exhausted", create(base, exhaust, hc::MEMSLOT_BACKING_4K), NO_MEMORY)?;
 
     let id = hyp::memslot_create(base, 4 * m2, hc::MEMSLOT_BACKING_2M).map_err(|e| format!("create: {e}"))?;
     check("create: overlapping slot", create(base + m2, m2, hc::MEMSLOT_BACKING_4K), OVERLAP)?;
@@ -97,6 +106,13 @@ pub fn errors() -> Result<(), String> {
         );
     }
     check("create: too many slots", create(base + 32 * GIB, m2, hc::MEMSLOT_BACKING_4K), NO_MEMORY)?;
+    // With the table full, an overlap is still an overlap (not "no free slot").
+    check("create: overlapping slot, table full", create(base + m2, m2, hc::MEMSLOT_BACKING_4K), OVERLAP)?;
+    check("create: over guest RAM, table full", create(ram0, m2, hc::MEMSLOT_BACKING_4K), OVERLAP)?;
+    if let Some(u) = &k.board.console {
+        let uart = u.base & !(PAGE - 1);
+        check("create: over the UART, table full", create(uart, PAGE, hc::MEMSLOT_BACKING_4K), OVERLAP)?;
+    }
     for s in more {
         check("delete", code(hyp::memslot_delete(s)), SUCCESS)?;
     }
@@ -152,10 +168,49 @@ pub fn errors() -> Result<(), String> {
     check("disable", code(hyp::dirty_log_disable(id)), SUCCESS)?;
     check("delete", code(hyp::memslot_delete(id)), SUCCESS)?;
     check("delete: twice", code(hyp::memslot_delete(id)), NOT_FOUND)?;
+    let odd = odd_slot_bitmap(base)?;
     let pages1 = hyp::counter(hc::Counter::TablePages).map_err(|e| format!("COUNTER_READ: {e}"))?;
     check("stage-2 table pages after deleting every slot", pages1 as i64, pages0 as i64)?;
+    let n = n + odd;
     rt::println!("kernel: memslot-errors: {n} checks passed, stage 2 back to {pages1} table pages");
     Ok(())
+}
+
+/// A slot of 100 pages (not a multiple of 64): the bitmap's last word holds exactly 36 bits,
+/// the hypervisor writes no byte past `ceil(pages / 64)` words, and a clear that reaches the
+/// slot's end clears exactly those bits. Returns the checks made.
+fn odd_slot_bitmap(base: u64) -> Result<u32, String> {
+    const PAGES: u64 = 100;
+    const GUARD: u64 = 0x6775_6172_6467_7561;
+    let e = |s: &str, err: HypError| format!("odd slot: {s}: {err}");
+    let id = hyp::memslot_create(base, PAGES * PAGE, hc::MEMSLOT_BACKING_4K).map_err(|err| e("create", err))?;
+    hyp::dirty_log_enable(id, hc::DIRTY_LOG_MANUAL_PROTECT).map_err(|err| e("enable", err))?;
+    let get = |buf: &mut [u64; 3]| -> Result<(), String> {
+        *buf = [0, 0, GUARD];
+        hyp::sync_buffer(buf.as_ptr() as u64, 24);
+        let ipa = hyp::buffer_ipa(buf.as_ptr() as u64, 24)?;
+        let r = hyp::raw(hc::DIRTY_LOG_GET, id, ipa, 16);
+        hyp::sync_buffer(buf.as_ptr() as u64, 24);
+        expect("odd slot: get", r, abi::error::SUCCESS)?;
+        expect("odd slot: the word after the bitmap is untouched", (buf[2] == GUARD) as i64, 1)
+    };
+    let mut buf = [0u64; 3];
+    get(&mut buf)?;
+    let last = (1u64 << (PAGES % 64)) - 1;
+    expect("odd slot: initially set, first word", (buf[0] == u64::MAX) as i64, 1)?;
+    expect("odd slot: initially set, last word exact", buf[1] as i64, last as i64)?;
+    hyp::dirty_log_clear(id, &[u64::MAX, u64::MAX], 0, PAGES).map_err(|err| e("clear", err))?;
+    get(&mut buf)?;
+    expect("odd slot: after a clear to the end", (buf[0] | buf[1]) as i64, 0)?;
+    let ptr = hyp::slot_ptr(base + (PAGES - 1) * PAGE)?;
+    // SAFETY: the slot's last page, mapped by slot_ptr; the test owns the slot.
+    unsafe { core::ptr::write_volatile(ptr, 1) };
+    get(&mut buf)?;
+    expect("odd slot: the last page's bit", buf[1] as i64, (1u64 << 35) as i64)?;
+    expect("odd slot: nothing else", buf[0] as i64, 0)?;
+    hyp::dirty_log_disable(id).map_err(|err| e("disable", err))?;
+    hyp::memslot_delete(id).map_err(|err| e("delete", err))?;
+    Ok(7)
 }
 
 /// `test=memslot-nopool`: without `hyp.slotpool` every memslot is refused with NO_MEMORY.
@@ -320,12 +375,16 @@ pub fn dirty(args: &[String]) -> Result<(), String> {
             // The last clear left every page read-only: writes after disabling fault once each
             // and are made writable, without a log to mark.
             let before = hyp::counter(hc::Counter::DirtyFaults).map_err(|err| e("counter", err))?;
+            let tlbi_before = hyp::counter(hc::Counter::Tlbi).map_err(|err| e("counter", err))?;
             let set = pick(&mut rng);
             write_pages(base, &set, words, seed, cpus)?;
             let after = hyp::counter(hc::Counter::DirtyFaults).map_err(|err| e("counter", err))?;
+            let tlbi_after = hyp::counter(hc::Counter::Tlbi).map_err(|err| e("counter", err))?;
             if after <= before {
                 return Err(format!("{what}: writes after disable took no fault ({before} -> {after})"));
             }
+            // Only write faults happened in between: each made its page writable with a TLBI.
+            let (late_faults, late_tlbi) = (after - before, tlbi_after - tlbi_before);
             hyp::memslot_delete(id).map_err(|err| e("delete", err))?;
             let mut r = abi::report::Record::new("dirty_log");
             r.str("backing", name)
@@ -335,7 +394,9 @@ pub fn dirty(args: &[String]) -> Result<(), String> {
                 .u64("dirty_pages", dirty_total)
                 .u64("faults", faults)
                 .u64("blocks_split", split)
-                .u64("split_visits_l3", l3);
+                .u64("split_visits_l3", l3)
+                .u64("late_faults", late_faults)
+                .u64("late_tlbi", late_tlbi);
             rt::println!("{r}");
         }
     }

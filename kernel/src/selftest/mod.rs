@@ -10,7 +10,13 @@
 //!   (`memslot`).
 //! * `test=bad-calls`: hypercalls and PSCI calls with wrong ids and arguments must each return
 //!   the documented error, and the hypervisor must keep running.
+//! * `test=smccc`, `test=storm`, `test=cpu-cycle`, `test=pool-calls`, `test=touch`,
+//!   `test=exit-claim`: the SMCCC rules, call storms, CPU cycles and the hypervisor's memory
+//!   (`calls`).
+//!
+//! Several run in order with `test=a,b`; one that ends the run ([`ENDS_RUN`]) must come last.
 
+pub mod calls;
 mod mem_perms;
 pub mod memslot;
 
@@ -18,11 +24,42 @@ use crate::KERNEL;
 use alloc::format;
 use alloc::string::String;
 
+/// Every self-test `test=` accepts (add a new one here and in [`run`]).
+pub const NAMES: &[&str] = &[
+    "panic",
+    "undef",
+    "touch-hyp",
+    "touch",
+    "exit-claim",
+    "bad-calls",
+    "smccc",
+    "storm",
+    "cpu-cycle",
+    "pool-calls",
+    "mem-perms",
+    "memslot-errors",
+    "dirty-log",
+    "memslot-nopool",
+];
+
+/// Self-tests that end the run (whatever follows them would never run).
+pub const ENDS_RUN: &[&str] = &["panic", "undef", "touch-hyp", "touch", "exit-claim"];
+
+/// Refuses a list where a test that ends the run is not the last.
+pub fn check_order(tests: &[&str]) -> Result<(), String> {
+    match tests.iter().position(|t| ENDS_RUN.contains(t)) {
+        Some(i) if i + 1 < tests.len() => Err(format!(
+            "bad boot argument \"test={}\": test={} ends the run, so {} would never run; put it last",
+            tests.join(","),
+            tests[i],
+            tests[i + 1..].join(",")
+        )),
+        _ => Ok(()),
+    }
+}
+
 pub fn run(args: &[String]) -> Result<(), String> {
-    for a in args {
-        let Some(name) = a.strip_prefix("test=") else {
-            continue;
-        };
+    for &name in crate::cmdline::args().list("test") {
         rt::println!("kernel: self-test {name}");
         match name {
             "panic" => panic!("deliberate panic (test=panic)"),
@@ -30,17 +67,19 @@ pub fn run(args: &[String]) -> Result<(), String> {
             // handler reports it and ends the run.
             "undef" => unsafe { core::arch::asm!("udf #0") },
             "touch-hyp" => touch_hole()?,
+            "touch" => return Err(calls::touch()?),
+            "exit-claim" => calls::exit_claim(),
             "bad-calls" => bad_calls()?,
+            "smccc" => calls::smccc_rules()?,
+            "storm" => calls::storm()?,
+            "cpu-cycle" => calls::cpu_cycle()?,
+            "pool-calls" => calls::pool_calls()?,
             "mem-perms" => mem_perms::run()?,
             "memslot-errors" => memslot::errors()?,
             "dirty-log" => memslot::dirty(args)?,
             "memslot-nopool" => memslot::no_pool()?,
-            other => {
-                return Err(format!(
-                    "unknown self-test {other:?} (known: panic, undef, touch-hyp, bad-calls, mem-perms, \
-                     memslot-errors, dirty-log, memslot-nopool)"
-                ))
-            }
+            // The table in `cmdline` accepts only NAMES.
+            other => return Err(format!("self-test {other:?} is in NAMES but not run here")),
         }
     }
     Ok(())

@@ -1,10 +1,21 @@
-//! Exit codes of a run (QEMU's exit status, through semihosting), and the line that carries
-//! the code where there is no QEMU to exit with it (a board's console).
+//! The exit-code table: every code `cargo xtask run` (and `test`, `bench`, `fuzz`) can return,
+//! each with a one-line reason (the README's table is this one: a host test compares them), and
+//! the final line `@@exit CODE (meaning)` that carries the code where there is no QEMU to exit
+//! with it (a board's console), and that the xtask checks against QEMU's exit status.
 //!
-//! 0 is success. A guest's own failure statuses pass through its exit hypercall (low 8 bits,
-//! never turned into 0: [`from_guest_status`]); the verdicts below are what the kernel and the
-//! hypervisor use for their own failures, so the xtask can tell them apart.
+//! Two kinds, kept apart:
+//!
+//! * **guest outcomes** (0-6): how the guest run ended, as the hypervisor (or, without it, the
+//!   kernel) reports it through QEMU's exit status. A guest's own exit status
+//!   ([`crate::hypercall::EXIT`]) can only say 0-3 ([`from_guest_status`]); 4 and 5 are the
+//!   hypervisor's verdicts and 6 its answer to PSCI SYSTEM_RESET.
+//! * **run outcomes** (64 and up): what happened to the run itself, decided by the xtask,
+//!   never by a guest: its command line was refused, QEMU refused its arguments, the run hit
+//!   its time limit, QEMU was killed, QEMU returned a code no one here produces, a check
+//!   failed, or the xtask failed.
 
+/// The run succeeded: the guest powered off or exited with status 0.
+pub const SUCCESS: u32 = 0;
 /// A kernel self-test or boot step failed and the kernel said so.
 pub const GUEST_FAILURE: u32 = 1;
 /// The kernel panicked.
@@ -12,32 +23,145 @@ pub const GUEST_PANIC: u32 = 2;
 /// The kernel took an exception it did not expect.
 pub const GUEST_EXCEPTION: u32 = 3;
 /// The hypervisor stopped the guest: an access to memory it does not own, or an exit the
-/// hypervisor cannot handle.
+/// hypervisor cannot handle (an AArch32 guest exception included).
 pub const GUEST_FAULT: u32 = 4;
-/// The hypervisor itself panicked, failed to boot, or took an unexpected exception.
+/// The hypervisor itself panicked, failed to boot (bad boot arguments, too little RAM), or took
+/// an unexpected exception.
 pub const HYP_FAULT: u32 = 5;
+/// The guest asked for a system reset (PSCI SYSTEM_RESET): the run ends, and that is not
+/// success.
+pub const GUEST_RESET: u32 = 6;
 
-/// QEMU exit code for the status a guest passes to [`crate::hypercall::EXIT`]: 0 stays 0,
-/// anything else keeps its low 8 bits but never becomes 0 (256 -> 1).
+/// The xtask refused its command line (unknown option, bad value, unusable CPU model).
+pub const USAGE: u32 = 64;
+/// QEMU refused its arguments or could not start (its own message says why).
+pub const QEMU_REFUSED: u32 = 65;
+/// The run hit its time limit and QEMU was killed.
+pub const TIMED_OUT: u32 = 66;
+/// QEMU was killed by a signal the xtask did not send (or stopped on one: SIGTERM, SIGINT).
+pub const KILLED: u32 = 67;
+/// QEMU exited with a code no one in this table produces.
+pub const UNKNOWN_EXIT: u32 = 68;
+/// A check failed: a test, the lint, or a benchmark run that did not end cleanly.
+pub const CHECK_FAILED: u32 = 69;
+/// The xtask itself failed (toolchain, build, I/O).
+pub const XTASK_ERROR: u32 = 70;
+
+/// Who decides a code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// How the guest run ended (QEMU's exit status).
+    Guest,
+    /// What happened to the run (the xtask's verdict).
+    Run,
+}
+
+/// One row of the table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Code {
+    /// The exit code.
+    pub code: u32,
+    /// Short name, e.g. `"guest panic"`.
+    pub name: &'static str,
+    /// Guest or run outcome.
+    pub kind: Kind,
+    /// One line: what it means.
+    pub reason: &'static str,
+}
+
+/// Every exit code, in order.
+pub const TABLE: [Code; 14] = [
+    Code { code: SUCCESS, name: "success", kind: Kind::Guest, reason: "the guest powered off or exited with status 0" },
+    Code {
+        code: GUEST_FAILURE,
+        name: "guest failure",
+        kind: Kind::Guest,
+        reason: "a kernel self-test or boot step failed (or the guest exited with a status that is not 0-3)",
+    },
+    Code { code: GUEST_PANIC, name: "guest panic", kind: Kind::Guest, reason: "the kernel panicked" },
+    Code {
+        code: GUEST_EXCEPTION,
+        name: "guest exception",
+        kind: Kind::Guest,
+        reason: "the kernel took an exception it did not expect",
+    },
+    Code {
+        code: GUEST_FAULT,
+        name: "guest stopped by the hypervisor",
+        kind: Kind::Guest,
+        reason: "the guest touched memory it does not own (reported with the IPA) or made an exit the hypervisor cannot handle",
+    },
+    Code {
+        code: HYP_FAULT,
+        name: "hypervisor fault",
+        kind: Kind::Guest,
+        reason: "the hypervisor panicked, refused to boot (bad boot arguments, too little RAM) or took an unexpected exception",
+    },
+    Code {
+        code: GUEST_RESET,
+        name: "guest reset",
+        kind: Kind::Guest,
+        reason: "the guest asked for a system reset (PSCI SYSTEM_RESET); the run ends there",
+    },
+    Code {
+        code: USAGE,
+        name: "usage",
+        kind: Kind::Run,
+        reason: "the xtask refused its command line (unknown option, bad value, unusable CPU model)",
+    },
+    Code {
+        code: QEMU_REFUSED,
+        name: "QEMU refused",
+        kind: Kind::Run,
+        reason: "QEMU refused its arguments or could not start",
+    },
+    Code { code: TIMED_OUT, name: "timed out", kind: Kind::Run, reason: "the run hit its time limit and QEMU was killed" },
+    Code {
+        code: KILLED,
+        name: "killed",
+        kind: Kind::Run,
+        reason: "QEMU was killed by (or stopped on) a signal the xtask did not send",
+    },
+    Code {
+        code: UNKNOWN_EXIT,
+        name: "unknown exit code",
+        kind: Kind::Run,
+        reason: "QEMU exited with a code no one in this table produces",
+    },
+    Code {
+        code: CHECK_FAILED,
+        name: "check failed",
+        kind: Kind::Run,
+        reason: "a test, the lint, a fuzz target or a benchmark run that did not end cleanly failed",
+    },
+    Code { code: XTASK_ERROR, name: "xtask error", kind: Kind::Run, reason: "the xtask itself failed (toolchain, build, I/O)" },
+];
+
+/// The table's row for `code`.
+pub fn lookup(code: i64) -> Option<&'static Code> {
+    TABLE.iter().find(|c| i64::from(c.code) == code)
+}
+
+/// The guest outcomes a guest may claim through its exit status: success, failure, panic,
+/// unexpected exception.
+pub const fn is_guest_status(status: u64) -> bool {
+    status <= GUEST_EXCEPTION as u64
+}
+
+/// QEMU exit code for the status a guest passes to [`crate::hypercall::EXIT`]: 0-3 as they
+/// are; anything else (a claim of a hypervisor verdict, 4-6, or any other number) becomes
+/// [`GUEST_FAILURE`], so a guest can never report more than its own outcome.
 pub const fn from_guest_status(status: u64) -> u32 {
-    match status {
-        0 => 0,
-        s if s & 0xff == 0 => 1,
-        s => (s & 0xff) as u32,
+    if is_guest_status(status) {
+        status as u32
+    } else {
+        GUEST_FAILURE
     }
 }
 
-/// What an exit code means.
+/// What an exit code means (its short name; `"not in the exit-code table"` for others).
 pub fn describe(code: i32) -> &'static str {
-    match code {
-        0 => "success",
-        1 => "guest failure",
-        2 => "guest panic",
-        3 => "guest exception",
-        4 => "guest fault stopped by the hypervisor",
-        5 => "hypervisor fault",
-        _ => "other",
-    }
+    lookup(i64::from(code)).map_or("not in the exit-code table", |c| c.name)
 }
 
 /// Prefix of the last line of every run: [`FinalLine`].
@@ -72,7 +196,7 @@ mod tests {
     fn final_line_reads_back() {
         extern crate std;
         use std::format;
-        for code in [0, 1, 2, 3, 4, 5, 77] {
+        for code in [0, 1, 2, 3, 4, 5, 6, 77] {
             let line = format!("{}\r\n", FinalLine(code));
             assert_eq!(parse_final_line(&line), Some(code), "{line:?}");
         }
@@ -83,14 +207,29 @@ mod tests {
     }
 
     #[test]
-    fn guest_status_to_exit_code() {
-        assert_eq!(from_guest_status(0), 0);
-        assert_eq!(from_guest_status(3), 3);
-        assert_eq!(from_guest_status(255), 255);
-        assert_eq!(from_guest_status(256), 1, "never 0 for a failure");
-        assert_eq!(from_guest_status(0x1_0000_0007), 7);
+    fn guest_status_can_only_report_a_guest_outcome() {
+        for s in 0..=3 {
+            assert_eq!(from_guest_status(s), s as u32);
+        }
+        for s in [4, 5, 6, 7, 64, 255, 256, 0x1_0000_0000, u64::MAX] {
+            assert_eq!(from_guest_status(s), GUEST_FAILURE, "status {s}");
+        }
+    }
+
+    #[test]
+    fn table_is_ordered_distinct_and_kinds_are_apart() {
+        assert!(TABLE.windows(2).all(|w| w[0].code < w[1].code));
+        for c in TABLE {
+            assert_eq!(c.kind == Kind::Guest, c.code <= GUEST_RESET, "{}", c.name);
+            assert!(!c.reason.is_empty() && !c.reason.contains('\n'));
+            assert_eq!(lookup(c.code.into()), Some(&c));
+        }
+        // Run outcomes stay clear of anything a guest or a shell produces by itself: 0-63 for
+        // guests, 101 for a Rust panic in the xtask, 124+ for shells and `timeout`.
+        assert!(TABLE.iter().filter(|c| c.kind == Kind::Run).all(|c| (64..=100).contains(&c.code)));
         assert_eq!(describe(GUEST_PANIC as i32), "guest panic");
         assert_eq!(describe(HYP_FAULT as i32), "hypervisor fault");
-        assert_eq!(describe(77), "other");
+        assert_eq!(describe(77), "not in the exit-code table");
+        assert_ne!(GUEST_RESET, SUCCESS);
     }
 }

@@ -180,11 +180,13 @@ pub enum Counter {
     CacheTopups = 18,
     /// Table entries the summary walker did not descend (their subtree holds no block).
     SummarySkips = 19,
+    /// Pages in the hypervisor's page-table frame pool (gauge: its size, not what is free).
+    FramePoolPages = 20,
 }
 
 impl Counter {
     /// Every counter, in id order.
-    pub const ALL: [Counter; 20] = [
+    pub const ALL: [Counter; 21] = [
         Counter::SplitVisitsL0,
         Counter::SplitVisitsL1,
         Counter::SplitVisitsL2,
@@ -205,6 +207,7 @@ impl Counter {
         Counter::SplitInsns,
         Counter::CacheTopups,
         Counter::SummarySkips,
+        Counter::FramePoolPages,
     ];
 
     /// The counter with id `v`.
@@ -235,6 +238,7 @@ impl Counter {
             Counter::SplitInsns => "split_insns",
             Counter::CacheTopups => "cache_topups",
             Counter::SummarySkips => "summary_skips",
+            Counter::FramePoolPages => "frame_pool_pages",
         }
     }
 }

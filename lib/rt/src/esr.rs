@@ -20,6 +20,10 @@ pub const EC_SVE_SIMD_FP: u8 = 0x07;
 pub const EC_ILLEGAL_STATE: u8 = 0x0e;
 /// SVC from AArch64: a system call.
 pub const EC_SVC64: u8 = 0x15;
+/// HVC from AArch32.
+pub const EC_HVC32: u8 = 0x12;
+/// SMC from AArch32.
+pub const EC_SMC32: u8 = 0x13;
 /// HVC from AArch64: a hypervisor call.
 pub const EC_HVC64: u8 = 0x16;
 /// SMC from AArch64 (trapped to EL2 with HCR_EL2.TSC).
@@ -52,6 +56,8 @@ pub fn class_name(ec: u8) -> &'static str {
         EC_WFX => "WFI/WFE",
         EC_SVE_SIMD_FP => "SVE/SIMD/FP access trapped",
         EC_ILLEGAL_STATE => "illegal execution state",
+        EC_HVC32 => "HVC (AArch32)",
+        EC_SMC32 => "SMC (AArch32)",
         EC_SVC64 => "SVC (AArch64)",
         EC_HVC64 => "HVC (AArch64)",
         EC_SMC64 => "SMC (AArch64)",

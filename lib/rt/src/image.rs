@@ -5,13 +5,20 @@
 //! 0x08 text_offset     u64 LE: offset from a 2 MiB aligned base where the image must sit
 //! 0x10 image_size      u64 LE: bytes the image needs in memory, BSS included
 //! 0x18 flags           u64 LE: bit 0 big-endian, bits 1-2 page size (1 = 4K), bit 3 anywhere
-//! 0x20 res2..res4
+//! 0x20 res2            (0 here)
+//! 0x28 res3            this project's stamp: u32 "PGTL" + u32 CRC-32 of the file
+//! 0x30 res4            this project's stamp: u64 file length in bytes
 //! 0x38 magic           "ARM\x64"
 //! 0x3c res5            (PE header offset, 0 here)
 //! ```
 //! QEMU only hands x0 = DTB (and loads `-initrd`) to a file with this header, so both binaries
 //! carry it; the hypervisor uses [`ImageHeader::parse`] to load the guest kernel and the xtask
-//! uses [`ImageHeader::patch`] to write `image_size` once the ELF is linked.
+//! uses [`ImageHeader::patch`] to write `image_size` and the stamp once the ELF is linked.
+//!
+//! The stamp (in fields Linux leaves 0) lets the loader refuse a truncated or corrupted file of
+//! this project's, which would otherwise start and run into zeros; a Linux Image has no stamp and
+//! is checked for the rest only. Every check uses checked arithmetic: `text_offset + image_size`
+//! may not overflow.
 
 /// Size of the header.
 pub const HEADER_SIZE: usize = 64;
@@ -69,6 +76,27 @@ pub enum ImageError {
         /// The header's `text_offset`.
         text_offset: u64,
     },
+    /// `text_offset + image_size` does not fit in 64 bits.
+    SizeOverflow {
+        /// The header's `text_offset`.
+        text_offset: u64,
+        /// The header's `image_size`.
+        image_size: u64,
+    },
+    /// The stamp says the file is longer than what was given.
+    Truncated {
+        /// Bytes given.
+        file_len: usize,
+        /// Bytes the stamp says the file has.
+        stamped: u64,
+    },
+    /// The file's CRC-32 differs from the stamp's.
+    Corrupted {
+        /// The stamp's CRC-32.
+        stamped: u32,
+        /// The file's.
+        found: u32,
+    },
 }
 
 impl core::fmt::Display for ImageError {
@@ -90,14 +118,61 @@ impl core::fmt::Display for ImageError {
             Self::BadTextOffset { text_offset } => {
                 write!(f, "Image text_offset {text_offset:#x} is not 4 KiB aligned below 2 MiB")
             }
+            Self::SizeOverflow { text_offset, image_size } => {
+                write!(f, "Image text_offset {text_offset:#x} + image_size {image_size:#x} overflows 64 bits")
+            }
+            Self::Truncated { file_len, stamped } => {
+                write!(f, "Image truncated: {file_len} bytes given, its header says the file has {stamped}")
+            }
+            Self::Corrupted { stamped, found } => {
+                write!(f, "Image corrupted: CRC-32 {found:#010x}, its header says {stamped:#010x}")
+            }
         }
     }
 }
+
+/// "PGTL", little-endian, at 0x28: the file carries this project's stamp.
+pub const STAMP_MAGIC: u32 = 0x4c54_4750;
+/// Offset of the stamp (magic, CRC-32, file length).
+pub const STAMP_OFFSET: usize = 0x28;
 
 fn read_u64(b: &[u8], off: usize) -> u64 {
     let mut v = [0u8; 8];
     v.copy_from_slice(&b[off..off + 8]);
     u64::from_le_bytes(v)
+}
+
+fn read_u32(b: &[u8], off: usize) -> u32 {
+    let mut v = [0u8; 4];
+    v.copy_from_slice(&b[off..off + 4]);
+    u32::from_le_bytes(v)
+}
+
+/// CRC-32 (IEEE 802.3, reflected, as zlib) of `data` with the stamp's CRC field read as zeros.
+pub fn stamp_crc(data: &[u8]) -> u32 {
+    const fn table() -> [u32; 256] {
+        let mut t = [0u32; 256];
+        let mut i = 0;
+        while i < 256 {
+            let mut c = i as u32;
+            let mut k = 0;
+            while k < 8 {
+                c = if c & 1 != 0 { 0xedb8_8320 ^ (c >> 1) } else { c >> 1 };
+                k += 1;
+            }
+            t[i] = c;
+            i += 1;
+        }
+        t
+    }
+    static TABLE: [u32; 256] = table();
+    let crc_field = STAMP_OFFSET + 4..STAMP_OFFSET + 8;
+    let mut c = !0u32;
+    for (i, &b) in data.iter().enumerate() {
+        let b = if crc_field.contains(&i) { 0 } else { b };
+        c = TABLE[((c ^ u32::from(b)) & 0xff) as usize] ^ (c >> 8);
+    }
+    !c
 }
 
 impl ImageHeader {
@@ -128,7 +203,28 @@ impl ImageHeader {
         if !h.text_offset.is_multiple_of(4096) || h.text_offset >= 2 << 20 {
             return Err(ImageError::BadTextOffset { text_offset: h.text_offset });
         }
+        if h.text_offset.checked_add(h.image_size).is_none() {
+            return Err(ImageError::SizeOverflow { text_offset: h.text_offset, image_size: h.image_size });
+        }
+        if read_u32(file, STAMP_OFFSET) == STAMP_MAGIC {
+            let stamped = read_u64(file, STAMP_OFFSET + 8);
+            if (file.len() as u64) < stamped {
+                return Err(ImageError::Truncated { file_len: file.len(), stamped });
+            }
+            // Bytes past the stamped length (padding of a loader) are not the file's.
+            let len = usize::try_from(stamped).unwrap_or(usize::MAX).min(file.len());
+            let (stamped, found) = (read_u32(file, STAMP_OFFSET + 4), stamp_crc(&file[..len]));
+            if stamped != found {
+                return Err(ImageError::Corrupted { stamped, found });
+            }
+        }
         Ok(h)
+    }
+
+    /// `text_offset + image_size`: the bytes from a 2 MiB aligned base the image occupies
+    /// (cannot overflow: [`ImageHeader::parse`] checked it).
+    pub fn footprint(&self) -> u64 {
+        self.text_offset.saturating_add(self.image_size)
     }
 
     /// Whether the image may sit at any 2 MiB aligned base (flag bit 3).
@@ -137,12 +233,18 @@ impl ImageHeader {
     }
 
     /// Writes `image_size` into a linked image's header (the linker cannot: the size includes the
-    /// BSS, which a raw binary does not contain). Validates the result.
+    /// BSS, which a raw binary does not contain) and the stamp (file length and CRC-32).
+    /// Validates the result.
     pub fn patch(file: &mut [u8], image_size: u64) -> Result<Self, ImageError> {
         if file.len() < HEADER_SIZE {
             return Err(ImageError::TooShort { len: file.len() });
         }
         file[16..24].copy_from_slice(&image_size.to_le_bytes());
+        file[STAMP_OFFSET..STAMP_OFFSET + 4].copy_from_slice(&STAMP_MAGIC.to_le_bytes());
+        let len = file.len() as u64;
+        file[STAMP_OFFSET + 8..STAMP_OFFSET + 16].copy_from_slice(&len.to_le_bytes());
+        let crc = stamp_crc(file);
+        file[STAMP_OFFSET + 4..STAMP_OFFSET + 8].copy_from_slice(&crc.to_le_bytes());
         Self::parse(file)
     }
 }
@@ -188,10 +290,50 @@ mod tests {
     }
 
     #[test]
-    fn patch_writes_the_size() {
+    fn patch_writes_the_size_and_the_stamp() {
         let mut b = header(0, 0, FLAG_PAGE_4K, 128);
         assert!(ImageHeader::parse(&b).is_err());
         let h = ImageHeader::patch(&mut b, 0x2000).unwrap();
         assert_eq!(h.image_size, 0x2000);
+        assert_eq!(read_u32(&b, STAMP_OFFSET), STAMP_MAGIC);
+        assert_eq!(read_u64(&b, STAMP_OFFSET + 8), 128);
+    }
+
+    #[test]
+    fn overflowing_sizes_are_refused() {
+        let b = header(0x1000, 0xffff_ffff_ffff_f000, FLAG_PAGE_4K, 128);
+        assert_eq!(
+            ImageHeader::parse(&b),
+            Err(ImageError::SizeOverflow { text_offset: 0x1000, image_size: 0xffff_ffff_ffff_f000 })
+        );
+        let b = header(0x1000, 0xffff_ffff_ffff_efff, FLAG_PAGE_4K, 128);
+        assert_eq!(ImageHeader::parse(&b).unwrap().footprint(), u64::MAX);
+    }
+
+    #[test]
+    fn stamped_images_refuse_truncation_and_corruption() {
+        let mut file = [0u8; 4096];
+        file[..128].copy_from_slice(&header(0, 0, FLAG_PAGE_4K, 4096));
+        for (i, x) in file.iter_mut().enumerate().skip(128) {
+            *x = (i * 7) as u8;
+        }
+        ImageHeader::patch(&mut file, 0x10000).unwrap();
+        assert!(ImageHeader::parse(&file).is_ok());
+        for cut in [64, 1000, 4095] {
+            assert_eq!(
+                ImageHeader::parse(&file[..cut]),
+                Err(ImageError::Truncated { file_len: cut, stamped: 4096 }),
+                "cut at {cut}"
+            );
+        }
+        // A loader's padding after the file is not part of it.
+        let mut padded = file.to_vec();
+        padded.extend_from_slice(&[0xff; 100]);
+        assert!(ImageHeader::parse(&padded).is_ok());
+        let mut bad = file;
+        bad[2000] ^= 0x10;
+        assert!(matches!(ImageHeader::parse(&bad), Err(ImageError::Corrupted { .. })));
+        // CRC-32 of "123456789" is the standard check value (with no stamp field inside).
+        assert_eq!(stamp_crc(b"123456789"), 0xcbf4_3926);
     }
 }

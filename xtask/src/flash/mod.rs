@@ -67,7 +67,9 @@ impl Boot {
         if let Some(g) = &self.guest {
             v.push(File { path: GUEST.into(), data: g.clone() });
         }
-        v.push(File { path: CMDLINE.into(), data: format!("{}\n", self.bootargs.trim()).into_bytes() });
+        // The firmware puts its own words in front of this line: the marker ends them.
+        let line = format!("{} {}", bootargs::FIRMWARE_MARKER, self.bootargs.trim());
+        v.push(File { path: CMDLINE.into(), data: format!("{}\n", line.trim_end()).into_bytes() });
         v
     }
 }
@@ -407,7 +409,7 @@ mod tests {
         assert_eq!(get(KERNEL), &vec![1; 1000], "ours replaces the firmware directory's kernel");
         let config = String::from_utf8(get(CONFIG).clone()).unwrap();
         assert!(config.starts_with("dtparam=audio=on\n[pi4]\narm_boost=1\n\n# >>> pgtlab"), "{config}");
-        assert_eq!(get(CMDLINE), b"test=x\n");
+        assert_eq!(get(CMDLINE), b"pgtlab test=x\n");
         assert!(dtb_warning(names.into_iter()).is_none());
         let bare = image_files(&boot(), None).unwrap();
         assert!(dtb_warning(bare.iter().map(|f| f.path.as_str())).unwrap().contains(PI5_DTB));

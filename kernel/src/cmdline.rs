@@ -1,0 +1,60 @@
+//! The kernel's boot arguments. [`WORDS`] is every word the kernel accepts (add one there, one
+//! line); an unknown, duplicated or malformed word stops the boot with a message that names it
+//! and lists the accepted ones (`lib/bootargs`), so a typo never boots the default
+//! configuration silently. `hyp.` words are the hypervisor's: it takes them off the command line
+//! before the kernel sees it, so one reaching the kernel means no hypervisor ran.
+
+use bootargs::{Args, Table, Word};
+use spin::Once;
+
+/// Every word the kernel accepts.
+pub const WORDS: &[Word] = &[
+    Word::choice("bbml2", &["auto", "on", "off"], "BBML2 linear map: auto (allow-listed cores), on, off"),
+    Word::flag("bbml2_unsafe_override", "with bbml2=on: force BBML2 on a core that is not allowed"),
+    Word::uint("bbml2_test_disallow_cpu", 0, rt::MAX_CPUS as u64 - 1, "treat CPU N as not allowed (tests)"),
+    Word::uint("bbml2_test_midr", 0, u32::MAX as u64, "feed this MIDR to the BBML2 allow-list check (tests)"),
+    Word::choice("rodata", &["full", "on", "off"], "image and linear-alias permissions"),
+    Word::choice("contpte", &["on", "off"], "contiguous PTE ranges"),
+    Word::list("test", crate::selftest::NAMES, "self-tests, in order (one that ends the run must be last)"),
+    Word::choice("bench", crate::bench::NAMES, "in-guest benchmark"),
+    Word::uint("dirty.seed", 0, u64::MAX, "test=dirty-log: random seed"),
+    Word::uint("touch.ipa", 0, u64::MAX, "test=touch: the IPA to read"),
+    Word::uint("pools.frame", 0, u64::MAX, "test=pool-calls: an IPA in the hypervisor's frame pool"),
+    Word::uint("pools.slot", 0, u64::MAX, "test=pool-calls: an IPA in the hypervisor's slot pool"),
+    Word::uint("split.iters", 1, 1_000_000, "bench=split: iterations"),
+    Word::uint("split.gib", 1, 1024, "bench=split: memslot size in GiB"),
+    Word::uint("split.chunk", 2, 1 << 20, "bench=split: eager-split chunk in MiB"),
+];
+
+/// The kernel's table for `lib/bootargs`.
+pub const TABLE: Table = Table {
+    owner: "kernel",
+    words: WORDS,
+    foreign: &[("hyp.", "a hypervisor word, and no hypervisor took it off the command line (--no-hypervisor?)")],
+};
+
+static ARGS: Once<Args> = Once::new();
+
+/// Checks the command line (once, at boot); the error names the refused word.
+/// Words a boot loader put before `bootargs::FIRMWARE_MARKER` (the kernel alone on a board) are
+/// listed once and ignored.
+pub fn init(cmdline: &str) -> Result<&'static Args, alloc::string::String> {
+    let (firmware, ours) = bootargs::split_firmware(cmdline);
+    if !firmware.is_empty() {
+        rt::println!(
+            "kernel: {} words before {:?} are the boot loader's, ignored: {}",
+            firmware.len(),
+            bootargs::FIRMWARE_MARKER,
+            firmware.join(" ")
+        );
+    }
+    let a = bootargs::parse_words(ours, &TABLE).map_err(|e| alloc::format!("{e}"))?;
+    crate::selftest::check_order(a.list("test"))?;
+    Ok(ARGS.call_once(|| a))
+}
+
+/// The checked boot arguments (empty before [`init`]).
+pub fn args() -> &'static Args {
+    static EMPTY: Once<Args> = Once::new();
+    ARGS.get().unwrap_or_else(|| EMPTY.call_once(Args::default))
+}

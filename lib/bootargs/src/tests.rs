@@ -1,0 +1,189 @@
+use super::*;
+use alloc::vec;
+
+const TESTS: &[&str] = &["panic", "undef", "bad-calls"];
+const TABLE: Table = Table {
+    owner: "kernel",
+    words: &[
+        Word::choice("bbml2", &["auto", "on", "off"], "BBML2"),
+        Word::flag("bbml2_unsafe_override", "force"),
+        Word::list("test", TESTS, "self-tests"),
+        Word::size("hyp.pool", 16 << 20, 1 << 40, "frame pool"),
+        Word::uint("split.iters", 1, 1000, "iterations"),
+    ],
+    foreign: &[("hyp.", "a hypervisor word, and no hypervisor took it")],
+};
+
+fn err(cmdline: &str) -> String {
+    parse(cmdline, &TABLE).unwrap_err().to_string()
+}
+
+#[test]
+fn accepts_every_kind_of_word() {
+    let a = parse("bbml2=off  bbml2_unsafe_override test=undef,panic hyp.pool=32M split.iters=7", &TABLE).unwrap();
+    assert_eq!(a.choice("bbml2"), Some("off"));
+    assert!(a.flag("bbml2_unsafe_override"));
+    assert_eq!(a.list("test"), ["undef", "panic"]);
+    assert_eq!(a.size("hyp.pool"), Some(32 << 20));
+    assert_eq!(a.uint("split.iters"), Some(7));
+    assert_eq!(a.len(), 5);
+    assert_eq!(a.words().collect::<Vec<_>>()[2], "test=undef,panic");
+    let none = parse("  ", &TABLE).unwrap();
+    assert!(none.is_empty() && none.list("test").is_empty() && none.choice("bbml2").is_none());
+}
+
+#[test]
+fn unknown_words_are_named_with_a_suggestion_and_the_accepted_list() {
+    let e = err("bbml=off");
+    assert!(e.starts_with("unknown boot argument \"bbml=off\" (did you mean \"bbml2\"?)"), "{e}");
+    assert!(e.contains("the kernel accepts: bbml2=auto|on|off, bbml2_unsafe_override, test=NAME[,NAME...]"), "{e}");
+    assert!(e.contains("hyp.pool=SIZE, split.iters=N"), "{e}");
+    assert!(!err("zzzzzzzz").contains("did you mean"));
+    let e = err("hyp.slotpool=1G");
+    assert!(e.contains("a hypervisor word, and no hypervisor took it"), "{e}");
+}
+
+#[test]
+fn duplicates_are_refused_even_with_the_same_value() {
+    assert_eq!(
+        err("test=panic test=undef"),
+        "boot argument given twice: \"test=panic\" and \"test=undef\" (give one word with a comma list)"
+    );
+    assert!(err("bbml2=on bbml2=on").starts_with("boot argument given twice"));
+    assert!(err("bbml2_unsafe_override bbml2_unsafe_override").starts_with("boot argument given twice"));
+}
+
+#[test]
+fn bad_values_say_what_the_word_takes() {
+    assert_eq!(
+        err("bbml2=maybe"),
+        "bad boot argument \"bbml2=maybe\": \"maybe\" is not one of them; it takes one of auto, on, off"
+    );
+    assert!(err("bbml2").contains("no value (write bbml2=auto|on|off)"));
+    assert!(err("bbml2_unsafe_override=1").contains("a flag takes no value"));
+    assert!(err("test=panic,panic").contains("\"panic\" is listed twice"));
+    assert!(err("test=panic,").contains("an empty item"));
+    assert!(err("test=nope").contains("\"nope\" is not one of them; it takes a comma list"));
+    let e = err("hyp.pool=18446744073709551615");
+    assert!(e.contains("out of range; it takes a size from 16M to 1T"), "{e}");
+    assert!(err("hyp.pool=18446744073709551616").contains("too large for 64 bits"));
+    assert!(err("hyp.pool=16777216T").contains("too large for 64 bits"));
+    assert!(err("hyp.pool=2T").contains("out of range"));
+    assert!(err("hyp.pool=8M").contains("out of range"));
+    assert!(err("hyp.pool=").contains("no number"));
+    assert!(err("hyp.pool=M").contains("no number"));
+    assert!(err("hyp.pool=1.5G").contains("not a number"));
+    assert!(err("hyp.pool=-1").contains("not a number"));
+    assert!(err("split.iters=0").contains("out of range"));
+    assert!(err("split.iters=1k").contains("not a number"));
+}
+
+#[test]
+fn sizes_and_numbers() {
+    assert_eq!(parse_size("0"), Ok(0));
+    assert_eq!(parse_size("4096"), Ok(4096));
+    assert_eq!(parse_size("64K"), Ok(64 << 10));
+    assert_eq!(parse_size("16m"), Ok(16 << 20));
+    assert_eq!(parse_size("1G"), Ok(1 << 30));
+    assert_eq!(parse_size("1T"), Ok(1 << 40));
+    assert_eq!(parse_size("16777215T"), Ok(16_777_215 << 40));
+    assert_eq!(parse_size("16777216T"), Err(NumberError::Overflow));
+    assert_eq!(parse_size("18446744073709551615"), Ok(u64::MAX));
+    assert_eq!(parse_size("18446744073709551616"), Err(NumberError::Overflow));
+    assert_eq!(parse_size("17179869184G"), Err(NumberError::Overflow));
+    assert_eq!(parse_size(""), Err(NumberError::Empty));
+    assert_eq!(parse_size("G"), Err(NumberError::Empty));
+    assert_eq!(parse_size("1GB"), Err(NumberError::BadDigit));
+    assert_eq!(parse_size("0x10"), Ok(16));
+    assert_eq!(parse_size("0x10M"), Ok(16 << 20));
+    assert_eq!(parse_size("0x"), Err(NumberError::Empty));
+    assert_eq!(parse_size("0xz"), Err(NumberError::BadDigit));
+    assert_eq!(parse_uint("0xffffffffffffffff"), Ok(u64::MAX));
+    assert_eq!(parse_uint("0x10000000000000000"), Err(NumberError::Overflow));
+    assert_eq!(parse_uint("0x412fd050"), Ok(0x412f_d050));
+    assert_eq!(parse_size("+1"), Err(NumberError::BadDigit));
+    assert_eq!(parse_uint("007"), Ok(7));
+    for (b, s) in [(16 << 20, "16M"), (1 << 30, "1G"), (1536 << 10, "1536K"), (100, "100"), (0, "0"), (3 << 40, "3T")] {
+        assert_eq!(format_size(b), s);
+        assert_eq!(parse_size(s), Ok(b));
+    }
+}
+
+#[test]
+fn closest_word() {
+    assert_eq!(TABLE.closest("bbml"), Some("bbml2"));
+    assert_eq!(TABLE.closest("tset"), Some("test"));
+    assert_eq!(TABLE.closest("split.iter"), Some("split.iters"));
+    assert_eq!(TABLE.closest("qqqqqqqqq"), None);
+    assert_eq!(edit_distance("kitten", "sitting"), 3);
+    assert_eq!(edit_distance("", "abc"), 3);
+}
+
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn word() -> impl Strategy<Value = String> {
+        prop_oneof![
+            "[a-z0-9_.=,-]{0,24}",
+            (
+                prop::sample::select(vec!["bbml2", "test", "hyp.pool", "split.iters", "bbml2_unsafe_override"]),
+                "[=,a-zA-Z0-9]{0,20}"
+            )
+                .prop_map(|(a, b)| format!("{a}{b}")),
+            any::<String>(),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+        /// Any input: an answer, never a panic; an accepted line re-parses to the same Args, and
+        /// each accepted word is one of the table's.
+        #[test]
+        fn parse_never_panics_and_is_consistent(words in prop::collection::vec(word(), 0..6)) {
+            let line = words.join(" ");
+            match parse(&line, &TABLE) {
+                Ok(a) => {
+                    let again: Vec<String> = a.words().map(String::from).collect();
+                    prop_assert_eq!(parse(&again.join(" "), &TABLE).unwrap(), a.clone());
+                    for w in a.words() {
+                        let name = w.split_once('=').map_or(w, |(n, _)| n);
+                        prop_assert!(TABLE.word(name).is_some());
+                    }
+                }
+                Err(e) => prop_assert!(!e.to_string().is_empty()),
+            }
+        }
+
+        /// Sizes: a value that fits round-trips through format_size; one that does not is an
+        /// overflow error, never a wrapped number.
+        #[test]
+        fn sizes_are_exact_or_refused(n in any::<u64>(), unit in prop::sample::select(vec!["", "K", "M", "G", "T"])) {
+            let shift = match unit { "" => 0, "K" => 10, "M" => 20, "G" => 30, _ => 40 };
+            let r = parse_size(&format!("{n}{unit}"));
+            match n.checked_mul(1u64 << shift) {
+                Some(v) => { prop_assert_eq!(r, Ok(v)); prop_assert_eq!(parse_size(&format_size(v)), Ok(v)); }
+                None => prop_assert_eq!(r, Err(NumberError::Overflow)),
+            }
+        }
+    }
+}
+
+#[test]
+fn a_boot_loaders_words_end_at_the_marker() {
+    let fw = "coherent_pool=1M 8250.nr_uarts=1 vc_mem.mem_base=0x3ec00000 pgtlab test=panic bbml2=off";
+    let (theirs, ours) = split_firmware(fw);
+    assert_eq!(theirs, ["coherent_pool=1M", "8250.nr_uarts=1", "vc_mem.mem_base=0x3ec00000"]);
+    assert_eq!(ours, ["test=panic", "bbml2=off"]);
+    assert!(parse_words(ours, &TABLE).is_ok());
+    // Without the marker every word is ours, and a firmware word is refused with a hint.
+    let (theirs, ours) = split_firmware("coherent_pool=1M test=panic");
+    assert!(theirs.is_empty() && ours.len() == 2);
+    let e = parse_words(ours, &TABLE).unwrap_err().to_string();
+    assert!(
+        e.contains("unknown boot argument \"coherent_pool=1M\"") && e.contains("before the word \"pgtlab\""),
+        "{e}"
+    );
+    assert_eq!(split_firmware("pgtlab"), (vec![], vec![]));
+}

@@ -1,0 +1,329 @@
+//! Trustworthy runs: every way a run can end has its own exit code and a message that says
+//! why; no input hangs the machine; bad input is refused with the word or field named; the
+//! SMCCC interface follows its documents; what the hypervisor keeps is out of the guest's reach.
+
+use abi::exit;
+use std::time::{Duration, Instant};
+use tests::{boot, config, images, scratch_dir, try_boot, xtask_cli, Run};
+
+fn expect(run: &Run, code: u32, lines: &[&str]) {
+    run.expect_exit(code as i32);
+    for l in lines {
+        run.expect_output(l);
+    }
+}
+
+#[test]
+fn unknown_duplicated_or_bad_boot_words_stop_the_boot_naming_the_word() {
+    let kernel: [(&str, &[&str]); 4] = [
+        (
+            "bbml=off",
+            &["unknown boot argument \"bbml=off\" (did you mean \"bbml2\"?); the kernel accepts: bbml2=auto|on|off"],
+        ),
+        ("test=panic test=undef", &["boot argument given twice: \"test=panic\" and \"test=undef\""]),
+        ("test=panic,undef", &["test=panic ends the run, so undef would never run; put it last"]),
+        ("split.iters=0x", &["bad boot argument \"split.iters=0x\": no number"]),
+    ];
+    for (args, lines) in kernel {
+        let run = boot(config(|c| c.bootargs = args.into()));
+        expect(&run, exit::GUEST_FAILURE, lines);
+        assert!(!run.outcome.output.contains("self-test"), "no test may run\n{}", run.dump());
+    }
+    let hyp: [(&str, &[&str]); 5] = [
+        (
+            "hyp.conduit=foo",
+            &["bad boot argument \"hyp.conduit=foo\": \"foo\" is not one of them; it takes one of hvc, smc"],
+        ),
+        ("hyp.pool=18446744073709551615", &["18446744073709551615 is out of range; it takes a size from 16M to 1T"]),
+        ("hyp.slotpool=18446744073709551615", &["\"hyp.slotpool=18446744073709551615\"", "out of range"]),
+        ("hyp.pool=1T", &["hyp.pool (beyond the hypervisor's region): no 2 MiB-aligned free stretch"]),
+        ("hyp.check-splt", &["unknown boot argument \"hyp.check-splt\" (did you mean \"hyp.check-split\"?)"]),
+    ];
+    for (args, lines) in hyp {
+        let run = boot(config(|c| c.bootargs = args.into()));
+        expect(&run, exit::HYP_FAULT, lines);
+        assert!(!run.outcome.output.contains("kernel:"), "the guest may not start\n{}", run.dump());
+    }
+    // Without a hypervisor, a hypervisor word is nobody's.
+    let run = boot(config(|c| {
+        c.no_hypervisor = true;
+        c.bootargs = "hyp.pool=16M".into();
+    }));
+    expect(&run, exit::GUEST_FAILURE, &["\"hyp.pool=16M\": a hypervisor word, and no hypervisor took it"]);
+}
+
+#[test]
+fn bad_guest_images_are_refused_not_hung() {
+    let kernel = std::fs::read(&images().kernel).unwrap();
+    let dir = scratch_dir();
+    let mut overflow = kernel.clone();
+    overflow[8..16].copy_from_slice(&0x1000u64.to_le_bytes());
+    overflow[16..24].copy_from_slice(&0xffff_ffff_ffff_f000u64.to_le_bytes());
+    let mut corrupt = kernel.clone();
+    let mid = corrupt.len() / 2;
+    corrupt[mid] ^= 0x40;
+    let cases: [(&str, Vec<u8>, &str); 4] = [
+        ("overflow", overflow, "text_offset 0x1000 + image_size 0xfffffffffffff000 overflows 64 bits"),
+        ("trunc100k", kernel[..100_000].to_vec(), "Image truncated: 100000 bytes given"),
+        ("trunc1k", kernel[..1000].to_vec(), "Image truncated: 1000 bytes given"),
+        ("corrupt", corrupt, "Image corrupted: CRC-32"),
+    ];
+    for (name, bytes, line) in cases {
+        let path = dir.join(format!("guest-{name}.img"));
+        std::fs::write(&path, bytes).unwrap();
+        let run = boot(config(|c| {
+            c.smp = 1;
+            c.guest_image = Some(path);
+        }));
+        expect(&run, exit::HYP_FAULT, &["hyp: boot failed: the initrd is not a bootable arm64 Image", line]);
+    }
+}
+
+#[test]
+fn the_kernel_refuses_to_start_at_el2() {
+    let run = boot(config(|c| {
+        c.kernel_at_el2 = true;
+        c.smp = 1;
+    }));
+    expect(&run, exit::GUEST_FAILURE, &["kernel: boot failed: started at EL2: this kernel runs at EL1 only"]);
+}
+
+#[test]
+fn unusable_configurations_are_refused_before_qemu_starts() {
+    let e = try_boot(config(|c| c.cpu = "cortex-a15".into())).err().expect("cortex-a15 refused");
+    assert!(e.contains("AArch32-only") && e.contains("cortex-a76") && e.contains("a64fx"), "{e}");
+    let e = try_boot(config(|c| c.mem = "0M".into())).err().expect("--mem 0 refused");
+    assert!(e.contains("needs some RAM"), "{e}");
+    // QEMU's own refusal has its own code, not "guest failure".
+    let run = boot(config(|c| {
+        c.gic = 2;
+        c.smp = 9;
+    }));
+    run.expect_exit(exit::QEMU_REFUSED as i32);
+    assert!(run.verdict().reason.contains("exceeds max CPUs"), "{}", run.verdict());
+}
+
+#[test]
+fn cli_usage_errors_and_qemu_refusals_have_their_own_codes() {
+    let (code, out) = xtask_cli(&["run", "--cpu", "cortex-a15"]);
+    assert_eq!(code, exit::USAGE as i32, "{out}");
+    assert!(out.contains("AArch32-only") && out.contains("neoverse-n1"), "{out}");
+    let (code, out) = xtask_cli(&["run", "--mem", "0"]);
+    assert_eq!(code, exit::USAGE as i32, "{out}");
+    let (code, out) = xtask_cli(&["run", "--no-such-option"]);
+    assert_eq!(code, exit::USAGE as i32, "{out}");
+}
+
+#[test]
+fn cargo_xtask_run_returns_the_guests_code() {
+    for (args, code, line) in [
+        ("test=panic", exit::GUEST_PANIC, "deliberate panic (test=panic)"),
+        ("test=touch-hyp", exit::GUEST_FAULT, "the guest does not own this address"),
+        ("test=exit-claim", exit::GUEST_FAILURE, "status 5: not a guest outcome (0-3), reported as 1"),
+    ] {
+        let (got, out) = xtask_cli(&["run", "--smp", "1", "--bootargs", args]);
+        assert_eq!(got, code as i32, "{args}\n{out}");
+        assert!(out.contains(line), "{args}\n{out}");
+        assert!(out.contains(&format!("xtask: exit {code} (")), "{args}\n{out}");
+    }
+}
+
+/// The QEMU process whose command line contains `needle` (under this user), if any.
+fn qemu_pid(needle: &str) -> Option<u32> {
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+        let cmd = std::fs::read(e.path().join("cmdline")).ok()?;
+        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        (cmd.contains("qemu-system-aarch64") && cmd.contains(needle)).then_some(pid)
+    })
+}
+
+/// Local addresses listening on `port` (from /proc/net/tcp and tcp6), as hex address strings.
+fn listeners(port: u16) -> Vec<String> {
+    let mut v = Vec::new();
+    for f in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        for line in std::fs::read_to_string(f).unwrap_or_default().lines().skip(1) {
+            let cols: Vec<&str> = line.split_whitespace().collect();
+            // local_address "ADDR:PORT", state 0A = LISTEN.
+            if cols.len() > 3 && cols[3] == "0A" && cols[1].ends_with(&format!(":{port:04X}")) {
+                v.push(cols[1].to_string());
+            }
+        }
+    }
+    v
+}
+
+#[test]
+fn gdb_listens_on_localhost_only_and_a_sigterm_is_not_success() {
+    let port = 20_000 + (std::process::id() % 20_000) as u16;
+    let port_s = port.to_string();
+    let child = std::thread::spawn(move || xtask_cli(&["run", "--smp", "1", "--gdb", "--gdb-port", &port_s]));
+    let t0 = Instant::now();
+    let needle = format!("tcp:127.0.0.1:{port}");
+    let pid = loop {
+        if let Some(pid) = qemu_pid(&needle) {
+            if !listeners(port).is_empty() {
+                break pid;
+            }
+        }
+        assert!(t0.elapsed() < Duration::from_secs(120), "QEMU with gdb on port {port} never listened");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    // 127.0.0.1 is 0100007F in /proc/net/tcp; nothing on 0.0.0.0 or ::.
+    let l = listeners(port);
+    assert_eq!(l, vec![format!("0100007F:{port:04X}")], "gdb must listen on localhost only");
+    std::process::Command::new("kill").args(["-TERM", &pid.to_string()]).status().unwrap();
+    let (code, out) = child.join().unwrap();
+    assert_eq!(code, exit::KILLED as i32, "{out}");
+    assert!(out.contains("terminating on signal 15"), "{out}");
+}
+
+#[test]
+fn a_run_past_its_time_limit_has_its_own_code() {
+    let port = 40_000 + (std::process::id() % 20_000) as u16;
+    let (code, out) = xtask_cli(&["run", "--smp", "1", "--gdb", "--gdb-port", &port.to_string(), "--timeout", "1"]);
+    assert_eq!(code, exit::TIMED_OUT as i32, "{out}");
+    assert!(out.contains("no end after the 1 s time limit"), "{out}");
+}
+
+#[test]
+fn a_guest_cannot_claim_a_hypervisor_verdict() {
+    let run = boot(config(|c| c.bootargs = "test=exit-claim".into()));
+    expect(
+        &run,
+        exit::GUEST_FAILURE,
+        &["hyp: guest exit hypercall, status 5: not a guest outcome (0-3), reported as 1"],
+    );
+}
+
+#[test]
+fn smccc_rules_and_a_storm_from_every_cpu_over_both_conduits() {
+    for conduit in ["hvc", "smc"] {
+        let run = boot(config(|c| c.bootargs = format!("hyp.conduit={conduit} test=smccc,storm")));
+        expect(
+            &run,
+            exit::SUCCESS,
+            &["kernel: smccc: 87 rules held", "kernel: storm: 12000 calls with random x0..x7 from 4 CPUs"],
+        );
+    }
+}
+
+#[test]
+fn cpu_off_on_cycles_and_cpu_on_to_a_starting_cpu() {
+    // CPU 2 is refused (BBML2 disagreement) and powers itself off; the test cycles it.
+    let run = boot(config(|c| c.bootargs = "bbml2_test_disallow_cpu=2 test=cpu-cycle,smccc".into()));
+    expect(&run, exit::SUCCESS, &["kernel: CPU 2 refused", "kernel: cpu-cycle: 8 CPU_OFF/CPU_ON cycles of CPU 0x2"]);
+    let line = run.outcome.output.lines().find(|l| l.contains("cpu-cycle: 8")).unwrap();
+    assert!(line.contains("AFFINITY_INFO answered ON and OFF"), "{line}");
+    // Every cycle asked CPU_ON of a CPU still starting and got ON_PENDING or ALREADY_ON.
+    let before = |word: &str| -> u32 {
+        let head = &line[..line.find(word).unwrap_or_else(|| panic!("{word} in {line}"))];
+        head.split_whitespace().last().unwrap().parse().unwrap()
+    };
+    assert_eq!(before(" ON_PENDING") + before(" ALREADY_ON"), 8, "{line}");
+}
+
+#[test]
+fn more_cpus_than_supported_are_trimmed_from_the_guest() {
+    let run = boot(config(|c| {
+        c.smp = 12;
+        c.mem = "512M".into();
+    }));
+    expect(&run, exit::SUCCESS, &[
+        "hyp: the device tree has 12 CPUs and this hypervisor runs at most 8: the guest's device tree lists the first 8",
+        "kernel: pgtlab kernel, 8 CPUs",
+        "kernel: 8 of 8 CPUs online",
+    ]);
+    assert_eq!(run.record("hyp_boot").u64("guest_cpus"), Some(8));
+    let run = boot(config(|c| {
+        c.smp = 12;
+        c.mem = "512M".into();
+        c.no_hypervisor = true;
+    }));
+    expect(&run, exit::SUCCESS, &["kernel: 8 of 8 CPUs online (the device tree has 12; this kernel runs at most 8"]);
+}
+
+#[test]
+fn memory_too_small_or_taken_is_explained() {
+    let run = boot(config(|c| {
+        c.mem = "32M".into();
+        c.smp = 1;
+    }));
+    expect(&run, exit::HYP_FAULT, &["lies inside the hypervisor's region", "RAM is too small"]);
+    let run = boot(config(|c| {
+        c.mem = "2G".into();
+        c.smp = 1;
+        c.bootargs = "hyp.slotpool=1G".into();
+    }));
+    expect(&run, exit::HYP_FAULT, &["hyp.slotpool: no 1024 MiB-aligned free stretch", "in the way:", "the frame pool"]);
+}
+
+#[test]
+fn the_hypervisors_pools_are_out_of_the_guests_reach() {
+    // 3 GiB: the frame pool (192 MiB) has a part at the top of RAM, the slot pool below it.
+    let cfg = |args: String| {
+        config(move |c| {
+            c.mem = "3G".into();
+            c.smp = 2;
+            c.bootargs = format!("hyp.slotpool=64M {args}");
+        })
+    };
+    let plan = boot(cfg(String::new()));
+    plan.expect_exit(0);
+    let hb = plan.record("hyp_boot");
+    let (frames, slot, hyp_end) =
+        (hb.u64("frame_pool_high").unwrap(), hb.u64("slotpool").unwrap(), hb.u64("hyp_end").unwrap());
+    assert!(frames != 0 && slot != 0, "{}", plan.dump());
+    let run = boot(cfg(format!("test=pool-calls pools.frame={frames:#x} pools.slot={slot:#x}")));
+    expect(
+        &run,
+        exit::SUCCESS,
+        &["kernel: pool-calls: 8 memslots and buffers over the frame pool and the slot pool refused (DENIED)"],
+    );
+    // Touch each: the last page of the hypervisor's region (its low frame pool), the high frame
+    // pool, the slot pool. Each is stopped with exit 4 and its own IPA.
+    for ipa in [hyp_end - 4096, frames, slot + (32 << 20)] {
+        let run = boot(cfg(format!("test=touch touch.ipa={ipa:#x}")));
+        run.expect_exit(exit::GUEST_FAULT as i32);
+        assert_eq!(run.record("guest_fault").u64("ipa"), Some(ipa), "{}", run.dump());
+    }
+}
+
+#[test]
+fn an_aarch32_guest_is_stopped_as_the_guests_doing_not_a_hypervisor_fault() {
+    let run = boot(config(|c| {
+        c.smp = 1;
+        c.bootargs = "hyp.test=aarch32-abort".into();
+    }));
+    run.expect_exit(exit::GUEST_FAULT as i32);
+    let hyp_start = run.record("hyp_boot").u64("hyp_start").unwrap();
+    assert_eq!(run.record("guest_fault").u64("ipa"), Some(hyp_start), "{}", run.dump());
+    let run = boot(config(|c| {
+        c.smp = 1;
+        c.bootargs = "hyp.test=aarch32-hvc".into();
+    }));
+    expect(&run, exit::GUEST_FAULT, &["HVC (AArch32) (EC 0x12) from a guest in AArch32 state (it must run AArch64)"]);
+}
+
+#[test]
+fn a_boot_loaders_words_before_the_marker_are_listed_and_ignored() {
+    // As on a Pi 5: the firmware's words first, then `pgtlab` (cargo xtask flash writes it), ours.
+    let run = boot(config(|c| {
+        c.smp = 1;
+        c.bootargs = "coherent_pool=1M 8250.nr_uarts=1 pgtlab hyp.check-stage2 contpte=on".into();
+    }));
+    expect(
+        &run,
+        exit::SUCCESS,
+        &[
+            "hyp: 2 words before \"pgtlab\" are the boot loader's, ignored: coherent_pool=1M 8250.nr_uarts=1",
+            "bootargs \"contpte=on\"",
+        ],
+    );
+    // Without the marker they are ours, and refused.
+    let run = boot(config(|c| {
+        c.smp = 1;
+        c.bootargs = "coherent_pool=1M contpte=on".into();
+    }));
+    expect(&run, exit::GUEST_FAILURE, &["unknown boot argument \"coherent_pool=1M\"", "before the word \"pgtlab\""]);
+}
