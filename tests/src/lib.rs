@@ -99,11 +99,6 @@ impl Run {
     }
 }
 
-/// The built Images (for tests that make altered copies).
-pub fn images() -> &'static Images {
-    &env().images
-}
-
 /// A scratch directory for files a test makes (under `target/`).
 pub fn scratch_dir() -> PathBuf {
     let d = xtask::workspace_root().join("target/test-scratch");
