@@ -31,11 +31,17 @@ fn image_reads_back_with_the_files_and_the_section() {
     let config = info.file("config.txt").unwrap().data.len();
     assert_eq!(
         names,
-        [("config.txt", config), ("kernel_2712.img", hyp), ("pgtlab-cmdline.txt", 16), ("pgtlab-kernel.img", kernel)]
+        [
+            ("config.txt", config),
+            ("kernel_2712.img", hyp),
+            ("pgtlab-cmdline.txt", "pgtlab hyp.conduit=smc\n".len()),
+            ("pgtlab-kernel.img", kernel)
+        ]
     );
     assert_eq!(info.file("kernel_2712.img").unwrap().data, std::fs::read(&images().hypervisor).unwrap());
     assert_eq!(info.file("pgtlab-kernel.img").unwrap().data, std::fs::read(&images().kernel).unwrap());
-    assert_eq!(info.file("pgtlab-cmdline.txt").unwrap().data, b"hyp.conduit=smc\n");
+    // The firmware puts its own words first: `pgtlab` ends them (lib/bootargs).
+    assert_eq!(info.file("pgtlab-cmdline.txt").unwrap().data, b"pgtlab hyp.conduit=smc\n");
     let text = String::from_utf8(info.file("config.txt").unwrap().data.clone()).unwrap();
     let section = config_txt::section_of(&text).unwrap().unwrap();
     assert_eq!(section, b.section().lines());

@@ -130,16 +130,20 @@ pub fn judge(o: &Outcome) -> Verdict {
         let first = o.qemu_messages.iter().find(|m| !m.trim().is_empty()).map_or("", |m| m.trim());
         return Verdict::new(exit::QEMU_REFUSED, first.to_string());
     }
-    // The run's own last word (`@@exit CODE (meaning)`), when it got out, must agree.
+    // The run's own last word (`@@exit CODE (meaning)`), when it got out: on a board (or QEMU
+    // with a board's device tree) the firmware powers off with 0 and the line carries the code;
+    // otherwise QEMU's status must agree with it.
     let final_line = o.output.lines().rev().find_map(exit::parse_final_line);
-    if let Some(said) = final_line {
-        if i64::from(said) != i64::from(code) {
+    let code = match final_line {
+        Some(said) if code == 0 => i32::try_from(said).unwrap_or(i32::MAX),
+        Some(said) if i64::from(said) != i64::from(code) => {
             return Verdict::new(
                 exit::UNKNOWN_EXIT,
                 format!("QEMU exited with {code}, the run's final line says {said}"),
             );
         }
-    }
+        _ => code,
+    };
     match u32::try_from(code).ok().and_then(|c| exit::lookup(c.into())) {
         Some(row) if row.kind == exit::Kind::Guest => {
             let detail = if row.code == exit::SUCCESS { None } else { why_line(&o.output) };
@@ -222,9 +226,12 @@ mod tests {
         assert_eq!(judge(&outcome(Some(66), "x\n", &[])).code, exit::UNKNOWN_EXIT);
         // QEMU's status and the run's final line must agree.
         assert_eq!(judge(&outcome(Some(2), "kernel: PANIC\n@@exit 2 (guest panic)\n", &[])).code, exit::GUEST_PANIC);
-        let v = judge(&outcome(Some(0), "kernel: PANIC\n@@exit 2 (guest panic)\n", &[]));
+        let v = judge(&outcome(Some(1), "kernel: PANIC\n@@exit 2 (guest panic)\n", &[]));
         assert_eq!(v.code, exit::UNKNOWN_EXIT);
         assert!(v.reason.contains("final line says 2"), "{v}");
+        // A board's firmware powers off with 0: the final line is the run's code.
+        let v = judge(&outcome(Some(0), "kernel: PANIC\n@@exit 2 (guest panic)\n", &[]));
+        assert_eq!(v.code, exit::GUEST_PANIC, "{v}");
     }
 
     #[test]
