@@ -5,8 +5,8 @@
 //!   as device memory, and guest RAM RW+XN so the hypervisor can load the guest and read its
 //!   buffers. Everything else, the address 0 page included, is unmapped.
 //! * the guest's stage 2 (VTTBR_EL2, VMID 1, identity IPA = PA): all guest RAM as normal
-//!   memory, and the device regions of the DTB, except the GIC's hypervisor and virtual CPU
-//!   interfaces, as device memory. The hypervisor's own region is not mapped: a guest access
+//!   memory, and the device regions of the DTB (PCI host bridge windows included), except the
+//!   GIC's hypervisor and virtual CPU interfaces, as device memory. The hypervisor's own region is not mapped: a guest access
 //!   there takes a stage-2 fault that `trap` reports with the IPA.
 
 use crate::guest;
@@ -233,7 +233,8 @@ pub fn check_stage2(kept: &[(&'static str, Range)]) -> Result<u64, String> {
     Ok(bytes)
 }
 
-/// The device regions the guest may touch: every enabled DTB device outside RAM, minus the
+/// The device regions the guest may touch: every enabled DTB device outside RAM (sub-devices
+/// such as the GIC's ITS or v2m frame included) and the windows of PCI host bridges, minus the
 /// GIC's hypervisor control interface and virtual CPU interface (they are the hypervisor's).
 fn guest_devices(board: &Board, hyp: Range) -> Vec<(String, Range)> {
     let mut hidden: Vec<Range> = Vec::new();
@@ -245,7 +246,8 @@ fn guest_devices(board: &Board, hyp: Range) -> Vec<(String, Range)> {
     let ram: Vec<Range> = board.memory.iter().map(|r| Range::new(r.base, r.end())).collect();
     let mut pages: Vec<(String, Range)> = Vec::new();
     for d in board.devices.iter().filter(|d| d.status.is_okay()) {
-        for r in &d.regions {
+        // A PCI host bridge's windows are where the guest places its devices' BARs.
+        for r in d.regions.iter().chain(d.windows.iter().map(|w| &w.region)) {
             // Stage 2 maps pages: round out, so devices sharing a page (virtio-mmio slots are
             // 0x200 apart) end up in one mapping.
             let range = Range::new(r.base & !(PAGE - 1), (r.end() + PAGE - 1) & !(PAGE - 1));

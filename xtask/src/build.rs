@@ -1,9 +1,10 @@
 //! Builds the hypervisor and the kernel for `aarch64-unknown-none` and turns each ELF into a
 //! Linux arm64 Image: the PT_LOAD segments laid out from the link address (0), with the header's
 //! `image_size` set to the end of the BSS. The ELF is checked first: a position-independent image
-//! may only carry `R_AARCH64_RELATIVE` dynamic relocations, the only kind `lib/rt` applies at boot.
+//! may only carry `R_AARCH64_RELATIVE` dynamic relocations, the only kind `lib/rt` applies at boot;
+//! and the hypervisor's code may hold no FP/SIMD instruction at all ([`check_no_fp_simd`]).
 
-use crate::toolchain::{CrossToolchain, TARGET};
+use crate::toolchain::{CrossToolchain, HYP_TARGET, TARGET};
 use crate::workspace_root;
 use anyhow::{bail, ensure, Context, Result};
 use object::elf;
@@ -12,9 +13,10 @@ use object::{Endianness, Object, ObjectSymbol};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-/// The bare-metal binaries: the two that boot, and the serial chainloader (`cargo xtask
-/// chainboot`, `cargo xtask flash --chainloader`).
-pub const BINARIES: [&str; 3] = ["hypervisor", "kernel", "chainloader"];
+/// The bare-metal binaries and their targets: the two that boot (the hypervisor never uses
+/// FP/SIMD: softfloat), and the serial chainloader (`cargo xtask chainboot`, `cargo xtask flash
+/// --chainloader`).
+pub const BINARIES: [(&str, &str); 3] = [("hypervisor", HYP_TARGET), ("kernel", TARGET), ("chainloader", TARGET)];
 
 /// Built images and their ELF files (the ELF files have the symbols for backtraces).
 #[derive(Debug, Clone)]
@@ -40,28 +42,34 @@ pub fn chainloader_image() -> PathBuf {
     images_dir().join("chainloader.img")
 }
 
-/// Builds the binaries (release profile, with debug info) and writes their Images.
+/// Builds the binaries (release profile, with debug info) and writes their Images: one cargo
+/// run per target.
 pub fn build(tc: &CrossToolchain, features: &[String]) -> Result<Images> {
     let t0 = Instant::now();
-    eprintln!("xtask: building {} for {TARGET} with {}", BINARIES.join(" + "), tc.description);
-    let mut cmd = tc.cargo("build");
-    cmd.current_dir(workspace_root()).arg("--release");
-    for bin in BINARIES {
-        cmd.args(["-p", bin]);
+    let names: Vec<String> = BINARIES.iter().map(|(b, t)| format!("{b} ({t})")).collect();
+    eprintln!("xtask: building {} with {}", names.join(" + "), tc.description);
+    for target in [HYP_TARGET, TARGET] {
+        let mut cmd = tc.cargo("build", target);
+        cmd.current_dir(workspace_root()).arg("--release");
+        for (bin, _) in BINARIES.iter().filter(|(_, t)| *t == target) {
+            cmd.args(["-p", bin]);
+        }
+        cmd.arg("--target-dir").arg(cross_target_dir());
+        if !features.is_empty() {
+            cmd.arg("--features").arg(features.join(","));
+        }
+        let status = cmd.status().with_context(|| format!("running {}", tc.cargo.display()))?;
+        ensure!(status.success(), "cross build for {target} failed ({status})");
     }
-    cmd.arg("--target-dir").arg(cross_target_dir());
-    if !features.is_empty() {
-        cmd.arg("--features").arg(features.join(","));
-    }
-    let status = cmd.status().with_context(|| format!("running {}", tc.cargo.display()))?;
-    ensure!(status.success(), "cross build failed ({status})");
-    let out = cross_target_dir().join(TARGET).join("release");
     std::fs::create_dir_all(images_dir())?;
     let mut paths = Vec::new();
-    for bin in BINARIES {
-        let elf = out.join(bin);
+    for (bin, target) in BINARIES {
+        let elf = cross_target_dir().join(target).join("release").join(bin);
         let img = images_dir().join(format!("{bin}.img"));
         let bytes = std::fs::read(&elf).with_context(|| format!("reading {}", elf.display()))?;
+        if bin == "hypervisor" {
+            check_no_fp_simd(&bytes).with_context(|| format!("checking {}", elf.display()))?;
+        }
         let image = elf_to_image(&bytes).with_context(|| format!("turning {} into an Image", elf.display()))?;
         std::fs::write(&img, &image)?;
         paths.push((img, elf));
@@ -69,6 +77,63 @@ pub fn build(tc: &CrossToolchain, features: &[String]) -> Result<Images> {
     eprintln!("xtask: images in {} ({:.1} s)", images_dir().display(), t0.elapsed().as_secs_f64());
     let (k, h) = (paths[1].clone(), paths[0].clone());
     Ok(Images { hypervisor: h.0, hypervisor_elf: h.1, kernel: k.0, kernel_elf: k.1 })
+}
+
+/// Whether an A64 instruction word touches FP/SIMD state: every encoding with bits 27:26 =
+/// 0b11 (scalar FP and Advanced SIMD data processing, and the SIMD&FP loads and stores, V = 1),
+/// SVE (bits 28:25 = 0b0010), SME (bit 31 set, bits 28:25 = 0b0000), and MRS/MSR of FPCR and
+/// FPSR.
+pub fn is_fp_simd(w: u32) -> bool {
+    let op1 = (w >> 25) & 0xf;
+    let sysreg_fp = (w & 0xffd0_0000) == 0xd510_0000 && matches!((w >> 5) & 0x7fff, 0x5a20 | 0x5a21);
+    (w >> 26) & 3 == 3 || op1 == 0b0010 || (w >> 31 == 1 && op1 == 0) || sysreg_fp
+}
+
+/// Bytes of the arm64 Image header at the start of text (the image is linked at 0).
+const IMAGE_HEADER_LEN: u64 = 64;
+
+/// The hypervisor must never touch the guest's FP/SIMD/SVE/SME registers: it is built for a
+/// softfloat target, and its exception vectors do not save those registers. This scans every
+/// executable section for an instruction that would break that promise.
+pub fn check_no_fp_simd(data: &[u8]) -> Result<()> {
+    let file = ElfFile64::<Endianness>::parse(data).context("not a 64-bit ELF file")?;
+    let endian = file.endian();
+    let mut found = Vec::new();
+    for section in file.elf_section_table().iter() {
+        let exec = u64::from(elf::SHF_EXECINSTR);
+        if section.sh_type(endian) != elf::SHT_PROGBITS || section.sh_flags(endian) & exec == 0 {
+            continue;
+        }
+        let base = section.sh_addr(endian);
+        let bytes = section.data(endian, data).map_err(|_| anyhow::anyhow!("section data out of bounds"))?;
+        for (i, w) in bytes.chunks_exact(4).enumerate() {
+            let addr = base + 4 * i as u64;
+            // The arm64 Image header (linked at 0) is data: its magic "ARMd" decodes as SIMD.
+            if addr < IMAGE_HEADER_LEN {
+                continue;
+            }
+            let w = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+            if is_fp_simd(w) {
+                found.push((addr, w));
+            }
+        }
+    }
+    if let Some(&(addr, w)) = found.first() {
+        let sym = symbol_at(&file, addr).unwrap_or_else(|| "?".into());
+        bail!(
+            "the hypervisor has {} FP/SIMD instruction(s), the first {w:#010x} at {addr:#x} ({sym}): it must not touch \
+             the guest's FP/SVE/SME registers (build it for {HYP_TARGET}; no f32/f64)",
+            found.len()
+        );
+    }
+    Ok(())
+}
+
+fn symbol_at(file: &ElfFile64<Endianness>, addr: u64) -> Option<String> {
+    file.symbols()
+        .filter(|s| s.kind() == object::SymbolKind::Text && s.address() <= addr)
+        .max_by_key(|s| s.address())
+        .and_then(|s| s.name().ok().map(demangle))
 }
 
 /// ELF (linked at 0 with lib/rt/link.ld) -> arm64 Image bytes.
@@ -157,6 +222,37 @@ mod tests {
     fn demangles_legacy_names() {
         assert_eq!(demangle("_ZN10hypervisor4trap5fatal17h0123456789abcdefE"), "hypervisor::trap::fatal");
         assert_eq!(demangle("rt_main"), "rt_main");
+    }
+
+    #[test]
+    fn fp_simd_instructions_are_recognised() {
+        for w in [
+            0xad00_07e0u32, // stp q0, q1, [sp]
+            0x3dc0_0020,    // ldr q0, [x1]
+            0x1e60_2820,    // fadd d0, d1, d0
+            0x4e20_1c00,    // and v0.16b, v0.16b, v0.16b
+            0x9e67_0000,    // fmov d0, x0
+            0xd53b_4400,    // mrs x0, fpcr
+            0xd51b_4420,    // msr fpsr, x0
+            0x0420_3000,    // SVE: mov z0.d, z0.d (orr)
+            0xc000_0000,    // SME: zero {za}
+        ] {
+            assert!(is_fp_simd(w), "{w:#010x}");
+        }
+        for w in [
+            0xa900_07e0u32, // stp x0, x1, [sp]
+            0xf940_0020,    // ldr x0, [x1]
+            0x8b01_0000,    // add x0, x0, x1
+            0xd503_201f,    // nop
+            0x9400_0000,    // bl
+            0xd53b_d040,    // mrs x0, tpidr_el0
+            0xd51c_1140,    // msr cptr_el2, x0
+            0xd518_1200,    // msr zcr_el1, x0 (a system register, not an SVE instruction)
+            0xc8df_fc20,    // ldar x0, [x1]
+            0xf8a0_0020,    // ldadd x0, x0, [x1]
+        ] {
+            assert!(!is_fp_simd(w), "{w:#010x}");
+        }
     }
 
     #[test]

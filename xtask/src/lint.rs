@@ -79,17 +79,20 @@ pub fn run(tc: &CrossToolchain) -> Result<()> {
     }
 
     cross_clippy(tc)?;
-    eprintln!("xtask: clippy on the bare-metal binaries ({})", crate::toolchain::TARGET);
-    let mut c = tc.cargo("clippy");
-    c.current_dir(workspace_root()).env("PATH", path_for(&tc.cargo)).args(["--quiet", "--release"]);
-    for b in build::BINARIES {
-        c.args(["-p", b]);
-    }
-    c.arg("--target-dir").arg(build::cross_target_dir());
-    c.args(["--", "-D", "warnings"]);
-    let status = c.status().context("running cargo clippy for the target")?;
-    if !status.success() {
-        return Err(crate::outcome::check_failed("clippy found problems in the bare-metal binaries (see above)"));
+    for target in [crate::toolchain::HYP_TARGET, crate::toolchain::TARGET] {
+        let bins: Vec<&str> = build::BINARIES.iter().filter(|(_, t)| *t == target).map(|(b, _)| *b).collect();
+        eprintln!("xtask: clippy on {} ({target})", bins.join(", "));
+        let mut c = tc.cargo("clippy", target);
+        c.current_dir(workspace_root()).env("PATH", path_for(&tc.cargo)).args(["--quiet", "--release"]);
+        for b in &bins {
+            c.args(["-p", b]);
+        }
+        c.arg("--target-dir").arg(build::cross_target_dir());
+        c.args(["--", "-D", "warnings"]);
+        let status = c.status().context("running cargo clippy for the target")?;
+        if !status.success() {
+            return Err(crate::outcome::check_failed(format!("clippy found problems in {} (see above)", bins.join(", "))));
+        }
     }
     Ok(())
 }

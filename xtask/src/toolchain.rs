@@ -15,8 +15,12 @@ use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The bare-metal target both binaries build for.
+/// The bare-metal target of the kernel (EL1; uses FP/SIMD like any kernel may).
 pub const TARGET: &str = "aarch64-unknown-none";
+/// The hypervisor's target: no FP/SIMD at all, so a trap to EL2 never touches the guest's
+/// FP, SVE or SME registers (writing a V register would zero the upper bits of its Z
+/// register) and the exception vectors need not save them.
+pub const HYP_TARGET: &str = "aarch64-unknown-none-softfloat";
 
 /// How the target's `core`/`alloc` are obtained.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,12 +49,14 @@ fn output(cmd: &Path, args: &[&str]) -> Option<String> {
 }
 
 fn has_prebuilt_core(rustc: &Path) -> bool {
-    let Some(libdir) = output(rustc, &["--print", "target-libdir", "--target", TARGET]) else {
-        return false;
-    };
-    std::fs::read_dir(&libdir)
-        .map(|it| it.flatten().any(|e| e.file_name().to_string_lossy().starts_with("libcore-")))
-        .unwrap_or(false)
+    [TARGET, HYP_TARGET].iter().all(|target| {
+        let Some(libdir) = output(rustc, &["--print", "target-libdir", "--target", target]) else {
+            return false;
+        };
+        std::fs::read_dir(&libdir)
+            .map(|it| it.flatten().any(|e| e.file_name().to_string_lossy().starts_with("libcore-")))
+            .unwrap_or(false)
+    })
 }
 
 fn rust_src(rustc: &Path) -> Option<PathBuf> {
@@ -108,7 +114,7 @@ pub fn find() -> Result<CrossToolchain> {
             return Ok(CrossToolchain {
                 linker: linker(&rustc)?,
                 description: format!(
-                    "active toolchain ({}) with its installed {TARGET} standard library",
+                    "active toolchain ({}) with its installed {TARGET} and {HYP_TARGET} standard libraries",
                     version(&rustc)
                 ),
                 cargo,
@@ -162,8 +168,9 @@ fn version(rustc: &Path) -> String {
 }
 
 impl CrossToolchain {
-    /// A `cargo` command set up for the target: the right rustc, build-std flags and rustflags.
-    pub fn cargo(&self, subcommand: &str) -> Command {
+    /// A `cargo` command set up for `target` ([`TARGET`] or [`HYP_TARGET`]): the right rustc,
+    /// build-std flags and rustflags.
+    pub fn cargo(&self, subcommand: &str, target: &str) -> Command {
         let mut c = Command::new(&self.cargo);
         c.arg(subcommand);
         // The rustup proxy's choice must not leak into a foreign cargo, and the rustc must be
@@ -174,7 +181,7 @@ impl CrossToolchain {
         if self.cargo.starts_with("/usr/bin") {
             c.env_remove("RUSTUP_TOOLCHAIN");
         }
-        c.args(["--target", TARGET]);
+        c.args(["--target", target]);
         if let Std::BuildStd { bootstrap } = self.std {
             if bootstrap {
                 c.env("RUSTC_BOOTSTRAP", "1");
@@ -192,7 +199,7 @@ impl CrossToolchain {
         if let Some(l) = &self.linker {
             flags.push(format!("-C linker={}", l.display()));
         }
-        c.env("CARGO_TARGET_AARCH64_UNKNOWN_NONE_RUSTFLAGS", flags.join(" "));
+        c.env(format!("CARGO_TARGET_{}_RUSTFLAGS", target.to_uppercase().replace('-', "_")), flags.join(" "));
         c
     }
 }

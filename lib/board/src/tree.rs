@@ -161,7 +161,9 @@ impl<'b, 'a> Tree<'b, 'a> {
         Ok(Some(out))
     }
 
-    fn translate(&self, i: usize, mut addr: u64, size: u64) -> Result<Option<u64>, BoardError> {
+    /// `[addr, addr + size)` as node `i`'s `reg` would give it (an address on `i`'s parent
+    /// bus), translated to a CPU physical address; `Ok(None)` when not reachable.
+    pub(crate) fn translate(&self, i: usize, mut addr: u64, size: u64) -> Result<Option<u64>, BoardError> {
         let mut bus = self.nodes[i].parent;
         while let Some(b) = bus {
             let Some(up) = self.nodes[b].parent else {

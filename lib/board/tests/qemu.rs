@@ -2,7 +2,7 @@
 
 mod common;
 
-use board::{Board, EnableMethod, GicVersion, PsciMethod, PsciVersion, Region, Status};
+use board::{Board, EnableMethod, GicVersion, PsciMethod, PsciVersion, Region, Status, WindowSpace};
 use common::Qemu;
 
 const GIB: u64 = 1 << 30;
@@ -92,6 +92,20 @@ fn check_common(q: &Qemu, b: &Board) {
     assert_eq!(dev("/flash@0").regions, [Region::new(0, 0x400_0000), Region::new(0x400_0000, 0x400_0000)]);
     assert_eq!(dev("/pcie@10000000").regions, [Region::new(0x40_1000_0000, 0x1000_0000)]);
     assert_eq!(dev("/intc@8000000").regions[0], gic.distributor);
+    // The GIC's MSI frames are children of its node: a GICv3's ITS, a GICv2's v2m frame.
+    if q.gic == 3 {
+        assert_eq!(dev("/intc@8000000/its@8080000").regions, [Region::new(0x0808_0000, 0x2_0000)], "{what}");
+    } else {
+        assert_eq!(dev("/intc@8000000/v2m@8020000").regions, [Region::new(0x0802_0000, 0x1000)], "{what}");
+    }
+    // The PCIe host bridge's windows: I/O, 32-bit and 64-bit memory (BARs go there).
+    let w = &dev("/pcie@10000000").windows;
+    let win = |space| w.iter().find(|x| x.space == space).map(|x| (x.region, x.bus_address));
+    assert_eq!(w.len(), 3, "{what}: {w:?}");
+    assert_eq!(win(WindowSpace::Io), Some((Region::new(0x3eff_0000, 0x1_0000), 0)));
+    assert_eq!(win(WindowSpace::Mem32), Some((Region::new(0x1000_0000, 0x2eff_0000), 0x1000_0000)));
+    assert_eq!(win(WindowSpace::Mem64), Some((Region::new(0x80_0000_0000, 0x80_0000_0000), 0x80_0000_0000)));
+    assert!(b.devices.iter().filter(|d| d.path != "/pcie@10000000").all(|d| d.windows.is_empty()));
     let virtio: Vec<_> = b.devices.iter().filter(|d| d.path.starts_with("/virtio_mmio@")).collect();
     assert_eq!(virtio.len(), 32, "{what}");
     assert_eq!(virtio[0].regions, [Region::new(0x0a00_0000, 0x200)]);

@@ -3,7 +3,7 @@
 
 mod common;
 
-use board::{Board, BoardError, EnableMethod, GicVersion, Region, Status};
+use board::{Board, BoardError, EnableMethod, GicVersion, Region, Status, Window, WindowSpace};
 use common::{base_tree, cells, s, N};
 
 fn parse(t: &N) -> Result<Board, BoardError> {
@@ -589,4 +589,99 @@ fn writer_refuses_malformed_trees() {
         .kid(N::new("__symbols__").p("uart0", s("/uart@0")));
     let d = t.dtb();
     assert!(board::dtb_total_size(&d).is_ok());
+}
+
+/// A Pi 5-like PCIe bridge behind a bus: its `ranges` are windows (32-bit and 64-bit memory),
+/// its children are PCI functions (3 address cells) and not memory-mapped devices; a device
+/// with `ranges` and children (a GIC with its ITS) has them descended.
+#[test]
+fn sub_devices_and_pci_bridge_windows() {
+    let mut t = base_tree();
+    t.kids.push(
+        N::new("axi")
+            .p("compatible", s("simple-bus"))
+            .p("#address-cells", cells(&[2]))
+            .p("#size-cells", cells(&[2]))
+            .p("ranges", cells(&[0, 0, 0, 0, 0x20, 0]))
+            .kid(
+                N::new("pcie@1000120000")
+                    .p("compatible", s("brcm,bcm2712-pcie"))
+                    .p("device_type", s("pci"))
+                    .p("#address-cells", cells(&[3]))
+                    .p("#size-cells", cells(&[2]))
+                    .p("reg", cells(&[0x10, 0x0012_0000, 0, 0x9310]))
+                    .p(
+                        "ranges",
+                        cells(&[
+                            0x0200_0000,
+                            0,
+                            0,
+                            0x1f,
+                            0,
+                            0,
+                            0xffff_fffc, // 32-bit memory
+                            0x4300_0000,
+                            4,
+                            0,
+                            0x1c,
+                            0,
+                            3,
+                            0, // 64-bit prefetchable memory
+                        ]),
+                    )
+                    .kid(
+                        N::new("pci@0,0")
+                            .p("device_type", s("pci"))
+                            .p("#address-cells", cells(&[3]))
+                            .p("#size-cells", cells(&[2]))
+                            .p("reg", cells(&[0, 0, 0, 0, 0]))
+                            .p("ranges", vec![])
+                            .kid(N::new("rp1").p("reg", cells(&[0x0200_0000, 0, 0, 0, 0x40_0000]))),
+                    ),
+            ),
+    );
+    t.kids.push(
+        N::new("intc@8000000")
+            .p("compatible", s("arm,gic-v3"))
+            .p("#address-cells", cells(&[2]))
+            .p("#size-cells", cells(&[2]))
+            .p("ranges", vec![])
+            .p("reg", cells(&[0, 0x0800_0000, 0, 0x1_0000, 0, 0x080a_0000, 0, 0xf6_0000]))
+            .kid(
+                N::new("its@8080000")
+                    .p("compatible", s("arm,gic-v3-its"))
+                    .p("reg", cells(&[0, 0x0808_0000, 0, 0x2_0000])),
+            ),
+    );
+    let b = parse(&t).unwrap();
+    let its = b.device("/intc@8000000/its@8080000").expect("the ITS under the GIC node is a device");
+    assert_eq!(its.regions, [Region::new(0x0808_0000, 0x2_0000)]);
+    let pcie = b.device("/axi/pcie@1000120000").unwrap();
+    assert_eq!(pcie.regions, [Region::new(0x10_0012_0000, 0x9310)]);
+    assert_eq!(
+        pcie.windows,
+        [
+            Window {
+                region: Region::new(0x1f_0000_0000, 0xffff_fffc),
+                bus_address: 0,
+                space: WindowSpace::Mem32,
+                prefetchable: false
+            },
+            Window {
+                region: Region::new(0x1c_0000_0000, 3 << 32),
+                bus_address: 4 << 32,
+                space: WindowSpace::Mem64,
+                prefetchable: true
+            },
+        ]
+    );
+    assert!(b.devices.iter().all(|d| !d.path.contains("pci@0,0")), "PCI functions are not MMIO devices");
+
+    // A bridge window that does not fit its cells is an error naming the bridge.
+    t.at("/axi/pcie@1000120000").set("ranges", cells(&[0x0200_0000, 0, 0, 0x1f, 0, 0]));
+    let e = err(&t);
+    assert!(
+        matches!(&e, BoardError::BadProperty { node, prop: "ranges", .. } if node == "/axi/pcie@1000120000"),
+        "{e:?}"
+    );
 }

@@ -6,12 +6,15 @@
 //! * `trap` (target only): one exception vector table shape for EL1 and EL2 and the [`TrapFrame`].
 //! * [`pl011`] and [`console`]: the serial console, `print!`/`println!`.
 //! * [`esr`]: exception syndrome decoding, shared and tested on the host.
+//! * [`features`]: CPU features from the ID registers and the EL2 controls that give them to a
+//!   guest (SVE, SME, MTE, PMU, ...), tested on the host.
 //! * `backtrace` (target only): frame-pointer unwinding for panics and unexpected exceptions.
 #![no_std]
 #![deny(missing_docs)]
 
 pub mod console;
 pub mod esr;
+pub mod features;
 pub mod image;
 pub mod pl011;
 

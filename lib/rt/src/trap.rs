@@ -2,8 +2,10 @@
 //!
 //! Each of the 16 vectors saves the interrupted context into a [`TrapFrame`] on the current
 //! stack and calls the binary's `rt_exception(frame, vector)`; when that returns, the (possibly
-//! edited) frame is restored and `eret` resumes at `frame.elr`. FP/SIMD registers are saved too,
-//! because the Rust handlers are free to use them and a lower EL's values must survive.
+//! edited) frame is restored and `eret` resumes at `frame.elr`. The EL1 table (the kernel) also
+//! saves FP/SIMD registers, because its Rust handlers are free to use them; the EL2 table (the
+//! hypervisor, built without FP/SIMD) does not, so the guest's FP, SVE and SME state at any vector
+//! length is never touched by a trap.
 //! Install with [`vectors_el2`] / [`vectors_el1`] into VBAR_EL2 / VBAR_EL1.
 
 /// Vector numbers (the `vector` argument of `rt_exception`): source x kind.
@@ -56,56 +58,23 @@ pub struct TrapFrame {
     /// SPSR_ELx.
     pub spsr: u64,
     _pad: u64,
-    /// q0..q31.
-    pub q: [u128; 32],
-    /// FPSR.
-    pub fpsr: u64,
-    /// FPCR.
-    pub fpcr: u64,
 }
 
 /// Size of [`TrapFrame`]; the assembly reserves exactly this much.
-pub const FRAME_SIZE: usize = 800;
+pub const FRAME_SIZE: usize = 272;
 const _: () = assert!(core::mem::size_of::<TrapFrame>() == FRAME_SIZE);
 
-// What this block guarantees: for either table, every general-purpose register, ELR_ELx,
-// SPSR_ELx, q0-q31, FPSR and FPCR are stored in a TrapFrame at SP before any Rust code runs, and
-// restored from it (including any edits the handler made) immediately before `eret`. x0 = frame,
-// x1 = vector number on entry to `rt_exception`. SP is the current EL's SP_ELx (the vectors are
-// entered with SPSel = 1), which the binaries keep pointing into a per-CPU stack.
-core::arch::global_asm!(
-    r#"
-.macro rt_vector_entry el, num
-    .balign 0x80
-    sub     sp, sp, #{frame}
-    stp     x0, x1, [sp, #0]
-    mov     x1, #\num
-    b       __rt_trap_el\el
-.endm
+/// FP/SIMD save area the EL1 vectors keep above the frame: q0-q31, FPSR, FPCR.
+#[cfg(target_feature = "neon")]
+const FP_AREA: usize = 32 * 16 + 16;
 
-.macro rt_vector_table el
-.section .text.rt_vectors_el\el, "ax"
-.balign 0x800
-.global __rt_vectors_el\el
-__rt_vectors_el\el:
-    rt_vector_entry \el, 0
-    rt_vector_entry \el, 1
-    rt_vector_entry \el, 2
-    rt_vector_entry \el, 3
-    rt_vector_entry \el, 4
-    rt_vector_entry \el, 5
-    rt_vector_entry \el, 6
-    rt_vector_entry \el, 7
-    rt_vector_entry \el, 8
-    rt_vector_entry \el, 9
-    rt_vector_entry \el, 10
-    rt_vector_entry \el, 11
-    rt_vector_entry \el, 12
-    rt_vector_entry \el, 13
-    rt_vector_entry \el, 14
-    rt_vector_entry \el, 15
-
-__rt_trap_el\el:
+/// Assembler macros both vector tables use: saving and restoring the general-purpose registers
+/// and ELR/SPSR into a [`TrapFrame`], and the 16-entry table itself. Each `global_asm!` block
+/// defines them, uses them and purges them, so the blocks may share one assembly unit.
+macro_rules! vector_macros {
+    () => {
+        r#"
+.macro rt_save_gprs el
     stp     x2, x3, [sp, #16]
     stp     x4, x5, [sp, #32]
     stp     x6, x7, [sp, #48]
@@ -124,48 +93,9 @@ __rt_trap_el\el:
     mrs     x22, spsr_el\el
     stp     x30, x21, [sp, #240]
     str     x22, [sp, #256]
-    stp     q0, q1, [sp, #272]
-    stp     q2, q3, [sp, #304]
-    stp     q4, q5, [sp, #336]
-    stp     q6, q7, [sp, #368]
-    stp     q8, q9, [sp, #400]
-    stp     q10, q11, [sp, #432]
-    stp     q12, q13, [sp, #464]
-    stp     q14, q15, [sp, #496]
-    stp     q16, q17, [sp, #528]
-    stp     q18, q19, [sp, #560]
-    stp     q20, q21, [sp, #592]
-    stp     q22, q23, [sp, #624]
-    stp     q24, q25, [sp, #656]
-    stp     q26, q27, [sp, #688]
-    stp     q28, q29, [sp, #720]
-    stp     q30, q31, [sp, #752]
-    mrs     x21, fpsr
-    mrs     x22, fpcr
-    add     x23, sp, #784
-    stp     x21, x22, [x23]
-    mov     x0, sp
-    bl      rt_exception
-    add     x23, sp, #784
-    ldp     x21, x22, [x23]
-    msr     fpsr, x21
-    msr     fpcr, x22
-    ldp     q0, q1, [sp, #272]
-    ldp     q2, q3, [sp, #304]
-    ldp     q4, q5, [sp, #336]
-    ldp     q6, q7, [sp, #368]
-    ldp     q8, q9, [sp, #400]
-    ldp     q10, q11, [sp, #432]
-    ldp     q12, q13, [sp, #464]
-    ldp     q14, q15, [sp, #496]
-    ldp     q16, q17, [sp, #528]
-    ldp     q18, q19, [sp, #560]
-    ldp     q20, q21, [sp, #592]
-    ldp     q22, q23, [sp, #624]
-    ldp     q24, q25, [sp, #656]
-    ldp     q26, q27, [sp, #688]
-    ldp     q28, q29, [sp, #720]
-    ldp     q30, q31, [sp, #752]
+.endm
+
+.macro rt_restore_gprs el
     ldp     x30, x21, [sp, #240]
     ldr     x22, [sp, #256]
     msr     elr_el\el, x21
@@ -185,17 +115,138 @@ __rt_trap_el\el:
     ldp     x24, x25, [sp, #192]
     ldp     x26, x27, [sp, #208]
     ldp     x28, x29, [sp, #224]
-    add     sp, sp, #{frame}
-    eret
 .endm
 
-rt_vector_table 1
-rt_vector_table 2
+.macro rt_vector_entry el, num, size
+    .balign 0x80
+    sub     sp, sp, #\size
+    stp     x0, x1, [sp, #0]
+    mov     x1, #\num
+    b       __rt_trap_el\el
+.endm
+
+.macro rt_vector_table el, size
+.section .text.rt_vectors_el\el, "ax"
+.balign 0x800
+.global __rt_vectors_el\el
+__rt_vectors_el\el:
+    rt_vector_entry \el, 0, \size
+    rt_vector_entry \el, 1, \size
+    rt_vector_entry \el, 2, \size
+    rt_vector_entry \el, 3, \size
+    rt_vector_entry \el, 4, \size
+    rt_vector_entry \el, 5, \size
+    rt_vector_entry \el, 6, \size
+    rt_vector_entry \el, 7, \size
+    rt_vector_entry \el, 8, \size
+    rt_vector_entry \el, 9, \size
+    rt_vector_entry \el, 10, \size
+    rt_vector_entry \el, 11, \size
+    rt_vector_entry \el, 12, \size
+    rt_vector_entry \el, 13, \size
+    rt_vector_entry \el, 14, \size
+    rt_vector_entry \el, 15, \size
+.endm
+
+"#
+    };
+}
+
+/// Undefines [`vector_macros`] again.
+macro_rules! purge_macros {
+    () => {
+        ".purgem rt_save_gprs\n.purgem rt_restore_gprs\n.purgem rt_vector_entry\n.purgem rt_vector_table\n"
+    };
+}
+
+// What this block guarantees: every general-purpose register, ELR_EL2 and SPSR_EL2 are stored in a
+// TrapFrame at SP before any Rust code runs, and restored from it (including any edits the handler
+// made) immediately before `eret`. x0 = frame, x1 = vector number on entry to `rt_exception`. SP is
+// SP_EL2 (the vectors are entered with SPSel = 1), which the hypervisor keeps pointing into a
+// per-CPU stack. FP/SIMD/SVE/SME registers are neither saved nor touched: the hypervisor is built
+// without FP/SIMD (the xtask checks its code), so a lower EL's vector and matrix state, at any
+// vector length and in streaming mode too, passes through EL2 untouched.
+core::arch::global_asm!(
+    vector_macros!(),
+    r#"
+rt_vector_table 2, {frame}
+__rt_trap_el2:
+    rt_save_gprs 2
+    mov     x0, sp
+    bl      rt_exception
+    rt_restore_gprs 2
+    add     sp, sp, #{frame}
+    eret
 "#,
+    purge_macros!(),
     frame = const FRAME_SIZE,
 );
 
+// What this block guarantees (EL1, builds with FP/SIMD only): as the EL2 table, plus q0-q31, FPSR
+// and FPCR stored in a save area just above the TrapFrame before any Rust code runs (the Rust
+// handlers are free to use them) and restored before `eret`.
+#[cfg(target_feature = "neon")]
+core::arch::global_asm!(
+    vector_macros!(),
+    r#"
+rt_vector_table 1, {total}
+__rt_trap_el1:
+    rt_save_gprs 1
+    add     x23, sp, #{frame}
+    stp     q0, q1, [x23, #0]
+    stp     q2, q3, [x23, #32]
+    stp     q4, q5, [x23, #64]
+    stp     q6, q7, [x23, #96]
+    stp     q8, q9, [x23, #128]
+    stp     q10, q11, [x23, #160]
+    stp     q12, q13, [x23, #192]
+    stp     q14, q15, [x23, #224]
+    stp     q16, q17, [x23, #256]
+    stp     q18, q19, [x23, #288]
+    stp     q20, q21, [x23, #320]
+    stp     q22, q23, [x23, #352]
+    stp     q24, q25, [x23, #384]
+    stp     q26, q27, [x23, #416]
+    stp     q28, q29, [x23, #448]
+    stp     q30, q31, [x23, #480]
+    mrs     x21, fpsr
+    mrs     x22, fpcr
+    add     x24, x23, #512
+    stp     x21, x22, [x24]
+    mov     x0, sp
+    bl      rt_exception
+    add     x23, sp, #{frame}
+    add     x24, x23, #512
+    ldp     x21, x22, [x24]
+    msr     fpsr, x21
+    msr     fpcr, x22
+    ldp     q0, q1, [x23, #0]
+    ldp     q2, q3, [x23, #32]
+    ldp     q4, q5, [x23, #64]
+    ldp     q6, q7, [x23, #96]
+    ldp     q8, q9, [x23, #128]
+    ldp     q10, q11, [x23, #160]
+    ldp     q12, q13, [x23, #192]
+    ldp     q14, q15, [x23, #224]
+    ldp     q16, q17, [x23, #256]
+    ldp     q18, q19, [x23, #288]
+    ldp     q20, q21, [x23, #320]
+    ldp     q22, q23, [x23, #352]
+    ldp     q24, q25, [x23, #384]
+    ldp     q26, q27, [x23, #416]
+    ldp     q28, q29, [x23, #448]
+    ldp     q30, q31, [x23, #480]
+    rt_restore_gprs 1
+    add     sp, sp, #{total}
+    eret
+"#,
+    purge_macros!(),
+    frame = const FRAME_SIZE,
+    total = const FRAME_SIZE + FP_AREA,
+);
+
 extern "C" {
+    #[cfg(target_feature = "neon")]
     static __rt_vectors_el1: u8;
     static __rt_vectors_el2: u8;
 }
@@ -206,7 +257,8 @@ pub fn vectors_el2() -> u64 {
     core::ptr::addr_of!(__rt_vectors_el2) as u64
 }
 
-/// Address of the EL1 vector table (for VBAR_EL1).
+/// Address of the EL1 vector table (for VBAR_EL1). Only in builds with FP/SIMD (the kernel).
+#[cfg(target_feature = "neon")]
 pub fn vectors_el1() -> u64 {
     core::ptr::addr_of!(__rt_vectors_el1) as u64
 }
