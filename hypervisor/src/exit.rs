@@ -29,10 +29,12 @@ pub fn exit(code: u32) -> ! {
     finish(code, Power::Off)
 }
 
-/// Ends the run with success because the guest asked PSCI SYSTEM_RESET: on a board the firmware
-/// resets it (back to what is on the card, e.g. the chainloader); on QEMU the run ends.
+/// Ends the run because the guest asked PSCI SYSTEM_RESET, with its own code
+/// ([`abi::exit::GUEST_RESET`]: a reset is not a power-off; Linux resets after a panic): on a
+/// board the firmware then resets it (back to what is on the card, e.g. the chainloader); on
+/// QEMU the run ends.
 pub fn reset() -> ! {
-    finish(0, Power::Reset)
+    finish(abi::exit::GUEST_RESET, Power::Reset)
 }
 
 fn finish(code: u32, power: Power) -> ! {

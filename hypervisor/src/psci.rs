@@ -1,7 +1,8 @@
 //! PSCI for the guest. vCPU n runs on physical CPU n, so most calls are forwarded to the
 //! firmware after checking their arguments; CPU_ON is rewritten so the physical CPU starts in
 //! the hypervisor (which sets up EL2 and then enters the guest at the requested address), and
-//! SYSTEM_OFF / SYSTEM_RESET end the run.
+//! SYSTEM_OFF (success) / SYSTEM_RESET (its own exit code: a reset is not a power-off) end the
+//! run.
 
 use crate::cpu::{self, CpuState, CPUS};
 use crate::{exit, guest, smccc};
@@ -77,7 +78,9 @@ pub fn handle(fid: u64, a: [u64; 3]) -> [u64; 4] {
             exit::exit(0)
         }
         p::SYSTEM_RESET => {
-            rt::println!("hyp: guest called PSCI SYSTEM_RESET: ending the run");
+            // Not a power-off: Linux resets after a panic (panic=-1). Its own exit code; on a
+            // board the firmware then resets it.
+            rt::println!("hyp: guest called PSCI SYSTEM_RESET: ending the run (exit {})", abi::exit::GUEST_RESET);
             exit::reset()
         }
         _ => ret(p::NOT_SUPPORTED),

@@ -7,6 +7,8 @@
 //!   SMCCC says) and [`error::HypError`].
 //! * [`psci`]: PSCI 0.2 / 1.x function ids (32- and 64-bit), return codes, versions.
 //! * [`exit`]: how a run's QEMU exit code is to be read.
+//! * [`bundle`]: the guest bundle (kernel + initramfs + command line in one initrd file), written
+//!   by the xtask, unpacked by the hypervisor.
 //! * [`report`]: the `@@report ` record format (one JSON object per line): the no_std writers
 //!   [`report::Record`] (buffered, one `write` per record) and [`report::ReportWriter`]
 //!   (streaming into any `core::fmt::Write`), and with the `std` feature the parser
@@ -17,6 +19,7 @@
 #[cfg(feature = "std")]
 extern crate std;
 
+pub mod bundle;
 pub mod error;
 pub mod exit;
 pub mod hypercall;
