@@ -23,11 +23,14 @@ pub enum Exit {
     InstructionAbort,
     SysReg,
     Other,
+    /// Stray guest accesses turned into a synchronous external abort in the guest.
+    InjectedAbort,
 }
 
-const NAMES: [&str; 8] = ["hvc", "smc", "psci", "hypercall", "data_abort", "insn_abort", "sysreg", "other"];
+const NAMES: [&str; 9] =
+    ["hvc", "smc", "psci", "hypercall", "data_abort", "insn_abort", "sysreg", "other", "injected_abort"];
 
-static EXITS: [AtomicU64; 8] = [const { AtomicU64::new(0) }; 8];
+static EXITS: [AtomicU64; 9] = [const { AtomicU64::new(0) }; 9];
 
 /// Counts one exit.
 pub fn count(e: Exit) {

@@ -17,6 +17,7 @@ mod el2;
 mod exit;
 mod guest;
 mod hypercall;
+mod inject;
 mod mem;
 mod memslot;
 mod mmu;
@@ -76,9 +77,11 @@ fn boot(dtb_addr: usize) -> Result<core::convert::Infallible, String> {
     exit::set_on_qemu(board.compatible.iter().any(|c| c == "linux,dummy-virt"));
 
     let opts = options::parse(board.bootargs.as_deref().unwrap_or(""));
+    trap::set_stop_on_fault(opts.stop_on_fault);
+    let home = go_home(&board, &opts, Range::new(dtb_addr as u64, (dtb_addr + size) as u64), dtb_addr);
     let layout = rt::start::image_layout();
     rt::println!(
-        "hyp: pgtlab hypervisor at EL2, image [{:#x}, {:#x}), DTB {dtb_addr:#x} ({size} bytes), {} CPUs, {}",
+        "hyp: pgtlab hypervisor at EL2, image [{:#x}, {:#x}) ({home}), DTB {dtb_addr:#x} ({size} bytes), {} CPUs, {}",
         layout.start,
         layout.end,
         board.cpus.len(),
@@ -121,12 +124,21 @@ fn boot(dtb_addr: usize) -> Result<core::convert::Infallible, String> {
         );
     }
 
-    // The guest kernel.
+    // The guest: a bundle (kernel, initramfs, command line) or a lone kernel in the initrd.
     let initrd = board.initrd.ok_or_else(|| guest::LoadError::NoInitrd.to_string())?;
-    let kernel = guest::load_kernel(Range::new(initrd.base, initrd.end()), &reserved).map_err(|e| e.to_string())?;
+    let loaded = guest::load(Range::new(initrd.base, initrd.end()), &reserved).map_err(|e| e.to_string())?;
+    let kernel = loaded.kernel;
+    // The bundle's command line first, then the guest's words of the boot loader's.
+    let bootargs = [loaded.cmdline.as_str(), opts.guest_bootargs.as_str()]
+        .iter()
+        .filter(|s| !s.is_empty())
+        .copied()
+        .collect::<Vec<_>>()
+        .join(" ");
     // The guest sees only the CPUs it can run on (and no CPU topology naming the others).
     let trimmed: Vec<String> = board.cpus.iter().skip(guest_cpus).map(|c| c.path.clone()).collect();
-    let mut spec = plan.guest_spec(opts.guest_bootargs.clone(), opts.conduit);
+    let mut spec = plan.guest_spec(bootargs, opts.conduit);
+    spec.initrd = loaded.initrd.map(|r| board::Region::new(r.start, r.len()));
     spec.remove.extend(trimmed.iter().cloned());
     if !trimmed.is_empty() {
         spec.remove.push("/cpus/cpu-map".into());
@@ -143,12 +155,20 @@ fn boot(dtb_addr: usize) -> Result<core::convert::Infallible, String> {
     avoid.extend([Range::new(initrd.base, initrd.end()), kernel.range()]);
     let gdtb_at = guest::place_dtb(&gdtb, &avoid).map_err(|e| e.to_string())?;
     rt::println!(
-        "hyp: guest RAM {} (hypervisor keeps [{:#x}, {:#x})), kernel at {:#x} ({} KiB), DTB at {gdtb_at:#x}",
+        "hyp: guest RAM {} (hypervisor keeps [{:#x}, {:#x})), {} at {:#x} ({} KiB){}, DTB at {gdtb_at:#x}",
         ranges_str(guest_ram),
         hyp.start,
         hyp.end,
+        match kernel.kind {
+            guest::KernelKind::Image => "kernel Image",
+            guest::KernelKind::Raw => "raw kernel binary",
+        },
         kernel.entry,
-        kernel.image_size / 1024
+        kernel.image_size / 1024,
+        match loaded.initrd {
+            Some(i) => format!(", initramfs [{:#x}, {:#x})", i.start, i.end),
+            None => String::new(),
+        },
     );
     let mut r = abi::report::Record::new("hyp_boot");
     r.u64("cpus", board.cpus.len() as u64)
@@ -158,6 +178,11 @@ fn boot(dtb_addr: usize) -> Result<core::convert::Infallible, String> {
         .u64("guest_ram_bytes", guest_ram.iter().map(|r| r.len()).sum())
         .u64("hyp_reserved_bytes", plan.kept_bytes())
         .hex("kernel", kernel.entry)
+        .str("kernel_kind", if kernel.kind == guest::KernelKind::Raw { "raw" } else { "image" })
+        .bool("bundle", loaded.bundle)
+        .hex("initramfs", loaded.initrd.map_or(0, |i| i.start))
+        .u64("initramfs_bytes", loaded.initrd.map_or(0, |i| i.len()))
+        .hexes("guest_ram", &guest_ram.iter().flat_map(|r| [r.start, r.end]).collect::<Vec<_>>())
         .hex("dtb", gdtb_at)
         .u64("frame_pool_bytes", plan.frame_pool_bytes)
         .hex("frame_pool_high", frames_hi.start)
@@ -196,6 +221,35 @@ fn aarch32_test_guest(me: usize, insn: u32, at: u64, r1: u64) -> Result<core::co
     el2::setup_cpu(c.vttbr, c.vtcr, c.gic_v3);
     CPUS[me].set_state(CpuState::On);
     el2::enter_aarch32_guest(at, r1)
+}
+
+/// Moves the hypervisor to the top of RAM (`hypcore::home`) so the guest's RAM has no hole: the
+/// image is copied there and boot starts over in the copy (this call then never returns). Says
+/// where the hypervisor runs, for the banner. Called before any static outside the BSS is
+/// written (`rt::start::restart_at`'s condition).
+fn go_home(board: &Board, opts: &options::Options, dtb: Range, dtb_addr: usize) -> &'static str {
+    use hypcore::home::{decide, Home, HomeInput};
+    let layout = rt::start::image_layout();
+    let input = HomeInput {
+        ram: board.memory.iter().map(|r| Range::new(r.base, r.end())).collect(),
+        image: Range::new(layout.start as u64, layout.end as u64),
+        reserved: board.reserved_regions().map(|r| Range::new(r.base, r.end())).collect(),
+        loaded: [Some(dtb), board.initrd.map(|i| Range::new(i.base, i.end()))].into_iter().flatten().collect(),
+        slotpool: opts.slotpool,
+    };
+    match decide(&input) {
+        Home::Here => "top of RAM",
+        Home::Stay(why) => {
+            rt::println!(
+                "hyp: warning: staying where the boot loader put the hypervisor (the guest's RAM gets a hole): {why}"
+            );
+            "where it was loaded"
+        }
+        // SAFETY: `decide` chose a 2 MiB aligned destination inside RAM, clear of the running
+        // image, the DTB, the initrd and reserved memory; only the boot CPU runs; so far only the
+        // heap, the console and the options (BSS statics) have been written.
+        Home::MoveTo(to) => unsafe { rt::start::restart_at(to, dtb_addr as u64) },
+    }
 }
 
 /// The boot-time memory plan (`hypcore::plan`): what the hypervisor keeps, what the guest gets.

@@ -25,6 +25,12 @@ pub const WORDS: &[Word] = &[
     Word::flag("hyp.check-split", "check every page after each eager split against the slot's pool mapping"),
     Word::flag("hyp.check-stage2", "at boot, check that nothing the hypervisor keeps translates in stage 2"),
     Word::choice(
+        "hyp.on-fault",
+        &["inject", "stop"],
+        "a guest access to an address nothing owns: inject a synchronous external abort into the guest (default) or \
+         stop the run with exit 4 and the IPA",
+    ),
+    Word::choice(
         "hyp.test",
         &["el2-fault", "aarch32-abort", "aarch32-hvc"],
         "el2-fault: read an unmapped address at EL2 after setup; aarch32-abort / aarch32-hvc: run a guest in \
@@ -53,6 +59,8 @@ pub struct Options {
     pub check_split: bool,
     /// `hyp.check-stage2`.
     pub check_stage2: bool,
+    /// `hyp.on-fault=stop`: end the run on a stray guest access instead of injecting an abort.
+    pub stop_on_fault: bool,
 }
 
 /// Splits the command line and checks the hypervisor's words; the message of an `Err` names
@@ -87,6 +95,7 @@ pub fn try_parse(bootargs: &str) -> Result<Options, bootargs::Error> {
         slotpool: a.size("hyp.slotpool"),
         check_split: a.flag("hyp.check-split"),
         check_stage2: a.flag("hyp.check-stage2"),
+        stop_on_fault: a.choice("hyp.on-fault") == Some("stop"),
     })
 }
 

@@ -4,6 +4,7 @@
 use crate::counters::{self, Exit};
 use crate::{exit, hypercall, psci};
 use aarch64_cpu::registers::{Readable, Writeable, ESR_EL2, FAR_EL2, HPFAR_EL2};
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use rt::esr;
 use rt::trap::vector;
 use rt::TrapFrame;
@@ -146,8 +147,21 @@ fn fault_ipa(esr_v: u64) -> Option<u64> {
     Some((par & 0x000f_ffff_ffff_f000) | (far & 0xfff))
 }
 
-/// A guest access that stage 2 refused: report it with the IPA and end the run.
-fn guest_abort(frame: &TrapFrame, esr_v: u64, insn: bool) {
+/// `hyp.on-fault=stop`: a stray guest access ends the run (else it is injected into the guest).
+static STOP_ON_FAULT: AtomicBool = AtomicBool::new(false);
+/// Injections reported on the console so far (the first [`INJECT_REPORTS`] are).
+static INJECT_REPORTED: AtomicU64 = AtomicU64::new(0);
+const INJECT_REPORTS: u64 = 8;
+
+/// Chooses what a stray guest access does: end the run (`true`) or abort in the guest.
+pub fn set_stop_on_fault(stop: bool) {
+    STOP_ON_FAULT.store(stop, Ordering::Relaxed);
+}
+
+/// A guest access that stage 2 refused (no RAM, no device there): by default the guest takes a
+/// synchronous external abort, as a bus error on hardware would give it; with
+/// `hyp.on-fault=stop` the run ends with the IPA reported.
+fn guest_abort(frame: &mut TrapFrame, esr_v: u64, insn: bool) {
     let far = FAR_EL2.get();
     let fsc = esr::fault_status(esr_v);
     // HPFAR_EL2.FIPA (IPA[47:12] in bits [43:4]) is only valid for stage-2 translation and
@@ -165,9 +179,22 @@ fn guest_abort(frame: &TrapFrame, esr_v: u64, insn: bool) {
     } else {
         "read"
     };
+    if !STOP_ON_FAULT.load(Ordering::Relaxed) {
+        counters::count(Exit::InjectedAbort);
+        if INJECT_REPORTED.fetch_add(1, Ordering::Relaxed) < INJECT_REPORTS {
+            rt::println!(
+                "hyp: guest {what} at IPA {ipa:#x} (VA {far:#x}, ELR {:#x}) on CPU {}: nothing there, \
+                 injected a synchronous external abort into the guest",
+                frame.elr,
+                crate::cpu::current()
+            );
+        }
+        crate::inject::external_abort(frame, esr_v, far, insn);
+        return;
+    }
     rt::console::panic_print(format_args!(
         "hyp: guest fault on CPU {}: {what} at IPA {ipa:#x} (guest VA {far:#x}, ELR {:#x}): stage-2 {} level {} — \
-         the guest does not own this address\n",
+         the guest does not own this address (hyp.on-fault=stop)\n",
         crate::cpu::current(),
         frame.elr,
         esr::fault_status_name(fsc),

@@ -5,12 +5,14 @@
 //! and installed packages are never touched, and apt checks the archive's signatures and the
 //! package's checksum as always. Results are cached: once a file is there, no network is used.
 //!
-//! Today one file: the Raspberry Pi 5's device tree, `broadcom/bcm2712-rpi-5-b.dtb`, from the
-//! `<codename>-backports` arm64 kernel (Debian 12's own 6.1 kernel predates it).
+//! Two uses: the Raspberry Pi 5's device tree, `broadcom/bcm2712-rpi-5-b.dtb`, from the
+//! `<codename>-backports` arm64 kernel (Debian 12's own 6.1 kernel predates it); and the Linux
+//! guest's kernel and busybox from the machine's own suites ([`Apt`]).
 
 use anyhow::{bail, ensure, Context, Result};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 /// One `deb` entry of the machine's apt sources.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -207,6 +209,195 @@ pub fn file_from_kernel_package(path: &str) -> Result<PathBuf> {
     let _ = std::fs::remove_file(&deb);
     eprintln!("xtask: {} from {image}", cached.display());
     Ok(cached)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Packages of the machine's own (default) suites, with a private apt state: Debian's arm64
+// kernel and busybox for the Linux guest (`crate::linux`). Every apt command runs under a time
+// limit: without network the fetch fails with a message saying what was tried, it never hangs.
+
+/// Longest one apt command may take.
+const APT_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// A private apt state for arm64 packages.
+#[derive(Debug, Clone)]
+pub struct Apt {
+    dir: PathBuf,
+}
+
+/// Runs `cmd` with a time limit; returns stdout, or an error with the last lines of stderr.
+fn run_limited(cmd: &mut Command, what: &str) -> Result<String> {
+    let t0 = Instant::now();
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("{what}: cannot start {:?}", cmd.get_program()))?;
+    let out = child.stdout.take().map(|mut s| {
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            let _ = std::io::Read::read_to_end(&mut s, &mut v);
+            v
+        })
+    });
+    let err = child.stderr.take().map(|mut s| {
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            let _ = std::io::Read::read_to_end(&mut s, &mut v);
+            v
+        })
+    });
+    let status = loop {
+        if let Some(s) = child.try_wait()? {
+            break s;
+        }
+        if t0.elapsed() > APT_TIMEOUT {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!("{what}: no answer after {} s (is the package registry reachable?)", APT_TIMEOUT.as_secs());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let stdout = out.map(|h| h.join().unwrap_or_default()).unwrap_or_default();
+    let stderr = err.map(|h| h.join().unwrap_or_default()).unwrap_or_default();
+    if !status.success() {
+        let e = String::from_utf8_lossy(&stderr);
+        let tail: Vec<&str> = e.lines().filter(|l| !l.trim().is_empty()).rev().take(3).collect();
+        bail!("{what} failed ({status}): {}", tail.into_iter().rev().collect::<Vec<_>>().join(" | "));
+    }
+    Ok(String::from_utf8_lossy(&stdout).into_owned())
+}
+
+impl Apt {
+    /// The apt state under `dir` (created as needed).
+    pub fn new(dir: &Path) -> Result<Apt> {
+        for sub in ["lists/partial", "cache/archives/partial", "debs"] {
+            std::fs::create_dir_all(dir.join(sub)).with_context(|| format!("creating {}", dir.join(sub).display()))?;
+        }
+        let status = dir.join("status");
+        if !status.exists() {
+            std::fs::write(&status, "")?;
+        }
+        Ok(Apt { dir: dir.to_path_buf() })
+    }
+
+    fn options(&self) -> Vec<String> {
+        let d = self.dir.display();
+        let mut o = vec![
+            "APT::Architecture=arm64".to_string(),
+            "APT::Architectures::=arm64".into(),
+            format!("Dir::State::Lists={d}/lists"),
+            format!("Dir::State::status={d}/status"),
+            format!("Dir::Cache={d}/cache"),
+            "Debug::NoLocking=1".into(),
+            "Acquire::Languages=none".into(),
+            "Acquire::http::Timeout=30".into(),
+            "Acquire::https::Timeout=30".into(),
+            "Acquire::Retries=1".into(),
+        ];
+        if crate::system::is_root() {
+            // Downloads land in our directory, which apt's sandbox user may not write.
+            o.push("APT::Sandbox::User=root".into());
+        }
+        o.into_iter().flat_map(|x| ["-o".to_string(), x]).collect()
+    }
+
+    fn apt(&self, tool: &str) -> Result<Command> {
+        let path = crate::system::which(tool)
+            .with_context(|| format!("{tool} not found: the Linux guest comes from Debian's arm64 packages"))?;
+        let mut c = Command::new(path);
+        c.args(self.options()).current_dir(self.dir.join("debs")).env("DEBIAN_FRONTEND", "noninteractive");
+        Ok(c)
+    }
+
+    fn has_lists(&self) -> bool {
+        std::fs::read_dir(self.dir.join("lists"))
+            .map(|it| it.flatten().any(|e| e.file_name().to_string_lossy().contains("_Packages")))
+            .unwrap_or(false)
+    }
+
+    /// `apt-get update` into the private lists.
+    pub fn update(&self) -> Result<()> {
+        eprintln!(
+            "xtask: apt-get update (arm64 package lists from this machine's apt sources, kept in {})",
+            self.dir.display()
+        );
+        run_limited(self.apt("apt-get")?.args(["-q", "update"]), "apt-get update (arm64)")?;
+        if !self.has_lists() {
+            bail!("apt-get update left no arm64 package list: do this machine's apt sources carry arm64 packages?");
+        }
+        Ok(())
+    }
+
+    /// The package a meta package (e.g. `linux-image-cloud-arm64`) depends on first.
+    pub fn first_dependency(&self, meta: &str) -> Result<String> {
+        let out = run_limited(self.apt("apt-cache")?.args(["depends", meta]), &format!("apt-cache depends {meta}"))?;
+        out.lines()
+            .find_map(|l| l.trim().strip_prefix("Depends: "))
+            .map(|s| s.trim().to_string())
+            .with_context(|| format!("apt-cache depends {meta}: no dependency listed"))
+    }
+
+    /// Downloads `package` (if not there yet) and returns its `.deb`.
+    pub fn download(&self, package: &str) -> Result<PathBuf> {
+        let debs = self.dir.join("debs");
+        let find = || -> Option<PathBuf> {
+            std::fs::read_dir(&debs).ok()?.flatten().map(|e| e.path()).find(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with(&format!("{package}_")) && n.ends_with(".deb"))
+            })
+        };
+        if let Some(p) = find() {
+            return Ok(p);
+        }
+        eprintln!("xtask: apt-get download {package} (arm64)");
+        run_limited(self.apt("apt-get")?.args(["-q", "download", package]), &format!("apt-get download {package}"))?;
+        find().with_context(|| format!("apt-get download {package} left no .deb in {}", debs.display()))
+    }
+
+    /// Resolves (a meta package to its first dependency, when `meta`) and downloads, refreshing
+    /// the lists first when there are none, and once more when the lists are stale.
+    pub fn fetch(&self, package: &str, meta: bool) -> Result<PathBuf> {
+        if !self.has_lists() {
+            self.update()?;
+        }
+        let attempt = || -> Result<PathBuf> {
+            let name = if meta { self.first_dependency(package)? } else { package.to_string() };
+            self.download(&name)
+        };
+        match attempt() {
+            Ok(p) => Ok(p),
+            Err(first) => {
+                eprintln!("xtask: {first:#}; refreshing the arm64 package lists and trying again");
+                self.update()?;
+                attempt()
+            }
+        }
+    }
+}
+
+/// Extracts one file of a `.deb` (`member` as in the package, e.g. `./bin/busybox`; `*`
+/// wildcards allowed) to `dest`, with `dpkg-deb --fsys-tarfile | tar`.
+pub fn extract(deb: &Path, member: &str, dest: &Path) -> Result<()> {
+    for tool in ["dpkg-deb", "tar"] {
+        if crate::system::which(tool).is_none() {
+            bail!("{tool} not found: it unpacks Debian's packages (install dpkg and tar)");
+        }
+    }
+    let tmp = dest.with_extension("part");
+    let script = "dpkg-deb --fsys-tarfile \"$1\" | tar -xO --wildcards \"$2\" > \"$3\"";
+    let mut c = Command::new("sh");
+    c.args(["-c", script, "sh"]).arg(deb).arg(member).arg(&tmp);
+    run_limited(&mut c, &format!("unpacking {member} from {}", deb.display()))?;
+    let len = std::fs::metadata(&tmp).map(|m| m.len()).unwrap_or(0);
+    if len == 0 {
+        let _ = std::fs::remove_file(&tmp);
+        bail!("{} has no {member}", deb.display());
+    }
+    std::fs::rename(&tmp, dest)?;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -8,16 +8,20 @@
 //! * [`qemu`]: QEMU command lines, usable CPU models, and runs with a time limit.
 //! * [`outcome`]: a run's verdict, a row of the exit-code table (`lib/abi/src/exit.rs`).
 //! * [`fuzz`]: `cargo xtask fuzz`, libFuzzer runs of the `fuzz` crate's targets.
+//! * [`cpio`], [`debian`], [`linux`]: Debian's arm64 Linux as a guest (apt-get download into
+//!   `target/downloads/linux/`, a busybox initramfs built here).
 //! * [`report`]: the `@@report` records the guest and hypervisor print, as tables.
 //! * [`chainboot`]: the host side of the serial chainloader (and the loader in QEMU on a pty).
 
 pub mod bench;
 pub mod build;
 pub mod chainboot;
+pub mod cpio;
 pub mod debian;
 pub mod flash;
 pub mod fuzz;
 pub mod lint;
+pub mod linux;
 pub mod outcome;
 pub mod qemu;
 pub mod report;

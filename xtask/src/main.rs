@@ -86,6 +86,20 @@ struct RunArgs {
     /// Time limit in seconds: QEMU is killed after it (exit 66); 0 for none.
     #[arg(long, default_value_t = DEFAULT_TIMEOUT_S)]
     timeout: u64,
+    /// Guest kernel instead of the project's kernel: a path (arm64 Image or raw binary), or
+    /// `linux` / `linux-generic` for Debian's arm64 kernel with a busybox initramfs (fetched
+    /// with apt-get into target/linux/).
+    #[arg(long)]
+    guest: Option<String>,
+    /// The guest's initramfs (with `--guest linux`: replaces the busybox one).
+    #[arg(long, requires = "guest")]
+    guest_initrd: Option<std::path::PathBuf>,
+    /// The guest's command line (with `--guest linux`, default "console=ttyAMA0 panic=-1").
+    #[arg(long, requires = "guest")]
+    guest_append: Option<String>,
+    /// Memory tagging: -M virt,mte=on.
+    #[arg(long)]
+    mte: bool,
 }
 
 #[derive(Args)]
@@ -162,6 +176,31 @@ fn real_main(cli: Cli) -> Result<()> {
     }
 }
 
+/// The `--guest*` options as a [`qemu::Guest`].
+fn guest(
+    which: Option<&str>,
+    initrd: Option<std::path::PathBuf>,
+    append: Option<String>,
+) -> Result<Option<qemu::Guest>> {
+    let Some(which) = which else { return Ok(None) };
+    if let Some(flavour) = xtask::linux::Flavour::from_guest_arg(which) {
+        let l = xtask::linux::prepare(flavour, &xtask::linux::extra_programs()?)?;
+        eprintln!("xtask: Linux guest: {} ({}), initramfs {}", l.kernel.display(), l.package, l.initramfs.display());
+        return Ok(Some(qemu::Guest {
+            kernel: l.kernel,
+            initrd: Some(initrd.unwrap_or(l.initramfs)),
+            append: append.unwrap_or_else(|| xtask::linux::DEFAULT_APPEND.into()),
+        }));
+    }
+    let kernel = std::path::PathBuf::from(which);
+    if !kernel.is_file() {
+        return Err(anyhow::Error::new(outcome::Refused(format!(
+            "--guest {which}: no such file (a kernel Image or raw binary, or `linux` / `linux-generic`)"
+        ))));
+    }
+    Ok(Some(qemu::Guest { kernel, initrd, append: append.unwrap_or_default() }))
+}
+
 fn run(a: RunArgs) -> Result<()> {
     let cfg = QemuConfig {
         cpu: a.cpu,
@@ -173,6 +212,8 @@ fn run(a: RunArgs) -> Result<()> {
         gdb: a.gdb,
         gdb_port: a.gdb_port,
         no_hypervisor: a.no_hypervisor,
+        guest: guest(a.guest.as_deref(), a.guest_initrd, a.guest_append)?,
+        mte: a.mte,
         ..QemuConfig::default()
     };
     // Refuse a bad configuration before building anything.

@@ -4,9 +4,15 @@
 //! and the guest kernel the `-initrd` (the hypervisor loads it at EL1 with the Linux boot
 //! protocol); with `--no-hypervisor` the kernel is the `-kernel` and starts at EL1 itself.
 //! Semihosting is on so `qemu-exit` can end the run with the guest's status as exit code.
+//!
+//! Any other guest ([`Guest`]: a kernel, an initramfs, a command line) travels to the hypervisor
+//! as one guest bundle (`abi::bundle`) in the `-initrd` slot, written under `target/guest/`
+//! before QEMU starts; without the hypervisor QEMU boots it directly (`-kernel`, `-initrd`,
+//! `-append`).
 
 use crate::build::Images;
 use anyhow::{Context, Result};
+use std::hash::{Hash, Hasher};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -38,6 +44,58 @@ pub struct QemuConfig {
     pub kernel_at_el2: bool,
     /// A file to give the hypervisor as the guest kernel instead of the built kernel Image.
     pub guest_image: Option<PathBuf>,
+    /// A guest other than the project's kernel (`None`: the kernel).
+    pub guest: Option<Guest>,
+    /// `-M virt,mte=on`: memory tagging.
+    pub mte: bool,
+}
+
+/// A guest kernel with its initramfs and command line (`cargo xtask run --guest …`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Guest {
+    /// An arm64 Image or a raw binary.
+    pub kernel: PathBuf,
+    /// The initramfs, if any.
+    pub initrd: Option<PathBuf>,
+    /// The guest's command line.
+    pub append: String,
+}
+
+impl Guest {
+    /// Where its bundle goes: named by what it holds (paths, sizes, modification times, command
+    /// line), so runs in parallel with different guests never share a file.
+    pub fn bundle_path(&self) -> PathBuf {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        for p in std::iter::once(&self.kernel).chain(self.initrd.iter()) {
+            p.hash(&mut h);
+            if let Ok(m) = std::fs::metadata(p) {
+                m.len().hash(&mut h);
+                m.modified().ok().hash(&mut h);
+            }
+        }
+        self.append.hash(&mut h);
+        crate::workspace_root().join("target/guest").join(format!("bundle-{:016x}.img", h.finish()))
+    }
+
+    /// Writes the bundle (kernel, initramfs, command line) the hypervisor unpacks.
+    pub fn write_bundle(&self) -> Result<PathBuf> {
+        let path = self.bundle_path();
+        if path.is_file() {
+            return Ok(path);
+        }
+        let kernel = std::fs::read(&self.kernel)
+            .with_context(|| format!("reading the guest kernel {}", self.kernel.display()))?;
+        let initrd = match &self.initrd {
+            Some(p) => Some(std::fs::read(p).with_context(|| format!("reading the guest initramfs {}", p.display()))?),
+            None => None,
+        };
+        let append = (!self.append.is_empty()).then_some(self.append.as_str());
+        let b =
+            abi::bundle::write(&kernel, initrd.as_deref(), append).map_err(|e| anyhow::anyhow!("guest bundle: {e}"))?;
+        std::fs::create_dir_all(path.parent().unwrap())?;
+        crate::linux::write_if_changed(&path, &b)?;
+        Ok(path)
+    }
 }
 
 impl Default for QemuConfig {
@@ -54,6 +112,8 @@ impl Default for QemuConfig {
             no_hypervisor: false,
             kernel_at_el2: false,
             guest_image: None,
+            guest: None,
+            mte: false,
         }
     }
 }
@@ -63,15 +123,33 @@ impl QemuConfig {
     pub fn args(&self, images: &Images) -> Vec<String> {
         let mut a = self.machine_args();
         a.extend(["-nographic".into(), "-semihosting-config".into(), "enable=on,target=native".into()]);
-        if self.no_hypervisor || self.kernel_at_el2 {
-            a.extend(["-kernel".into(), images.kernel.display().to_string()]);
-        } else {
-            a.extend(["-kernel".into(), images.hypervisor.display().to_string()]);
-            let guest = self.guest_image.as_ref().unwrap_or(&images.kernel);
-            a.extend(["-initrd".into(), guest.display().to_string()]);
+        let mut append = self.bootargs.clone();
+        match (&self.guest, self.no_hypervisor || self.kernel_at_el2) {
+            (Some(g), true) if self.no_hypervisor => {
+                a.extend(["-kernel".into(), g.kernel.display().to_string()]);
+                if let Some(i) = &g.initrd {
+                    a.extend(["-initrd".into(), i.display().to_string()]);
+                }
+                append = [g.append.as_str(), self.bootargs.as_str()]
+                    .iter()
+                    .filter(|s| !s.is_empty())
+                    .copied()
+                    .collect::<Vec<_>>()
+                    .join(" ");
+            }
+            (_, true) => a.extend(["-kernel".into(), images.kernel.display().to_string()]),
+            (Some(g), false) => {
+                a.extend(["-kernel".into(), images.hypervisor.display().to_string()]);
+                a.extend(["-initrd".into(), g.bundle_path().display().to_string()]);
+            }
+            (None, false) => {
+                a.extend(["-kernel".into(), images.hypervisor.display().to_string()]);
+                let guest = self.guest_image.as_ref().unwrap_or(&images.kernel);
+                a.extend(["-initrd".into(), guest.display().to_string()]);
+            }
         }
-        if !self.bootargs.is_empty() {
-            a.extend(["-append".into(), self.bootargs.clone()]);
+        if !append.is_empty() {
+            a.extend(["-append".into(), append]);
         }
         if self.gdb {
             // Localhost only: `-s` would listen on every interface.
@@ -85,6 +163,9 @@ impl QemuConfig {
         let mut machine = format!("virt,gic-version={}", self.gic);
         if !self.no_hypervisor || self.kernel_at_el2 {
             machine.push_str(",virtualization=on");
+        }
+        if self.mte {
+            machine.push_str(",mte=on");
         }
         let mut a: Vec<String> = vec![
             "-M".into(),
@@ -121,11 +202,16 @@ impl QemuConfig {
     /// One line describing the machine, for test names and logs.
     pub fn describe(&self) -> String {
         format!(
-            "cpu={} gic=v{} smp={} mem={}{}{}",
+            "cpu={} gic=v{} smp={} mem={}{}{}{}{}",
             self.cpu,
             self.gic,
             self.smp,
             self.mem,
+            if self.mte { " mte" } else { "" },
+            match &self.guest {
+                Some(g) => format!(" guest={}", g.kernel.display()),
+                None => String::new(),
+            },
             match (self.no_hypervisor, self.kernel_at_el2, &self.guest_image) {
                 (_, true, _) => " kernel-at-EL2".to_string(),
                 (true, _, _) => " no-hypervisor".to_string(),
@@ -264,6 +350,9 @@ pub fn run(
     echo: impl FnMut(&str),
 ) -> Result<Outcome> {
     cfg.validate().map_err(|why| anyhow::Error::new(crate::outcome::Refused(why)))?;
+    if let (Some(g), false) = (&cfg.guest, cfg.no_hypervisor) {
+        g.write_bundle()?;
+    }
     run_args(qemu, &cfg.args(images), timeout, progress, echo)
 }
 
@@ -456,5 +545,31 @@ mod tests {
         // gdb on localhost only, never `-s` (every interface).
         assert_eq!(after(&a, "-gdb"), Some("tcp:127.0.0.1:1234"));
         assert!(a.contains(&"-S".to_string()) && !a.contains(&"-s".to_string()));
+    }
+
+    #[test]
+    fn another_guest_travels_as_a_bundle_or_boots_alone() {
+        let guest =
+            Guest { kernel: "Image".into(), initrd: Some("rootfs.cpio".into()), append: "console=ttyAMA0".into() };
+        let cfg = QemuConfig {
+            guest: Some(guest.clone()),
+            bootargs: "hyp.on-fault=stop".into(),
+            mte: true,
+            ..Default::default()
+        };
+        let a = cfg.args(&images());
+        assert_eq!(after(&a, "-kernel"), Some("h.img"));
+        let bundle = guest.bundle_path();
+        assert_eq!(after(&a, "-initrd"), Some(bundle.to_str().unwrap()));
+        assert!(bundle.starts_with(crate::workspace_root().join("target/guest")));
+        assert_eq!(after(&a, "-append"), Some("hyp.on-fault=stop"), "the bundle carries the guest's command line");
+        assert_eq!(after(&a, "-M"), Some("virt,gic-version=3,virtualization=on,mte=on"));
+        let plain = QemuConfig { no_hypervisor: true, ..cfg };
+        let a = plain.args(&images());
+        assert_eq!(after(&a, "-M"), Some("virt,gic-version=3,mte=on"));
+        assert_eq!((after(&a, "-kernel"), after(&a, "-initrd")), (Some("Image"), Some("rootfs.cpio")));
+        assert_eq!(after(&a, "-append"), Some("console=ttyAMA0 hyp.on-fault=stop"));
+        let other = Guest { append: "quiet".into(), ..guest.clone() };
+        assert_ne!(other.bundle_path(), guest.bundle_path(), "a different guest gets its own bundle file");
     }
 }

@@ -172,7 +172,7 @@ pub fn parse(bytes: &[u8]) -> Result<Bundle, BundleError> {
             };
         }
         let bad = |why| BundleError::BadPart { part: name, why };
-        if p.offset % ALIGN != 0 {
+        if !p.offset.is_multiple_of(ALIGN) {
             return Err(bad("offset not 4 KiB aligned"));
         }
         if p.offset < floor {
@@ -212,7 +212,7 @@ pub fn write(kernel: &[u8], initrd: Option<&[u8]>, cmdline: Option<&str>) -> Res
         return Err(BundleError::BadCmdline);
     }
     let mut out = std::vec![0u8; HEADER_SIZE as usize];
-    let mut place = |out: &mut Vec<u8>, data: &[u8]| -> (u64, u64) {
+    let place = |out: &mut Vec<u8>, data: &[u8]| -> (u64, u64) {
         if data.is_empty() {
             return (0, 0);
         }

@@ -6,6 +6,10 @@
 //! * [`plan`]: the boot-time memory plan: which RAM the hypervisor keeps (its image and frame
 //!   pool, the memslot pool) and which the guest gets, with an error that names the obstacle
 //!   when a request cannot be met.
+//! * [`exception`]: exception entry into the guest (the synchronous external abort it gets
+//!   for a stray access), as AArch64.TakeException defines it.
+//! * [`home`]: where the hypervisor runs (it moves itself to the top of RAM at boot) so the
+//!   guest's RAM has no hole.
 //! * [`dirty`]: the dirty-bitmap arithmetic of dirty logging (initially-set words, the
 //!   argument checks of a clear, which pages one mask word write-protects).
 #![no_std]
@@ -14,6 +18,8 @@
 extern crate alloc;
 
 pub mod dirty;
+pub mod exception;
+pub mod home;
 pub mod plan;
 pub mod range;
 

@@ -5,10 +5,15 @@
 //! 1. **its region**: from the 2 MiB boundary below its image to the 2 MiB boundary at or above
 //!    `image end + FRAME_POOL_MIN`. The part after the image is the first piece of the
 //!    page-table frame pool. 2 MiB alignment lets the guest's stage 2 use blocks around it.
-//! 2. **more frame pool**, when the pool is larger than what fits in the region (`hyp.pool=`,
-//!    or the default for 2 GiB of RAM and more): 2 MiB aligned, from the top of RAM;
-//! 3. **the memslot pool** (`hyp.slotpool=`): from the top of what is left, 1 GiB aligned when
-//!    it is 1 GiB or more (so 1 GiB blocks can map it), else 2 MiB aligned.
+//! 2. **the memslot pool** (`hyp.slotpool=`): from the top of RAM, 1 GiB aligned when it is
+//!    1 GiB or more (so 1 GiB blocks can map it), else 2 MiB aligned. Taken first: the largest
+//!    alignment first leaves the fewest gaps;
+//! 3. **more frame pool**, when the pool is larger than what fits in the region (`hyp.pool=`,
+//!    or the default for 2 GiB of RAM and more): 2 MiB aligned, from the top of what is left.
+//!
+//! The hypervisor moves itself to the top of RAM first when it can ([`crate::home`]), leaving
+//! room above its region for the memslot pool: then everything it keeps is one block at the top
+//! and the guest's RAM is one range.
 //!
 //! Pieces taken from the top never cover the initrd or firmware-reserved memory. The guest
 //! gets every other byte of RAM. RAM here is the DTB's memory without its `no-map` reserved
@@ -251,6 +256,19 @@ impl MemoryPlan {
         };
 
         let extra = pool.saturating_sub(frames_low.len());
+        let slotpool = match input.slotpool {
+            None | Some(0) => Range::default(),
+            Some(size) => {
+                let align = if size >= BLOCK_1G { BLOCK_1G } else { BLOCK_2M };
+                let size = align_up(size, BLOCK_2M).ok_or(too_large("hyp.slotpool", size))?;
+                range::reserve_top(&mut guest_ram, size, align, &avoid)
+                    .ok_or_else(|| no_room("hyp.slotpool", size, align, &guest_ram, &taken))?
+            }
+        };
+        if !slotpool.is_empty() {
+            taken.push(("the memslot pool", slotpool));
+        }
+
         let frames_high = if extra == 0 {
             Range::default()
         } else {
@@ -262,16 +280,6 @@ impl MemoryPlan {
         if !frames_high.is_empty() {
             taken.push(("the frame pool", frames_high));
         }
-
-        let slotpool = match input.slotpool {
-            None | Some(0) => Range::default(),
-            Some(size) => {
-                let align = if size >= BLOCK_1G { BLOCK_1G } else { BLOCK_2M };
-                let size = align_up(size, BLOCK_2M).ok_or(too_large("hyp.slotpool", size))?;
-                range::reserve_top(&mut guest_ram, size, align, &avoid)
-                    .ok_or_else(|| no_room("hyp.slotpool", size, align, &guest_ram, &taken))?
-            }
-        };
         if let Some(i) = input.initrd {
             if !guest_ram.iter().any(|r| r.contains(i.start, i.len())) {
                 return Err(PlanError::InitrdOutsideRam { initrd: i });
@@ -334,10 +342,9 @@ mod tests {
         let input = PlanInput { slotpool: Some(GIB), ..qemu(4 * GIB) };
         let p = MemoryPlan::new(&input).unwrap();
         assert_eq!(p.frame_pool_bytes, 256 * MIB);
-        assert_eq!(p.frames_high.end, 5 * GIB);
-        // 256 MiB minus the 17 MiB after the image, rounded up to 2 MiB.
-        assert_eq!(p.frames_high.len(), 240 * MIB);
-        assert_eq!(p.slotpool, Range::new(3 * GIB, 4 * GIB), "1 GiB aligned, below the frame pool");
+        assert_eq!(p.slotpool, Range::new(4 * GIB, 5 * GIB), "1 GiB aligned, at the top");
+        // 256 MiB minus the 17 MiB after the image, rounded up to 2 MiB, right below.
+        assert_eq!(p.frames_high, Range::new(4 * GIB - 240 * MIB, 4 * GIB));
         check_invariants(&input, &p);
     }
 
@@ -351,13 +358,17 @@ mod tests {
     }
 
     #[test]
-    fn slotpool_that_cannot_fit_names_the_frame_pool_in_the_way() {
-        // 2 GiB: the default frame pool (128 MiB) takes the top, so no 1 GiB-aligned GiB is left.
-        let input = PlanInput { slotpool: Some(GIB), ..qemu(2 * GIB) };
+    fn frame_pool_that_cannot_fit_names_the_slot_pool_in_the_way() {
+        // 2 GiB: the memslot pool takes the top GiB, the initrd splits what is left below.
+        let input = PlanInput { slotpool: Some(GIB), pool: Some(GIB), ..qemu(2 * GIB) };
         let e = MemoryPlan::new(&input).unwrap_err();
         let msg = e.to_string();
-        assert!(msg.contains("hyp.slotpool") && msg.contains("the frame pool"), "{msg}");
+        assert!(msg.contains("hyp.pool") && msg.contains("the memslot pool") && msg.contains("the initrd"), "{msg}");
         assert!(matches!(e, PlanError::NoRoom { largest, .. } if largest < GIB), "{e:?}");
+        // A slot pool as large as RAM names the initrd.
+        let input = PlanInput { slotpool: Some(2 * GIB), ..qemu(2 * GIB) };
+        let msg = MemoryPlan::new(&input).unwrap_err().to_string();
+        assert!(msg.contains("hyp.slotpool") && msg.contains("the initrd"), "{msg}");
     }
 
     #[test]

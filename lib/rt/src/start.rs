@@ -114,6 +114,7 @@ __rt_stacks:
 );
 
 extern "C" {
+    static __bss_start: u8;
     static __image_start: u8;
     static __image_end: u8;
     static __text_end: u8;
@@ -163,4 +164,45 @@ pub fn stack_bounds(cpu: usize) -> (usize, usize) {
 pub fn all_stacks() -> (usize, usize) {
     let (b, _) = stack_bounds(0);
     (b, b + MAX_CPUS * STACK_SIZE)
+}
+
+/// Copies the running image (text, read-only data and data: everything before the BSS) to
+/// `new_base` and starts the copy from its entry point with x0 = `x0`: `__rt_entry` applies the
+/// relocations for the new address, clears the new BSS and calls `rt_main` again. Used by the
+/// hypervisor to move itself to the top of RAM.
+///
+/// # Safety
+///
+/// `new_base` is 4 KiB aligned; `[new_base, new_base + image_layout().end - start)` is RAM that
+/// nothing uses, identity-accessible (MMU off) and clear of the running image; no other CPU
+/// runs this image; and no static outside the BSS has been written since boot (the copy's
+/// `.data` must be what the linker produced, up to the relocated pointers `__rt_entry` rewrites).
+pub unsafe fn restart_at(new_base: u64, x0: u64) -> ! {
+    let start = core::ptr::addr_of!(__image_start) as u64;
+    let bss = core::ptr::addr_of!(__bss_start) as u64;
+    let words = (bss - start).div_ceil(8);
+    for i in 0..words {
+        // SAFETY: both ranges are 8-byte aligned; the source is the loaded image (readable), the
+        // destination is free RAM the caller gave us; they do not overlap. Volatile: with the MMU
+        // off data accesses are Device memory, and the copy must be done word by word.
+        unsafe {
+            let v = core::ptr::read_volatile((start + 8 * i) as *const u64);
+            core::ptr::write_volatile((new_base + 8 * i) as *mut u64, v);
+        }
+    }
+    crate::cache::clean_invalidate_to_poc(new_base, 8 * words);
+    // SAFETY: the copy is complete and at the point of coherency; the I-cache is invalidated so
+    // no stale instruction from that memory is fetched; the branch goes to the copy's first
+    // instruction (the Image header's branch to `__rt_entry`), which expects only x0.
+    unsafe {
+        core::arch::asm!(
+            "ic iallu",
+            "dsb ish",
+            "isb",
+            "br {entry}",
+            entry = in(reg) new_base,
+            in("x0") x0,
+            options(noreturn),
+        )
+    }
 }

@@ -1,0 +1,220 @@
+//! Debian's arm64 Linux as a guest: the kernel (`linux-image-cloud-arm64` or
+//! `linux-image-arm64`, whichever version the machine's apt sources offer) and a static busybox
+//! fetched with `apt-get download` (`debian`), and an initramfs built here (`cpio`) whose
+//! `/init` prints [`MARKER`] with what the guest sees (a `linux_guest` report record), runs what
+//! the command line asks (`pgtlab_test=panic|stray|dirty`), and powers off.
+//!
+//! Everything lands in `target/downloads/linux/` and is reused on the next run (never committed).
+
+use crate::cpio::Archive;
+use crate::debian::{self, Apt};
+use anyhow::{bail, Context, Result};
+use std::path::{Path, PathBuf};
+
+/// The line `/init` prints once user space runs.
+pub const MARKER: &str = "pgtlab-linux: user space reached";
+/// Kernel command line the Linux guest boots with unless told otherwise.
+pub const DEFAULT_APPEND: &str = "console=ttyAMA0 panic=-1";
+
+/// Which Debian kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flavour {
+    /// `linux-image-cloud-arm64`: virtual-machine drivers only, boots faster.
+    Cloud,
+    /// `linux-image-arm64`: the generic kernel.
+    Generic,
+}
+
+impl Flavour {
+    /// From the `--guest` value: `linux` (cloud) or `linux-generic`.
+    pub fn from_guest_arg(s: &str) -> Option<Flavour> {
+        match s {
+            "linux" | "linux-cloud" => Some(Flavour::Cloud),
+            "linux-generic" => Some(Flavour::Generic),
+            _ => None,
+        }
+    }
+
+    fn meta_package(self) -> &'static str {
+        match self {
+            Flavour::Cloud => "linux-image-cloud-arm64",
+            Flavour::Generic => "linux-image-arm64",
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Flavour::Cloud => "cloud",
+            Flavour::Generic => "generic",
+        }
+    }
+}
+
+/// A Linux guest ready to boot.
+#[derive(Debug, Clone)]
+pub struct LinuxGuest {
+    /// The kernel Image (Debian's `vmlinuz` is an uncompressed arm64 Image).
+    pub kernel: PathBuf,
+    /// The busybox initramfs (uncompressed newc cpio).
+    pub initramfs: PathBuf,
+    /// The Debian package the kernel came from.
+    pub package: String,
+}
+
+fn linux_dir() -> PathBuf {
+    crate::debian::cache_dir().join("linux")
+}
+
+/// The kernel of `flavour`, fetched once.
+fn kernel(apt: &Apt, flavour: Flavour) -> Result<(PathBuf, String)> {
+    let dir = linux_dir().join(flavour.name());
+    let image = dir.join("vmlinuz");
+    let stamp = dir.join("package");
+    if image.is_file() {
+        if let Ok(p) = std::fs::read_to_string(&stamp) {
+            return Ok((image, p.trim().to_string()));
+        }
+    }
+    std::fs::create_dir_all(&dir)?;
+    let deb = apt.fetch(flavour.meta_package(), true)?;
+    debian::extract(&deb, "./boot/vmlinuz-*", &image)?;
+    let package = deb.file_name().and_then(|n| n.to_str()).unwrap_or("?").trim_end_matches(".deb").to_string();
+    let head = std::fs::read(&image)?;
+    if head.len() < 64 || &head[0x38..0x3c] != b"ARMd" {
+        bail!("{} from {package} is not an arm64 Image (no ARMd magic)", image.display());
+    }
+    std::fs::write(&stamp, &package)?;
+    let _ = std::fs::remove_file(&deb);
+    Ok((image, package))
+}
+
+/// Debian's static busybox, fetched once.
+fn busybox(apt: &Apt) -> Result<PathBuf> {
+    let bin = linux_dir().join("busybox");
+    if bin.is_file() {
+        return Ok(bin);
+    }
+    let deb = apt.fetch("busybox-static", false)?;
+    debian::extract(&deb, "./bin/busybox", &bin)?;
+    Ok(bin)
+}
+
+/// `/init`: a busybox shell script.
+pub const INIT: &str = r#"#!/bin/busybox sh
+# pgtlab's Linux guest: report what the guest sees, run the test the command line asks for
+# (pgtlab_test=...), power off. Each busybox applet is called by name: no links needed.
+bb=/bin/busybox
+$bb mount -t proc proc /proc
+$bb mount -t sysfs sysfs /sys
+$bb mount -t devtmpfs devtmpfs /dev
+read up idle < /proc/uptime
+cpus=$($bb grep -c ^processor /proc/cpuinfo)
+ram=$($bb grep ': System RAM' /proc/iomem | $bb cut -d' ' -f1 | $bb tr '\n' ' ')
+ram=${ram% }
+feat=$($bb grep -m1 ^Features /proc/cpuinfo | $bb cut -d: -f2)
+feat=${feat# }
+sve=$($bb cat /proc/sys/abi/sve_default_vector_length 2>/dev/null || echo 0)
+echo "pgtlab-linux: user space reached after $up s: $cpus CPUs, RAM $ram, Linux $($bb uname -r)"
+echo "@@report {\"kind\":\"linux_guest\",\"uptime_s\":$up,\"cpus\":$cpus,\"ram\":\"$ram\",\"kernel\":\"$($bb uname -r)\",\"sve_default_vl\":$sve,\"features\":\"$feat\"}"
+case "$pgtlab_test" in
+panic)
+    echo "pgtlab-linux: crashing the kernel on purpose (sysrq c)"
+    echo c > /proc/sysrq-trigger
+    ;;
+stray)
+    # The first byte above the guest's RAM: not RAM, not a device. Reading it must come back
+    # as a bus error (SIGBUS) in this process, not stop the machine.
+    last=${ram##* }
+    addr=$((0x${last#*-} + 1))
+    $bb devmem $addr 64
+    st=$?
+    echo "@@report {\"kind\":\"linux_stray\",\"addr\":$addr,\"status\":$st}"
+    ;;
+dirty)
+    /bin/pgtlab-dirty $pgtlab_dirty_args
+    ;;
+esac
+echo "pgtlab-linux: powering off"
+$bb poweroff -f
+"#;
+
+/// Builds the initramfs: busybox, `/init`, device nodes, and `extra` files (name, bytes).
+pub fn initramfs(busybox: &[u8], extra: &[(&str, &[u8])]) -> Result<Vec<u8>> {
+    let mut a = Archive::new();
+    for d in ["bin", "dev", "proc", "sys", "tmp"] {
+        a.dir(d, 0o755)?;
+    }
+    a.char_dev("dev/console", 0o600, 5, 1)?;
+    a.char_dev("dev/null", 0o666, 1, 3)?;
+    a.file("bin/busybox", 0o755, busybox)?;
+    a.symlink("bin/sh", "busybox")?;
+    for (name, data) in extra {
+        a.file(name, 0o755, data)?;
+    }
+    a.file("init", 0o755, INIT.as_bytes())?;
+    Ok(a.finish())
+}
+
+/// Fetches (once) Debian's kernel of `flavour` and busybox, and writes the initramfs with
+/// `extra` programs (e.g. `bin/pgtlab-dirty`).
+pub fn prepare(flavour: Flavour, extra: &[(&str, PathBuf)]) -> Result<LinuxGuest> {
+    let dir = linux_dir();
+    let apt = Apt::new(&dir.join("apt"))?;
+    let fetched = kernel(&apt, flavour).and_then(|k| Ok((k, busybox(&apt)?)));
+    let ((kernel, package), busybox) = fetched.context(
+        "cannot fetch Debian's arm64 kernel and busybox with apt-get download (the Linux guest needs this machine's \
+         apt sources and the package registry)",
+    )?;
+    let bb = std::fs::read(&busybox)?;
+    let extra_bytes: Vec<(String, Vec<u8>)> = extra
+        .iter()
+        .map(|(n, p)| Ok((n.to_string(), std::fs::read(p).with_context(|| format!("reading {}", p.display()))?)))
+        .collect::<Result<_>>()?;
+    let refs: Vec<(&str, &[u8])> = extra_bytes.iter().map(|(n, b)| (n.as_str(), b.as_slice())).collect();
+    let cpio = initramfs(&bb, &refs)?;
+    let initramfs = dir.join("initramfs.cpio");
+    write_if_changed(&initramfs, &cpio)?;
+    Ok(LinuxGuest { kernel, initramfs, package })
+}
+
+/// Programs of ours the initramfs carries (none yet).
+pub fn extra_programs() -> Result<Vec<(&'static str, PathBuf)>> {
+    Ok(Vec::new())
+}
+
+/// Writes `data` to `path` unless it already holds exactly that (atomically: a parallel reader
+/// never sees half a file).
+pub fn write_if_changed(path: &Path, data: &[u8]) -> Result<()> {
+    if std::fs::read(path).is_ok_and(|d| d == data) {
+        return Ok(());
+    }
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    std::fs::write(&tmp, data)?;
+    std::fs::rename(&tmp, path)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn initramfs_has_init_busybox_and_a_console() {
+        let c = initramfs(b"BB", &[("bin/extra", b"X")]).unwrap();
+        let e = crate::cpio::read(&c).unwrap();
+        let get = |n: &str| e.iter().find(|x| x.name == n).unwrap_or_else(|| panic!("no {n}"));
+        assert_eq!(get("init").data, INIT.as_bytes());
+        assert_eq!(get("init").mode, crate::cpio::S_IFREG | 0o755);
+        assert_eq!(get("bin/busybox").data, b"BB");
+        assert_eq!(get("dev/console").rdev, (5, 1));
+        assert_eq!(get("bin/extra").data, b"X");
+        assert!(INIT.contains(MARKER), "the marker the tests wait for is what /init prints");
+    }
+
+    #[test]
+    fn guest_names() {
+        assert_eq!(Flavour::from_guest_arg("linux"), Some(Flavour::Cloud));
+        assert_eq!(Flavour::from_guest_arg("linux-generic"), Some(Flavour::Generic));
+        assert_eq!(Flavour::from_guest_arg("/some/Image"), None);
+    }
+}
