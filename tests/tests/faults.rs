@@ -22,7 +22,8 @@ fn guest_undefined_instruction_is_reported() {
 
 #[test]
 fn guest_touching_hypervisor_memory_is_stopped_with_the_ipa() {
-    let run = boot(config(|c| c.bootargs = "test=touch-hyp".into()));
+    // hyp.on-fault=stop: the run ends at the first stray access, with its IPA.
+    let run = boot(config(|c| c.bootargs = "test=touch-hyp hyp.on-fault=stop".into()));
     run.expect_exit(abi::exit::GUEST_FAULT as i32);
     let hyp_start = run.record("hyp_boot").u64("hyp_start").unwrap();
     let fault = run.record("guest_fault");
@@ -30,6 +31,32 @@ fn guest_touching_hypervisor_memory_is_stopped_with_the_ipa() {
     assert_eq!(fault.str("access"), Some("read"));
     run.expect_output(&format!("at IPA {hyp_start:#x}"));
     assert!(!run.outcome.output.contains("did not stop"), "{}", run.dump());
+}
+
+#[test]
+fn a_stray_access_reaches_the_guests_abort_handler() {
+    // The default: the access comes back to the guest as a synchronous external abort (DFSC
+    // 0x10, EC 0x25 from EL1), which the kernel's own fault handler catches; the run goes on.
+    let run = boot(config(|c| c.bootargs = "test=stray-access".into()));
+    run.expect_exit(0);
+    let hyp_start = run.record("hyp_boot").u64("hyp_start").unwrap();
+    run.expect_output(&format!("hyp: guest read at IPA {hyp_start:#x}"));
+    run.expect_output("injected a synchronous external abort into the guest");
+    run.expect_output(
+        "kernel: stray access: synchronous external abort caught by the kernel's handler (ESR 0x96000010",
+    );
+    assert_eq!(run.record("hyp_exits").u64("injected_abort"), Some(1), "{}", run.dump());
+    assert!(run.records("guest_fault").is_empty(), "{}", run.dump());
+}
+
+#[test]
+fn stray_access_without_a_handler_is_the_guests_crash_not_the_hypervisors() {
+    // Unarmed, the injected abort is an unexpected exception in the kernel: it reports it (exit 3).
+    let run = boot(config(|c| c.bootargs = "test=touch-hyp".into()));
+    run.expect_exit(abi::exit::GUEST_EXCEPTION as i32);
+    run.expect_output("kernel: FATAL: unexpected synchronous exception from current EL");
+    run.expect_output("EC 0x25");
+    run.expect_output("ESR 0x96000010");
 }
 
 #[test]

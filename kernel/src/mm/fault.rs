@@ -1,5 +1,6 @@
 //! Expected memory faults: probes that touch an address once and report whether the access
-//! faulted, for the permission tests. A probe arms the catcher; the exception handler then
+//! faulted, for the permission tests (permission and translation faults) and the stray-access
+//! test (the synchronous external abort the hypervisor injects). A probe arms the catcher; the exception handler then
 //! counts a permission or translation fault at EL1 instead of treating it as fatal, and resumes:
 //! after the faulting load/store (ELR + 4), or, for an instruction fetch, at the probe's return
 //! address (the probe branched there with `BLR`, so x30 holds it). Unarmed, or any other
@@ -42,6 +43,11 @@ impl Fault {
     pub fn is_translation(&self) -> bool {
         self.fsc() & 0x3c == 0x04
     }
+    /// Synchronous external abort (not on a table walk): what the hypervisor injects for an
+    /// access to memory nobody owns.
+    pub fn is_external_abort(&self) -> bool {
+        self.fsc() == 0x10
+    }
     /// A short description.
     pub fn describe(&self) -> &'static str {
         rt::esr::fault_status_name(self.fsc())
@@ -56,7 +62,8 @@ pub fn try_catch(frame: &mut TrapFrame, esr: u64, far: u64) -> bool {
     }
     let ec = rt::esr::class(esr);
     let fsc = rt::esr::fault_status(esr) & 0x3c;
-    if !(ec == EC_IABT_CUR || ec == EC_DABT_CUR) || !(fsc == 0x0c || fsc == 0x04) {
+    let external = rt::esr::fault_status(esr) == 0x10;
+    if !(ec == EC_IABT_CUR || ec == EC_DABT_CUR) || !(fsc == 0x0c || fsc == 0x04 || external) {
         return false;
     }
     ARMED_BY.store(0, Ordering::Release);

@@ -77,7 +77,7 @@ pub fn errors() -> Result<(), String> {
     check("create: wraps", create(!(PAGE - 1), 2 * PAGE, hc::MEMSLOT_BACKING_4K), OUT_OF_RANGE)?;
     let ram0 = k.board.memory[0].base;
     check("create: over guest RAM", create(ram0, m2, hc::MEMSLOT_BACKING_4K), OVERLAP)?;
-    if let Some(hole) = k.board.memory.windows(2).find(|w| w[0].end() < w[1].base).map(|w| w[0].end()) {
+    if let Ok(hole) = super::hypervisor_memory() {
         check("create: over the hypervisor", create(hole, PAGE, hc::MEMSLOT_BACKING_4K), DENIED)?;
     }
     if let Some(u) = &k.board.console {
@@ -141,7 +141,7 @@ pub fn errors() -> Result<(), String> {
     check("get: buffer wraps", get(ipa, u64::MAX - 7), OUT_OF_RANGE)?;
     check("get: buffer in a memslot", get(base, 256), OUT_OF_RANGE)?;
     check("get: buffer at 0", get(0, 256), OUT_OF_RANGE)?;
-    if let Some(hole) = k.board.memory.windows(2).find(|w| w[0].end() < w[1].base).map(|w| w[0].end()) {
+    if let Ok(hole) = super::hypervisor_memory() {
         check("get: buffer in the hypervisor", get(hole, 256), DENIED)?;
         check("get: buffer ending in the hypervisor", get(hole - 64, 256), DENIED)?;
         check("clear: mask in the hypervisor", hyp::raw(hc::DIRTY_LOG_CLEAR, id, hole, 64 << 32), DENIED)?;

@@ -2,8 +2,12 @@
 //!
 //! * `test=panic`: a Rust panic (message, backtrace, non-zero exit).
 //! * `test=undef`: an undefined instruction (exception report, non-zero exit).
-//! * `test=touch-hyp`: read the first address of the hole in guest RAM where the hypervisor
-//!   lives; the hypervisor must report the IPA and end the run.
+//! * `test=touch-hyp`: read the first address of the hypervisor's memory (right above guest
+//!   RAM, or a hole in it); with `hyp.on-fault=stop` the hypervisor must report the IPA and end
+//!   the run.
+//! * `test=stray-access`: the same read with the hypervisor's default `hyp.on-fault=inject`: it
+//!   must come back to this kernel as a synchronous external abort, which the fault catcher
+//!   sees.
 //! * `test=mem-perms`: `set_memory_*` permissions hold through the mapping and the linear alias
 //!   (denied accesses are caught and counted), the image is W^X (`mem_perms`).
 //! * `test=memslot-errors`, `test=dirty-log`, `test=memslot-nopool`: the hypervisor's memslots and dirty logging
@@ -29,6 +33,7 @@ pub const NAMES: &[&str] = &[
     "panic",
     "undef",
     "touch-hyp",
+    "stray-access",
     "touch",
     "exit-claim",
     "bad-calls",
@@ -69,6 +74,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
             "touch-hyp" => touch_hole()?,
             "touch" => return Err(calls::touch()?),
             "exit-claim" => calls::exit_claim(),
+            "stray-access" => stray_access()?,
             "bad-calls" => bad_calls()?,
             "smccc" => calls::smccc_rules()?,
             "storm" => calls::storm()?,
@@ -85,19 +91,51 @@ pub fn run(args: &[String]) -> Result<(), String> {
     Ok(())
 }
 
-fn touch_hole() -> Result<(), String> {
+/// The first byte of the hypervisor's memory: a hole in guest RAM, or (the hypervisor moves
+/// itself to the top of RAM) the first byte above it.
+pub fn hypervisor_memory() -> Result<u64, String> {
     let mem = &KERNEL.get().unwrap().board.memory;
-    let hole = mem
-        .windows(2)
+    if KERNEL.get().unwrap().host != crate::power::Host::Hypervisor {
+        return Err("no hypervisor memory to touch: not running under the hypervisor".into());
+    }
+    mem.windows(2)
         .find(|w| w[0].end() < w[1].base)
         .map(|w| w[0].end())
-        .ok_or("test=touch-hyp: guest RAM has no hole (not running under the hypervisor?)")?;
-    // The hole is not RAM: map its first page (stage 1 only) so the access reaches stage 2.
+        .or_else(|| mem.last().map(|r| r.end()))
+        .ok_or_else(|| "no guest RAM".into())
+}
+
+fn touch_hole() -> Result<(), String> {
+    let hole = hypervisor_memory()?;
+    // Not RAM: map its first page (stage 1 only) so the access reaches stage 2.
     let va = crate::mm::map_phys_page(hole)?;
-    rt::println!("kernel: reading {hole:#x} (mapped at {va:#x}), the first byte of the hole in guest RAM");
+    rt::println!("kernel: reading {hole:#x} (mapped at {va:#x}), the first byte of the hypervisor's memory");
     // SAFETY: deliberately reads memory the guest does not own; the hypervisor must stop it.
     let v = unsafe { core::ptr::read_volatile(va as *const u64) };
     Err(format!("read {hole:#x} returned {v:#x}: the hypervisor did not stop an access to its memory"))
+}
+
+fn stray_access() -> Result<(), String> {
+    let hole = hypervisor_memory()?;
+    let va = crate::mm::map_phys_page(hole)?;
+    rt::println!("kernel: reading {hole:#x} (mapped at {va:#x}), the hypervisor's memory, expecting an external abort");
+    match crate::mm::fault::probe_read(va) {
+        Ok(v) => Err(format!("read {hole:#x} returned {v:#x}: no abort reached the guest")),
+        Err(f) if f.is_external_abort() && f.far == va => {
+            rt::println!(
+                "kernel: stray access: synchronous external abort caught by the kernel's handler (ESR {:#x}, FAR {:#x})",
+                f.esr,
+                f.far
+            );
+            Ok(())
+        }
+        Err(f) => Err(format!(
+            "read {hole:#x}: expected an external abort at FAR {va:#x}, got {} (ESR {:#x}, FAR {:#x})",
+            f.describe(),
+            f.esr,
+            f.far
+        )),
+    }
 }
 
 fn expect(what: &str, got: u64, want: i64) -> Result<(), String> {
