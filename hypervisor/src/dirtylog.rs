@@ -70,12 +70,18 @@ pub struct Log {
 
 /// DIRTY_LOG_ENABLE.
 pub fn enable(id: u64, flags: u64) -> Result<(), HypError> {
+    enable_slot(id, flags, false)
+}
+
+/// DIRTY_LOG_ENABLE on any slot (`internal`: the guest-RAM slot too, for the hypervisor's own
+/// callers).
+pub fn enable_slot(id: u64, flags: u64, internal: bool) -> Result<(), HypError> {
     if flags & !(hc::DIRTY_LOG_MANUAL_PROTECT | hc::DIRTY_LOG_EAGER_SPLIT) != 0 {
         return Err(HypError::InvalidParameter);
     }
     let opts = split::walker();
     let mut st = SLOTS.lock();
-    let slot = st.get_mut(id)?;
+    let slot = if internal { st.get_any_mut(id)? } else { st.get_mut(id)? };
     if slot.log.is_some() {
         return Err(HypError::Busy);
     }
@@ -89,10 +95,9 @@ pub fn enable(id: u64, flags: u64) -> Result<(), HypError> {
         let mut guard = STAGE2.lock();
         let s2 = guard.as_mut().ok_or(HypError::NoMemory)?;
         let mut tlb = HwTlb::detect();
-        split::write_protect(s2, &mut tlb, slot.range())?;
+        split::write_protect(s2, &mut tlb, slot.range(), SlotMapping::of(slot).read_only())?;
         if eager {
-            let m = SlotMapping { base: slot.base, backing_size: slot.backing_size() };
-            let r = split::split_range(s2, &mut tlb, slot.range(), opts, Some(m));
+            let r = split::split_range(s2, &mut tlb, slot.range(), opts, Some(SlotMapping::of(slot)));
             s2.frames_mut().drain();
             r?;
         }
@@ -104,8 +109,13 @@ pub fn enable(id: u64, flags: u64) -> Result<(), HypError> {
 /// DIRTY_LOG_DISABLE: stops tracking; pages stay as they are (split, possibly read-only) and
 /// become writable again on their next write fault, as in KVM.
 pub fn disable(id: u64) -> Result<(), HypError> {
+    disable_slot(id, false)
+}
+
+/// DIRTY_LOG_DISABLE on any slot (see [`enable_slot`]).
+pub fn disable_slot(id: u64, internal: bool) -> Result<(), HypError> {
     let mut st = SLOTS.lock();
-    let slot = st.get_mut(id)?;
+    let slot = if internal { st.get_any_mut(id)? } else { st.get_mut(id)? };
     if slot.log.take().is_none() {
         return Err(HypError::InvalidParameter);
     }
@@ -143,7 +153,7 @@ pub fn clear(id: u64, mask: u64, arg: u64) -> Result<(), HypError> {
     let opts = split::walker();
     let mut st = SLOTS.lock();
     let slot = st.get_mut(id)?;
-    let m = SlotMapping { base: slot.base, backing_size: slot.backing_size() };
+    let m = SlotMapping::of(slot);
     let pages = slot.pages();
     let log = slot.log.as_mut().ok_or(HypError::InvalidParameter)?;
     let req = ClearRequest::new(arg & 0xffff_ffff, arg >> 32, pages)?;
@@ -152,9 +162,63 @@ pub fn clear(id: u64, mask: u64, arg: u64) -> Result<(), HypError> {
     let mut guard = STAGE2.lock();
     let s2 = guard.as_mut().ok_or(HypError::NoMemory)?;
     let mut tlb = HwTlb::detect();
-    let r = clear_words(s2, &mut tlb, log, m, &req, mask, opts);
+    // SAFETY: guest_buffer checked the whole mask lies in guest RAM, mapped at EL2; the guest
+    // may change it concurrently, which only changes what is cleared.
+    let word = |w: u64| unsafe { core::ptr::read_volatile((mask as *const u64).add(w as usize)) };
+    let r = clear_words(s2, &mut tlb, log, m, &req, word, opts);
     s2.frames_mut().drain();
     r
+}
+
+/// The hypervisor's own dirty-log calls on any slot (the guest-RAM slot included), with the
+/// bitmap and masks in its own memory.
+pub mod internal {
+    use super::*;
+
+    /// Copies slot `id`'s dirty bitmap into `out` (resized to the bitmap's words); returns the
+    /// number of dirty pages.
+    pub fn get(id: u64, out: &mut alloc::vec::Vec<u64>) -> Result<u64, HypError> {
+        let mut st = SLOTS.lock();
+        let slot = st.get_any_mut(id)?;
+        let log = slot.log.as_mut().ok_or(HypError::InvalidParameter)?;
+        let words = log.dirty.words();
+        out.clear();
+        out.extend_from_slice(words);
+        Ok(words.iter().map(|w| u64::from(w.count_ones())).sum())
+    }
+
+    /// DIRTY_LOG_CLEAR of `count` pages from `first` with the mask words `mask` (bit `i` of
+    /// word `w` = page `first + 64 w + i`): clears those bits and write-protects (and, with
+    /// manual protect and eager split, splits) those pages, flushed before it returns.
+    pub fn clear(id: u64, first: u64, count: u64, mask: &[u64]) -> Result<(), HypError> {
+        let opts = split::walker();
+        let mut st = SLOTS.lock();
+        let slot = st.get_any_mut(id)?;
+        let m = SlotMapping::of(slot);
+        let pages = slot.pages();
+        let log = slot.log.as_mut().ok_or(HypError::InvalidParameter)?;
+        let req = ClearRequest::new(first, count, pages)?;
+        if (mask.len() as u64) < req.mask_words() {
+            return Err(HypError::InvalidParameter);
+        }
+        let mut guard = STAGE2.lock();
+        let s2 = guard.as_mut().ok_or(HypError::NoMemory)?;
+        let mut tlb = HwTlb::detect();
+        let r = clear_words(s2, &mut tlb, log, m, &req, |w| mask[w as usize], opts);
+        s2.frames_mut().drain();
+        r
+    }
+
+    /// Write-protects all of slot `id` (flushed everywhere before it returns) without touching
+    /// its bitmap: from here every guest write to it faults.
+    pub fn protect_all(id: u64) -> Result<(), HypError> {
+        let mut st = SLOTS.lock();
+        let slot = st.get_any_mut(id)?;
+        let (r, perms) = (slot.range(), SlotMapping::of(slot).read_only());
+        let mut guard = STAGE2.lock();
+        let s2 = guard.as_mut().ok_or(HypError::NoMemory)?;
+        split::write_protect(s2, &mut HwTlb::detect(), r, perms)
+    }
 }
 
 /// The loop of [`clear`], over the mask's words.
@@ -164,17 +228,14 @@ fn clear_words(
     log: &mut Log,
     slot: SlotMapping,
     req: &ClearRequest,
-    mask: u64,
+    mask: impl Fn(u64) -> u64,
     opts: WalkerOpts,
 ) -> Result<(), HypError> {
     // As KVM: only with initially-set do clears split (otherwise enable already did).
     let split_here = log.manual && log.eager;
     let words = log.dirty.words();
     for w in 0..req.mask_words() {
-        // SAFETY: guest_buffer checked the whole mask lies in guest RAM, mapped at EL2; the
-        // guest may change it concurrently, which only changes what is cleared.
-        let raw = unsafe { core::ptr::read_volatile((mask as *const u64).add(w as usize)) };
-        let m = req.applied(w, raw);
+        let m = req.applied(w, mask(w));
         if m == 0 {
             continue;
         }
@@ -187,7 +248,7 @@ fn clear_words(
         if split_here {
             split::split_range(s2, tlb, r, opts, None)?;
         }
-        split::write_protect(s2, tlb, r)?;
+        split::write_protect(s2, tlb, r, slot.read_only())?;
         if split_here {
             split::check_split(s2, r, slot);
         }
@@ -227,7 +288,13 @@ pub fn handle_write_fault(fault_ipa: u64) -> bool {
     let Some(slot) = st.containing(fault_ipa) else {
         return false;
     };
+    if crate::migrate::holding(fault_ipa) {
+        // The guest is stopped for the last copy: leave the page read-only; the write retries
+        // and waits until the copy is over.
+        return true;
+    }
     let base = slot.base;
+    let writable = SlotMapping::of(slot).writable();
     // A slot whose log was disabled keeps its read-only pages until they are written: make them
     // writable then, without marking anything dirty (as KVM).
     let log = slot.log.as_mut();
@@ -263,7 +330,7 @@ pub fn handle_write_fault(fault_ipa: u64) -> bool {
             }
             s2.frames_mut().drain();
         }
-        if s2.protect(&mut local, ipa(page_ipa), PAGE, Perms::RW).is_err() {
+        if s2.protect(&mut local, ipa(page_ipa), PAGE, writable).is_err() {
             return false;
         }
         local.isb();

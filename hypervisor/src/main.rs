@@ -20,6 +20,7 @@ mod hypercall;
 mod inject;
 mod mem;
 mod memslot;
+mod migrate;
 mod mmu;
 mod options;
 mod psci;
@@ -128,8 +129,10 @@ fn boot(dtb_addr: usize) -> Result<core::convert::Infallible, String> {
     let initrd = board.initrd.ok_or_else(|| guest::LoadError::NoInitrd.to_string())?;
     let loaded = guest::load(Range::new(initrd.base, initrd.end()), &reserved).map_err(|e| e.to_string())?;
     let kernel = loaded.kernel;
+    let migration = if opts.migrate { Some(setup_migration(&board, &plan)?) } else { None };
     // The bundle's command line first, then the guest's words of the boot loader's.
-    let bootargs = [loaded.cmdline.as_str(), opts.guest_bootargs.as_str()]
+    let ctl_arg = migration.as_ref().map(|m| format!("pgtlab_ctl={:#x}", m.control)).unwrap_or_default();
+    let bootargs = [loaded.cmdline.as_str(), opts.guest_bootargs.as_str(), ctl_arg.as_str()]
         .iter()
         .filter(|s| !s.is_empty())
         .copied()
@@ -139,6 +142,14 @@ fn boot(dtb_addr: usize) -> Result<core::convert::Infallible, String> {
     let trimmed: Vec<String> = board.cpus.iter().skip(guest_cpus).map(|c| c.path.clone()).collect();
     let mut spec = plan.guest_spec(bootargs, opts.conduit);
     spec.initrd = loaded.initrd.map(|r| board::Region::new(r.start, r.len()));
+    if let Some(m) = &migration {
+        spec.remove_cpus = alloc::vec![m.worker_mpidr];
+        spec.extra_devices = alloc::vec![board::ExtraDevice {
+            name: "hyp-control".into(),
+            compatible: "pgtlab,hyp-control".into(),
+            reg: board::Region::new(m.control, mem::PAGE),
+        }];
+    }
     spec.remove.extend(trimmed.iter().cloned());
     if !trimmed.is_empty() {
         spec.remove.push("/cpus/cpu-map".into());
@@ -252,11 +263,49 @@ fn go_home(board: &Board, opts: &options::Options, dtb: Range, dtb_addr: usize) 
     }
 }
 
+/// What `hyp.migrate` set up.
+struct Migration {
+    control: u64,
+    worker_mpidr: u64,
+}
+
+/// `hyp.migrate`: the last CPU becomes the migration worker, the control page goes on the first
+/// free page above RAM (clear of every device), the mirror is the plan's.
+fn setup_migration(board: &Board, plan: &hypcore::plan::MemoryPlan) -> Result<Migration, String> {
+    let n = board.cpus.len().min(rt::MAX_CPUS);
+    if n < 2 {
+        return Err("hyp.migrate needs at least 2 CPUs (the last one copies, the others run the guest)".into());
+    }
+    let worker = (n - 1, board.cpus[n - 1].mpidr);
+    let top = board.memory.iter().map(|r| r.end()).max().unwrap_or(0);
+    let busy: Vec<Range> = board
+        .devices
+        .iter()
+        .flat_map(|d| d.regions.iter().chain(d.windows.iter().map(|w| &w.region)))
+        .map(|r| Range::new(r.base, r.end()))
+        .collect();
+    let mut control = hypcore::range::align_up(top, mem::BLOCK_2M).ok_or("no room above RAM")?;
+    while busy.iter().any(|b| b.overlaps(&Range::new(control, control + mem::PAGE))) {
+        control += mem::BLOCK_2M;
+    }
+    if control + mem::PAGE > 1 << pgtable::regime::IPA_BITS {
+        return Err("hyp.migrate: no free page for the control page in the IPA space".into());
+    }
+    migrate::init(&plan.guest_ram, plan.mirror, control, worker)?;
+    rt::println!(
+        "hyp: migrate: CPU {} is the copier, second memory image {}, control page at {control:#x}",
+        worker.0,
+        plan.mirror
+    );
+    Ok(Migration { control, worker_mpidr: worker.1 })
+}
+
 /// The boot-time memory plan (`hypcore::plan`): what the hypervisor keeps, what the guest gets.
 fn memory_plan(board: &Board, opts: &options::Options) -> Result<hypcore::plan::MemoryPlan, String> {
     let layout = rt::start::image_layout();
     let image = Range::new(layout.start as u64, layout.end as u64);
-    let input = hypcore::plan::PlanInput::from_board(board, image, opts.pool, opts.slotpool);
+    let mut input = hypcore::plan::PlanInput::from_board(board, image, opts.pool, opts.slotpool);
+    input.mirror = opts.migrate;
     hypcore::plan::MemoryPlan::new(&input).map_err(|e| alloc::format!("memory plan: {e}"))
 }
 
@@ -284,6 +333,9 @@ extern "C" fn rt_secondary_main(cpu: usize) -> ! {
     VBAR_EL2.set(rt::trap::vectors_el2());
     // First the MMU: everything shared is read through the caches, coherently with the boot CPU.
     mmu::enable_secondary(cpu);
+    if migrate::worker_cpu() == Some(cpu) {
+        migrate::worker_main();
+    }
     let c = &CPUS[cpu];
     start_cpu(cpu, c.entry.load(Ordering::Relaxed), c.context.load(Ordering::Relaxed))
 }

@@ -75,6 +75,9 @@ pub struct Slot {
     pub backing: u64,
     /// Dirty logging, while enabled.
     pub log: Option<Log>,
+    /// The guest's own RAM (identity-mapped, registered by the hypervisor for dirty logging
+    /// under a running guest): no hypercall can name, log or delete it.
+    pub guest_ram: bool,
 }
 
 impl Slot {
@@ -99,8 +102,12 @@ pub struct Slots {
 }
 
 impl Slots {
-    /// The slot with `id`.
+    /// The memslot with `id`, as a hypercall names it (never the guest-RAM slot).
     pub fn get_mut(&mut self, id: u64) -> Result<&mut Slot, HypError> {
+        self.slots.iter_mut().find(|s| s.id == id && !s.guest_ram).ok_or(HypError::NotFound)
+    }
+    /// Any slot with `id`, the guest-RAM slot included (the hypervisor's own calls).
+    pub fn get_any_mut(&mut self, id: u64) -> Result<&mut Slot, HypError> {
         self.slots.iter_mut().find(|s| s.id == id).ok_or(HypError::NotFound)
     }
     /// The slot holding `ipa`.
@@ -180,7 +187,7 @@ pub fn create(base: u64, size: u64, flags: u64) -> Result<u64, HypError> {
     if busy {
         return Err(HypError::Overlap);
     }
-    if st.slots.len() >= hc::MAX_MEMSLOTS || pool.range.len() < bsize {
+    if st.slots.iter().filter(|s| !s.guest_ram).count() >= hc::MAX_MEMSLOTS || pool.range.len() < bsize {
         return Err(HypError::NoMemory);
     }
     let mut tlb = HwTlb::detect();
@@ -206,8 +213,29 @@ pub fn create(base: u64, size: u64, flags: u64) -> Result<u64, HypError> {
     }
     let id = st.next_id;
     st.next_id += 1;
-    st.slots.push(Slot { id, base, size, backing, log: None });
+    st.slots.push(Slot { id, base, size, backing, log: None, guest_ram: false });
     Ok(id)
+}
+
+/// Registers the guest's RAM range `r` (already mapped, identity) as a slot the hypervisor's
+/// own dirty logging can work on (`migrate`); returns its id. Registered once: a second call
+/// returns the same id.
+pub fn register_guest_ram(r: Range) -> u64 {
+    let mut st = SLOTS.lock();
+    if let Some(s) = st.slots.iter().find(|s| s.guest_ram && s.range() == r) {
+        return s.id;
+    }
+    let id = st.next_id;
+    st.next_id += 1;
+    st.slots.push(Slot {
+        id,
+        base: r.start,
+        size: r.len(),
+        backing: hc::MEMSLOT_BACKING_4K,
+        log: None,
+        guest_ram: true,
+    });
+    id
 }
 
 /// MEMSLOT_DELETE.

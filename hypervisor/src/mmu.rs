@@ -146,6 +146,10 @@ pub fn setup(board: &Board, plan: &hypcore::plan::MemoryPlan) -> Result<(u64, u6
         let rw = Attributes::normal(Perms::RW);
         map(&mut el2, &mut tlb, "frame pool (high)", frames_hi.start, frames_hi.end, rw, false)?;
     }
+    if !plan.mirror.is_empty() {
+        let rw = Attributes::normal(Perms::RW);
+        map(&mut el2, &mut tlb, "second memory image", plan.mirror.start, plan.mirror.end, rw, false)?;
+    }
     if let Some(u) = &board.console {
         map(
             &mut el2,

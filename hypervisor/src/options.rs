@@ -24,6 +24,11 @@ pub const WORDS: &[Word] = &[
     Word::size("hyp.slotpool", 2 * M, 1 << 40, "memory backing memslots, from the top of RAM (default none)"),
     Word::flag("hyp.check-split", "check every page after each eager split against the slot's pool mapping"),
     Word::flag("hyp.check-stage2", "at boot, check that nothing the hypervisor keeps translates in stage 2"),
+    Word::flag(
+        "hyp.migrate",
+        "dirty logging under the running guest as live migration does: the last CPU copies into a second memory \
+         image, the guest gets a control page (pgtlab_ctl=ADDR on its command line)",
+    ),
     Word::choice(
         "hyp.on-fault",
         &["inject", "stop"],
@@ -61,6 +66,8 @@ pub struct Options {
     pub check_stage2: bool,
     /// `hyp.on-fault=stop`: end the run on a stray guest access instead of injecting an abort.
     pub stop_on_fault: bool,
+    /// `hyp.migrate`.
+    pub migrate: bool,
 }
 
 /// Splits the command line and checks the hypervisor's words; the message of an `Err` names
@@ -96,6 +103,7 @@ pub fn try_parse(bootargs: &str) -> Result<Options, bootargs::Error> {
         check_split: a.flag("hyp.check-split"),
         check_stage2: a.flag("hyp.check-stage2"),
         stop_on_fault: a.choice("hyp.on-fault") == Some("stop"),
+        migrate: a.flag("hyp.migrate"),
     })
 }
 

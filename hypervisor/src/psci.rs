@@ -88,7 +88,8 @@ pub fn handle(fid: u64, a: [u64; 3]) -> [u64; 4] {
 }
 
 fn cpu_on(target: u64, entry: u64, context: u64) -> i64 {
-    let Some(idx) = cpu::index_of(target) else {
+    let Some(idx) = cpu::index_of(target).filter(|&i| Some(i) != crate::migrate::worker_cpu()) else {
+        // Not a CPU of the guest (the migration worker is the hypervisor's).
         return p::INVALID_PARAMETERS;
     };
     if !guest::is_guest_ram(entry, 4) || !entry.is_multiple_of(4) {

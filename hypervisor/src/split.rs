@@ -63,6 +63,31 @@ pub struct SlotMapping {
     pub base: u64,
     /// Its backing unit (4 KiB, 2 MiB or 1 GiB).
     pub backing_size: u64,
+    /// The guest's RAM: IPA = PA (no slot pool).
+    pub identity: bool,
+}
+
+impl SlotMapping {
+    /// The mapping of `slot`.
+    pub fn of(slot: &crate::memslot::Slot) -> SlotMapping {
+        SlotMapping { base: slot.base, backing_size: slot.backing_size(), identity: slot.guest_ram }
+    }
+    /// Permissions of a write-protected page: the guest's RAM stays executable.
+    pub fn read_only(&self) -> Perms {
+        if self.identity {
+            Perms::RX
+        } else {
+            Perms::RO
+        }
+    }
+    /// Permissions of a page made writable again.
+    pub fn writable(&self) -> Perms {
+        if self.identity {
+            Perms::RWX
+        } else {
+            Perms::RW
+        }
+    }
 }
 
 /// Page-table pages a split of `len` bytes may need: one per 1 GiB block (its level-2 table)
@@ -115,26 +140,31 @@ pub fn split_range(
     Ok(())
 }
 
-/// Write-protects `r`, counting the walk's visits.
-pub fn write_protect(s2: &mut S2, tlb: &mut HwTlb, r: Range) -> Result<(), HypError> {
+/// Write-protects `r` (to `perms`: read-only, executable for the guest's RAM), counting the
+/// walk's visits.
+pub fn write_protect(s2: &mut S2, tlb: &mut HwTlb, r: Range, perms: Perms) -> Result<(), HypError> {
     let before = s2.stats().walk;
-    let res = s2.protect(tlb, ipa(r.start), r.len(), Perms::RO);
+    let res = s2.protect(tlb, ipa(r.start), r.len(), perms);
     DIRTY.add_protect_visits(&before, &s2.stats().walk);
     res.map_err(map_err)
 }
 
 /// `hyp.check-split` (when on): every page of `r` is now a read-only 4 KiB page mapping exactly
-/// the pool frame the memslot mapped before the split. A mismatch is a hypervisor bug: panic
+/// the frame the slot mapped before the split (the pool's, or the same address for guest RAM). A mismatch is a hypervisor bug: panic
 /// (the run ends with the report).
 pub fn check_split(s2: &S2, r: Range, m: SlotMapping) {
     if !CHECK_SPLIT.load(Ordering::Relaxed) {
         return;
     }
-    let Some(pool) = pool() else { return };
+    let pool = pool();
     let mut a = r.start;
     while a < r.end {
         let t = s2.translate(ipa(a)).unwrap_or_else(|| panic!("check-split: IPA {a:#x} unmapped after a split"));
-        let want = pool.pa_of(m.backing_size, m.base, a);
+        let want = match (m.identity, pool) {
+            (true, _) => a,
+            (false, Some(p)) => p.pa_of(m.backing_size, m.base, a),
+            (false, None) => return,
+        };
         assert!(
             t.level == 3 && t.phys.as_u64() == want && !t.attrs.perms.contains(Perms::WRITE),
             "check-split: IPA {a:#x} -> {:#x} level {} {:?}, want {want:#x} level 3 read-only",

@@ -64,6 +64,12 @@ fn lower_sync(frame: &mut TrapFrame) {
             if !insn && dirty_log_fault(esr_v) {
                 return;
             }
+            if insn && in_split(esr_v) {
+                return;
+            }
+            if !insn && emulated_mmio(frame, esr_v) {
+                return;
+            }
             guest_abort(frame, esr_v, insn);
         }
         ec => {
@@ -122,6 +128,10 @@ fn dirty_log_fault(esr_v: u64) -> bool {
         // The guest's stage 1 changed under us: let it retry (it faults again if it must).
         return true;
     };
+    if crate::migrate::park(ipa) {
+        // Held during a stop-and-copy; the write retries now.
+        return true;
+    }
     crate::dirtylog::handle_write_fault(ipa)
 }
 
@@ -156,6 +166,27 @@ const INJECT_REPORTS: u64 = 8;
 /// Chooses what a stray guest access does: end the run (`true`) or abort in the guest.
 pub fn set_stop_on_fault(stop: bool) {
     STOP_ON_FAULT.store(stop, Ordering::Relaxed);
+}
+
+/// An instruction fetch that hit a block another CPU is splitting (break-before-make leaves the
+/// entry invalid for a moment): it translates again now, so the guest retries. Data accesses
+/// get the same treatment in [`dirty_log_fault`].
+fn in_split(esr_v: u64) -> bool {
+    if esr::fault_status(esr_v) & 0x3c != 0x04 {
+        return false;
+    }
+    let ipa = ((HPFAR_EL2.get() & 0x0fff_ffff_fff0) << 8) | (FAR_EL2.get() & 0xfff);
+    crate::dirtylog::handle_translation_fault(ipa)
+}
+
+/// A load or store to the hypervisor's control page (`migrate`), emulated; HPFAR_EL2 holds the
+/// IPA of the translation fault. Returns whether it was one.
+fn emulated_mmio(frame: &mut TrapFrame, esr_v: u64) -> bool {
+    if esr::fault_status(esr_v) & 0x3c != 0x04 {
+        return false;
+    }
+    let ipa = ((HPFAR_EL2.get() & 0x0fff_ffff_fff0) << 8) | (FAR_EL2.get() & 0xfff);
+    crate::migrate::mmio(frame, esr_v, ipa)
 }
 
 /// A guest access that stage 2 refused (no RAM, no device there): by default the guest takes a

@@ -11,6 +11,7 @@ use object::elf;
 use object::read::elf::{ElfFile64, FileHeader, ProgramHeader, Rela, SectionHeader};
 use object::{Endianness, Object, ObjectSymbol};
 use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::time::Instant;
 
 /// The bare-metal binaries and their targets: the two that boot (the hypervisor never uses
@@ -77,6 +78,51 @@ pub fn build(tc: &CrossToolchain, features: &[String]) -> Result<Images> {
     eprintln!("xtask: images in {} ({:.1} s)", images_dir().display(), t0.elapsed().as_secs_f64());
     let (k, h) = (paths[1].clone(), paths[0].clone());
     Ok(Images { hypervisor: h.0, hypervisor_elf: h.1, kernel: k.0, kernel_elf: k.1 })
+}
+
+/// Where the Linux guest's programs are built (their own flags: static Linux executables).
+pub fn user_target_dir() -> PathBuf {
+    workspace_root().join("target/cross-user")
+}
+
+/// Rustflags of the Linux guest's programs: static, non-PIE executables Linux loads at the
+/// linker's default address, entered at `_start` (`linux-user/src/sys.rs`).
+fn user_rustflags(tc: &CrossToolchain) -> String {
+    let mut f = vec!["-C relocation-model=static".to_string(), "-C link-arg=--gc-sections".to_string()];
+    if let Some(l) = &tc.linker {
+        f.push(format!("-C linker={}", l.display()));
+    }
+    f.join(" ")
+}
+
+/// A cargo command for the Linux guest's programs (`linux-user`).
+pub fn user_cargo(tc: &CrossToolchain, subcommand: &str) -> Command {
+    let mut cmd = tc.cargo(subcommand, TARGET);
+    cmd.env(format!("CARGO_TARGET_{}_RUSTFLAGS", TARGET.to_uppercase().replace('-', "_")), user_rustflags(tc));
+    cmd.current_dir(workspace_root()).args(["--release", "-p", "linux-user"]);
+    cmd.arg("--target-dir").arg(user_target_dir());
+    cmd
+}
+
+/// Builds the Linux guest's programs; returns `pgtlab-dirty`, checked to be a static arm64
+/// Linux executable.
+pub fn linux_user(tc: &CrossToolchain) -> Result<PathBuf> {
+    let status = user_cargo(tc, "build").status().with_context(|| format!("running {}", tc.cargo.display()))?;
+    ensure!(status.success(), "cross build of linux-user failed ({status})");
+    let bin = user_target_dir().join(TARGET).join("release/pgtlab-dirty");
+    let data = std::fs::read(&bin).with_context(|| format!("reading {}", bin.display()))?;
+    let file = ElfFile64::<Endianness>::parse(&*data).context("pgtlab-dirty is not a 64-bit ELF")?;
+    let h = file.elf_header();
+    let e = file.endian();
+    ensure!(
+        h.e_machine(e) == elf::EM_AARCH64 && h.e_type(e) == elf::ET_EXEC,
+        "pgtlab-dirty must be a static AArch64 executable (ET_EXEC)"
+    );
+    ensure!(
+        !h.program_headers(e, &*data)?.iter().any(|p| p.p_type(e) == elf::PT_INTERP),
+        "pgtlab-dirty must not ask for a dynamic loader"
+    );
+    Ok(bin)
 }
 
 /// Whether an A64 instruction word touches FP/SIMD state: every encoding with bits 27:26 =

@@ -91,8 +91,16 @@ pub fn run(tc: &CrossToolchain) -> Result<()> {
         c.args(["--", "-D", "warnings"]);
         let status = c.status().context("running cargo clippy for the target")?;
         if !status.success() {
-            return Err(crate::outcome::check_failed(format!("clippy found problems in {} (see above)", bins.join(", "))));
+            return Err(crate::outcome::check_failed(format!(
+                "clippy found problems in {} (see above)",
+                bins.join(", ")
+            )));
         }
     }
+    eprintln!("xtask: clippy on linux-user ({})", crate::toolchain::TARGET);
+    let mut c = build::user_cargo(tc, "clippy");
+    c.env("PATH", path_for(&tc.cargo)).args(["--quiet", "--", "-D", "warnings"]);
+    let status = c.status().context("running cargo clippy for linux-user")?;
+    ensure!(status.success(), "clippy found problems in linux-user (see above)");
     Ok(())
 }

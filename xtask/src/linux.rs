@@ -131,7 +131,10 @@ stray)
     echo "@@report {\"kind\":\"linux_stray\",\"addr\":$addr,\"status\":$st}"
     ;;
 dirty)
+    # Locked pages must keep their physical address while the hypervisor watches them.
+    echo 0 > /proc/sys/vm/compact_unevictable_allowed
     /bin/pgtlab-dirty $pgtlab_dirty_args
+    echo "@@report {\"kind\":\"linux_dirty_exit\",\"status\":$?}"
     ;;
 esac
 echo "pgtlab-linux: powering off"
@@ -177,9 +180,10 @@ pub fn prepare(flavour: Flavour, extra: &[(&str, PathBuf)]) -> Result<LinuxGuest
     Ok(LinuxGuest { kernel, initramfs, package })
 }
 
-/// Programs of ours the initramfs carries (none yet).
+/// Programs of ours the initramfs carries: `bin/pgtlab-dirty` (linux-user), built now.
 pub fn extra_programs() -> Result<Vec<(&'static str, PathBuf)>> {
-    Ok(Vec::new())
+    let tc = crate::toolchain::find()?;
+    Ok(vec![("bin/pgtlab-dirty", crate::build::linux_user(&tc)?)])
 }
 
 /// Writes `data` to `path` unless it already holds exactly that (atomically: a parallel reader

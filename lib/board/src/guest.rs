@@ -30,6 +30,23 @@ pub struct GuestSpec {
     pub disable: Vec<String>,
     /// `Some` rewrites the PSCI node's `method` (the conduit the hypervisor traps).
     pub psci_method: Option<PsciMethod>,
+    /// CPUs (by MPIDR, as in their `reg`) left out of the guest's tree, with their `cpu-map`
+    /// entries. Each must exist.
+    pub remove_cpus: Vec<u64>,
+    /// Device nodes added at the root (`<name>@<base>` with `compatible` and `reg`): devices
+    /// the hypervisor emulates for the guest.
+    pub extra_devices: Vec<ExtraDevice>,
+}
+
+/// A device node [`GuestSpec::extra_devices`] adds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExtraDevice {
+    /// Node name before the `@`.
+    pub name: String,
+    /// `compatible`.
+    pub compatible: String,
+    /// `reg` (one region, in the root's cells).
+    pub reg: Region,
 }
 
 struct Ctx<'s> {
@@ -76,7 +93,8 @@ pub fn guest_dtb(host_dtb: &[u8], spec: &GuestSpec) -> Result<Vec<u8>, BoardErro
             None => Err(spec_err(p.clone(), "no such node in the host tree")),
         }
     };
-    let removed = spec.remove.iter().map(find).collect::<Result<Vec<_>, _>>()?;
+    let mut removed = spec.remove.iter().map(find).collect::<Result<Vec<_>, _>>()?;
+    removed.extend(cpu_nodes(&t, &spec.remove_cpus)?);
     let disabled = spec.disable.iter().map(find).collect::<Result<Vec<_>, _>>()?;
     let psci = find_psci(&t);
     if spec.psci_method.is_some() && psci.is_none() {
@@ -103,6 +121,30 @@ pub fn guest_dtb(host_dtb: &[u8], spec: &GuestSpec) -> Result<Vec<u8>, BoardErro
     }
     emit(&t, 0, &ctx, &mut w)?;
     w.finish()
+}
+
+/// The nodes to drop for `mpidrs`: each CPU's node under `/cpus` and the `cpu-map` entries
+/// whose `cpu` points at it.
+fn cpu_nodes(t: &Tree, mpidrs: &[u64]) -> Result<Vec<usize>, BoardError> {
+    let Some(cpus) = t.find_path("/cpus") else {
+        return if mpidrs.is_empty() { Ok(Vec::new()) } else { Err(spec_err(String::from("/cpus"), "no such node")) };
+    };
+    let mut out = Vec::new();
+    for &m in mpidrs {
+        let node = t
+            .children(cpus)
+            .find(|&c| t.addr_size_pairs(c, "reg").ok().flatten().and_then(|r| r.first().map(|x| x.0)) == Some(m))
+            .ok_or_else(|| spec_err(format!("cpu {m:#x}"), "no CPU with this MPIDR in the host tree"))?;
+        out.push(node);
+        let phandle = ["phandle", "linux,phandle"].iter().find_map(|n| t.prop(node, n));
+        if let Some(ph) = phandle {
+            out.extend(
+                (0..t.nodes.len())
+                    .filter(|&i| t.nodes[i].path.starts_with("/cpus/cpu-map/") && t.prop(i, "cpu") == Some(ph)),
+            );
+        }
+    }
+    Ok(out)
 }
 
 fn check_ranges(what: &str, ranges: &[Region], allow_overlap: bool) -> Result<(), BoardError> {
@@ -179,6 +221,12 @@ fn emit(t: &Tree, i: usize, cx: &Ctx, w: &mut FdtWriter) -> Result<(), BoardErro
             w.begin_node(&format!("memory@{:x}", m.base))?;
             w.property_str("device_type", "memory")?;
             w.property("reg", &encode_reg(cx.root_cells, &[*m], "memory")?)?;
+            w.end_node()?;
+        }
+        for d in &spec.extra_devices {
+            w.begin_node(&format!("{}@{:x}", d.name, d.reg.base))?;
+            w.property_str("compatible", &d.compatible)?;
+            w.property("reg", &encode_reg(cx.root_cells, &[d.reg], "extra device")?)?;
             w.end_node()?;
         }
     }

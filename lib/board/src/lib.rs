@@ -30,7 +30,7 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
 pub use error::BoardError;
-pub use guest::{guest_dtb, GuestSpec};
+pub use guest::{guest_dtb, ExtraDevice, GuestSpec};
 pub use validate::{total_size as dtb_total_size, FDT_MAGIC, MAX_DTB_SIZE};
 pub use writer::FdtWriter;
 

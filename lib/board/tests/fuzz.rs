@@ -107,6 +107,8 @@ fn random_mutations_never_panic() {
         remove: vec![],
         disable: vec![],
         psci_method: None,
+        remove_cpus: vec![],
+        extra_devices: vec![],
     };
     let per_seed = 3000;
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);

@@ -16,6 +16,8 @@ fn spec() -> GuestSpec {
         remove: vec!["/pl061@9030000".into(), "/gpio-keys".into()],
         disable: vec!["/pl031@9010000".into()],
         psci_method: Some(PsciMethod::Hvc),
+        remove_cpus: vec![],
+        extra_devices: vec![],
     }
 }
 
@@ -194,4 +196,38 @@ fn removing_a_subtree_and_adding_a_psci_method() {
     let f = fdt::Fdt::new(&out).unwrap();
     assert!(f.find_node("/bus").is_none() && f.find_node("/bus/inner").is_none());
     assert_eq!(Board::from_dtb(&out).unwrap().psci.unwrap().method, PsciMethod::Smc);
+}
+
+#[test]
+fn extra_devices_are_added_at_the_root() {
+    let t = base_tree();
+    let ctl = Region::new(0x1_4000_0000, 0x1000);
+    let spec = GuestSpec {
+        memory: vec![Region::new(0x4000_0000, MIB)],
+        extra_devices: vec![board::ExtraDevice {
+            name: "hyp-control".into(),
+            compatible: "pgtlab,hyp-control".into(),
+            reg: ctl,
+        }],
+        ..GuestSpec::default()
+    };
+    let out = guest_dtb(&t.dtb(), &spec).unwrap();
+    let b = Board::from_dtb(&out).unwrap();
+    let d = b.device("/hyp-control@140000000").expect("the control page is a device of the guest's tree");
+    assert_eq!((d.compatible.as_slice(), d.regions.as_slice()), (&["pgtlab,hyp-control".to_string()][..], &[ctl][..]));
+}
+
+#[test]
+fn a_cpu_kept_by_the_hypervisor_leaves_the_tree_with_its_cpu_map_entry() {
+    let q = Qemu { smp: 3, ..Qemu::default() };
+    let dtb = q.dtb();
+    let spec = GuestSpec { memory: vec![Region::new(0x4000_0000, MIB)], remove_cpus: vec![2], ..GuestSpec::default() };
+    let out = guest_dtb(&dtb, &spec).unwrap();
+    let b = Board::from_dtb(&out).unwrap();
+    assert_eq!(b.cpus.iter().map(|c| c.mpidr).collect::<Vec<_>>(), [0, 1]);
+    let f = fdt::Fdt::new(&out).unwrap();
+    assert!(f.find_node("/cpus/cpu-map/socket0/cluster0/core1").is_some());
+    assert!(f.find_node("/cpus/cpu-map/socket0/cluster0/core2").is_none(), "its cpu-map entry goes too");
+    let bad = GuestSpec { remove_cpus: vec![7], ..spec };
+    assert!(matches!(guest_dtb(&dtb, &bad), Err(BoardError::BadGuestSpec { .. })));
 }

@@ -10,6 +10,7 @@
 //!   for a stray access), as AArch64.TakeException defines it.
 //! * [`home`]: where the hypervisor runs (it moves itself to the top of RAM at boot) so the
 //!   guest's RAM has no hole.
+//! * [`mmio`]: decoding a trapped load/store (ESR syndrome) for MMIO emulation.
 //! * [`dirty`]: the dirty-bitmap arithmetic of dirty logging (initially-set words, the
 //!   argument checks of a clear, which pages one mask word write-protects).
 #![no_std]
@@ -20,6 +21,7 @@ extern crate alloc;
 pub mod dirty;
 pub mod exception;
 pub mod home;
+pub mod mmio;
 pub mod plan;
 pub mod range;
 

@@ -61,6 +61,9 @@ pub struct PlanInput {
     pub pool: Option<u64>,
     /// `hyp.slotpool=`: the memslot pool's size (`None` or 0: no pool).
     pub slotpool: Option<u64>,
+    /// `hyp.migrate`: keep a second memory image as large as the guest's RAM (half of what is
+    /// left), for pre-copy migration into it.
+    pub mirror: bool,
 }
 
 impl PlanInput {
@@ -81,6 +84,7 @@ impl PlanInput {
             initrd: board.initrd.map(region),
             pool,
             slotpool,
+            mirror: false,
         }
     }
 }
@@ -98,6 +102,9 @@ pub struct MemoryPlan {
     pub frame_pool_bytes: u64,
     /// The memslot pool (empty without `hyp.slotpool`).
     pub slotpool: Range,
+    /// The second memory image (empty without `hyp.migrate`): at least as large as the guest's
+    /// RAM, right below the rest of what the hypervisor keeps.
+    pub mirror: Range,
     /// Everything else: the guest's RAM, in address order.
     pub guest_ram: Vec<Range>,
     /// Bytes of RAM in the DTB.
@@ -125,7 +132,7 @@ impl MemoryPlan {
     /// Every range the guest must never reach: the region, the high frame pool, the slot pool
     /// (empty ones left out).
     pub fn hypervisor_owned(&self) -> Vec<Range> {
-        [self.hyp, self.frames_high, self.slotpool].into_iter().filter(|r| !r.is_empty()).collect()
+        [self.hyp, self.frames_high, self.slotpool, self.mirror].into_iter().filter(|r| !r.is_empty()).collect()
     }
 }
 
@@ -280,12 +287,20 @@ impl MemoryPlan {
         if !frames_high.is_empty() {
             taken.push(("the frame pool", frames_high));
         }
+        let mirror = if input.mirror {
+            // Half of what is left, rounded up: the guest keeps the other (smaller) half.
+            let size = align_up(range::total(&guest_ram) / 2, BLOCK_2M).ok_or(too_large("hyp.migrate", 0))?;
+            range::reserve_top(&mut guest_ram, size, BLOCK_2M, &avoid)
+                .ok_or_else(|| no_room("hyp.migrate (the second memory image)", size, BLOCK_2M, &guest_ram, &taken))?
+        } else {
+            Range::default()
+        };
         if let Some(i) = input.initrd {
             if !guest_ram.iter().any(|r| r.contains(i.start, i.len())) {
                 return Err(PlanError::InitrdOutsideRam { initrd: i });
             }
         }
-        Ok(MemoryPlan { hyp, frames_low, frames_high, frame_pool_bytes: pool, slotpool, guest_ram, ram_bytes })
+        Ok(MemoryPlan { hyp, frames_low, frames_high, frame_pool_bytes: pool, slotpool, mirror, guest_ram, ram_bytes })
     }
 }
 
@@ -453,6 +468,16 @@ mod tests {
         w.end_node().unwrap();
         w.end_node().unwrap();
         w.finish().unwrap()
+    }
+
+    #[test]
+    fn migration_keeps_a_mirror_at_least_as_large_as_the_guest() {
+        let input = PlanInput { mirror: true, ..qemu(2 * GIB) };
+        let p = MemoryPlan::new(&input).unwrap();
+        let guest = range::total(&p.guest_ram);
+        assert!(p.mirror.len() >= guest && p.mirror.len() - guest <= BLOCK_2M * 2, "{p:?}");
+        assert!(p.guest_ram.iter().all(|g| !g.overlaps(&p.mirror)));
+        check_invariants(&input, &p);
     }
 
     proptest! {
