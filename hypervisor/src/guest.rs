@@ -144,7 +144,7 @@ fn load_kernel(file: &[u8], avoid: &[Range]) -> Result<LoadedKernel, LoadError> 
     // SAFETY: [entry, entry + image_size) is guest RAM clear of `avoid` (the initrd holding the
     // source among them), so the copy cannot clobber its own source; nothing else uses it yet.
     unsafe {
-        core::ptr::copy_nonoverlapping(file.as_ptr(), entry as *mut u8, file.len());
+        crate::mem::copy_fast(entry, file.as_ptr() as u64, file.len() as u64);
         core::ptr::write_bytes((entry + file.len() as u64) as *mut u8, 0, (image_size - file.len() as u64) as usize);
     }
     crate::el2::clean_dcache_range(entry, image_size);

@@ -45,3 +45,40 @@ pub fn add_frames(r: Range) {
 pub fn frame_pool_pages() -> u64 {
     POOL_PAGES.load(core::sync::atomic::Ordering::Relaxed)
 }
+
+/// Copies `len` bytes from `src` to `dst` 32 bytes at a time with pairs of 64-bit registers,
+/// the tail byte by byte: the compiler's memcpy on this FP-free, strict-alignment target moves
+/// one byte per load, too slow for a guest kernel of tens of MiB.
+///
+/// Unaligned ends (a boot loader may put an initrd anywhere) fall back to the byte copy.
+///
+/// # Safety
+///
+/// `len` bytes are readable at `src` and writable at `dst`, and the two ranges do not overlap.
+pub unsafe fn copy_fast(dst: u64, src: u64, len: u64) {
+    let blocks = if (dst | src).is_multiple_of(8) { len / 32 } else { 0 };
+    if blocks > 0 {
+        // SAFETY: the caller's contract; both ranges are 8-byte aligned (checked above); the
+        // loop touches exactly `32 * blocks` bytes of each.
+        unsafe {
+            core::arch::asm!(
+                "2:",
+                "ldp {a}, {b}, [{src}], #16",
+                "ldp {c}, {d}, [{src}], #16",
+                "stp {a}, {b}, [{dst}], #16",
+                "stp {c}, {d}, [{dst}], #16",
+                "subs {n}, {n}, #1",
+                "b.ne 2b",
+                src = inout(reg) src => _,
+                dst = inout(reg) dst => _,
+                n = inout(reg) blocks => _,
+                a = out(reg) _, b = out(reg) _, c = out(reg) _, d = out(reg) _,
+                options(nostack),
+            )
+        }
+    }
+    for i in blocks * 32..len {
+        // SAFETY: inside both ranges (the caller's contract).
+        unsafe { core::ptr::write_volatile((dst + i) as *mut u8, core::ptr::read_volatile((src + i) as *const u8)) };
+    }
+}

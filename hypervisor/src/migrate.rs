@@ -211,27 +211,10 @@ fn mirror_of(s: &Setup, ipa: u64) -> u64 {
 /// Copies guest page `ipa` into the mirror.
 fn copy_page(s: &Setup, ipa: u64) {
     // SAFETY: `ipa` is a page of guest RAM and its mirror page lies in the mirror, both mapped
-    // RW at EL2, page aligned and disjoint; the loop reads and writes exactly 4096 bytes with
-    // pairs of 64-bit registers (the compiler's memcpy goes byte by byte on this strict-align,
-    // FP-free target). The guest may write its page concurrently only if the page was
-    // write-protected first (the caller cleared its dirty bit), in which case the write is
-    // logged and the page copied again later.
-    unsafe {
-        core::arch::asm!(
-            "2:",
-            "ldp {a}, {b}, [{src}], #16",
-            "ldp {c}, {d}, [{src}], #16",
-            "stp {a}, {b}, [{dst}], #16",
-            "stp {c}, {d}, [{dst}], #16",
-            "subs {n}, {n}, #1",
-            "b.ne 2b",
-            src = inout(reg) ipa => _,
-            dst = inout(reg) mirror_of(s, ipa) => _,
-            n = inout(reg) PAGE / 32 => _,
-            a = out(reg) _, b = out(reg) _, c = out(reg) _, d = out(reg) _,
-            options(nostack),
-        )
-    }
+    // RW at EL2, page aligned and disjoint. The guest may write its page concurrently only if
+    // the page was write-protected first (the caller cleared its dirty bit), in which case the
+    // write is logged and the page copied again later.
+    unsafe { crate::mem::copy_fast(mirror_of(s, ipa), ipa, PAGE) };
 }
 
 /// Whether the guest's page `ipa` and its mirror page hold the same bytes (64-bit words: the

@@ -125,6 +125,9 @@ pub fn boot_with(cfg: QemuConfig, extra: &[String]) -> Run {
 pub fn try_boot_with(cfg: QemuConfig, extra: &[String]) -> Result<Run, String> {
     let e = env();
     cfg.validate()?;
+    if let (Some(g), false) = (&cfg.guest, cfg.no_hypervisor) {
+        g.write_bundle().expect("writing the guest bundle");
+    }
     let mut args = cfg.args(&e.images);
     args.extend_from_slice(extra);
     let outcome = qemu::run_args(&e.qemu, &args, BOOT_TIMEOUT, None, |_| {}).expect("running QEMU");
@@ -180,6 +183,35 @@ pub fn qemu_dtb(cfg: &QemuConfig) -> Vec<u8> {
     let dtb = std::fs::read(&file).expect("the dumped DTB");
     let _ = std::fs::remove_file(&file);
     dtb
+}
+
+/// Debian's arm64 Linux with the busybox initramfs (`xtask::linux`), fetched and built once per
+/// test process. `Err` with the reason when it cannot be had (no apt, no registry): the Linux
+/// tests then fail with that message.
+pub fn linux_guest() -> Result<xtask::linux::LinuxGuest, String> {
+    static LINUX: OnceLock<Result<xtask::linux::LinuxGuest, String>> = OnceLock::new();
+    LINUX
+        .get_or_init(|| {
+            let extra = xtask::linux::extra_programs().map_err(|e| format!("{e:#}"))?;
+            xtask::linux::prepare(xtask::linux::Flavour::Cloud, &extra).map_err(|e| format!("{e:#}"))
+        })
+        .clone()
+}
+
+/// A configuration booting Debian's Linux (quiet kernel, `pgtlab_*` words for its init) on the
+/// hypervisor; fails the test with the reason when the Linux guest cannot be fetched.
+pub fn linux_config(init_args: &str, f: impl FnOnce(&mut QemuConfig)) -> QemuConfig {
+    let l = linux_guest().unwrap_or_else(|e| panic!("the Linux guest is not available: {e}"));
+    let mut c = QemuConfig {
+        guest: Some(xtask::qemu::Guest {
+            kernel: l.kernel,
+            initrd: Some(l.initramfs),
+            append: format!("{} quiet {init_args}", xtask::linux::DEFAULT_APPEND).trim().to_string(),
+        }),
+        ..QemuConfig::default()
+    };
+    f(&mut c);
+    c
 }
 
 /// A configuration with the defaults of `cargo xtask run` changed by `f`.

@@ -100,6 +100,9 @@ pub const HOST_BENCHES: &[(&str, &str)] =
 
 /// Runs benchmark `which`.
 pub fn run(which: &str, icount: bool) -> Result<()> {
+    if which == "guest-boot" {
+        return crate::guest_boot::run(icount);
+    }
     if which == "pgtable" {
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
         let status = Command::new(cargo)
@@ -118,6 +121,7 @@ pub fn run(which: &str, icount: bool) -> Result<()> {
         for b in GUEST_BENCHES {
             let _ = writeln!(list, "  {}: {} (in the guest)", b.name, b.about);
         }
+        let _ = writeln!(list, "  guest-boot: Debian's Linux to its user-space marker, hypervisor vs plain QEMU");
         bail!("unknown benchmark {which:?}; known:\n{list}");
     };
     let tc = toolchain::find()?;

@@ -217,7 +217,7 @@ pub fn file_from_kernel_package(path: &str) -> Result<PathBuf> {
 // limit: without network the fetch fails with a message saying what was tried, it never hangs.
 
 /// Longest one apt command may take.
-const APT_TIMEOUT: Duration = Duration::from_secs(300);
+const APT_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// A private apt state for arm64 packages.
 #[derive(Debug, Clone)]

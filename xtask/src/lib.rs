@@ -20,6 +20,7 @@ pub mod cpio;
 pub mod debian;
 pub mod flash;
 pub mod fuzz;
+pub mod guest_boot;
 pub mod lint;
 pub mod linux;
 pub mod outcome;

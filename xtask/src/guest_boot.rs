@@ -1,0 +1,151 @@
+//! `cargo xtask bench guest-boot`: Debian's Linux booting to its user-space marker on the
+//! hypervisor against the same kernel and initramfs on plain QEMU (no EL2, Linux entered at EL1
+//! by QEMU itself), on the same machine, runs interleaved (hypervisor, plain, hypervisor, ...),
+//! median and spread of each side, and their ratio. Goal: at most 1.3x plain QEMU.
+//!
+//! Two clocks: the host's wall time from QEMU's start to the marker line (what a user waits),
+//! and the guest's own uptime at the marker (`/proc/uptime`, which under `--icount` counts
+//! instructions and so is exact and repeatable).
+
+use crate::build::{self, Images};
+use crate::linux::{self, Flavour, MARKER};
+use crate::qemu::{self, Guest, QemuConfig};
+use crate::{report, system, toolchain, workspace_root};
+use anyhow::{ensure, Context, Result};
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+/// Boots per side and machine (`PGTLAB_GUEST_BOOT_RUNS` changes it).
+const RUNS: usize = 5;
+
+/// The machines: the Pi 5's core on one and four CPUs, and QEMU's `max`.
+const MACHINES: &[(&str, &str, u8, u32)] =
+    &[("a76-1cpu", "cortex-a76", 3, 1), ("a76-4cpu-gicv2", "cortex-a76", 2, 4), ("max-1cpu", "max", 3, 1)];
+
+/// One boot's figures.
+#[derive(Debug, Clone, Copy)]
+struct Sample {
+    wall_s: f64,
+    uptime_s: f64,
+}
+
+fn boot(qemu_bin: &std::path::Path, cfg: &QemuConfig, images: &Images) -> Result<Sample> {
+    let t0 = Instant::now();
+    let mut marker_at = None;
+    let out = qemu::run(qemu_bin, cfg, images, Duration::from_secs(300), None, |l: &str| {
+        if marker_at.is_none() && l.contains(MARKER) {
+            marker_at = Some(t0.elapsed());
+        }
+    })?;
+    ensure!(out.success(), "boot failed ({}): exit {:?}\n{}", cfg.describe(), out.code, out.output);
+    let wall = marker_at.context("no marker line")?;
+    let (records, _) = report::collect(&out.output);
+    let uptime = records
+        .iter()
+        .find(|r| r.kind == "linux_guest")
+        .and_then(|r| r.f64("uptime_s"))
+        .context("no linux_guest record")?;
+    Ok(Sample { wall_s: wall.as_secs_f64(), uptime_s: uptime })
+}
+
+/// Median, minimum, maximum.
+fn stats(mut v: Vec<f64>) -> (f64, f64, f64) {
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    let med = if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 };
+    (med, v[0], v[n - 1])
+}
+
+/// Runs the benchmark.
+pub fn run(icount: bool) -> Result<()> {
+    let tc = toolchain::find()?;
+    let qemu_bin = system::qemu()?;
+    let images = build::build(&tc, &[])?;
+    let l = linux::prepare(Flavour::Cloud, &linux::extra_programs()?)?;
+    let runs = std::env::var("PGTLAB_GUEST_BOOT_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(RUNS).max(1);
+    let guest = Guest {
+        kernel: l.kernel.clone(),
+        initrd: Some(l.initramfs.clone()),
+        append: format!("{} quiet", linux::DEFAULT_APPEND),
+    };
+    let mode = if icount { "QEMU TCG with -icount shift=0 (guest uptime exact)" } else { "QEMU TCG, wall time" };
+    let mut text = format!(
+        "benchmark guest-boot — {} ({}) to its user-space marker, {runs} interleaved runs per side — {mode}\n\n",
+        l.package,
+        l.kernel.display()
+    );
+    let header =
+        "machine          side        wall_median_s  wall_min  wall_max  spread  uptime_median_s  uptime_spread";
+    let _ = writeln!(text, "{header}");
+    let mut jsonl = String::new();
+    let mut ratios = Vec::new();
+    for &(label, cpu, gic, smp) in MACHINES {
+        let mut samples: [Vec<Sample>; 2] = [Vec::new(), Vec::new()];
+        for i in 0..runs {
+            for (side, plain) in [(0, false), (1, true)] {
+                let cfg = QemuConfig {
+                    cpu: cpu.into(),
+                    gic,
+                    smp,
+                    mem: "1G".into(),
+                    icount: icount.then_some(0),
+                    guest: Some(guest.clone()),
+                    no_hypervisor: plain,
+                    ..QemuConfig::default()
+                };
+                let s = boot(&qemu_bin, &cfg, &images)?;
+                eprintln!(
+                    "xtask: guest-boot {label} run {} {}: marker after {:.2} s wall, guest uptime {:.2} s",
+                    i + 1,
+                    if plain { "plain QEMU" } else { "hypervisor" },
+                    s.wall_s,
+                    s.uptime_s
+                );
+                let _ = writeln!(
+                    jsonl,
+                    "{}",
+                    serde_json::json!({"machine": label, "side": if plain {"plain"} else {"hypervisor"}, "run": i,
+                        "wall_s": s.wall_s, "uptime_s": s.uptime_s, "icount": icount})
+                );
+                samples[side].push(s);
+            }
+        }
+        let mut med = [(0.0, 0.0); 2];
+        for (side, name) in [(0, "hypervisor"), (1, "plain QEMU")] {
+            let (wm, wmin, wmax) = stats(samples[side].iter().map(|s| s.wall_s).collect());
+            let (um, umin, umax) = stats(samples[side].iter().map(|s| s.uptime_s).collect());
+            med[side] = (wm, um);
+            let _ = writeln!(
+                text,
+                "{label:<16} {name:<11} {wm:>13.2}  {wmin:>8.2}  {wmax:>8.2}  {:>5.0}%  {um:>15.2}  {:>12.0}%",
+                100.0 * (wmax - wmin) / wm.max(1e-9),
+                100.0 * (umax - umin) / um.max(1e-9),
+            );
+        }
+        let (wr, ur) = (med[0].0 / med[1].0, med[0].1 / med[1].1);
+        ratios.push((label, wr, ur));
+        let _ = writeln!(jsonl, "{}", serde_json::json!({"machine": label, "wall_ratio": wr, "uptime_ratio": ur}));
+    }
+    let _ = writeln!(text, "\nhypervisor / plain QEMU (medians; goal <= 1.30):");
+    for (label, wr, ur) in &ratios {
+        let verdict = if *wr <= 1.3 { "meets the goal" } else { "ABOVE the goal" };
+        let _ = writeln!(text, "  {label:<16} wall {wr:.2}x ({verdict}), guest uptime {ur:.2}x");
+    }
+    println!("{text}");
+    let dir = workspace_root().join("target/bench");
+    std::fs::create_dir_all(&dir)?;
+    let stem = if icount { "guest-boot-icount" } else { "guest-boot" };
+    std::fs::write(dir.join(format!("{stem}.jsonl")), jsonl)?;
+    std::fs::write(dir.join(format!("{stem}.txt")), &text)?;
+    eprintln!("xtask: saved target/bench/{stem}.jsonl and .txt");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn median_of_odd_and_even_counts() {
+        assert_eq!(super::stats(vec![3.0, 1.0, 2.0]), (2.0, 1.0, 3.0));
+        assert_eq!(super::stats(vec![4.0, 1.0, 2.0, 3.0]), (2.5, 1.0, 4.0));
+    }
+}
