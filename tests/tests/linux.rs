@@ -114,3 +114,15 @@ long_matrix! {
     max_gicv3_1cpu: "max", 3, 1;
     max_gicv3_4cpus: "max", 3, 4;
 }
+
+#[test]
+#[ignore = "long: cargo xtask test --long"]
+fn max_with_mte_linux_uses_its_tags() {
+    let run = boot(linux_config("", |c| {
+        c.smp = 1;
+        c.mte = true;
+    }));
+    run.expect_exit(0);
+    let f = run.record("linux_guest").str("features").unwrap().to_string();
+    assert!(f.split(' ').any(|x| x == "mte"), "Linux found MTE: {f}\n{}", run.dump());
+}

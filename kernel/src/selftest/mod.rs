@@ -8,6 +8,8 @@
 //! * `test=stray-access`: the same read with the hypervisor's default `hyp.on-fault=inject`: it
 //!   must come back to this kernel as a synchronous external abort, which the fault catcher
 //!   sees.
+//! * `test=sve-state`: SVE (and SME) registers at the largest vector length survive traps to
+//!   the hypervisor; `test=mte-regs`: MTE's registers are reachable (`cpu_state`).
 //! * `test=mem-perms`: `set_memory_*` permissions hold through the mapping and the linear alias
 //!   (denied accesses are caught and counted), the image is W^X (`mem_perms`).
 //! * `test=memslot-errors`, `test=dirty-log`, `test=memslot-nopool`: the hypervisor's memslots and dirty logging
@@ -21,6 +23,7 @@
 //! Several run in order with `test=a,b`; one that ends the run ([`ENDS_RUN`]) must come last.
 
 pub mod calls;
+mod cpu_state;
 mod mem_perms;
 pub mod memslot;
 
@@ -34,6 +37,8 @@ pub const NAMES: &[&str] = &[
     "undef",
     "touch-hyp",
     "stray-access",
+    "sve-state",
+    "mte-regs",
     "touch",
     "exit-claim",
     "bad-calls",
@@ -75,6 +80,8 @@ pub fn run(args: &[String]) -> Result<(), String> {
             "touch" => return Err(calls::touch()?),
             "exit-claim" => calls::exit_claim(),
             "stray-access" => stray_access()?,
+            "sve-state" => cpu_state::sve_state()?,
+            "mte-regs" => cpu_state::mte_regs()?,
             "bad-calls" => bad_calls()?,
             "smccc" => calls::smccc_rules()?,
             "storm" => calls::storm()?,
