@@ -241,10 +241,13 @@ fn aarch32_test_guest(me: usize, insn: u32, at: u64, r1: u64) -> Result<core::co
 fn go_home(board: &Board, opts: &options::Options, dtb: Range, dtb_addr: usize) -> &'static str {
     use hypcore::home::{decide, Home, HomeInput};
     let layout = rt::start::image_layout();
+    let image = Range::new(layout.start as u64, layout.end as u64);
+    // RAM and reserved memory as the memory plan sees them (firmware's no-map memory is no RAM).
+    let plan_input = hypcore::plan::PlanInput::from_board(board, image, opts.pool, opts.slotpool);
     let input = HomeInput {
-        ram: board.memory.iter().map(|r| Range::new(r.base, r.end())).collect(),
-        image: Range::new(layout.start as u64, layout.end as u64),
-        reserved: board.reserved_regions().map(|r| Range::new(r.base, r.end())).collect(),
+        ram: plan_input.ram,
+        image,
+        reserved: plan_input.reserved,
         loaded: [Some(dtb), board.initrd.map(|i| Range::new(i.base, i.end()))].into_iter().flatten().collect(),
         slotpool: opts.slotpool,
     };
