@@ -150,21 +150,37 @@ pub fn get(id: u64, buf: u64, len: u64) -> Result<(), HypError> {
 /// DIRTY_LOG_CLEAR: `arg` = first page (bits 31:0) | page count << 32; `mask` = the guest
 /// address of the mask words.
 pub fn clear(id: u64, mask: u64, arg: u64) -> Result<(), HypError> {
+    let check = |req: &ClearRequest| {
+        guest_buffer(mask, req.mask_bytes())?;
+        sync_guest_buffer(mask, req.mask_bytes());
+        Ok(())
+    };
+    // SAFETY: `check` made sure the whole mask lies in guest RAM, mapped at EL2; the guest may
+    // change it concurrently, which only changes what is cleared.
+    let word = |w: u64| unsafe { core::ptr::read_volatile((mask as *const u64).add(w as usize)) };
+    clear_slot(id, false, (arg & 0xffff_ffff, arg >> 32), check, word)
+}
+
+/// A clear of `count` pages from `first` on slot `id` (`internal`: the guest-RAM slot may be
+/// named), once `check` accepted the request; `word(w)` is mask word `w`.
+fn clear_slot(
+    id: u64,
+    internal: bool,
+    (first, count): (u64, u64),
+    check: impl FnOnce(&ClearRequest) -> Result<(), HypError>,
+    word: impl Fn(u64) -> u64,
+) -> Result<(), HypError> {
     let opts = split::walker();
     let mut st = SLOTS.lock();
-    let slot = st.get_mut(id)?;
+    let slot = if internal { st.get_any_mut(id)? } else { st.get_mut(id)? };
     let m = SlotMapping::of(slot);
     let pages = slot.pages();
     let log = slot.log.as_mut().ok_or(HypError::InvalidParameter)?;
-    let req = ClearRequest::new(arg & 0xffff_ffff, arg >> 32, pages)?;
-    guest_buffer(mask, req.mask_bytes())?;
-    sync_guest_buffer(mask, req.mask_bytes());
+    let req = ClearRequest::new(first, count, pages)?;
+    check(&req)?;
     let mut guard = STAGE2.lock();
     let s2 = guard.as_mut().ok_or(HypError::NoMemory)?;
     let mut tlb = HwTlb::detect();
-    // SAFETY: guest_buffer checked the whole mask lies in guest RAM, mapped at EL2; the guest
-    // may change it concurrently, which only changes what is cleared.
-    let word = |w: u64| unsafe { core::ptr::read_volatile((mask as *const u64).add(w as usize)) };
     let r = clear_words(s2, &mut tlb, log, m, &req, word, opts);
     s2.frames_mut().drain();
     r
@@ -191,22 +207,13 @@ pub mod internal {
     /// word `w` = page `first + 64 w + i`): clears those bits and write-protects (and, with
     /// manual protect and eager split, splits) those pages, flushed before it returns.
     pub fn clear(id: u64, first: u64, count: u64, mask: &[u64]) -> Result<(), HypError> {
-        let opts = split::walker();
-        let mut st = SLOTS.lock();
-        let slot = st.get_any_mut(id)?;
-        let m = SlotMapping::of(slot);
-        let pages = slot.pages();
-        let log = slot.log.as_mut().ok_or(HypError::InvalidParameter)?;
-        let req = ClearRequest::new(first, count, pages)?;
-        if (mask.len() as u64) < req.mask_words() {
-            return Err(HypError::InvalidParameter);
-        }
-        let mut guard = STAGE2.lock();
-        let s2 = guard.as_mut().ok_or(HypError::NoMemory)?;
-        let mut tlb = HwTlb::detect();
-        let r = clear_words(s2, &mut tlb, log, m, &req, |w| mask[w as usize], opts);
-        s2.frames_mut().drain();
-        r
+        let check = |req: &ClearRequest| {
+            if (mask.len() as u64) < req.mask_words() {
+                return Err(HypError::InvalidParameter);
+            }
+            Ok(())
+        };
+        clear_slot(id, true, (first, count), check, |w| mask[w as usize])
     }
 
     /// Write-protects all of slot `id` (flushed everywhere before it returns) without touching

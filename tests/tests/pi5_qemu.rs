@@ -70,8 +70,13 @@ fn pi5_paths(mem: &str) {
     // The hypervisor moved itself to the top of RAM: the guest's RAM is one range from there.
     run.expect_output(&format!("hyp: guest RAM [{:#x}, ", fw.end()));
     let hyp = run.record("hyp_boot");
-    assert_eq!(hyp.u64s("guest_ram").map(|r| r.len()), Some(2), "one range
-{}", run.dump());
+    assert_eq!(
+        hyp.u64s("guest_ram").map(|r| r.len()),
+        Some(2),
+        "one range
+{}",
+        run.dump()
+    );
     let kept = hyp.u64("hyp_reserved_bytes").unwrap();
     let guest = hyp.u64("guest_ram_bytes").unwrap();
     assert_eq!(guest + kept + FIRMWARE, mem_bytes(mem), "{}", run.dump());

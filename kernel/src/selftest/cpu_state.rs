@@ -11,6 +11,26 @@ use alloc::format;
 use alloc::string::String;
 use alloc::vec;
 
+/// `asm!` with what an SMCCC call through HVC or SMC may clobber (x1-x17; x0 is the caller's
+/// in/out operand) and the scratch registers of the state tests (x9, x24; v0-v31, the low halves
+/// of the Z registers the tests load) declared.
+macro_rules! trap_asm {
+    ($($t:tt)*) => {
+        core::arch::asm!(
+            $($t)*
+            out("x1") _, out("x2") _, out("x3") _, out("x4") _, out("x5") _, out("x6") _, out("x7") _,
+            out("x8") _, out("x9") _, out("x10") _, out("x11") _, out("x12") _, out("x13") _,
+            out("x14") _, out("x15") _, out("x16") _, out("x17") _, out("x24") _,
+            out("v0") _, out("v1") _, out("v2") _, out("v3") _, out("v4") _, out("v5") _, out("v6") _,
+            out("v7") _, out("v8") _, out("v9") _, out("v10") _, out("v11") _, out("v12") _,
+            out("v13") _, out("v14") _, out("v15") _, out("v16") _, out("v17") _, out("v18") _,
+            out("v19") _, out("v20") _, out("v21") _, out("v22") _, out("v23") _, out("v24") _,
+            out("v25") _, out("v26") _, out("v27") _, out("v28") _, out("v29") _, out("v30") _,
+            out("v31") _,
+        )
+    };
+}
+
 /// CPACR_EL1: FP/SIMD, SVE and SME not trapped at EL1/EL0.
 const CPACR_FPEN_ZEN_SMEN: u64 = (3 << 20) | (3 << 16) | (3 << 24);
 
@@ -70,7 +90,7 @@ pub fn sve_state() -> Result<(), String> {
         // only the low 128 bits); the trap is an SMCCC call (HYP VERSION, or PSCI_VERSION
         // through a trapped SMC) that may clobber x0-x17, declared.
         unsafe {
-            core::arch::asm!(
+            trap_asm!(
                 ".arch_extension sve",
                 "mrs x24, daif",
                 "msr daifset, #0xf",
@@ -187,15 +207,6 @@ pub fn sve_state() -> Result<(), String> {
                 in("x23") pb.as_mut_ptr(),
                 in("x25") conduit_smc as u64,
                 inout("x0") if conduit_smc { abi::psci::VERSION } else { fid } => _,
-                out("x1") _, out("x2") _, out("x3") _, out("x4") _, out("x5") _, out("x6") _, out("x7") _,
-                out("x8") _, out("x9") _, out("x10") _, out("x11") _, out("x12") _, out("x13") _,
-                out("x14") _, out("x15") _, out("x16") _, out("x17") _, out("x24") _,
-                out("v0") _, out("v1") _, out("v2") _, out("v3") _, out("v4") _, out("v5") _, out("v6") _,
-                out("v7") _, out("v8") _, out("v9") _, out("v10") _, out("v11") _, out("v12") _,
-                out("v13") _, out("v14") _, out("v15") _, out("v16") _, out("v17") _, out("v18") _,
-                out("v19") _, out("v20") _, out("v21") _, out("v22") _, out("v23") _, out("v24") _,
-                out("v25") _, out("v26") _, out("v27") _, out("v28") _, out("v29") _, out("v30") _,
-                out("v31") _,
             )
         };
         // Z0-Z31 and P0-P15 must match exactly; FFR's image (loaded through WRFFR, which may
@@ -239,7 +250,7 @@ fn sme_state() -> Result<usize, String> {
     // the buffers; SMSTOP leaves streaming mode and turns ZA off before returning. Interrupts are
     // masked; the HVC may clobber x0-x17, declared.
     unsafe {
-        core::arch::asm!(
+        trap_asm!(
             ".arch_extension sme",
             "mrs x24, daif",
             "msr daifset, #0xf",
@@ -333,15 +344,6 @@ fn sme_state() -> Result<usize, String> {
             in("x23") ab.as_mut_ptr(),
             in("x26") svl,
             inout("x0") abi::hypercall::VERSION => _,
-            out("x1") _, out("x2") _, out("x3") _, out("x4") _, out("x5") _, out("x6") _, out("x7") _,
-            out("x8") _, out("x9") _, out("x10") _, out("x11") _, out("x12") _, out("x13") _,
-            out("x14") _, out("x15") _, out("x16") _, out("x17") _, out("x24") _,
-            out("v0") _, out("v1") _, out("v2") _, out("v3") _, out("v4") _, out("v5") _, out("v6") _,
-            out("v7") _, out("v8") _, out("v9") _, out("v10") _, out("v11") _, out("v12") _,
-            out("v13") _, out("v14") _, out("v15") _, out("v16") _, out("v17") _, out("v18") _,
-            out("v19") _, out("v20") _, out("v21") _, out("v22") _, out("v23") _, out("v24") _,
-            out("v25") _, out("v26") _, out("v27") _, out("v28") _, out("v29") _, out("v30") _,
-            out("v31") _,
         )
     };
     if let Some(i) = first_difference(&a, &b) {
