@@ -200,7 +200,8 @@ fn boot(dtb_addr: usize) -> Result<core::convert::Infallible, String> {
         .hex("slotpool", slotpool.start)
         .u64("slotpool_bytes", slotpool.len())
         .u64("stage2_table_pages", mmu::stage2_table_pages())
-        .u64("el2_table_pages", mmu::el2_table_pages());
+        .u64("el2_table_pages", mmu::el2_table_pages())
+        .u64("boot_us", boot_us());
     rt::println!("{r}");
     if opts.test_el2_fault {
         rt::println!("hyp: hyp.test=el2-fault: reading an unmapped address at EL2");
@@ -310,6 +311,13 @@ fn memory_plan(board: &Board, opts: &options::Options) -> Result<hypcore::plan::
     let mut input = hypcore::plan::PlanInput::from_board(board, image, opts.pool, opts.slotpool);
     input.mirror = opts.migrate;
     hypcore::plan::MemoryPlan::new(&input).map_err(|e| alloc::format!("memory plan: {e}"))
+}
+
+/// Microseconds of the generic timer so far: since the machine started, so the hypervisor's boot
+/// with whatever the boot loader did before it (QEMU: nothing).
+fn boot_us() -> u64 {
+    use aarch64_cpu::registers::{Readable, CNTFRQ_EL0, CNTPCT_EL0};
+    (CNTPCT_EL0.get() as u128 * 1_000_000 / CNTFRQ_EL0.get().max(1) as u128) as u64
 }
 
 fn ranges_str(r: &[Range]) -> String {
