@@ -210,7 +210,9 @@ fn guest_abort(frame: &mut TrapFrame, esr_v: u64, insn: bool) {
     } else {
         "read"
     };
-    if !STOP_ON_FAULT.load(Ordering::Relaxed) {
+    // An AArch32 kernel at EL1 cannot be given an AArch64 exception entry: stop it instead.
+    let aarch32_el1 = frame.spsr & 0x10 != 0 && frame.spsr & 0xf != 0;
+    if !STOP_ON_FAULT.load(Ordering::Relaxed) && !aarch32_el1 {
         counters::count(Exit::InjectedAbort);
         if INJECT_REPORTED.fetch_add(1, Ordering::Relaxed) < INJECT_REPORTS {
             rt::println!(

@@ -118,7 +118,7 @@ fn cli_usage_errors_and_qemu_refusals_have_their_own_codes() {
 fn cargo_xtask_run_returns_the_guests_code() {
     for (args, code, line) in [
         ("test=panic", exit::GUEST_PANIC, "deliberate panic (test=panic)"),
-        ("test=touch-hyp", exit::GUEST_FAULT, "the guest does not own this address"),
+        ("test=touch-hyp hyp.on-fault=stop", exit::GUEST_FAULT, "the guest does not own this address"),
         ("test=exit-claim", exit::GUEST_FAILURE, "status 5: not a guest outcome (0-3), reported as 1"),
     ] {
         let (got, out) = xtask_cli(&["run", "--smp", "1", "--bootargs", args]);
@@ -283,7 +283,7 @@ fn the_hypervisors_pools_are_out_of_the_guests_reach() {
     // Touch each: the last page of the hypervisor's region (its low frame pool), the high frame
     // pool, the slot pool. Each is stopped with exit 4 and its own IPA.
     for ipa in [hyp_end - 4096, frames, slot + (32 << 20)] {
-        let run = boot(cfg(format!("test=touch touch.ipa={ipa:#x}")));
+        let run = boot(cfg(format!("test=touch touch.ipa={ipa:#x} hyp.on-fault=stop")));
         run.expect_exit(exit::GUEST_FAULT as i32);
         assert_eq!(run.record("guest_fault").u64("ipa"), Some(ipa), "{}", run.dump());
     }
