@@ -47,7 +47,7 @@ impl core::fmt::Display for LoadError {
                 "no initrd in /chosen: give the guest kernel Image as the initrd (QEMU -initrd, Pi 5 `initramfs … followkernel`)"
             ),
             Self::InitrdOutsideRam { start, end } => write!(f, "initrd [{start:#x}, {end:#x}) is not in RAM"),
-            Self::BadImage(e) => write!(f, "the guest kernel is not a bootable arm64 Image: {e}"),
+            Self::BadImage(e) => write!(f, "the initrd is not a bootable arm64 Image (nor a guest bundle): {e}"),
             Self::BadBundle(e) => write!(f, "the initrd is a guest bundle but a broken one: {e}"),
             Self::RawInTheWay { at, size } => write!(
                 f,

@@ -253,9 +253,18 @@ fn memory_too_small_or_taken_is_explained() {
     let run = boot(config(|c| {
         c.mem = "2G".into();
         c.smp = 1;
-        c.bootargs = "hyp.slotpool=1G".into();
+        c.bootargs = "hyp.slotpool=1G hyp.pool=1G".into();
     }));
-    expect(&run, exit::HYP_FAULT, &["hyp.slotpool: no 1024 MiB-aligned free stretch", "in the way:", "the frame pool"]);
+    // The memslot pool takes the top GiB first; a 1 GiB frame pool then has no room below it.
+    expect(
+        &run,
+        exit::HYP_FAULT,
+        &[
+            "hyp.pool (beyond the hypervisor's region): no 2 MiB-aligned free stretch",
+            "in the way:",
+            "the memslot pool",
+        ],
+    );
 }
 
 #[test]
