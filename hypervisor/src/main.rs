@@ -68,9 +68,12 @@ fn boot(dtb_addr: usize) -> Result<core::convert::Infallible, String> {
     // 40-byte header, which it checks (magic, sizes) before we read `size` bytes.
     let size = board::dtb_total_size(unsafe { core::slice::from_raw_parts(dtb_addr as *const u8, 40) })
         .map_err(|e| format!("device tree at {dtb_addr:#x}: {e}"))?;
-    // Keep our own copy: the original lies in what becomes guest RAM.
-    // SAFETY: the header says the blob is `size` bytes long.
-    let host_dtb: Vec<u8> = unsafe { core::slice::from_raw_parts(dtb_addr as *const u8, size) }.to_vec();
+    // Keep our own copy: the original lies in what becomes guest RAM (QEMU's is 1 MiB: copied
+    // 32 bytes at a time, the softfloat memcpy goes byte by byte).
+    let mut host_dtb: Vec<u8> = alloc::vec![0; size];
+    // SAFETY: the header says the blob is `size` bytes long; `host_dtb` holds `size` bytes and is
+    // a fresh heap buffer, so the two do not overlap.
+    unsafe { mem::copy_fast(host_dtb.as_mut_ptr() as u64, dtb_addr as u64, size as u64) };
     let board = Board::from_dtb(&host_dtb).map_err(|e| format!("device tree: {e}"))?;
     let uart = board.console.as_ref().ok_or("device tree has no PL011 console")?;
     // SAFETY: the DTB names this PL011 as the console; it is used only through rt::console.
