@@ -27,11 +27,8 @@ pub fn setup_cpu(vttbr: u64, vtcr: u64, gic_v3: bool) {
     // real MIDR only makes the guest see the CPU it runs on.
     unsafe { core::arch::asm!("msr vpidr_el2, {}", in(reg) midr, options(nomem, nostack, preserves_flags)) };
     VMPIDR_EL2.set(MPIDR_EL1.get());
-    // Give the guest every PMU counter (HPMN = PMCR_EL0.N) and trap none of them.
-    let pmcr: u64;
-    // SAFETY: reads PMCR_EL0 (not in aarch64-cpu); no side effects.
-    unsafe { core::arch::asm!("mrs {}, pmcr_el0", out(reg) pmcr, options(nomem, nostack, preserves_flags)) };
-    MDCR_EL2.set((pmcr >> 11) & 0x1f);
+    // Give the guest every PMU counter and trap none of them; its counters may count at EL2.
+    MDCR_EL2.set(pmu::mdcr_el2_for_guest(pmu::PmuRegs::pmcr(&pmu::hw::SysRegs)));
     SCTLR_EL1.set(SCTLR_EL1_BOOT);
     if gic_v3 {
         // Let EL1 use the GICv3 system-register interface.

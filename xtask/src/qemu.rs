@@ -38,6 +38,8 @@ pub struct QemuConfig {
     pub kernel_at_el2: bool,
     /// A file to give the hypervisor as the guest kernel instead of the built kernel Image.
     pub guest_image: Option<PathBuf>,
+    /// `-plugin` argument (the instruction-counting plugin, see [`crate::plugin`]).
+    pub plugin: Option<String>,
 }
 
 impl Default for QemuConfig {
@@ -54,6 +56,7 @@ impl Default for QemuConfig {
             no_hypervisor: false,
             kernel_at_el2: false,
             guest_image: None,
+            plugin: None,
         }
     }
 }
@@ -99,6 +102,9 @@ impl QemuConfig {
         ];
         if let Some(shift) = self.icount {
             a.extend(["-icount".into(), format!("shift={shift}")]);
+        }
+        if let Some(p) = &self.plugin {
+            a.extend(["-plugin".into(), p.clone()]);
         }
         a
     }
