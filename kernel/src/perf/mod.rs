@@ -46,9 +46,12 @@ pub fn cpu_index() -> usize {
     KERNEL.get().and_then(|k| k.board.cpus.iter().position(|c| c.mpidr == me)).unwrap_or(0).min(rt::MAX_CPUS - 1)
 }
 
-/// Whether this kernel runs on QEMU TCG (whose PMU counts only the events its PMCEID lists).
+/// Whether this kernel runs on QEMU TCG (whose PMU counts only SW_INCR, CPU_CYCLES and, under
+/// `-icount`, INST_RETIRED): QEMU's own device tree says so, and a board's tree on QEMU (the Pi 5
+/// paths) is recognised by QEMU's PMCEID.
 pub fn emulated() -> bool {
-    KERNEL.get().is_some_and(|k| k.board.compatible.iter().any(|c| c == "linux,dummy-virt"))
+    let dtb = KERNEL.get().is_some_and(|k| k.board.compatible.iter().any(|c| c == "linux,dummy-virt"));
+    dtb || pmu::looks_emulated(pmu::PmuRegs::pmceid(&SysRegs))
 }
 
 /// This CPU's PMU (`None` without PMUv3).

@@ -195,5 +195,7 @@ fn text_words_keep_their_value_even_empty_but_need_the_equals_sign() {
     assert_eq!(a.text("perf.events"), Some("INST_RETIRED,0x2d:el1"));
     assert_eq!(parse("perf.events=", &TABLE).unwrap().text("perf.events"), Some(""));
     assert!(err("perf.events").contains("no value"), "{}", err("perf.events"));
-    assert!(err("perf.events=a perf.events=b").contains("twice") || parse("perf.events=a perf.events=b", &TABLE).is_err());
+    assert!(
+        err("perf.events=a perf.events=b").contains("twice") || parse("perf.events=a perf.events=b", &TABLE).is_err()
+    );
 }

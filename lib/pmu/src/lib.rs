@@ -147,6 +147,16 @@ impl NotCounted {
 /// Everything else its PMCEID lists reads 0.
 pub const QEMU_COUNTED: [u16; 3] = [events::SW_INCR, events::INST_RETIRED, events::CPU_CYCLES];
 
+/// Whether these PMCEID0/1 values are QEMU TCG's: besides SW_INCR, INST_RETIRED and CPU_CYCLES
+/// (and the STALL events it reads as 0) it advertises no common event, where every real PMUv3
+/// advertises dozens (cache and TLB refills above all). For a guest whose device tree does not
+/// say it runs on QEMU (a board's tree on QEMU, or a hypervisor in between).
+pub fn looks_emulated(pmceid: [u64; 2]) -> bool {
+    let qemu0 = 1 << events::SW_INCR | 1 << events::INST_RETIRED | 1 << events::CPU_CYCLES;
+    let qemu1 = 1 << (0x23 - 0x20) | 1 << (0x24 - 0x20) | 1 << (0x3c - 0x20);
+    pmceid[0] & 0xffff_ffff & !qemu0 == 0 && pmceid[1] & 0xffff_ffff & !qemu1 == 0
+}
+
 /// Whether `event` is counted on a CPU with these PMCEID0/1 values, this core and this platform.
 pub fn support(event: u16, pmceid: [u64; 2], core: Core, emulated: bool) -> Result<(), NotCounted> {
     let bit = |reg: u64, b: u16| reg >> b & 1 == 1;

@@ -195,3 +195,11 @@ fn an_observer_finds_the_guests_counter_and_reads_across_a_wrap() {
     assert_eq!(b.since(&a), 0x20);
     assert_eq!(sim.pmcr.get(), pmcr_before, "observing writes nothing");
 }
+
+#[test]
+fn qemus_pmceid_is_recognised() {
+    assert!(looks_emulated([0x20001, 0x18]), "QEMU cortex-a76");
+    assert!(looks_emulated([0x20101, 0x1000_0018]), "QEMU max under -icount");
+    assert!(!looks_emulated([0x7fff_ffff, 0x0000_3fff]), "a real PMU");
+    assert!(!looks_emulated([0x20001 | 1 << 5, 0x18]), "one TLB event is enough to be real");
+}
