@@ -51,7 +51,9 @@ pub fn cpu_index() -> usize {
 /// paths) is recognised by QEMU's PMCEID.
 pub fn emulated() -> bool {
     let dtb = KERNEL.get().is_some_and(|k| k.board.compatible.iter().any(|c| c == "linux,dummy-virt"));
-    dtb || pmu::looks_emulated(pmu::PmuRegs::pmceid(&SysRegs))
+    // PMCEID exists only with a PMUv3 (PMUVer 1..=0xE).
+    let ver = pmu::PmuRegs::pmuver(&SysRegs);
+    dtb || ((1..0xf).contains(&ver) && pmu::looks_emulated(pmu::PmuRegs::pmceid(&SysRegs)))
 }
 
 /// This CPU's PMU (`None` without PMUv3).
