@@ -138,7 +138,7 @@ pub fn svg(path: &Path, title: &str, axis: &str, rows: &[Row]) -> Result<()> {
     }
     anyhow::ensure!(!rows.is_empty(), "nothing to plot");
     let positive = |v: f64| if v > 0.0 { Some(v) } else { None };
-    let ymax = rows.iter().map(|r| r.hi.unwrap_or(r.median).max(r.median)).fold(1.0f64, f64::max) * 1.6;
+    let ymax = rows.iter().map(|r| r.hi.unwrap_or(r.median).max(r.median)).fold(1.0f64, f64::max) * 4.0;
     let ymin = rows.iter().filter_map(|r| positive(r.lo.unwrap_or(r.median).min(r.median))).fold(ymax, f64::min) / 2.0;
     let ymin = ymin.max(ymax / 1e9).min(ymax / 10.0);
     let width = (groups.len() as u32 * (settings.len() as u32 * 22 + 24)).clamp(640, 2400) + 160;
