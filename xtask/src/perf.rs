@@ -16,7 +16,6 @@ use abi::report::ParsedRecord;
 use anyhow::{bail, ensure, Context, Result};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::path::PathBuf;
 use std::time::Duration;
 
 /// A mechanism switch `--mechanism NAME=VALUE` can set.
@@ -370,7 +369,7 @@ pub fn run(a: &PerfArgs) -> Result<()> {
 }
 
 /// One boot; only a run that ended cleanly counts (the xtask's verdict, as for benchmarks).
-fn run_boot(qemu_bin: &PathBuf, cfg: &QemuConfig, images: &Images, timeout: Duration) -> Result<String> {
+fn run_boot(qemu_bin: &std::path::Path, cfg: &QemuConfig, images: &Images, timeout: Duration) -> Result<String> {
     let out = qemu::run(qemu_bin, cfg, images, timeout, Some(Duration::from_secs(60)), |l| {
         if !l.contains(abi::report::PREFIX) {
             qemu::echo_stdout(l)
