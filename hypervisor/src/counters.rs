@@ -63,7 +63,7 @@ pub struct DirtyLogCounters {
     pub faults: AtomicU64,
     /// Time in eager splits (generic timer).
     pub split_ns: AtomicU64,
-    /// Instructions in eager splits (PMU counter 0, when the guest programmed it).
+    /// Instructions in eager splits (the guest's INST_RETIRED counter, when it programmed one).
     pub split_insns: AtomicU64,
     /// Page-cache top-ups (one per split chunk).
     pub cache_topups: AtomicU64,

@@ -72,6 +72,23 @@ pub fn handle(fid: u64, a: [u64; 3], _frame: &mut TrapFrame) -> [u64; 4] {
             Err(e) => code(e.code()),
         },
         hc::COUNTER_READ => with1(counters::counter(a[0])),
+        hc::MAINT_COUNTS => maint_counts(a[0]),
         _ => code(error::NOT_SUPPORTED),
+    }
+}
+
+/// MAINT_COUNTS: this binary's barrier and TLBI counts since boot (never reset).
+fn maint_counts(which: u64) -> [u64; 4] {
+    let ok = error::SUCCESS as u64;
+    match which {
+        hc::MAINT_TLB => {
+            let c = pgtable::hw::HwTlb::counters();
+            [ok, c.tlbi_total(), c.dsb_total(), c.isb]
+        }
+        hc::MAINT_OTHER => {
+            let (dsb, isb) = rt::cache::barrier_counts();
+            [ok, dsb, isb, pmu::hw::isb_count()]
+        }
+        _ => code(error::INVALID_PARAMETER),
     }
 }

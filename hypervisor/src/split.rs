@@ -131,7 +131,11 @@ pub fn split_range(
         .summary_skips
         .fetch_add(after.skipped.iter().sum::<u64>() - before.skipped.iter().sum::<u64>(), Ordering::Relaxed);
     DIRTY.add_split_visits(&before, &after);
-    DIRTY.split_insns.fetch_add(pmu_insns().wrapping_sub(i0), Ordering::Relaxed);
+    if let (Some(i0), Some(i1)) = (i0, pmu_insns()) {
+        if i0.idx == i1.idx {
+            DIRTY.split_insns.fetch_add(i1.since(&i0), Ordering::Relaxed);
+        }
+    }
     DIRTY.split_ns.fetch_add(now_ns() - t0, Ordering::Relaxed);
     result?;
     if let Some(m) = check {
@@ -181,11 +185,8 @@ fn now_ns() -> u64 {
     (CNTPCT_EL0.get() as u128 * 1_000_000_000 / CNTFRQ_EL0.get().max(1) as u128) as u64
 }
 
-/// PMU event counter 0 (instructions retired when the guest's benchmark programmed it).
-fn pmu_insns() -> u64 {
-    let v: u64;
-    // SAFETY: reads PMEVCNTR0_EL0 (not in aarch64-cpu); EL2 may always read the PMU counters
-    // (MDCR_EL2 only traps lower ELs). No side effects.
-    unsafe { core::arch::asm!("mrs {}, pmevcntr0_el0", out(reg) v, options(nomem, nostack, preserves_flags)) };
-    v
+/// The guest's counter of instructions retired, wherever its PMU driver put it (`None` when
+/// it counts none: the split's instruction count then stays 0, as without `-icount`).
+fn pmu_insns() -> Option<pmu::RawCount> {
+    pmu::observe(&pmu::hw::SysRegs, pmu::events::INST_RETIRED)
 }

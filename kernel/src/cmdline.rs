@@ -24,6 +24,10 @@ pub const WORDS: &[Word] = &[
     Word::uint("split.iters", 1, 1_000_000, "bench=split: iterations"),
     Word::uint("split.gib", 1, 1024, "bench=split: memslot size in GiB"),
     Word::uint("split.chunk", 2, 1 << 20, "bench=split: eager-split chunk in MiB"),
+    Word::text("perf.events", "count PMU events around the scenario: NAME|0xN[:el0+el1+el2],... (may be empty)"),
+    Word::text("perf.scenario", "with perf.events: the label of the records"),
+    Word::choice("perf.walker", &["baseline", "skip_level3", "summary"], "with perf.events: the split walker"),
+    Word::flag("perf.list", "list the PMU events of this CPU, counted here or not"),
 ];
 
 /// The kernel's table for `lib/bootargs`.

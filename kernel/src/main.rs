@@ -153,10 +153,13 @@ fn boot(dtb_addr: usize) -> Result<(), String> {
     } else {
         rt::println!("kernel: {online} of {} CPUs online", k.board.cpus.len());
     }
-    selftest::run(&args)?;
-    if let Some(name) = cmdline::args().choice("bench") {
-        bench::run(name)?;
-    }
+    perf::scenario::around(|| {
+        selftest::run(&args)?;
+        if let Some(name) = cmdline::args().choice("bench") {
+            bench::run(name)?;
+        }
+        Ok(())
+    })?;
     rt::println!("kernel: all done, powering off");
     Ok(())
 }

@@ -189,9 +189,10 @@ pub fn run_guest(b: &GuestBench, qemu: &std::path::Path, images: &Images, icount
     let dir = workspace_root().join("target/bench");
     std::fs::create_dir_all(&dir)?;
     let stem = if icount { format!("{}-icount", b.name) } else { b.name.to_string() };
-    std::fs::write(dir.join(format!("{stem}.jsonl")), jsonl)?;
+    std::fs::write(dir.join(format!("{stem}.jsonl")), &jsonl)?;
     std::fs::write(dir.join(format!("{stem}.txt")), &text)?;
-    eprintln!("xtask: saved target/bench/{stem}.jsonl and .txt");
+    let svg = crate::plot::bench_svg(&dir, b.name, &stem, &jsonl, crate::plot::mode(icount))?;
+    eprintln!("xtask: saved target/bench/{stem}.jsonl, .txt and {}", svg.display());
     Ok(())
 }
 
@@ -227,21 +228,5 @@ pub fn side_by_side(per_machine: &[(&str, Vec<ParsedRecord>)], compare: &[&str])
         }
         rows.push(row);
     }
-    let widths: Vec<usize> = (0..header.len())
-        .map(|i| rows.iter().map(|r| r[i].len()).chain([header[i].len()]).max().unwrap_or(0))
-        .collect();
-    let fmt_row = |cells: &[String]| {
-        cells
-            .iter()
-            .zip(&widths)
-            .enumerate()
-            .map(|(i, (c, w))| if i == 0 { format!("{c:<w$}") } else { format!("{c:>w$}") })
-            .collect::<Vec<_>>()
-            .join("  ")
-    };
-    let mut out = fmt_row(&header) + "\n";
-    for r in &rows {
-        out += &(fmt_row(r) + "\n");
-    }
-    out
+    report::aligned(&header, &rows, 1)
 }

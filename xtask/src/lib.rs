@@ -12,6 +12,10 @@
 //!   `target/downloads/linux/`, a busybox initramfs built here).
 //! * [`report`]: the `@@report` records the guest and hypervisor print, as tables.
 //! * [`chainboot`]: the host side of the serial chainloader (and the loader in QEMU on a pty).
+//! * [`perf`]: `cargo xtask perf`: counters of any scenario per mechanism setting, side by side.
+//! * [`plot`]: SVG plots of benchmark results, run-to-run comparison with verdicts, and the
+//!   `bench all` summary against each mechanism's seed and goal.
+//! * [`plugin`]: the instruction-counting QEMU plugin (built with the host C compiler).
 
 pub mod bench;
 pub mod build;
@@ -24,6 +28,9 @@ pub mod guest_boot;
 pub mod lint;
 pub mod linux;
 pub mod outcome;
+pub mod perf;
+pub mod plot;
+pub mod plugin;
 pub mod qemu;
 pub mod report;
 pub mod system;

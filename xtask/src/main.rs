@@ -23,13 +23,18 @@ enum Cmd {
     Build,
     /// Host unit tests of every crate, then the QEMU integration tests.
     Test(TestArgs),
-    /// Benchmarks: `pgtable` (host, against aarch64-paging) or an in-guest one (`exits`, ...).
+    /// Benchmarks: `pgtable` (host, against aarch64-paging), an in-guest one (`exits`, ...),
+    /// `all` (every one, then the summary against seeds and goals), or `summary` (from saved runs).
     Bench {
         /// Which benchmark (an unknown name lists them).
         which: String,
         /// Run QEMU with -icount shift=0: deterministic instruction counts.
         #[arg(long)]
         icount: bool,
+        /// An earlier run's target/bench/NAME[-icount].jsonl: print the change per row with a
+        /// verdict (better / worse / within noise).
+        #[arg(long)]
+        compare: Option<std::path::PathBuf>,
     },
     /// Put the hypervisor and kernel (or the serial chainloader) on a Raspberry Pi 5's SD card:
     /// a mounted boot partition, a card, or a card image.
@@ -39,6 +44,8 @@ enum Cmd {
     Chainboot(xtask::chainboot::Args),
     /// Show a board's serial console until the run's final line; exit with its code.
     Console(xtask::chainboot::ConsoleArgs),
+    /// PMU events and the project's counters around a scenario, per mechanism setting.
+    Perf(PerfCli),
     /// Clippy, warnings as errors, on the host crates and the bare-metal binaries.
     Lint,
     /// Fuzz the parsers with libFuzzer (cargo-fuzz): image_header, dtb, guest_dtb, bootargs.
@@ -100,6 +107,37 @@ struct RunArgs {
     /// Memory tagging: -M virt,mte=on.
     #[arg(long)]
     mte: bool,
+    /// Count TLBI/DSB/ISB instructions with the QEMU plugin (per EL and vCPU), printed at exit.
+    #[arg(long)]
+    count_insns: bool,
+}
+
+#[derive(Args)]
+struct PerfCli {
+    /// A self-test or benchmark workload (an unknown name lists them), or `list`: the events of
+    /// the chosen CPU.
+    scenario: String,
+    /// Events by name or number, each optionally `:el0+el1+el2` (default every EL).
+    #[arg(long, default_value = "INST_RETIRED")]
+    events: String,
+    /// NAME=VALUE, repeatable: one boot per combination (e.g. bbml2=on --mechanism bbml2=off).
+    #[arg(long = "mechanism")]
+    mechanisms: Vec<String>,
+    /// QEMU CPU model.
+    #[arg(long, default_value = "max")]
+    cpu: String,
+    /// GIC version.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u8).range(2..=3))]
+    gic: u8,
+    /// -icount shift=0 (instructions counted, exactly).
+    #[arg(long)]
+    icount: bool,
+    /// Also count TLBI/DSB/ISB with the QEMU plugin, per EL and vCPU.
+    #[arg(long)]
+    count_insns: bool,
+    /// More kernel boot arguments (e.g. split.gib=4).
+    #[arg(long, default_value = "")]
+    bootargs: String,
 }
 
 #[derive(Args)]
@@ -160,7 +198,18 @@ fn real_main(cli: Cli) -> Result<()> {
             filter: a.filter,
             include_ignored: a.include_ignored,
         }),
-        Cmd::Bench { which, icount } => xtask::bench::run(&which, icount),
+        Cmd::Bench { which, icount, compare } => xtask::plot::cli(&which, icount, compare.as_deref()),
+        Cmd::Perf(p) if p.scenario == "list" => xtask::perf::list(&p.cpu, p.icount),
+        Cmd::Perf(p) => xtask::perf::run(&xtask::perf::PerfArgs {
+            scenario: p.scenario,
+            events: p.events,
+            mechanisms: p.mechanisms,
+            cpu: p.cpu,
+            gic: p.gic,
+            icount: p.icount,
+            count_insns: p.count_insns,
+            bootargs: p.bootargs,
+        }),
         Cmd::Doctor => {
             let tc = toolchain::find()?;
             println!("cross toolchain: {}", tc.description);
@@ -202,7 +251,7 @@ fn guest(
 }
 
 fn run(a: RunArgs) -> Result<()> {
-    let cfg = QemuConfig {
+    let mut cfg = QemuConfig {
         cpu: a.cpu,
         gic: a.gic,
         smp: a.smp,
@@ -221,6 +270,13 @@ fn run(a: RunArgs) -> Result<()> {
     let tc = toolchain::find()?;
     let qemu_bin = system::qemu()?;
     let images = build::build(&tc, &[])?;
+    let counts_file = images.kernel.with_file_name("insncount.jsonl");
+    if a.count_insns {
+        let lib = xtask::plugin::build()?;
+        let el2 = if a.no_hypervisor { None } else { Some(xtask::plugin::el2_range(&images)?) };
+        let _ = std::fs::remove_file(&counts_file);
+        cfg.plugin = Some(xtask::plugin::qemu_arg(&lib, &counts_file, el2));
+    }
     eprintln!("xtask: {} {}", qemu_bin.display(), cfg.args(&images).join(" "));
     if cfg.gdb {
         eprintln!(
@@ -244,7 +300,31 @@ fn run(a: RunArgs) -> Result<()> {
     let elf_for = |line: &str| report::symbolize_line(line, &images);
     let out = qemu::run(&qemu_bin, &cfg, &images, timeout, progress, |line| qemu::echo_stdout(&elf_for(line)))?;
     report::print_tables(&out.output);
+    if a.count_insns {
+        print_insn_counts(&counts_file);
+    }
     let verdict = outcome::judge(&out);
     eprintln!("xtask: {verdict} after {:.2} s", out.elapsed.as_secs_f64());
     std::process::exit(verdict.code as i32)
+}
+
+/// The plugin's counts: since boot per vCPU and EL, and per marked window.
+fn print_insn_counts(path: &std::path::Path) {
+    match xtask::plugin::read(path) {
+        Ok(c) => {
+            println!("\n== instructions executed (QEMU plugin; EL from the code's address) ==");
+            println!(
+                "{:<9} {:>4} {:>3} {:>10} {:>10} {:>10} {:>14}",
+                "scope", "vcpu", "el", "tlbi", "dsb", "isb", "insns"
+            );
+            for l in &c.lines {
+                let scope = l.window.map_or("total".to_string(), |w| format!("window {w}"));
+                println!(
+                    "{scope:<9} {:>4} {:>3} {:>10} {:>10} {:>10} {:>14}",
+                    l.vcpu, l.el, l.tlbi, l.dsb, l.isb, l.insns
+                );
+            }
+        }
+        Err(e) => eprintln!("xtask: warning: instruction counts: {e:#}"),
+    }
 }

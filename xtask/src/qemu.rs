@@ -48,6 +48,8 @@ pub struct QemuConfig {
     pub guest: Option<Guest>,
     /// `-M virt,mte=on`: memory tagging.
     pub mte: bool,
+    /// `-plugin` argument (the instruction-counting plugin, see [`crate::plugin`]).
+    pub plugin: Option<String>,
 }
 
 /// A guest kernel with its initramfs and command line (`cargo xtask run --guest …`).
@@ -114,6 +116,7 @@ impl Default for QemuConfig {
             guest_image: None,
             guest: None,
             mte: false,
+            plugin: None,
         }
     }
 }
@@ -180,6 +183,9 @@ impl QemuConfig {
         ];
         if let Some(shift) = self.icount {
             a.extend(["-icount".into(), format!("shift={shift}")]);
+        }
+        if let Some(p) = &self.plugin {
+            a.extend(["-plugin".into(), p.clone()]);
         }
         a
     }

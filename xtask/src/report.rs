@@ -67,6 +67,30 @@ pub fn table(records: &[&ParsedRecord]) -> String {
     out
 }
 
+/// Aligned columns: the first `left` columns left-aligned, the others right-aligned, two
+/// spaces apart, a header line first.
+pub fn aligned(header: &[String], rows: &[Vec<String>], left: usize) -> String {
+    let widths: Vec<usize> = (0..header.len())
+        .map(|i| rows.iter().map(|r| r[i].len()).chain([header[i].len()]).max().unwrap_or(0))
+        .collect();
+    let fmt = |cells: &[String]| {
+        cells
+            .iter()
+            .zip(&widths)
+            .enumerate()
+            .map(|(i, (c, w))| if i < left { format!("{c:<w$}") } else { format!("{c:>w$}") })
+            .collect::<Vec<_>>()
+            .join("  ")
+            .trim_end()
+            .to_string()
+    };
+    let mut out = fmt(header) + "\n";
+    for r in rows {
+        out += &(fmt(r) + "\n");
+    }
+    out
+}
+
 /// Prints a table per record kind found in `output` (and any malformed record lines).
 pub fn print_tables(output: &str) {
     let (records, errors) = collect(output);

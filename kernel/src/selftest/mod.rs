@@ -14,6 +14,7 @@
 //!   (denied accesses are caught and counted), the image is W^X (`mem_perms`).
 //! * `test=memslot-errors`, `test=dirty-log`, `test=memslot-nopool`: the hypervisor's memslots and dirty logging
 //!   (`memslot`).
+//! * `test=pmu`: the PMU driver's checks on the CPU (`perf::selftest`).
 //! * `test=bad-calls`: hypercalls and PSCI calls with wrong ids and arguments must each return
 //!   the documented error, and the hypervisor must keep running.
 //! * `test=smccc`, `test=storm`, `test=cpu-cycle`, `test=pool-calls`, `test=touch`,
@@ -50,6 +51,7 @@ pub const NAMES: &[&str] = &[
     "memslot-errors",
     "dirty-log",
     "memslot-nopool",
+    "pmu",
 ];
 
 /// Self-tests that end the run (whatever follows them would never run).
@@ -91,6 +93,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
             "memslot-errors" => memslot::errors()?,
             "dirty-log" => memslot::dirty(args)?,
             "memslot-nopool" => memslot::no_pool()?,
+            "pmu" => crate::perf::selftest::run()?,
             // The table in `cmdline` accepts only NAMES.
             other => return Err(format!("self-test {other:?} is in NAMES but not run here")),
         }

@@ -21,6 +21,7 @@
 //! | `0xC600_0015` | [`DIRTY_LOG_CLEAR`] | slot id      | mask IPA        | first page \| count << 32 |           |
 //! | `0xC600_0016` | [`WALKER_MODE`]     | [`WalkerMode`] | chunk bytes (0 = keep) |           | x1, x2 = previous |
 //! | `0xC600_0017` | [`COUNTER_READ`]    | [`Counter`]  |                 |                    | x1 = value       |
+//! | `0xC600_0018` | [`MAINT_COUNTS`]    | [`MAINT_TLB`] or [`MAINT_OTHER`] |  |                | x1..x3 = counts  |
 //!
 //! Memslots: guest IPA ranges outside guest RAM, backed by the hypervisor's memslot
 //! pool (boot argument `hyp.slotpool=SIZE`) mapped repeatedly, so a slot may be larger than the
@@ -109,8 +110,17 @@ pub const WALKER_MODE: u64 = 0xc600_0016;
 /// Read one hypervisor counter: x1 = [`Counter`]; x1 returns its value (since the last
 /// [`COUNTERS_RESET`], except the gauges).
 pub const COUNTER_READ: u64 = 0xc600_0017;
+/// The hypervisor's maintenance instructions since boot (every CPU, never reset), so a reader
+/// can take differences around any window: x1 = [`MAINT_TLB`] returns x1 = TLBIs, x2 = DSBs,
+/// x3 = ISBs issued by `lib/pgtable`; x1 = [`MAINT_OTHER`] returns x1 = DSBs and x2 = ISBs of
+/// cache maintenance, x3 = ISBs of the PMU driver. Any other x1 -> INVALID_PARAMETER.
+pub const MAINT_COUNTS: u64 = 0xc600_0018;
+/// [`MAINT_COUNTS`] selector: TLB maintenance (`lib/pgtable`'s counters).
+pub const MAINT_TLB: u64 = 0;
+/// [`MAINT_COUNTS`] selector: cache maintenance and PMU barriers.
+pub const MAINT_OTHER: u64 = 1;
 /// One past the last id in use; ids from here to `0xC600_00FF` are free.
-pub const END: u64 = 0xc600_0018;
+pub const END: u64 = 0xc600_0019;
 
 /// [`MEMSLOT_CREATE`] backing: 4 KiB pages (an already-split slot).
 pub const MEMSLOT_BACKING_4K: u64 = 0;
@@ -173,8 +183,8 @@ pub enum Counter {
     DirtyFaults = 15,
     /// Nanoseconds spent in split walks (hypervisor clock).
     SplitNs = 16,
-    /// Instructions retired in split walks (PMU counter 0 as the guest programmed it; 0 without
-    /// `-icount` under TCG).
+    /// Instructions retired in split walks (the guest's INST_RETIRED counter, wherever its PMU
+    /// driver put it; 0 when it counts none, e.g. without `-icount` under TCG).
     SplitInsns = 17,
     /// Page-cache top-ups between split chunks.
     CacheTopups = 18,
@@ -332,11 +342,13 @@ pub enum Call {
     WalkerMode,
     /// [`COUNTER_READ`].
     CounterRead,
+    /// [`MAINT_COUNTS`].
+    MaintCounts,
 }
 
 impl Call {
     /// Every call, in id order.
-    pub const ALL: [Call; 12] = [
+    pub const ALL: [Call; 13] = [
         Call::Version,
         Call::Exit,
         Call::CountersReset,
@@ -349,6 +361,7 @@ impl Call {
         Call::DirtyLogClear,
         Call::WalkerMode,
         Call::CounterRead,
+        Call::MaintCounts,
     ];
 
     /// The SMCCC function id.
@@ -366,6 +379,7 @@ impl Call {
             Call::DirtyLogClear => DIRTY_LOG_CLEAR,
             Call::WalkerMode => WALKER_MODE,
             Call::CounterRead => COUNTER_READ,
+            Call::MaintCounts => MAINT_COUNTS,
         }
     }
 
@@ -390,6 +404,7 @@ impl Call {
             Call::DirtyLogClear => "DIRTY_LOG_CLEAR",
             Call::WalkerMode => "WALKER_MODE",
             Call::CounterRead => "COUNTER_READ",
+            Call::MaintCounts => "MAINT_COUNTS",
         }
     }
 
@@ -428,7 +443,7 @@ mod tests {
             assert_eq!(Call::from_id(id), Some(c));
             assert_eq!(Call::try_from(id | 0xdead_0000_0000_0000), Ok(c), "upper half ignored");
         }
-        let mut ids: [u64; 12] = Call::ALL.map(Call::id);
+        let mut ids: [u64; 13] = Call::ALL.map(Call::id);
         ids.sort_unstable();
         assert!(ids.windows(2).all(|w| w[0] < w[1]), "distinct");
         assert_eq!(owner(CALL_UID), 6);

@@ -47,6 +47,9 @@ pub enum Value {
         /// Largest accepted.
         max: u64,
     },
+    /// Any text (possibly empty) that its owner checks itself, e.g. PMU event names that only
+    /// the CPU's own tables can judge (`perf.events=INST_RETIRED,0x2d:el1`).
+    Text,
 }
 
 /// One accepted word.
@@ -82,6 +85,11 @@ impl Word {
         Word { name, value: Value::Uint { min, max }, help }
     }
 
+    /// A word taking text its owner checks.
+    pub const fn text(name: &'static str, help: &'static str) -> Word {
+        Word { name, value: Value::Text, help }
+    }
+
     /// How the word is written, e.g. `hyp.pool=SIZE`, `bbml2=auto|on|off`, `test=NAME[,NAME…]`.
     pub fn syntax(&self) -> String {
         match self.value {
@@ -90,6 +98,7 @@ impl Word {
             Value::List(_) => format!("{}=NAME[,NAME...]", self.name),
             Value::Size { .. } => format!("{}=SIZE", self.name),
             Value::Uint { .. } => format!("{}=N", self.name),
+            Value::Text => format!("{}=TEXT", self.name),
         }
     }
 
@@ -107,6 +116,7 @@ impl Word {
                 )
             }
             Value::Uint { min, max } => format!("a number from {min} to {max} (decimal, or hex after 0x)"),
+            Value::Text => String::from("text (checked where it is used)"),
         }
     }
 }
@@ -166,6 +176,8 @@ pub enum Setting {
     Size(u64),
     /// The number.
     Uint(u64),
+    /// The text.
+    Text(String),
 }
 
 /// The words given, checked against a table.
@@ -212,6 +224,14 @@ impl Args {
     pub fn uint(&self, name: &str) -> Option<u64> {
         match self.get(name) {
             Some(Setting::Uint(s)) => Some(*s),
+            _ => None,
+        }
+    }
+
+    /// The text given for `name`.
+    pub fn text(&self, name: &str) -> Option<&str> {
+        match self.get(name) {
+            Some(Setting::Text(t)) => Some(t),
             _ => None,
         }
     }
@@ -343,6 +363,7 @@ pub fn parse_words<'a>(words: impl IntoIterator<Item = &'a str>, table: &Table) 
         let setting = match (word.value, value) {
             (Value::Flag, None) => Setting::Flag,
             (Value::Flag, Some(_)) => return Err(bad(String::from("a flag takes no value"))),
+            (Value::Text, Some(v)) => Setting::Text(v.to_string()),
             (_, None) => return Err(bad(format!("no value (write {})", word.syntax()))),
             (Value::Choice(c), Some(v)) => match c.iter().find(|x| **x == v) {
                 Some(x) => Setting::Choice(x),

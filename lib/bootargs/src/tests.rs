@@ -10,6 +10,7 @@ const TABLE: Table = Table {
         Word::list("test", TESTS, "self-tests"),
         Word::size("hyp.pool", 16 << 20, 1 << 40, "frame pool"),
         Word::uint("split.iters", 1, 1000, "iterations"),
+        Word::text("perf.events", "events"),
     ],
     foreign: &[("hyp.", "a hypervisor word, and no hypervisor took it")],
 };
@@ -186,4 +187,15 @@ fn a_boot_loaders_words_end_at_the_marker() {
         "{e}"
     );
     assert_eq!(split_firmware("pgtlab"), (vec![], vec![]));
+}
+
+#[test]
+fn text_words_keep_their_value_even_empty_but_need_the_equals_sign() {
+    let a = parse("perf.events=INST_RETIRED,0x2d:el1", &TABLE).unwrap();
+    assert_eq!(a.text("perf.events"), Some("INST_RETIRED,0x2d:el1"));
+    assert_eq!(parse("perf.events=", &TABLE).unwrap().text("perf.events"), Some(""));
+    assert!(err("perf.events").contains("no value"), "{}", err("perf.events"));
+    assert!(
+        err("perf.events=a perf.events=b").contains("twice") || parse("perf.events=a perf.events=b", &TABLE).is_err()
+    );
 }

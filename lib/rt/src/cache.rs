@@ -6,6 +6,54 @@
 //! may be stale must be invalidated before the first cacheable read.
 
 use aarch64_cpu::asm::barrier;
+use core::sync::atomic::{AtomicU64, Ordering};
+
+static DSBS: AtomicU64 = AtomicU64::new(0);
+static ISBS: AtomicU64 = AtomicU64::new(0);
+
+/// DSBs and ISBs that cache maintenance has executed in this binary (every CPU), kept apart
+/// from `lib/pgtable`'s TLB-maintenance counts: together with them (and the PMU driver's ISBs)
+/// they are every barrier the project issues on its measured paths.
+pub fn barrier_counts() -> (u64, u64) {
+    (DSBS.load(Ordering::Relaxed), ISBS.load(Ordering::Relaxed))
+}
+
+/// Adds one to `c`. With the MMU (and so the data cache) off, memory is Device memory, where
+/// exclusive accesses are not guaranteed to work: then only the boot CPU runs, and a plain
+/// load and store is enough.
+fn count(c: &AtomicU64) {
+    let el: u64;
+    // SAFETY: reads CurrentEL; no side effects.
+    unsafe { core::arch::asm!("mrs {}, currentel", out(reg) el, options(nomem, nostack, preserves_flags)) };
+    let sctlr: u64;
+    if (el >> 2) & 3 == 2 {
+        // SAFETY: reads SCTLR_EL2 at EL2; no side effects.
+        unsafe { core::arch::asm!("mrs {}, sctlr_el2", out(reg) sctlr, options(nomem, nostack, preserves_flags)) };
+    } else {
+        // SAFETY: reads SCTLR_EL1 at EL1; no side effects.
+        unsafe { core::arch::asm!("mrs {}, sctlr_el1", out(reg) sctlr, options(nomem, nostack, preserves_flags)) };
+    }
+    if sctlr & 0b101 == 0b101 {
+        c.fetch_add(1, Ordering::Relaxed);
+    } else {
+        c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+    }
+}
+
+fn dsb_sy() {
+    count(&DSBS);
+    barrier::dsb(barrier::SY);
+}
+
+fn dsb_ish() {
+    count(&DSBS);
+    barrier::dsb(barrier::ISH);
+}
+
+fn isb() {
+    count(&ISBS);
+    barrier::isb(barrier::SY);
+}
 
 /// Smallest data cache line in bytes (CTR_EL0.DminLine).
 pub fn dcache_line() -> u64 {
@@ -33,7 +81,7 @@ fn by_line(start: u64, len: u64, op: impl Fn(u64)) {
         op(a);
         a += line;
     }
-    barrier::dsb(barrier::SY);
+    dsb_sy();
 }
 
 /// Writes `[start, start + len)` back to the point of coherency (`DC CVAC`), keeping the lines.
@@ -71,15 +119,15 @@ pub fn sync_icache(start: u64, len: u64) {
         unsafe { core::arch::asm!("dc cvau, {}", in(reg) a, options(nostack, preserves_flags)) };
         a += dline;
     }
-    barrier::dsb(barrier::ISH);
+    dsb_ish();
     let mut a = start & !(iline - 1);
     while a < end {
         // SAFETY: `ic ivau` drops an instruction cache line; no data side effect.
         unsafe { core::arch::asm!("ic ivau, {}", in(reg) a, options(nostack, preserves_flags)) };
         a += iline;
     }
-    barrier::dsb(barrier::ISH);
-    barrier::isb(barrier::SY);
+    dsb_ish();
+    isb();
 }
 
 /// Invalidates every instruction cache in the inner-shareable domain (`IC IALLUIS`), with the
@@ -87,6 +135,6 @@ pub fn sync_icache(start: u64, len: u64) {
 pub fn invalidate_icache_all() {
     // SAFETY: drops instruction cache contents only; no data side effect.
     unsafe { core::arch::asm!("ic ialluis", options(nostack, preserves_flags)) };
-    barrier::dsb(barrier::SY);
-    barrier::isb(barrier::SY);
+    dsb_sy();
+    isb();
 }

@@ -1,0 +1,221 @@
+//! Time and PMU counters for measurements, on top of the shared PMU driver (`lib/pmu`).
+//!
+//! * [`now_ns`]: the generic timer (CNTVCT_EL0 at CNTFRQ_EL0; 16 ns steps on QEMU `virt`).
+//! * [`driver`]: this CPU's [`pmu::Pmu`] (per-CPU wrap counts in [`CPU_STATE`]).
+//! * [`Pmu`]: what the benchmarks read: the cycle counter and instructions retired (event
+//!   0x08), counted at EL0, EL1 and EL2 (a guest exit's hypervisor work counts). Under TCG,
+//!   QEMU counts instructions only with `-icount` (PMCEID0 then advertises them); without it
+//!   the instruction count reads as zero.
+//! * [`Barriers`]: the project's own counts of TLBI, DSB and ISB instructions at EL1 (this
+//!   kernel) and EL2 (the hypervisor, through MAINT_COUNTS), by source: `lib/pgtable`'s TLB
+//!   maintenance, cache maintenance (`rt::cache`), the PMU driver.
+//! * [`scenario`]: `perf.events=...` counts events around a whole self-test or benchmark.
+//! * [`selftest`]: `test=pmu`, the driver's checks on the CPU.
+//! * [`mark`]: window markers for the instruction-counting QEMU plugin.
+
+pub mod scenario;
+pub mod selftest;
+
+use crate::power::Host;
+use crate::KERNEL;
+use aarch64_cpu::registers::{Readable, CNTFRQ_EL0, CNTVCT_EL0, MIDR_EL1, MPIDR_EL1};
+use core::sync::atomic::{AtomicU64, Ordering};
+use pmu::hw::SysRegs;
+use pmu::{CpuState, ElFilter};
+
+static OTHER_ISBS: AtomicU64 = AtomicU64::new(0);
+
+/// Counts an ISB the kernel issues outside `lib/pgtable`, `rt::cache` and the PMU driver (the
+/// one after an address translation, `hyp::virt_to_phys`), so the own counts stay complete.
+pub fn count_other_isb() {
+    OTHER_ISBS.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Nanoseconds since boot.
+pub fn now_ns() -> u64 {
+    let (t, f) = (CNTVCT_EL0.get() as u128, CNTFRQ_EL0.get().max(1) as u128);
+    (t * 1_000_000_000 / f) as u64
+}
+
+/// The PMU driver's per-CPU state (claimed counters, wrap counts), by CPU index.
+pub static CPU_STATE: [CpuState; rt::MAX_CPUS] = [const { CpuState::new() }; rt::MAX_CPUS];
+
+/// This CPU's index in the DTB's CPU list.
+pub fn cpu_index() -> usize {
+    let me = MPIDR_EL1.get() & 0xff_00ff_ffff;
+    KERNEL.get().and_then(|k| k.board.cpus.iter().position(|c| c.mpidr == me)).unwrap_or(0).min(rt::MAX_CPUS - 1)
+}
+
+/// Whether this kernel runs on QEMU TCG (whose PMU counts only SW_INCR, CPU_CYCLES and, under
+/// `-icount`, INST_RETIRED): QEMU's own device tree says so, and a board's tree on QEMU (the Pi 5
+/// paths) is recognised by QEMU's PMCEID.
+pub fn emulated() -> bool {
+    let dtb = KERNEL.get().is_some_and(|k| k.board.compatible.iter().any(|c| c == "linux,dummy-virt"));
+    // PMCEID exists only with a PMUv3 (PMUVer 1..=0xE).
+    let ver = pmu::PmuRegs::pmuver(&SysRegs);
+    dtb || ((1..0xf).contains(&ver) && pmu::looks_emulated(pmu::PmuRegs::pmceid(&SysRegs)))
+}
+
+/// This CPU's PMU (`None` without PMUv3).
+pub fn driver() -> Option<pmu::Pmu<'static, SysRegs>> {
+    pmu::Pmu::new(SysRegs, &CPU_STATE[cpu_index()], MIDR_EL1.get(), emulated())
+}
+
+/// The cycle counter and, where counted, instructions retired, at every EL, on this CPU.
+pub struct Pmu {
+    pmu: Option<pmu::Pmu<'static, SysRegs>>,
+    insns: Option<pmu::Counter>,
+}
+
+impl Pmu {
+    /// Starts counting on this CPU (claims one event counter for instructions when this CPU
+    /// counts them; frees it on drop).
+    pub fn enable() -> Self {
+        let pmu = driver();
+        let insns = pmu.as_ref().and_then(|p| {
+            let ev = p.info().core.lookup("INST_RETIRED")?;
+            match p.claim(ev, ElFilter::ALL) {
+                Ok(c) => Some(c),
+                Err(pmu::NotCounted::NoFreeCounter) => {
+                    rt::println!("kernel: warning: every PMU counter is taken: instructions read as 0");
+                    None
+                }
+                Err(_) => None,
+            }
+        });
+        Pmu { pmu, insns }
+    }
+
+    /// (cycles, instructions) now; instructions read 0 where they are not counted.
+    #[inline(always)]
+    pub fn read(&self) -> (u64, u64) {
+        match &self.pmu {
+            Some(p) => (p.cycles(), self.insns.as_ref().map_or(0, |c| p.read(c))),
+            None => (0, 0),
+        }
+    }
+}
+
+impl Drop for Pmu {
+    fn drop(&mut self) {
+        if let (Some(p), Some(c)) = (&self.pmu, self.insns.take()) {
+            p.release(c);
+        }
+    }
+}
+
+/// TLBI, DSB and ISB counts at one exception level, by source.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LevelCounts {
+    /// TLBIs (`lib/pgtable`).
+    pub tlbi: u64,
+    /// DSBs of TLB maintenance (`lib/pgtable`).
+    pub dsb_pgtable: u64,
+    /// ISBs of TLB maintenance (`lib/pgtable`).
+    pub isb_pgtable: u64,
+    /// DSBs of cache maintenance (`rt::cache`, e.g. around hypercall and dirty-log buffers).
+    pub dsb_cache: u64,
+    /// ISBs of cache maintenance.
+    pub isb_cache: u64,
+    /// ISBs of the PMU driver (each counter read synchronises).
+    pub isb_pmu: u64,
+    /// Other ISBs (after an address translation).
+    pub isb_other: u64,
+}
+
+impl LevelCounts {
+    fn since(&self, e: &LevelCounts) -> LevelCounts {
+        LevelCounts {
+            tlbi: self.tlbi - e.tlbi,
+            dsb_pgtable: self.dsb_pgtable - e.dsb_pgtable,
+            isb_pgtable: self.isb_pgtable - e.isb_pgtable,
+            dsb_cache: self.dsb_cache - e.dsb_cache,
+            isb_cache: self.isb_cache - e.isb_cache,
+            isb_pmu: self.isb_pmu - e.isb_pmu,
+            isb_other: self.isb_other - e.isb_other,
+        }
+    }
+
+    /// Every DSB the project counted.
+    pub fn dsb(&self) -> u64 {
+        self.dsb_pgtable + self.dsb_cache
+    }
+
+    /// Every ISB the project counted.
+    pub fn isb(&self) -> u64 {
+        self.isb_pgtable + self.isb_cache + self.isb_pmu + self.isb_other
+    }
+}
+
+/// The project's own maintenance counts, EL1 and (under the hypervisor) EL2.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Barriers {
+    /// This kernel's.
+    pub el1: LevelCounts,
+    /// The hypervisor's (`None` without it).
+    pub el2: Option<LevelCounts>,
+}
+
+impl Barriers {
+    /// EL1's counts (plain loads: no barrier of their own).
+    pub fn el1_now() -> LevelCounts {
+        let t = pgtable::hw::HwTlb::counters();
+        let (dsb_cache, isb_cache) = rt::cache::barrier_counts();
+        LevelCounts {
+            tlbi: t.tlbi_total(),
+            dsb_pgtable: t.dsb_total(),
+            isb_pgtable: t.isb,
+            dsb_cache,
+            isb_cache,
+            isb_pmu: pmu::hw::isb_count(),
+            isb_other: OTHER_ISBS.load(Ordering::Relaxed),
+        }
+    }
+
+    /// EL2's counts through MAINT_COUNTS (`None` without the hypervisor).
+    pub fn el2_now() -> Option<LevelCounts> {
+        use abi::hypercall as hc;
+        if crate::power::host() != Host::Hypervisor {
+            return None;
+        }
+        let a = crate::smccc::call(hc::MAINT_COUNTS, hc::MAINT_TLB, 0, 0);
+        let b = crate::smccc::call(hc::MAINT_COUNTS, hc::MAINT_OTHER, 0, 0);
+        if a[0] != 0 || b[0] != 0 {
+            return None;
+        }
+        Some(LevelCounts {
+            tlbi: a[1],
+            dsb_pgtable: a[2],
+            isb_pgtable: a[3],
+            dsb_cache: b[1],
+            isb_cache: b[2],
+            isb_pmu: b[3],
+            isb_other: 0,
+        })
+    }
+
+    /// `self - earlier`.
+    pub fn since(&self, earlier: &Barriers) -> Barriers {
+        Barriers {
+            el1: self.el1.since(&earlier.el1),
+            el2: match (self.el2, earlier.el2) {
+                (Some(a), Some(b)) => Some(a.since(&b)),
+                _ => None,
+            },
+        }
+    }
+}
+
+/// Window markers for the QEMU instruction-counting plugin (`cargo xtask ... --count-insns`):
+/// `HINT #126` opens a window and `HINT #127` closes it. Both are unallocated hints, so every
+/// CPU executes them as NOPs; the plugin recognises their encodings and snapshots its counts.
+pub fn mark(open: bool) {
+    // SAFETY: unallocated HINT encodings execute as NOPs (Arm ARM C6.2.127): no effect.
+    unsafe {
+        if open {
+            core::arch::asm!("hint #126", options(nostack, preserves_flags))
+        } else {
+            core::arch::asm!("hint #127", options(nostack, preserves_flags))
+        }
+    }
+}

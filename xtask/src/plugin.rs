@@ -1,0 +1,186 @@
+//! The instruction-counting QEMU plugin (`xtask/plugin/insncount.c`): built with the host C
+//! compiler, loaded with `--count-insns`, and its output read back.
+//!
+//! The plugin counts TLBI, DSB and ISB instructions executed by the guest, and all instructions
+//! (per translation block), per vCPU and per exception level, in total and in windows the guest
+//! marks (`HINT #126` / `HINT #127`, see
+//! `kernel/src/perf/mod.rs`). The EL is taken from where the code lives: the hypervisor's
+//! image (loaded by QEMU at RAM base + 2 MiB and run identity mapped) is EL2, the rest EL1.
+
+use crate::build::Images;
+use crate::system::which;
+use crate::workspace_root;
+use anyhow::{bail, ensure, Context, Result};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Where QEMU `virt` loads an Image with text_offset 0: RAM base (1 GiB) + 2 MiB.
+pub const VIRT_IMAGE_BASE: u64 = 0x4020_0000;
+
+/// Builds the plugin if its source is newer than the library; returns the library's path.
+pub fn build() -> Result<PathBuf> {
+    let src = workspace_root().join("xtask/plugin/insncount.c");
+    let dir = workspace_root().join("target/plugin");
+    let lib = dir.join("libinsncount.so");
+    let newer = |a: &Path, b: &Path| -> bool {
+        let m = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+        match (m(a), m(b)) {
+            (Some(a), Some(b)) => a > b,
+            _ => true,
+        }
+    };
+    if lib.is_file() && !newer(&src, &lib) {
+        return Ok(lib);
+    }
+    std::fs::create_dir_all(&dir)?;
+    if ["cc", "gcc", "clang"].into_iter().all(|c| which(c).is_none()) {
+        crate::system::apt_install(&["gcc"], "a C compiler (for the instruction-counting plugin)")?;
+    }
+    let cc = ["cc", "gcc", "clang"]
+        .into_iter()
+        .find_map(which)
+        .context("no host C compiler (cc, gcc or clang) to build the instruction-counting plugin")?;
+    let out = Command::new(&cc)
+        // No libc headers or start files needed (the plugin declares what it uses), so a bare
+        // `gcc` without libc6-dev builds it.
+        .args(["-shared", "-fPIC", "-nostdlib", "-O2", "-Wall", "-Wextra", "-Werror", "-o"])
+        .arg(&lib)
+        .arg(&src)
+        .output()
+        .with_context(|| format!("running {}", cc.display()))?;
+    ensure!(out.status.success(), "building {} failed:\n{}", src.display(), String::from_utf8_lossy(&out.stderr));
+    eprintln!("xtask: built the instruction-counting plugin {}", lib.display());
+    Ok(lib)
+}
+
+/// The hypervisor's code range at EL2: its Image's `image_size` from the load address.
+pub fn el2_range(images: &Images) -> Result<(u64, u64)> {
+    let bytes =
+        std::fs::read(&images.hypervisor).with_context(|| format!("reading {}", images.hypervisor.display()))?;
+    ensure!(
+        bytes.len() >= 64 && &bytes[0x38..0x3c] == b"ARMd",
+        "{} is not an arm64 Image",
+        images.hypervisor.display()
+    );
+    let size = u64::from_le_bytes(bytes[16..24].try_into().unwrap());
+    Ok((VIRT_IMAGE_BASE, VIRT_IMAGE_BASE + size))
+}
+
+/// The `-plugin` argument: the library, the output file, the EL2 range (none without the
+/// hypervisor).
+pub fn qemu_arg(lib: &Path, out: &Path, el2: Option<(u64, u64)>) -> String {
+    let mut a = format!("{},out={}", lib.display(), out.display());
+    if let Some((lo, hi)) = el2 {
+        a += &format!(",el2={lo:#x}-{hi:#x}");
+    }
+    a
+}
+
+/// One line of the plugin's output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Count {
+    /// `None`: since boot; `Some(w)`: window `w`.
+    pub window: Option<u32>,
+    pub vcpu: u32,
+    pub el: u8,
+    pub tlbi: u64,
+    pub dsb: u64,
+    pub isb: u64,
+    /// Instructions executed (counted per translation block).
+    pub insns: u64,
+}
+
+/// Everything the plugin wrote.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub lines: Vec<Count>,
+    pub windows: u32,
+}
+
+impl Counts {
+    /// Window `w`'s counts at `el`, summed over vCPUs.
+    pub fn window_el(&self, w: u32, el: u8) -> (u64, u64, u64) {
+        self.lines
+            .iter()
+            .filter(|c| c.window == Some(w) && c.el == el)
+            .fold((0, 0, 0), |a, c| (a.0 + c.tlbi, a.1 + c.dsb, a.2 + c.isb))
+    }
+
+    /// Window `w`'s lines (per vCPU and EL).
+    pub fn window(&self, w: u32) -> impl Iterator<Item = &Count> {
+        self.lines.iter().filter(move |c| c.window == Some(w))
+    }
+}
+
+/// Parses the plugin's output file.
+pub fn parse(text: &str) -> Result<Counts> {
+    let mut counts = Counts::default();
+    let mut ended = false;
+    for (i, line) in text.lines().enumerate() {
+        let v: serde_json::Value =
+            serde_json::from_str(line).with_context(|| format!("plugin output line {}", i + 1))?;
+        let num = |k: &str| v.get(k).and_then(|x| x.as_u64());
+        match v.get("kind").and_then(|k| k.as_str()) {
+            Some("insn_count") => {
+                let window = match v.get("scope").and_then(|s| s.as_str()) {
+                    Some("total") => None,
+                    Some("window") => Some(num("window").context("window line without its number")? as u32),
+                    other => bail!("plugin output line {}: scope {other:?}", i + 1),
+                };
+                counts.lines.push(Count {
+                    window,
+                    vcpu: num("vcpu").context("vcpu")? as u32,
+                    el: num("el").context("el")? as u8,
+                    tlbi: num("tlbi").context("tlbi")?,
+                    dsb: num("dsb").context("dsb")?,
+                    isb: num("isb").context("isb")?,
+                    insns: num("insns").context("insns")?,
+                });
+            }
+            Some("insn_count_end") => {
+                ensure!(num("dropped_windows") == Some(0), "the plugin dropped windows (more than 256)");
+                ensure!(num("unclosed") == Some(0), "a window was opened and never closed");
+                counts.windows = num("windows").context("windows")? as u32;
+                ended = true;
+            }
+            other => bail!("plugin output line {}: kind {other:?}", i + 1),
+        }
+    }
+    ensure!(ended, "the plugin's output has no end line (QEMU did not exit cleanly?)");
+    Ok(counts)
+}
+
+/// Reads and parses `path`.
+pub fn read(path: &Path) -> Result<Counts> {
+    parse(&std::fs::read_to_string(path).with_context(|| format!("reading the plugin's output {}", path.display()))?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn output_is_parsed_and_checked() {
+        let text = "{\"kind\":\"insn_count\",\"scope\":\"total\",\"vcpu\":0,\"el\":1,\"tlbi\":3,\"dsb\":4,\"isb\":5,\"insns\":50}\n\
+                    {\"kind\":\"insn_count\",\"scope\":\"window\",\"window\":0,\"vcpu\":0,\"el\":1,\"tlbi\":1,\"dsb\":2,\"isb\":3,\"insns\":9}\n\
+                    {\"kind\":\"insn_count\",\"scope\":\"window\",\"window\":0,\"vcpu\":2,\"el\":1,\"tlbi\":0,\"dsb\":1,\"isb\":0,\"insns\":7}\n\
+                    {\"kind\":\"insn_count_end\",\"windows\":1,\"dropped_windows\":0,\"unclosed\":0}\n";
+        let c = parse(text).unwrap();
+        assert_eq!(c.windows, 1);
+        assert_eq!(c.window_el(0, 1), (1, 3, 3));
+        assert_eq!(c.window_el(0, 2), (0, 0, 0));
+        assert_eq!(c.window(0).count(), 2);
+        assert_eq!(c.window(0).map(|l| l.insns).sum::<u64>(), 16);
+        let cut = text.lines().take(3).collect::<Vec<_>>().join("\n");
+        assert!(parse(&cut).is_err(), "no end line");
+        let unclosed = text.replace("\"unclosed\":0", "\"unclosed\":1");
+        assert!(parse(&unclosed).is_err());
+    }
+
+    #[test]
+    fn qemu_argument() {
+        let a = qemu_arg(Path::new("/p/lib.so"), Path::new("/t/o.jsonl"), Some((0x4020_0000, 0x406b_f000)));
+        assert_eq!(a, "/p/lib.so,out=/t/o.jsonl,el2=0x40200000-0x406bf000");
+        assert_eq!(qemu_arg(Path::new("l"), Path::new("o"), None), "l,out=o");
+    }
+}
