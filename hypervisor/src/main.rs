@@ -45,9 +45,21 @@ struct Config {
 
 static CONFIG: Once<Config> = Once::new();
 
+/// `HINT #125` (a NOP) then return: executed first thing on every boot, wherever the image
+/// runs (it may have moved itself, `hypcore::home`), so the instruction-counting QEMU plugin
+/// (`xtask/plugin/insncount.c`, told this symbol's image offset) knows where EL2 code is.
+#[unsafe(naked)]
+#[no_mangle]
+extern "C" fn pgtlab_el2_home_mark() {
+    // What this guarantees: nothing but a NOP-space hint and a return; no register or memory
+    // is touched.
+    core::arch::naked_asm!("hint #125", "ret")
+}
+
 #[no_mangle]
 extern "C" fn rt_main(dtb: usize) -> ! {
     use aarch64_cpu::registers::{Writeable, VBAR_EL2};
+    pgtlab_el2_home_mark();
     VBAR_EL2.set(rt::trap::vectors_el2());
     mem::init_heap();
     match boot(dtb) {

@@ -11,6 +11,12 @@
  * at a fixed address and which runs identity mapped) is EL2, everything else EL1. EL0 code
  * (user tasks) would need a range of its own (`el0=LO-HI`).
  *
+ * The hypervisor may move itself at boot (to the top of RAM, so the guest's RAM has no hole).
+ * With `el2mark=OFF` the first `el2=` range moves with it: the hypervisor executes `HINT #125`
+ * (a NOP) at image offset OFF first thing in Rust on every boot, and a translation of that hint
+ * at address A puts the range at [A - OFF, A - OFF + its size). Code the moved image runs before
+ * the mark (the relocation loop of `__rt_entry`, outside any window) still counts as EL1.
+ *
  * Windows: `HINT #126` (an unallocated hint, a NOP on every CPU) opens a window and
  * `HINT #127` closes it; each snapshots the counts of every vCPU, so a window's counts are
  * those of all vCPUs between the two markers (the markers themselves are not counted).
@@ -70,7 +76,7 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_version = 1;
 /* ---- end of the API ---- */
 
 enum { K_TLBI, K_DSB, K_ISB, K_INSNS, KINDS };
-enum { MARK_OPEN = 8, MARK_CLOSE = 9 };
+enum { MARK_OPEN = 8, MARK_CLOSE = 9, MARK_HOME = 10 };
 #define MAX_VCPUS 64
 #define LEVELS 3
 #define MAX_WINDOWS 256
@@ -105,9 +111,31 @@ static int classify(uint32_t w)
         return K_ISB;
     if (w == (0xd503201fu | (126u << 5)))
         return MARK_OPEN;
+    if (w == (0xd503201fu | (125u << 5)))
+        return MARK_HOME;
     if (w == (0xd503201fu | (127u << 5)))
         return MARK_CLOSE;
     return -1;
+}
+
+/* `el2mark=OFF`: the image offset of the hypervisor's HINT #125 (0: no moving range). */
+static uint64_t el2_mark;
+static int el2_moves;
+static uint64_t el2_moved_to;
+
+/* A translated HINT #125 at `va`: the hypervisor runs at va - el2_mark now. Translation happens
+ * on one vCPU at a time at that point of boot (the hypervisor moves before it starts others). */
+static void el2_home_seen(uint64_t va)
+{
+    if (!el2_mark || va < el2_mark || ((va - el2_mark) & 0xfff) || n_ranges == 0 || ranges[0].el != 2)
+        return;
+    uint64_t base = va - el2_mark;
+    if (base == ranges[0].lo)
+        return;
+    ranges[0].hi = base + (ranges[0].hi - ranges[0].lo);
+    ranges[0].lo = base;
+    el2_moves++;
+    el2_moved_to = base;
 }
 
 static int level_of(uint64_t va)
@@ -176,6 +204,10 @@ static void on_tb(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
         uint32_t w;
         memcpy(&w, qemu_plugin_insn_data(insn), 4);
         int kind = classify(w);
+        if (kind == MARK_HOME) {
+            el2_home_seen(qemu_plugin_insn_vaddr(insn));
+            continue;
+        }
         if (kind < 0)
             continue;
         uintptr_t u = (uintptr_t)kind | ((uintptr_t)level_of(qemu_plugin_insn_vaddr(insn)) << 8);
@@ -213,8 +245,10 @@ static void on_exit_cb(qemu_plugin_id_t id, void *p)
     print_counts(f, "total", -1, &total);
     for (int w = 0; w < n_windows; w++)
         print_counts(f, "window", w, &windows[w]);
-    fprintf(f, "{\"kind\":\"insn_count_end\",\"windows\":%d,\"dropped_windows\":%d,\"unclosed\":%d}\n", n_windows,
-            dropped_windows, window_open);
+    fprintf(f,
+            "{\"kind\":\"insn_count_end\",\"windows\":%d,\"dropped_windows\":%d,\"unclosed\":%d,"
+            "\"el2_moves\":%d,\"el2_at\":%llu}\n",
+            n_windows, dropped_windows, window_open, el2_moves, (unsigned long long)(n_ranges ? ranges[0].lo : 0));
     fclose(f);
 }
 
@@ -225,6 +259,13 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
         const char *a = argv[i];
         if (!strncmp(a, "out=", 4)) {
             snprintf(out_path, sizeof out_path, "%s", a + 4);
+        } else if (!strncmp(a, "el2mark=", 8)) {
+            char *end;
+            el2_mark = strtoull(a + 8, &end, 0);
+            if (*end || !el2_mark) {
+                fprintf(stderr, "insncount: bad %s (want el2mark=OFFSET, non-zero)\n", a);
+                return -1;
+            }
         } else if ((!strncmp(a, "el2=", 4) || !strncmp(a, "el0=", 4)) && n_ranges < MAX_RANGES) {
             char *end;
             uint64_t lo = strtoull(a + 4, &end, 0), hi;

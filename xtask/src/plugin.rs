@@ -6,6 +6,9 @@
 //! marks (`HINT #126` / `HINT #127`, see
 //! `kernel/src/perf/mod.rs`). The EL is taken from where the code lives: the hypervisor's
 //! image (loaded by QEMU at RAM base + 2 MiB and run identity mapped) is EL2, the rest EL1.
+//! The hypervisor may move itself at boot; the range follows it: the hypervisor executes
+//! `HINT #125` at its symbol `pgtlab_el2_home_mark` first thing on every boot, and the plugin,
+//! told that symbol's image offset (`el2mark=`), moves the range to where it saw the hint.
 
 use crate::build::Images;
 use crate::system::which;
@@ -53,8 +56,24 @@ pub fn build() -> Result<PathBuf> {
     Ok(lib)
 }
 
-/// The hypervisor's code range at EL2: its Image's `image_size` from the load address.
-pub fn el2_range(images: &Images) -> Result<(u64, u64)> {
+/// Where the hypervisor's code runs at EL2.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct El2Code {
+    /// Its Image as QEMU loads it: `[lo, hi)`.
+    pub lo: u64,
+    /// End of the image (`image_size` from `lo`).
+    pub hi: u64,
+    /// Image offset of `pgtlab_el2_home_mark` (the `HINT #125` the plugin follows when the
+    /// hypervisor moves itself).
+    pub mark: u64,
+}
+
+/// The symbol whose `HINT #125` tells the plugin where the hypervisor runs.
+pub const HOME_MARK_SYMBOL: &str = "pgtlab_el2_home_mark";
+
+/// The hypervisor's code range at EL2 (its Image's `image_size` from the load address) and the
+/// offset of its home mark (from the ELF's symbols).
+pub fn el2_range(images: &Images) -> Result<El2Code> {
     let bytes =
         std::fs::read(&images.hypervisor).with_context(|| format!("reading {}", images.hypervisor.display()))?;
     ensure!(
@@ -63,15 +82,25 @@ pub fn el2_range(images: &Images) -> Result<(u64, u64)> {
         images.hypervisor.display()
     );
     let size = u64::from_le_bytes(bytes[16..24].try_into().unwrap());
-    Ok((VIRT_IMAGE_BASE, VIRT_IMAGE_BASE + size))
+    let elf = std::fs::read(&images.hypervisor_elf)
+        .with_context(|| format!("reading {}", images.hypervisor_elf.display()))?;
+    let file = object::File::parse(&*elf).context("the hypervisor ELF")?;
+    use object::{Object, ObjectSymbol};
+    let mark = file
+        .symbols()
+        .find(|s| s.name() == Ok(HOME_MARK_SYMBOL))
+        .map(|s| s.address())
+        .with_context(|| format!("no symbol {HOME_MARK_SYMBOL} in {}", images.hypervisor_elf.display()))?;
+    ensure!(mark != 0 && mark < size, "{HOME_MARK_SYMBOL} at {mark:#x} is outside the image");
+    Ok(El2Code { lo: VIRT_IMAGE_BASE, hi: VIRT_IMAGE_BASE + size, mark })
 }
 
-/// The `-plugin` argument: the library, the output file, the EL2 range (none without the
+/// The `-plugin` argument: the library, the output file, the EL2 code (none without the
 /// hypervisor).
-pub fn qemu_arg(lib: &Path, out: &Path, el2: Option<(u64, u64)>) -> String {
+pub fn qemu_arg(lib: &Path, out: &Path, el2: Option<El2Code>) -> String {
     let mut a = format!("{},out={}", lib.display(), out.display());
-    if let Some((lo, hi)) = el2 {
-        a += &format!(",el2={lo:#x}-{hi:#x}");
+    if let Some(e) = el2 {
+        a += &format!(",el2={:#x}-{:#x},el2mark={:#x}", e.lo, e.hi, e.mark);
     }
     a
 }
@@ -179,8 +208,9 @@ mod tests {
 
     #[test]
     fn qemu_argument() {
-        let a = qemu_arg(Path::new("/p/lib.so"), Path::new("/t/o.jsonl"), Some((0x4020_0000, 0x406b_f000)));
-        assert_eq!(a, "/p/lib.so,out=/t/o.jsonl,el2=0x40200000-0x406bf000");
+        let el2 = El2Code { lo: 0x4020_0000, hi: 0x406b_f000, mark: 0x1234 };
+        let a = qemu_arg(Path::new("/p/lib.so"), Path::new("/t/o.jsonl"), Some(el2));
+        assert_eq!(a, "/p/lib.so,out=/t/o.jsonl,el2=0x40200000-0x406bf000,el2mark=0x1234");
         assert_eq!(qemu_arg(Path::new("l"), Path::new("o"), None), "l,out=o");
     }
 }
