@@ -95,13 +95,9 @@ static EL2_TABLE: Mutex<Option<PageTable<HypFrames>>> = Mutex::new(None);
 /// What a CPU needs to turn its EL2 MMU on. Written once by the boot CPU and cleaned to the
 /// point of coherency, because secondary CPUs read it with their MMU (and caches) still off.
 #[repr(C, align(64))]
-struct MmuRegs {
-    mair: u64,
-    tcr: u64,
-    ttbr0: u64,
-}
+struct MmuRegs(rt::mmu::MmuRegs);
 
-static mut MMU_REGS: MmuRegs = MmuRegs { mair: 0, tcr: 0, ttbr0: 0 };
+static mut MMU_REGS: MmuRegs = MmuRegs(rt::mmu::MmuRegs { mair: 0, tcr: 0, ttbr0: 0, ttbr1: 0, wxn: true });
 
 fn id_regs() -> (u64, u64) {
     (ID_AA64MMFR0_EL1.get(), ID_AA64MMFR1_EL1.get())
@@ -190,7 +186,13 @@ pub fn setup(board: &Board, plan: &hypcore::plan::MemoryPlan) -> Result<(u64, u6
     // SAFETY: written once here, before any other CPU runs; read only by enable_on_this_cpu.
     unsafe {
         let regs = &mut *core::ptr::addr_of_mut!(MMU_REGS);
-        *regs = MmuRegs { mair: regime::MAIR, tcr: regime::tcr_el2(parange), ttbr0: el2.root().as_u64() };
+        regs.0 = rt::mmu::MmuRegs {
+            mair: regime::MAIR,
+            tcr: regime::tcr_el2(parange),
+            ttbr0: el2.root().as_u64(),
+            ttbr1: 0,
+            wxn: true,
+        };
     }
     // Everything so far was written with the MMU off (straight to memory): drop any stale cache
     // lines over the hypervisor's region before the first cacheable access, then make the
@@ -286,30 +288,12 @@ pub fn enable_secondary(cpu: usize) {
     enable_on_this_cpu();
 }
 
-/// Turns the EL2 MMU on for the calling CPU, with the tables the boot CPU built.
+/// Turns the EL2 MMU on for the calling CPU, with the tables the boot CPU built (W^X: WXN on).
 fn enable_on_this_cpu() {
     // SAFETY: MMU_REGS was written and cleaned to the PoC by the boot CPU before any other CPU
     // was started; it is read-only from then on.
     let regs = unsafe { &*core::ptr::addr_of!(MMU_REGS) };
-    MAIR_EL2.set(regs.mair);
-    TCR_EL2.set(regs.tcr);
-    TTBR0_EL2.set(regs.ttbr0);
-    aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
-    // SAFETY: drops any EL2 translation this CPU might hold from before; no memory effect.
-    unsafe { core::arch::asm!("tlbi alle2", options(nostack, preserves_flags)) };
-    aarch64_cpu::asm::barrier::dsb(aarch64_cpu::asm::barrier::NSH);
-    aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
-    // RES1 bits of SCTLR_EL2 (non-VHE) plus M (MMU), C and I (caches), SA (stack alignment check)
-    // and WXN (writable memory is never executable).
-    const RES1: u64 =
-        (1 << 4) | (1 << 5) | (1 << 11) | (1 << 16) | (1 << 18) | (1 << 22) | (1 << 23) | (1 << 28) | (1 << 29);
-    const M: u64 = 1 << 0;
-    const C: u64 = 1 << 2;
-    const SA: u64 = 1 << 3;
-    const I: u64 = 1 << 12;
-    const WXN: u64 = 1 << 19;
-    SCTLR_EL2.set(RES1 | M | C | SA | I | WXN);
-    aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
+    rt::mmu::enable_el2(&regs.0, &mut HwTlb::detect());
 }
 
 /// Page-table pages used by stage 2.

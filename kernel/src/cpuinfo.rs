@@ -31,12 +31,6 @@ impl CpuInfo {
         }
     }
 
-    pub fn implementer(&self) -> u64 {
-        (self.midr >> 24) & 0xff
-    }
-    pub fn part(&self) -> u64 {
-        (self.midr >> 4) & 0xfff
-    }
     pub fn variant(&self) -> u64 {
         (self.midr >> 20) & 0xf
     }
@@ -46,23 +40,7 @@ impl CpuInfo {
 
     /// A name for the core.
     pub fn core_name(&self) -> &'static str {
-        match (self.implementer(), self.part()) {
-            (0x41, 0xd03) => "Cortex-A53",
-            (0x41, 0xd04) => "Cortex-A35",
-            (0x41, 0xd07) => "Cortex-A57",
-            (0x41, 0xd08) => "Cortex-A72",
-            (0x41, 0xd0b) => "Cortex-A76",
-            (0x41, 0xd0c) => "Neoverse-N1",
-            (0x41, 0xd40) => "Neoverse-V1",
-            (0x41, 0xd4f) => "Neoverse-V2",
-            (0x41, 0xd82) => "Cortex-X4",
-            (0x41, 0xd84) => "Neoverse-V3",
-            (0x41, 0xd83) => "Neoverse-V3AE",
-            (0xc0, 0xac3) => "AmpereOne",
-            (0x46, 0x001) => "A64FX",
-            (0x00, 0x051) => "QEMU max",
-            _ => "unknown core",
-        }
+        core_name(self.midr)
     }
 
     /// Range TLBIs (FEAT_TLBIRANGE).
@@ -93,5 +71,26 @@ impl CpuInfo {
         } else {
             (false, "BBM level 2 but the core is not on the allow-list")
         }
+    }
+}
+
+/// A name for the core of a MIDR_EL1 value.
+pub fn core_name(midr: u64) -> &'static str {
+    match ((midr >> 24) & 0xff, (midr >> 4) & 0xfff) {
+        (0x41, 0xd03) => "Cortex-A53",
+        (0x41, 0xd04) => "Cortex-A35",
+        (0x41, 0xd07) => "Cortex-A57",
+        (0x41, 0xd08) => "Cortex-A72",
+        (0x41, 0xd0b) => "Cortex-A76",
+        (0x41, 0xd0c) => "Neoverse-N1",
+        (0x41, 0xd40) => "Neoverse-V1",
+        (0x41, 0xd4f) => "Neoverse-V2",
+        (0x41, 0xd82) => "Cortex-X4",
+        (0x41, 0xd84) => "Neoverse-V3",
+        (0x41, 0xd83) => "Neoverse-V3AE",
+        (0xc0, 0xac3) => "AmpereOne",
+        (0x46, 0x001) => "A64FX",
+        (0x00, 0x051) => "QEMU max",
+        _ => "unknown core",
     }
 }

@@ -1,8 +1,14 @@
 //! The kernel heap: a buddy allocator (`buddy_system_allocator::LockedHeap`) that starts with a
 //! 4 MiB block inside the image's BSS (usable with the MMU off, before the DTB is parsed) and
 //! grows into RAM from the frame allocator once the MMU is on (`mm::init`).
+//!
+//! The boot CPU uses the heap twice: with the MMU off at the image's physical address (to read
+//! the device tree and build the early tables, `mm::early`), and from the image's virtual
+//! address on. Nothing allocated in the first phase survives it (its pointers would name
+//! physical addresses that are not mapped later): [`reset`] starts the heap afresh at the
+//! block's virtual address.
 
-use buddy_system_allocator::LockedHeap;
+use buddy_system_allocator::{Heap, LockedHeap};
 
 const HEAP_SIZE: usize = 4 << 20;
 
@@ -17,6 +23,20 @@ static HEAP: LockedHeap<32> = LockedHeap::empty();
 pub fn init() {
     // SAFETY: HEAP_SPACE is used only here, once, and handed to the allocator for good.
     unsafe { HEAP.lock().init(core::ptr::addr_of_mut!(HEAP_SPACE) as usize, HEAP_SIZE) };
+}
+
+/// Starts the heap afresh over its boot block, as the running code reaches it now (the image's
+/// virtual address): every earlier allocation is forgotten.
+///
+/// # Safety
+///
+/// No object allocated before may be used (or freed) afterwards.
+pub unsafe fn reset() {
+    let mut h = HEAP.lock();
+    *h = Heap::empty();
+    // SAFETY: HEAP_SPACE belongs to the heap alone; the caller guarantees nothing allocated from
+    // it before is still in use.
+    unsafe { h.init(core::ptr::addr_of_mut!(HEAP_SPACE) as usize, HEAP_SIZE) };
 }
 
 /// Adds `[start, start + size)` to the heap.

@@ -11,6 +11,7 @@ mod cmdline;
 mod cpuinfo;
 mod heap;
 mod hyp;
+mod irq;
 mod mm;
 mod perf;
 mod power;
@@ -36,6 +37,8 @@ pub struct Kernel {
 
 pub static KERNEL: Once<Kernel> = Once::new();
 
+/// The boot CPU, MMU off, at the image's physical address: on to `mm::early::boot`, which
+/// builds the early tables, turns the MMU on and continues at [`boot_high`].
 #[no_mangle]
 extern "C" fn rt_main(dtb: usize) -> ! {
     use aarch64_cpu::registers::{CurrentEL, Readable, Writeable, VBAR_EL1};
@@ -45,6 +48,18 @@ extern "C" fn rt_main(dtb: usize) -> ! {
         refuse_el(el, dtb);
     }
     VBAR_EL1.set(rt::trap::vectors_el1());
+    mm::early::boot(dtb)
+}
+
+/// The boot CPU at the image's virtual address (MMU on, early tables), `dtb` the DTB's
+/// physical address.
+pub extern "C" fn boot_high(dtb: usize) -> ! {
+    use aarch64_cpu::registers::{Writeable, VBAR_EL1};
+    VBAR_EL1.set(rt::trap::vectors_el1());
+    smp::set_this_cpu(0);
+    // SAFETY: nothing allocated with the MMU off is used any more (`mm::early` only passes the
+    // DTB's physical address on).
+    unsafe { heap::reset() };
     match boot(dtb) {
         Ok(()) => power::exit(0),
         Err(e) => {
@@ -97,23 +112,18 @@ fn hypervisor_smc_off() {
     smccc::set_conduit(old);
 }
 
-fn boot(dtb_addr: usize) -> Result<(), String> {
+fn boot(dtb_pa: usize) -> Result<(), String> {
     use alloc::format;
-    if dtb_addr == 0 {
-        return Err("no device tree in x0".into());
-    }
-    // SAFETY: x0 points at the DTB (boot protocol); only the checked header is read first, then
-    // exactly the size it declares.
+    // The early linear map covers RAM, where `mm::early` checked the DTB lies.
+    let dtb_addr = (mm::LINEAR_BASE + dtb_pa as u64) as usize;
+    // SAFETY: the DTB is in RAM (checked by `mm::early`), mapped read-write by the linear map;
+    // only the checked header is read first, then exactly the size it declares.
     let dtb = unsafe {
         let size = board::dtb_total_size(core::slice::from_raw_parts(dtb_addr as *const u8, 40))
-            .map_err(|e| format!("device tree at {dtb_addr:#x}: {e}"))?;
+            .map_err(|e| format!("device tree at {dtb_pa:#x}: {e}"))?;
         core::slice::from_raw_parts(dtb_addr as *const u8, size)
     };
     let board = Board::from_dtb(dtb).map_err(|e| format!("device tree: {e}"))?;
-    if let Some(uart) = &board.console {
-        // SAFETY: the DTB names this PL011 as the console; only rt::console uses it.
-        unsafe { rt::console::init(uart.base as usize) };
-    }
     let psci = board.psci.as_ref().ok_or("device tree has no PSCI node: cannot start CPUs or power off")?;
     smccc::set_conduit(match psci.method {
         board::PsciMethod::Hvc => smccc::Conduit::Hvc,
@@ -125,7 +135,7 @@ fn boot(dtb_addr: usize) -> Result<(), String> {
     cmdline::init(board.bootargs.as_deref().unwrap_or(""))?;
     // The checked words (a boot loader's words before the marker left out).
     let args: Vec<String> = cmdline::args().words().map(String::from).collect();
-    mm::init(&board, (dtb_addr as u64, (dtb_addr + dtb.len()) as u64), &args)?;
+    mm::init(&board, (dtb_pa as u64, (dtb_pa + dtb.len()) as u64), &args)?;
     rt::println!(
         "kernel: pgtlab kernel, {} CPUs, {} MiB RAM in {} ranges, PSCI over {:?}, {}, bootargs {:?}",
         board.cpus.len(),
@@ -139,6 +149,7 @@ fn boot(dtb_addr: usize) -> Result<(), String> {
         },
         args.join(" ")
     );
+    irq::init(&board)?;
     KERNEL.call_once(|| Kernel { board, host, mem_bytes });
     banner(0);
     let online = smp::start_secondaries()?;

@@ -25,8 +25,14 @@ pub fn conduit() -> Conduit {
 
 /// Calls `fid` with x1..x3 through the conduit; returns x0..x3.
 pub fn call(fid: u64, a1: u64, a2: u64, a3: u64) -> [u64; 4] {
+    call_via(conduit(), fid, a1, a2, a3)
+}
+
+/// Calls `fid` with x1..x3 through `conduit`; returns x0..x3. Reads no memory (usable with the
+/// MMU off).
+pub fn call_via(conduit: Conduit, fid: u64, a1: u64, a2: u64, a3: u64) -> [u64; 4] {
     let (r0, r1, r2, r3);
-    match conduit() {
+    match conduit {
         Conduit::Hvc => {
             // SAFETY: an SMCCC call; per SMCCC v1.0 x0-x17 may be clobbered, and the callee
             // touches no memory of ours except as the called function documents.

@@ -6,31 +6,42 @@ use alloc::string::String;
 use core::sync::atomic::{AtomicUsize, Ordering};
 
 static ONLINE: AtomicUsize = AtomicUsize::new(1);
-/// CPUs that came up but were refused (BBML2 disagreement, see `mm::enable_secondary`).
-static REFUSED: AtomicUsize = AtomicUsize::new(0);
 
 /// How long the boot CPU waits for the others, in counter ticks per second (CNTFRQ).
 const WAIT_SECONDS: u64 = 10;
 
 /// Starts every CPU of the DTB (one at a time, so banners come out in order); returns how many
-/// are online. A CPU that PSCI refuses or that does not show up in time is an error; a CPU the
-/// memory code refuses (BBML2 disagreement) is reported by itself and not counted.
+/// are online. A CPU that PSCI refuses or that does not show up in time is an error; a CPU that
+/// refuses itself with its MMU off (BBML2 disagreement, see `mm::early::accept_cpu`) is
+/// reported here and not counted.
 pub fn start_secondaries() -> Result<usize, String> {
     use aarch64_cpu::registers::{Readable, CNTFRQ_EL0, CNTPCT_EL0, MPIDR_EL1};
     let k = KERNEL.get().unwrap();
     let me = MPIDR_EL1.get() & 0xff_00ff_ffff;
-    let entry = rt::start::secondary_entry_addr() as u64;
+    // PSCI wants the physical address: the CPU starts with its MMU off.
+    let entry = crate::mm::layout::image_phys(rt::start::secondary_entry_addr() as u64);
     for (idx, cpu) in k.board.cpus.iter().enumerate().take(rt::MAX_CPUS) {
         if cpu.mpidr == me {
             continue;
         }
-        let before = (ONLINE.load(Ordering::Acquire), REFUSED.load(Ordering::Acquire));
+        let before = ONLINE.load(Ordering::Acquire);
         let r = smccc::call(abi::psci::CPU_ON_64, cpu.mpidr, entry, idx as u64)[0] as i64;
         if r != abi::psci::SUCCESS {
             return Err(format!("PSCI CPU_ON for CPU {idx} (MPIDR {:#x}) failed: {r}", cpu.mpidr));
         }
         let deadline = CNTPCT_EL0.get() + WAIT_SECONDS * CNTFRQ_EL0.get();
-        while (ONLINE.load(Ordering::Acquire), REFUSED.load(Ordering::Acquire)) == before {
+        loop {
+            if ONLINE.load(Ordering::Acquire) != before {
+                break;
+            }
+            if let Some((why, midr)) = crate::mm::early::refusal_of(idx) {
+                rt::println!(
+                    "kernel: CPU {idx} refused: the system uses BBML2 but this CPU ({}, MIDR {midr:#x}) is not allowed: {}; it powers off",
+                    crate::cpuinfo::core_name(midr),
+                    why.text()
+                );
+                break;
+            }
             if CNTPCT_EL0.get() > deadline {
                 return Err(format!("CPU {idx} (MPIDR {:#x}) did not come up within {WAIT_SECONDS} s", cpu.mpidr));
             }
@@ -40,21 +51,36 @@ pub fn start_secondaries() -> Result<usize, String> {
     Ok(ONLINE.load(Ordering::Acquire))
 }
 
+/// A CPU started by PSCI, MMU off, at the image's physical address (see `mm::early`).
 #[no_mangle]
 extern "C" fn rt_secondary_main(cpu: usize) -> ! {
+    crate::mm::early::secondary(cpu, rt::pc_relative!(secondary_high))
+}
+
+/// A CPU started by PSCI, at the image's virtual address with its MMU on.
+extern "C" fn secondary_high(cpu: usize) -> ! {
     use aarch64_cpu::registers::{Writeable, VBAR_EL1};
     VBAR_EL1.set(rt::trap::vectors_el1());
-    if let Err(why) = crate::mm::enable_secondary(cpu) {
-        rt::println!("kernel: {why}; it powers off");
-        REFUSED.fetch_add(1, Ordering::AcqRel);
-        // As Linux does for a CPU that fails a capability check: PSCI CPU_OFF (returns only on
-        // failure, then the CPU parks).
-        smccc::call(abi::psci::CPU_OFF, 0, 0, 0);
-        loop {
-            aarch64_cpu::asm::wfe();
-        }
+    set_this_cpu(cpu);
+    crate::mm::secondary_mmu_on();
+    if let Err(e) = crate::irq::init_cpu(cpu) {
+        rt::console::panic_print(format_args!("kernel: CPU {cpu}: {e}\n"));
+        crate::power::exit(abi::exit::GUEST_FAILURE);
     }
     banner(cpu);
     ONLINE.fetch_add(1, Ordering::AcqRel);
     crate::work::secondary_loop()
+}
+
+/// Records this CPU's kernel index (boot CPU 0, others their PSCI context id) in TPIDR_EL1.
+pub fn set_this_cpu(cpu: usize) {
+    use aarch64_cpu::registers::{Writeable, TPIDR_EL1};
+    TPIDR_EL1.set(cpu as u64);
+}
+
+/// This CPU's kernel index.
+#[inline(always)]
+pub fn this_cpu() -> usize {
+    use aarch64_cpu::registers::{Readable, TPIDR_EL1};
+    TPIDR_EL1.get() as usize
 }

@@ -10,6 +10,10 @@ use rt::TrapFrame;
 
 #[no_mangle]
 extern "C" fn rt_exception(frame: &mut TrapFrame, vec: u64) {
+    if vec == vector::CUR_SPX_IRQ {
+        crate::irq::handle(crate::smp::this_cpu());
+        return;
+    }
     let esr_v = ESR_EL1.get();
     if vec == vector::CUR_SPX_SYNC && crate::mm::fault::try_catch(frame, esr_v, FAR_EL1.get()) {
         return;

@@ -2,25 +2,19 @@
 //! over the DTB's memory ranges minus what is already in use (the kernel image, the DTB, the
 //! initrd, `/memreserve/` and `/reserved-memory`), in 4 KiB frames.
 //!
-//! Frames are reached through the linear map once the MMU is on and at their physical address
-//! before (the MMU is off while the boot tables are built). Frames handed out before the MMU is
-//! on are remembered, so their cache lines can be invalidated before the first cacheable access
-//! (they were written straight to memory).
+//! The allocator starts once the MMU is on (the early tables of `mm::early` come from a static
+//! pool): every frame is reached through the linear map.
 
 use super::LINEAR_BASE;
 use alloc::vec::Vec;
 use buddy_system_allocator::FrameAllocator;
-use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicU64, Ordering};
 use pgtable::{FrameAlloc, PhysAddr};
 use spin::Mutex;
 
 pub const PAGE: u64 = 4096;
 
 static FRAMES: Mutex<FrameAllocator<32>> = Mutex::new(FrameAllocator::new());
-/// Frames allocated while the MMU was off (physical address, pages).
-static BOOT_FRAMES: Mutex<Vec<(u64, usize)>> = Mutex::new(Vec::new());
-/// Set once this CPU's (and every later CPU's) accesses go through the linear map.
-static MMU_ON: AtomicBool = AtomicBool::new(false);
 static FREE_PAGES: AtomicU64 = AtomicU64::new(0);
 static TOTAL_PAGES: AtomicU64 = AtomicU64::new(0);
 
@@ -63,11 +57,7 @@ pub fn init(ram: &[Range], reserved: &[Range]) {
 pub fn alloc(pages: usize) -> Option<u64> {
     let f = FRAMES.lock().alloc(pages)?;
     FREE_PAGES.fetch_sub(pages as u64, Ordering::Relaxed);
-    let pa = f as u64 * PAGE;
-    if !MMU_ON.load(Ordering::Acquire) {
-        BOOT_FRAMES.lock().push((pa, pages));
-    }
-    Some(pa)
+    Some(f as u64 * PAGE)
 }
 
 /// Returns frames from [`alloc`].
@@ -81,25 +71,9 @@ pub fn counts() -> (u64, u64) {
     (FREE_PAGES.load(Ordering::Relaxed), TOTAL_PAGES.load(Ordering::Relaxed))
 }
 
-/// Where the kernel reaches physical address `pa` right now.
+/// Where the kernel reaches physical address `pa`: its linear-map address.
 pub fn phys_to_virt(pa: u64) -> u64 {
-    if MMU_ON.load(Ordering::Acquire) {
-        LINEAR_BASE + pa
-    } else {
-        pa
-    }
-}
-
-/// Called by the boot CPU once its MMU is on: from now on frames are reached through the
-/// linear map. Returns the frames allocated before.
-pub fn mmu_is_on() -> Vec<(u64, usize)> {
-    MMU_ON.store(true, Ordering::Release);
-    core::mem::take(&mut *BOOT_FRAMES.lock())
-}
-
-/// Frames taken before the MMU is on (to invalidate their cache lines).
-pub fn boot_frames() -> Vec<(u64, usize)> {
-    BOOT_FRAMES.lock().clone()
+    LINEAR_BASE + pa
 }
 
 /// Page-table frames for `lib/pgtable`.
@@ -107,8 +81,7 @@ pub struct KFrames;
 
 // SAFETY: frames come from the buddy allocator, which hands each frame out once and aligns an
 // n-frame block to n frames; they are zeroed here before use; `phys_to_ptr` returns the
-// identity address while the MMU is off and the linear-map address after, and the linear map
-// covers all RAM read-write for the kernel's whole life.
+// linear-map address, and the linear map covers all RAM read-write for the kernel's whole life.
 unsafe impl FrameAlloc for KFrames {
     fn alloc_zeroed(&mut self, pages: usize) -> Option<PhysAddr> {
         let pa = alloc(pages)?;

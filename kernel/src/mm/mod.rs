@@ -3,22 +3,27 @@
 //!
 //! # Address space
 //!
-//! The image stays where it was loaded and keeps running at its physical address: there is no
-//! second relocation pass. Two tables, both built with `lib/pgtable` while the MMU is still off:
+//! The layout is in [`layout`]; how the image gets from its physical address to
+//! [`layout::KIMAGE_VA`] is in [`early`]. [`init`] runs at the virtual address with the early
+//! tables installed and builds the kernel's table with `lib/pgtable`:
 //!
-//! * **TTBR0_EL1** (`Regime::El1 { asid: 0, half: Lower }`): the kernel image identity mapped,
-//!   W^X: text RX, rodata R, data/BSS (stacks and the boot heap included) RW + never
-//!   executable (`rodata=off`: all RWX, no WXN); and the console UART as device memory. Secondary
-//!   CPUs enter at their physical entry point with the MMU off and turn it on with the same
-//!   tables: their PC is valid before and after.
 //! * **TTBR1_EL1** (`Regime::El1 { asid: 0, half: Upper }`, global entries):
+//!   - the **image** at `KIMAGE_VA`, W^X: text RX, rodata R, data/BSS (boot stacks and the boot
+//!     heap included) RW + never executable (`rodata=off`: all RWX, no WXN);
+//!   - the **MMIO window**: the console UART first, then what [`ioremap`] maps (the GIC);
 //!   - the **linear map** `LINEAR_BASE + pa` over every DTB memory range, RW + never executable.
 //!     Page-table frames, the heap beyond its boot part and vmalloc-backed frames are reached
 //!     through it;
 //!   - the **vmalloc area** `[VMALLOC_START, VMALLOC_END)`: page mappings made at run time
-//!     (each with a guard page after it) for memory whose permissions get changed later;
-//!     [`vfree`] unmaps them and resets the linear alias before freeing the frames;
+//!     (each with a guard page after it) for memory whose permissions get changed later and
+//!     for task kernel stacks; [`vfree`] unmaps them and resets the linear alias before freeing
+//!     the frames;
 //!   - `[SCRATCH_BASE, LINEAR_BASE)` is left unused: the benchmarks' scratch tables use it.
+//! * **TTBR0_EL1**: user space. While no task runs it holds [`reserved_ttbr0`], an empty root
+//!   with ASID 0 (walks find nothing; no ASID a task can have). [`replace_ttbr1`] swaps the
+//!   early TTBR1 table for the real one from the identity map, as Linux's
+//!   `idmap_cpu_replace_ttbr1` does: the two tables map the same image but may differ in block
+//!   sizes, which must never both be live in a TLB.
 //!
 //! # Mechanisms (boot arguments)
 //!
@@ -38,10 +43,11 @@
 //!
 //! # Caches
 //!
-//! Everything written before the MMU is on (the image's data and BSS, the boot frames, the
-//! values secondary CPUs read with their MMU off) went straight to memory. Before the first
-//! cacheable access the boot CPU invalidates those lines (`DC IVAC`), and a secondary CPU
-//! invalidates its own stack, as the hypervisor does for its EL2 map.
+//! Everything the boot CPU wrote before its MMU was on (the image's data and BSS, the early
+//! tables) went straight to memory: [`early`] invalidates those lines (`DC IVAC`) before the
+//! first cacheable access, and a later CPU invalidates its own stack before turning its MMU
+//! on. What later CPUs read with their MMU off ([`early::SecondaryBoot`]) is written with the
+//! caches on and cleaned to the point of coherency.
 //!
 //! # Locking
 //!
@@ -49,8 +55,10 @@
 //! allocator's lock is taken inside it (never the other way round); the heap's lock is
 //! independent.
 
+pub mod early;
 pub mod fault;
 pub mod frames;
+pub mod layout;
 pub mod setmem;
 
 use crate::cpuinfo::CpuInfo;
@@ -60,31 +68,22 @@ use alloc::vec::Vec;
 use board::Board;
 use core::sync::atomic::{AtomicBool, Ordering};
 use frames::{KFrames, PAGE};
+pub use layout::{LINEAR_BASE, SCRATCH_BASE, VMALLOC_END, VMALLOC_START};
 use pgtable::hw::HwTlb;
 use pgtable::kmem::{self, Bbml2Arg, Bbml2Decision, Rodata};
 use pgtable::{regime, Attributes, Constraints, PageTable, Perms, PhysAddr, Regime, VaHalf, VirtAddr};
 use spin::{Mutex, Once};
 
-/// Linear map: physical address `pa` is at `LINEAR_BASE + pa`.
-pub const LINEAR_BASE: u64 = 0xffff_8000_0000_0000;
-/// The vmalloc area.
-pub const VMALLOC_START: u64 = 0xffff_0000_4000_0000;
-pub const VMALLOC_END: u64 = 0xffff_4000_0000_0000;
-/// Scratch tables of the benchmarks map RAM at `SCRATCH_BASE + pa` (never installed in a TTBR,
-/// so nothing walks them; the VA range is unused by the kernel's own table).
-pub const SCRATCH_BASE: u64 = 0xffff_4000_0000_0000;
-
 /// Bytes of RAM given to the heap once the MMU is on (at most).
 const HEAP_EXTRA_MAX: u64 = 64 << 20;
 
-/// The kernel's tables.
+/// The kernel's table.
 pub struct Tables {
-    /// TTBR1: linear map and vmalloc area.
+    /// TTBR1: image, MMIO window, linear map and vmalloc area.
     pub kernel: PageTable<KFrames>,
-    /// TTBR0: the image, identity mapped.
-    pub image: PageTable<KFrames>,
     pub tlb: HwTlb,
     vmalloc_next: u64,
+    mmio_next: u64,
 }
 
 pub static TABLES: Mutex<Option<Tables>> = Mutex::new(None);
@@ -95,13 +94,12 @@ pub struct MmInfo {
     pub bbml2: Bbml2Decision,
     pub rodata: Rodata,
     pub linear: Constraints,
-    /// The image: [start, text_end, rodata_end, end).
+    /// The image as mapped at `KIMAGE_VA`: [start, text_end, rodata_end, end).
     pub image: [u64; 4],
     /// RAM ranges.
     pub ram: Vec<(u64, u64)>,
     /// Page-table pages of the TTBR1 table right after the linear map was built.
     pub linear_table_pages: u64,
-    disallow_cpu: Option<usize>,
 }
 
 pub static MM: Once<MmInfo> = Once::new();
@@ -125,18 +123,13 @@ pub fn info() -> &'static MmInfo {
     MM.get().expect("mm::init ran")
 }
 
-/// What a CPU needs to turn its MMU on; written once with the MMU off, read by secondary CPUs
-/// with their MMU off.
-#[repr(C, align(64))]
-struct MmuRegs {
-    mair: u64,
-    tcr: u64,
-    ttbr0: u64,
-    ttbr1: u64,
-    sctlr_set: u64,
-}
+/// The empty TTBR0 root of CPUs that run no task (physical address; ASID 0).
+static RESERVED_TTBR0: spin::Once<u64> = spin::Once::new();
 
-static mut MMU_REGS: MmuRegs = MmuRegs { mair: 0, tcr: 0, ttbr0: 0, ttbr1: 0, sctlr_set: 0 };
+/// TTBR0_EL1 value while no task runs: an empty table, ASID 0.
+pub fn reserved_ttbr0() -> u64 {
+    *RESERVED_TTBR0.get().expect("mm::init ran")
+}
 
 struct Args {
     bbml2: Bbml2Arg,
@@ -205,8 +198,9 @@ fn map(
         .map_err(|e| format!("mapping {what} [{pa:#x}, {:#x}) at {va:#x}: {e}", pa + len))
 }
 
-/// Builds the tables and turns the MMU on for the boot CPU, then grows the heap.
-/// `dtb` is the DTB's physical range (kept out of the frame allocator).
+/// Builds the kernel's table and swaps it in for the early one (boot CPU, running at the
+/// image's virtual address with the early tables), then grows the heap. `dtb` is the DTB's
+/// physical range (kept out of the frame allocator).
 pub fn init(board: &Board, dtb: (u64, u64), args: &[String]) -> Result<(), String> {
     let a = parse_args(args)?;
     let cpu = cpu_info();
@@ -217,10 +211,12 @@ pub fn init(board: &Board, dtb: (u64, u64), args: &[String]) -> Result<(), Strin
     CONTPTE.store(a.contpte, Ordering::Relaxed);
     let l = rt::start::image_layout();
     let image = [l.start as u64, l.text_end as u64, l.rodata_end as u64, l.end as u64];
+    let image_pa = layout::image_phys(image[0]);
 
-    // Frames: RAM minus the image, the DTB, the initrd and reserved memory.
+    // Frames: RAM minus the image, the DTB, the initrd and reserved memory. They are reached
+    // through the linear map (the early table's until the swap, then the real one).
     let ram: Vec<(u64, u64)> = board.memory.iter().map(|r| (r.base, r.end())).collect();
-    let mut reserved = alloc::vec![(image[0], image[3]), dtb];
+    let mut reserved = alloc::vec![(image_pa, image_pa + (image[3] - image[0])), dtb];
     reserved.extend(board.initrd.iter().map(|r| (r.base, r.end())));
     reserved.extend(board.mem_reserve.iter().map(|r| (r.base, r.end())));
     for rm in &board.reserved_memory {
@@ -230,86 +226,66 @@ pub fn init(board: &Board, dtb: (u64, u64), args: &[String]) -> Result<(), Strin
 
     let mut tlb = HwTlb::detect();
     let e = |what: &str, err: pgtable::Error| format!("{what}: {err}");
-    // TTBR0: the image, identity, W^X.
-    let mut img =
-        PageTable::new(Regime::El1 { asid: 0, half: VaHalf::Lower }, KFrames).map_err(|x| e("TTBR0 table", x))?;
-    let (text, ro, rw) = match a.rodata {
-        Rodata::Off => (Perms::RWX, Perms::RWX, Perms::RWX),
-        _ => (Perms::RX, Perms::RO, Perms::RW),
-    };
-    let normal = Attributes::normal;
-    let pages = Constraints::PAGES_ONLY;
-    map(&mut img, &mut tlb, "kernel text", image[0], image[0], image[1] - image[0], normal(text), pages)?;
-    map(&mut img, &mut tlb, "kernel rodata", image[1], image[1], image[2] - image[1], normal(ro), pages)?;
-    map(&mut img, &mut tlb, "kernel data", image[2], image[2], image[3] - image[2], normal(rw), pages)?;
-    if let Some(u) = &board.console {
-        let (s, end) = (u.base & !(PAGE - 1), (u.base + u.size.max(1) + PAGE - 1) & !(PAGE - 1));
-        map(&mut img, &mut tlb, "console UART", s, s, end - s, Attributes::device(Perms::RW), pages)?;
-    }
-
-    // TTBR1: the linear map.
     let mut k =
         PageTable::new(Regime::El1 { asid: 0, half: VaHalf::Upper }, KFrames).map_err(|x| e("TTBR1 table", x))?;
     k.policy_mut().bbml2 = decision.enabled;
     k.policy_mut().split_contiguous = a.contpte;
+    let normal = Attributes::normal;
+    // The linear map (first: `linear_table_pages` counts its pages alone).
     let linear = kmem::linear_map_constraints(decision.enabled, a.rodata, a.contpte);
     for &(s, end) in &ram {
         let (s, end) = ((s + PAGE - 1) & !(PAGE - 1), end & !(PAGE - 1));
         map(&mut k, &mut tlb, "linear map", LINEAR_BASE + s, s, end - s, normal(Perms::RW), linear)?;
     }
     let linear_table_pages = k.stats().table_pages;
+    // The image at KIMAGE_VA, W^X.
+    let (text, ro, rw) = match a.rodata {
+        Rodata::Off => (Perms::RWX, Perms::RWX, Perms::RWX),
+        _ => (Perms::RX, Perms::RO, Perms::RW),
+    };
+    let pages = Constraints::PAGES_ONLY;
+    let pa = layout::image_phys;
+    map(&mut k, &mut tlb, "kernel text", image[0], pa(image[0]), image[1] - image[0], normal(text), pages)?;
+    map(&mut k, &mut tlb, "kernel rodata", image[1], pa(image[1]), image[2] - image[1], normal(ro), pages)?;
+    map(&mut k, &mut tlb, "kernel data", image[2], pa(image[2]), image[3] - image[2], normal(rw), pages)?;
+    // The console UART where the early table had it: first page of the MMIO window.
+    let mut mmio_next = layout::MMIO_START;
+    if let Some(u) = &board.console {
+        let va = early::uart_va(u.base) & !(PAGE - 1);
+        map(&mut k, &mut tlb, "console UART", va, u.base & !(PAGE - 1), PAGE, Attributes::device(Perms::RW), pages)?;
+        mmio_next = va + PAGE;
+    }
     if kmem::alias_permissions(a.rodata) {
         // The image's text and rodata are read-only through their linear alias too.
-        k.protect(&mut tlb, VirtAddr::new(LINEAR_BASE + image[0]), image[2] - image[0], Perms::RO)
+        k.protect(&mut tlb, VirtAddr::new(LINEAR_BASE + image_pa), image[2] - image[0], Perms::RO)
             .map_err(|x| e("linear alias of the image", x))?;
     }
-    img.set_live(&mut tlb);
+    let zero = frames::alloc(1).ok_or("no frame for the reserved TTBR0 table")?;
+    // SAFETY: a fresh frame, reached through the linear map; zero makes every entry invalid.
+    unsafe { core::ptr::write_bytes((LINEAR_BASE + zero) as *mut u8, 0, PAGE as usize) };
+    RESERVED_TTBR0.call_once(|| regime::ttbr_el1(PhysAddr::new(zero), 0));
     k.set_live(&mut tlb);
+    let ttbr1 = regime::ttbr_el1(k.root(), 0);
+    let wxn = a.rodata != Rodata::Off;
+    replace_ttbr1(ttbr1, wxn);
+    leave_idmap(&mut tlb);
 
-    let mmfr0 = {
-        use aarch64_cpu::registers::{Readable, ID_AA64MMFR0_EL1};
-        ID_AA64MMFR0_EL1.get()
+    // What later CPUs need with their MMU off.
+    let tcr = {
+        use aarch64_cpu::registers::{Readable, TCR_EL1};
+        TCR_EL1.get()
     };
-    const M: u64 = 1 << 0;
-    const C: u64 = 1 << 2;
-    const SA: u64 = 1 << 3;
-    const I: u64 = 1 << 12;
-    const WXN: u64 = 1 << 19;
-    let wxn = if a.rodata == Rodata::Off { 0 } else { WXN };
-    // SAFETY: written once here with the MMU off, before any other CPU runs; read-only after.
-    unsafe {
-        *core::ptr::addr_of_mut!(MMU_REGS) = MmuRegs {
-            mair: regime::MAIR,
-            tcr: regime::tcr_el1(pgtable::cpu::parange(mmfr0), false, true),
-            ttbr0: regime::ttbr_el1(img.root(), 0),
-            ttbr1: regime::ttbr_el1(k.root(), 0),
-            sctlr_set: M | C | SA | I | wxn,
-        };
-    }
-    // Invalidate what was written with the MMU off before reading it cacheably.
-    // SAFETY: the image and the boot frames were only written with the MMU off (memory holds
-    // their data); nothing has read or written them through the caches yet.
-    unsafe {
-        rt::cache::invalidate_to_poc(image[0], image[3] - image[0]);
-        for (pa, n) in frames::boot_frames() {
-            rt::cache::invalidate_to_poc(pa, n as u64 * PAGE);
-        }
-    }
-    enable_on_this_cpu();
-    // Frames allocated from here on are reached through the linear map. The frames that held
-    // the vector of boot frames were themselves in the image (boot heap): already invalidated.
-    frames::mmu_is_on();
-
-    *TABLES.lock() = Some(Tables { kernel: k, image: img, tlb, vmalloc_next: VMALLOC_START });
-    MM.call_once(|| MmInfo {
-        bbml2: decision,
-        rodata: a.rodata,
-        linear,
-        image,
-        ram,
-        linear_table_pages,
-        disallow_cpu: a.disallow_cpu,
+    early::publish_secondary_boot(early::SecondaryBoot {
+        regs: rt::mmu::MmuRegs { mair: regime::MAIR, tcr, ttbr0: early::idmap_root(), ttbr1, wxn },
+        bbml2: decision.enabled,
+        disallow_cpu: a.disallow_cpu.map(|c| c as u64).unwrap_or(u64::MAX),
+        image_delta: layout::image_delta(),
+        midr_override: crate::cmdline::args().uint("bbml2_test_midr").unwrap_or(u64::MAX),
+        psci_smc: crate::smccc::conduit() == crate::smccc::Conduit::Smc,
     });
+
+    *TABLES.lock() = Some(Tables { kernel: k, tlb, vmalloc_next: VMALLOC_START, mmio_next });
+    MM.call_once(|| MmInfo { bbml2: decision, rodata: a.rodata, linear, image, ram, linear_table_pages });
 
     // The heap grows into RAM (through the linear map): an eighth of the free frames, at most
     // HEAP_EXTRA_MAX, in one naturally aligned block.
@@ -323,49 +299,68 @@ pub fn init(board: &Board, dtb: (u64, u64), args: &[String]) -> Result<(), Strin
     Ok(())
 }
 
-/// Turns the MMU on for a CPU started by PSCI CPU_ON (MMU off so far). Refuses a CPU whose
-/// BBML2 capability disagrees with the boot decision (see `kmem::late_cpu_accepted`).
-pub fn enable_secondary(cpu: usize) -> Result<(), String> {
-    let i = cpu_info();
-    let d = &info().bbml2;
-    let (allowed, why) = match info().disallow_cpu {
-        Some(n) if n == cpu => (false, "disallowed by bbml2_test_disallow_cpu"),
-        _ => (cpu_capability(&i).is_ok(), i.bbml2().1),
-    };
-    if !kmem::late_cpu_accepted(d, allowed) {
-        return Err(format!(
-            "CPU {cpu} refused: the system uses BBML2 but this CPU ({}, MIDR {:#x}) is not allowed: {why}",
-            i.core_name(),
-            i.midr,
-        ));
-    }
-    // Its stack was written straight to memory: drop stale lines before reading it cacheably.
-    let (bottom, top) = rt::start::stack_bounds(cpu);
-    // SAFETY: this CPU's stack was only written with its MMU off, by this CPU.
-    unsafe { rt::cache::invalidate_to_poc(bottom as u64, (top - bottom) as u64) };
-    enable_on_this_cpu();
-    Ok(())
+// The TTBR1 swap, run from the identity map: x0 = new TTBR1_EL1, x1 = an empty table's TTBR
+// value, x2 = the SCTLR_EL1 to run with. What it guarantees: no translation of either TTBR1
+// table is used or cached while the other is installed (TTBR1 points at the empty table across
+// the flush), SCTLR's WXN changes with no translation cached, and on return every earlier
+// EL1&0 translation of this CPU is gone. It reads and writes no memory and needs no stack, so it
+// runs while no kernel (TTBR1) address is mapped.
+core::arch::global_asm!(
+    r#"
+.section .text.kernel_replace_ttbr1, "ax"
+.global __kernel_replace_ttbr1
+__kernel_replace_ttbr1:
+    msr     ttbr1_el1, x1
+    isb
+    msr     sctlr_el1, x2
+    isb
+    tlbi    vmalle1
+    dsb     nsh
+    isb
+    msr     ttbr1_el1, x0
+    isb
+    ret
+"#
+);
+
+extern "C" {
+    fn __kernel_replace_ttbr1(ttbr1: u64, empty: u64, sctlr: u64);
 }
 
-fn enable_on_this_cpu() {
-    use aarch64_cpu::asm::barrier;
-    use aarch64_cpu::registers::{Readable, Writeable, MAIR_EL1, SCTLR_EL1, TCR_EL1, TTBR0_EL1, TTBR1_EL1};
-    // SAFETY: MMU_REGS was written by the boot CPU with its MMU off before any other CPU
-    // started, and is never written again.
-    let r = unsafe { &*core::ptr::addr_of!(MMU_REGS) };
-    MAIR_EL1.set(r.mair);
-    TCR_EL1.set(r.tcr);
-    TTBR0_EL1.set(r.ttbr0);
-    TTBR1_EL1.set(r.ttbr1);
-    barrier::isb(barrier::SY);
-    // SAFETY: drops any EL1 translation this CPU may hold from before (there should be none);
-    // no effect on memory. aarch64-cpu has no TLBI wrapper.
-    unsafe { core::arch::asm!("tlbi vmalle1", options(nostack, preserves_flags)) };
-    barrier::dsb(barrier::NSH);
-    barrier::isb(barrier::SY);
-    // M, C, I, SA and (unless rodata=off) WXN on top of the reset value's RES1 bits.
-    SCTLR_EL1.set(SCTLR_EL1.get() | r.sctlr_set);
-    barrier::isb(barrier::SY);
+/// Installs `ttbr1` (whose image mapping matches the current one) in place of the current TTBR1
+/// table on this CPU, setting SCTLR_EL1.WXN to `wxn`, through `__kernel_replace_ttbr1` at its
+/// identity-mapped address (TTBR0 must hold the identity map). Its one TLBI is not counted by
+/// `HwTlb`: counting touches kernel memory, which is unmapped while it runs.
+fn replace_ttbr1(ttbr1: u64, wxn: bool) {
+    use aarch64_cpu::registers::{Readable, SCTLR_EL1};
+    let wxn = if wxn { SCTLR_EL1::WXN::Enable } else { SCTLR_EL1::WXN::Disable };
+    let sctlr = wxn.modify(SCTLR_EL1.get());
+    let at = layout::image_phys(__kernel_replace_ttbr1 as *const () as u64);
+    // SAFETY: `at` is the routine's identity-mapped address (TTBR0 holds the identity map,
+    // whose text is executable); it touches no memory and returns to our virtual address once
+    // `ttbr1`, which maps the image identically, is installed.
+    unsafe {
+        let f = core::mem::transmute::<usize, unsafe extern "C" fn(u64, u64, u64)>(at as usize);
+        f(ttbr1, reserved_ttbr0(), sctlr);
+    }
+}
+
+/// TTBR0 of this CPU: from the identity map to the reserved empty table; the identity map's
+/// translations (ASID 0) are dropped.
+fn leave_idmap(tlb: &mut HwTlb) {
+    use aarch64_cpu::registers::{Writeable, TTBR0_EL1};
+    use pgtable::{Barrier, Shareability, TlbMaintenance, Tlbi, TlbiOp};
+    TTBR0_EL1.set(reserved_ttbr0());
+    tlb.isb();
+    tlb.tlbi(Tlbi { op: TlbiOp::Aside1 { asid: 0 }, leaf_only: false, sh: Shareability::Local });
+    tlb.dsb(Barrier::Nsh);
+    tlb.isb();
+}
+
+/// A CPU started by PSCI, now at the image's virtual address with its MMU on (TTBR0 = the
+/// identity map): moves TTBR0 to the reserved table.
+pub fn secondary_mmu_on() {
+    leave_idmap(&mut HwTlb::detect());
 }
 
 /// Maps `pages` fresh frames in the vmalloc area, RW + never executable, followed by an unmapped
@@ -449,6 +444,21 @@ pub fn map_phys_page(pa: u64) -> Result<u64, String> {
         Constraints::PAGES_ONLY,
     )?;
     Ok(va + (pa & (PAGE - 1)))
+}
+
+/// Maps the device registers `[pa, pa + size)` (page-rounded) in the MMIO window as device
+/// memory, read-write, never executable; returns the virtual address of `pa`.
+pub fn ioremap(pa: u64, size: u64) -> Result<u64, String> {
+    let mut g = TABLES.lock();
+    let t = g.as_mut().ok_or("ioremap before mm::init")?;
+    let (s, end) = (pa & !(PAGE - 1), (pa + size.max(1) + PAGE - 1) & !(PAGE - 1));
+    let va = t.mmio_next;
+    if va + (end - s) > layout::MMIO_END {
+        return Err(format!("ioremap [{pa:#x}, +{size:#x}): the MMIO window is full"));
+    }
+    t.mmio_next = va + (end - s);
+    map(&mut t.kernel, &mut t.tlb, "device", va, s, end - s, Attributes::device(Perms::RW), Constraints::PAGES_ONLY)?;
+    Ok(va + (pa - s))
 }
 
 /// The BBML2 decision for the banner: (in use, why).

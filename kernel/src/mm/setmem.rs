@@ -1,5 +1,5 @@
-//! `set_memory_ro / rw / x / nx / valid / invalid` on `pages` pages at `va` (the image in
-//! TTBR0, the vmalloc area or the linear map in TTBR1). Under `rodata=full` the change (except
+//! `set_memory_ro / rw / x / nx / valid / invalid` on `pages` pages at `va` (the image, the
+//! vmalloc area or the linear map, all in TTBR1). Under `rodata=full` the change (except
 //! x / nx: the linear map is never executable) is applied to the linear alias of every page too.
 //! The page-table work is `pgtable::kmem::set_memory`: splits only at the two ends of the range
 //! (live and without TLBI under BBML2; without BBML2 the linear map is PTE-only and nothing
@@ -7,15 +7,13 @@
 //! groups are folded back where they became uniform (the linear map is never refolded).
 
 use super::frames::PAGE;
+use super::layout::{is_linear, is_vmalloc, UPPER};
 use super::{contpte, info, Tables, LINEAR_BASE, TABLES};
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 use pgtable::kmem::{self, MemChange};
 use pgtable::{Perms, VirtAddr};
-
-/// Lowest upper-half (TTBR1) address.
-const UPPER: u64 = 0xffff_0000_0000_0000;
 
 pub fn set_memory_ro(va: u64, pages: usize) -> Result<(), String> {
     change(va, pages, MemChange::Ro)
@@ -37,13 +35,9 @@ pub fn set_memory_invalid(va: u64, pages: usize) -> Result<(), String> {
     change(va, pages, MemChange::Invalid)
 }
 
-fn is_linear(va: u64) -> bool {
-    va >= LINEAR_BASE
-}
-
 /// Physical runs `(pa, bytes)` behind `[va, va + size)` in the table that maps `va`.
 fn phys_runs(t: &Tables, va: u64, size: u64) -> Vec<(u64, u64)> {
-    let pt = if va >= UPPER { &t.kernel } else { &t.image };
+    let pt = &t.kernel;
     let mut runs: Vec<(u64, u64)> = Vec::new();
     let mut a = va;
     while a < va + size {
@@ -68,17 +62,17 @@ pub fn change(va: u64, pages: usize, c: MemChange) -> Result<(), String> {
     let alias = kmem::alias_permissions(mm.rodata) && c.applies_to_alias() && !is_linear(va);
     let runs = if alias { phys_runs(t, va, size) } else { Vec::new() };
     let cont = contpte();
-    let Tables { kernel, image, tlb, .. } = t;
+    let Tables { kernel, tlb, .. } = t;
     let err = |e: pgtable::Error| format!("set_memory {c:?} [{va:#x}, +{pages} pages): {e}");
-    if va >= UPPER {
-        // contpte refolds vmalloc mappings. The linear map is never refolded (as in Linux): its
-        // contiguous ranges come from boot, a changed range's ends stay unfolded, which keeps
-        // set_memory storms from churning fold/unfold (see bench=linear-map).
-        let fold = cont && !is_linear(va);
-        kmem::set_memory(kernel, tlb, VirtAddr::new(va), size, c, fold).map_err(err)?;
-    } else {
-        kmem::set_memory(image, tlb, VirtAddr::new(va), size, c, false).map_err(err)?;
+    if va < UPPER {
+        return Err(format!("set_memory {c:?} at {va:#x}: not a kernel address"));
     }
+    // contpte refolds vmalloc mappings. The linear map is never refolded (as in Linux): its
+    // contiguous ranges come from boot, a changed range's ends stay unfolded, which keeps
+    // set_memory storms from churning fold/unfold (see bench=linear-map). The image is never
+    // folded (it runs from those pages).
+    let fold = cont && is_vmalloc(va);
+    kmem::set_memory(kernel, tlb, VirtAddr::new(va), size, c, fold).map_err(err)?;
     for (pa, len) in runs {
         kmem::set_memory(kernel, tlb, VirtAddr::new(LINEAR_BASE + pa), len, c, false).map_err(err)?;
     }
@@ -89,14 +83,12 @@ pub fn change(va: u64, pages: usize, c: MemChange) -> Result<(), String> {
 pub fn linear_alias(va: u64) -> Option<u64> {
     let g = TABLES.lock();
     let t = g.as_ref()?;
-    let pt = if va >= UPPER { &t.kernel } else { &t.image };
-    pt.translate(VirtAddr::new(va)).map(|tr| LINEAR_BASE + tr.phys.as_u64())
+    t.kernel.translate(VirtAddr::new(va)).map(|tr| LINEAR_BASE + tr.phys.as_u64())
 }
 
 /// Level of the leaf mapping `va` in the table that maps it (1, 2 or 3), and its contiguous bit.
 pub fn leaf_of(va: u64) -> Option<(usize, bool)> {
     let g = TABLES.lock();
     let t = g.as_ref()?;
-    let pt = if va >= UPPER { &t.kernel } else { &t.image };
-    pt.translate(VirtAddr::new(va)).map(|tr| (tr.level, tr.contiguous))
+    t.kernel.translate(VirtAddr::new(va)).map(|tr| (tr.level, tr.contiguous))
 }

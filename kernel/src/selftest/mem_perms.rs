@@ -122,7 +122,7 @@ pub fn run() -> Result<(), String> {
         } else {
             c.denied(&format!("write to {what}"), probe_write(addr, word), addr, false)?;
         }
-        let a = crate::mm::LINEAR_BASE + addr;
+        let a = crate::mm::layout::image_linear_alias(addr);
         if full && addr < ro_end {
             c.denied(&format!("write to the linear alias of {what}"), probe_write(a, word), a, false)?;
         } else {

@@ -15,6 +15,7 @@
 //! * `test=memslot-errors`, `test=dirty-log`, `test=memslot-nopool`: the hypervisor's memslots and dirty logging
 //!   (`memslot`).
 //! * `test=pmu`: the PMU driver's checks on the CPU (`perf::selftest`).
+//! * `test=irq`: the timer tick and SGIs on every CPU (`irq`).
 //! * `test=bad-calls`: hypercalls and PSCI calls with wrong ids and arguments must each return
 //!   the documented error, and the hypervisor must keep running.
 //! * `test=smccc`, `test=storm`, `test=cpu-cycle`, `test=pool-calls`, `test=touch`,
@@ -25,6 +26,7 @@
 
 pub mod calls;
 mod cpu_state;
+mod irq;
 mod mem_perms;
 pub mod memslot;
 
@@ -52,6 +54,7 @@ pub const NAMES: &[&str] = &[
     "dirty-log",
     "memslot-nopool",
     "pmu",
+    "irq",
 ];
 
 /// Self-tests that end the run (whatever follows them would never run).
@@ -90,6 +93,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
             "cpu-cycle" => calls::cpu_cycle()?,
             "pool-calls" => calls::pool_calls()?,
             "mem-perms" => mem_perms::run()?,
+            "irq" => irq::run()?,
             "memslot-errors" => memslot::errors()?,
             "dirty-log" => memslot::dirty(args)?,
             "memslot-nopool" => memslot::no_pool()?,
@@ -167,7 +171,7 @@ fn bad_calls() -> Result<(), String> {
         use aarch64_cpu::registers::{Readable, MPIDR_EL1};
         MPIDR_EL1.get() & 0xff_00ff_ffff
     };
-    let entry = rt::start::secondary_entry_addr() as u64;
+    let entry = crate::mm::layout::image_phys(rt::start::secondary_entry_addr() as u64);
     let hole = k.board.memory.windows(2).find(|w| w[0].end() < w[1].base).map(|w| w[0].end()).unwrap_or(0);
     let v = call(hc::VERSION, 0, 0, 0);
     expect("VERSION", v[0], error::SUCCESS)?;

@@ -194,6 +194,23 @@ pub struct Psci {
     pub function_ids: PsciFunctionIds,
 }
 
+/// The architected generic timer (`arm,armv7-timer` / `arm,armv8-timer`): the GIC interrupt
+/// ids of its per-CPU timers, in the binding's order. Each is a PPI (INTID 16-31) on real
+/// machines; `None` when the node lists fewer interrupts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Timer {
+    /// Node path, e.g. `/timer`.
+    pub path: String,
+    /// Secure EL1 physical timer.
+    pub secure_phys: Option<u32>,
+    /// Non-secure EL1 physical timer (CNTP).
+    pub phys: Option<u32>,
+    /// EL1 virtual timer (CNTV).
+    pub virt: Option<u32>,
+    /// EL2 physical timer (CNTHP).
+    pub hyp_phys: Option<u32>,
+}
+
 /// How a secondary CPU is started.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EnableMethod {
@@ -307,6 +324,8 @@ pub struct Board {
     pub gic: Option<Gic>,
     /// PSCI node.
     pub psci: Option<Psci>,
+    /// The generic timer's interrupts.
+    pub timer: Option<Timer>,
     /// CPUs in tree order.
     pub cpus: Vec<Cpu>,
     /// `/chosen/bootargs`.
@@ -340,6 +359,7 @@ impl Board {
         let cpus = parse_cpus(&t)?;
         let gic = parse_gic(&t)?;
         let psci = parse_psci(&t)?;
+        let timer = parse_timer(&t)?;
         let chosen = t.find_path("/chosen").filter(|&c| t.nodes[c].parent == Some(0));
         let (bootargs, initrd) = match chosen {
             Some(c) => parse_chosen(&t, c)?,
@@ -357,6 +377,7 @@ impl Board {
             stdout_path,
             gic,
             psci,
+            timer,
             cpus,
             bootargs,
             initrd,
@@ -636,6 +657,66 @@ fn parse_gic(t: &Tree) -> Result<Option<Gic>, BoardError> {
         }
     };
     Ok(Some(gic))
+}
+
+const TIMER: &[&str] = &["arm,armv8-timer", "arm,armv7-timer"];
+
+/// The interrupt controller node of node `i` (its own or an ancestor's `interrupt-parent`).
+fn interrupt_parent(t: &Tree, mut i: usize) -> Option<usize> {
+    loop {
+        if let Some(p) = t.prop(i, "interrupt-parent").and_then(|v| <[u8; 4]>::try_from(v).ok()) {
+            return t.by_phandle(u32::from_be_bytes(p));
+        }
+        i = t.nodes[i].parent?;
+    }
+}
+
+/// GIC interrupt ids of node `i`'s `interrupts`: each specifier is `<type number flags>` (plus
+/// a PPI partition cell on some GICv3 trees), type 0 = SPI (INTID 32 + number), 1 = PPI
+/// (INTID 16 + number).
+fn gic_interrupts(t: &Tree, i: usize) -> Result<Vec<u32>, BoardError> {
+    let path = t.path(i);
+    let Some(v) = t.prop(i, "interrupts") else {
+        return Err(missing_prop(path, "interrupts"));
+    };
+    let parent = interrupt_parent(t, i).ok_or_else(|| bad_prop(path, "interrupts", "no interrupt-parent"))?;
+    let is_gic = t.is_compatible(parent, GIC_V2) || t.is_compatible(parent, GIC_V3);
+    if !is_gic {
+        return Err(bad_prop(path, "interrupts", "the interrupt parent is not a GIC"));
+    }
+    let cells = t.prop_u32(parent, "#interrupt-cells")?.unwrap_or(3) as usize;
+    if !(3..=4).contains(&cells) {
+        return Err(bad_prop(t.path(parent), "#interrupt-cells", "a GIC takes 3 or 4 cells"));
+    }
+    if v.len() % (4 * cells) != 0 {
+        return Err(bad_prop(path, "interrupts", "not a whole number of interrupt specifiers"));
+    }
+    let cell = |k: usize| u32::from_be_bytes([v[4 * k], v[4 * k + 1], v[4 * k + 2], v[4 * k + 3]]);
+    let mut out = Vec::new();
+    for spec in 0..v.len() / (4 * cells) {
+        let (kind, number) = (cell(spec * cells), cell(spec * cells + 1));
+        let intid = match kind {
+            0 if number < 988 => 32 + number,
+            1 if number < 16 => 16 + number,
+            _ => return Err(bad_prop(path, "interrupts", "neither an SPI nor a PPI in range")),
+        };
+        out.push(intid);
+    }
+    Ok(out)
+}
+
+fn parse_timer(t: &Tree) -> Result<Option<Timer>, BoardError> {
+    let Some(i) = (0..t.nodes.len()).find(|&i| t.is_compatible(i, TIMER)) else {
+        return Ok(None);
+    };
+    let ids = gic_interrupts(t, i)?;
+    Ok(Some(Timer {
+        path: t.path(i).to_string(),
+        secure_phys: ids.first().copied(),
+        phys: ids.get(1).copied(),
+        virt: ids.get(2).copied(),
+        hyp_phys: ids.get(3).copied(),
+    }))
 }
 
 const PSCI: &[&str] = &["arm,psci", "arm,psci-0.2", "arm,psci-1.0"];

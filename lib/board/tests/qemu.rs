@@ -60,6 +60,11 @@ fn check_common(q: &Qemu, b: &Board) {
         }
     }
 
+    // QEMU's /timer: <PPI 13, PPI 14, PPI 11, PPI 10> = INTIDs 29, 30, 27, 26.
+    let timer = b.timer.as_ref().expect("timer");
+    assert_eq!(timer.path, "/timer", "{what}");
+    assert_eq!((timer.secure_phys, timer.phys, timer.virt, timer.hyp_phys), (Some(29), Some(30), Some(27), Some(26)));
+
     let psci = b.psci.as_ref().expect("psci");
     let method = if q.virtualization { PsciMethod::Smc } else { PsciMethod::Hvc };
     assert_eq!(psci.method, method, "{what}: QEMU answers SMC itself only with EL2");

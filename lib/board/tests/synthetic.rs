@@ -685,3 +685,39 @@ fn sub_devices_and_pci_bridge_windows() {
         "{e:?}"
     );
 }
+
+#[test]
+fn timer_interrupts() {
+    let timer = |ints: &[u32]| {
+        let mut t = base_tree();
+        t.kids.push(N::new("timer").p("compatible", s("arm,armv8-timer")).p("interrupts", cells(ints)));
+        t
+    };
+    // PPIs 13, 14, 11, 10 (QEMU's and the Pi 5's), 3 cells each (the GIC's default).
+    let b = parse(&timer(&[1, 13, 0xf04, 1, 14, 0xf04, 1, 11, 0xf04, 1, 10, 0xf04])).unwrap();
+    let t = b.timer.unwrap();
+    assert_eq!(
+        (t.path.as_str(), t.secure_phys, t.phys, t.virt, t.hyp_phys),
+        ("/timer", Some(29), Some(30), Some(27), Some(26))
+    );
+    // Fewer timers listed: the missing ones are None; an SPI is INTID 32 + n.
+    let t = parse(&timer(&[0, 5, 4, 1, 14, 4])).unwrap().timer.unwrap();
+    assert_eq!((t.secure_phys, t.phys, t.virt), (Some(37), Some(30), None));
+    // 4 cells (a GICv3 with PPI partitions).
+    let mut t4 = timer(&[1, 13, 4, 0, 1, 14, 4, 0]);
+    t4.at("/intc@8000000").set("#interrupt-cells", cells(&[4]));
+    assert_eq!(parse(&t4).unwrap().timer.unwrap().phys, Some(30));
+    assert_eq!(
+        err(&timer(&[1, 13, 4, 1])),
+        bad_prop("/timer", "interrupts", "not a whole number of interrupt specifiers")
+    );
+    assert_eq!(err(&timer(&[1, 16, 4])), bad_prop("/timer", "interrupts", "neither an SPI nor a PPI in range"));
+    assert_eq!(err(&timer(&[2, 1, 4])), bad_prop("/timer", "interrupts", "neither an SPI nor a PPI in range"));
+    let mut t = base_tree();
+    t.kids.push(N::new("timer").p("compatible", s("arm,armv8-timer")));
+    assert_eq!(err(&t), BoardError::MissingProperty { node: "/timer".into(), prop: "interrupts" });
+    let mut t = timer(&[1, 13, 4]);
+    t.at("/").unset("interrupt-parent");
+    assert_eq!(err(&t), bad_prop("/timer", "interrupts", "no interrupt-parent"));
+    assert_eq!(parse(&base_tree()).unwrap().timer, None);
+}

@@ -3,6 +3,7 @@
 //! * [`image`]: the Linux arm64 `Image` header (both binaries are Images, so QEMU and the Pi 5
 //!   firmware pass x0 = DTB, and the hypervisor loads the kernel with the same protocol as Linux).
 //! * `start` (target only): entry point, self-relocation, boot stacks, BSS clearing, secondary entry.
+//! * `mmu` (target only): the one MMU-enable sequence (EL1 and EL2).
 //! * `trap` (target only): one exception vector table shape for EL1 and EL2 and the [`TrapFrame`].
 //! * [`pl011`] and [`console`]: the serial console, `print!`/`println!`.
 //! * [`esr`]: exception syndrome decoding, shared and tested on the host.
@@ -22,6 +23,8 @@ pub mod pl011;
 pub mod backtrace;
 #[cfg(target_arch = "aarch64")]
 pub mod cache;
+#[cfg(target_arch = "aarch64")]
+pub mod mmu;
 #[cfg(target_arch = "aarch64")]
 pub mod start;
 #[cfg(target_arch = "aarch64")]

@@ -14,6 +14,28 @@
 
 use crate::{MAX_CPUS, STACK_SIZE};
 
+/// The address of a symbol (a function, a static, a linker or assembly label) as the running
+/// code reaches it, computed PC-relative (`ADRP` + `ADD`) so that it never goes through the
+/// GOT: it is right before and after the image moves (see [`relocate`]), even with the MMU off
+/// after the move, when the GOT already holds the new addresses.
+#[macro_export]
+macro_rules! pc_relative {
+    ($sym:path) => {{
+        let a: usize;
+        // SAFETY: computes an address relative to the PC; reads no memory.
+        unsafe {
+            core::arch::asm!(
+                "adrp {a}, {s}",
+                "add {a}, {a}, :lo12:{s}",
+                a = out(reg) a,
+                s = sym $sym,
+                options(nomem, nostack, preserves_flags),
+            )
+        };
+        a
+    }};
+}
+
 // What this block guarantees: on return to Rust (rt_main / rt_secondary_main) FP/SIMD does not
 // trap at the current EL (EL2: CPTR_EL2.TFP = 0, SVE/SME still trapped; EL1: CPACR_EL1.FPEN = 3),
 // every R_AARCH64_RELATIVE slot holds base + addend, the BSS is zero (boot CPU only), SP is the top
@@ -115,6 +137,8 @@ __rt_stacks:
 
 extern "C" {
     static __bss_start: u8;
+    static __rela_start: u8;
+    static __rela_end: u8;
     static __image_start: u8;
     static __image_end: u8;
     static __text_end: u8;
@@ -123,10 +147,11 @@ extern "C" {
     fn __rt_secondary_entry();
 }
 
-/// Physical address where a CPU started by PSCI CPU_ON must begin (context_id = CPU index).
-/// Valid while the image runs identity mapped (both binaries do during bring-up).
+/// Where a CPU started by PSCI CPU_ON must begin (context_id = CPU index), as the running code
+/// reaches it: the physical address while the image runs identity mapped, else its virtual
+/// address (a binary that moved itself, see [`relocate`], converts it back).
 pub fn secondary_entry_addr() -> usize {
-    __rt_secondary_entry as *const () as usize
+    crate::pc_relative!(__rt_secondary_entry)
 }
 
 /// Where the image sits in memory, as the linker script splits it.
@@ -142,20 +167,20 @@ pub struct ImageLayout {
     pub end: usize,
 }
 
-/// The running image's layout.
+/// The running image's layout, at the addresses the running code reaches it (PC-relative).
 pub fn image_layout() -> ImageLayout {
     // Only the addresses of linker-defined symbols are taken, never their contents.
     ImageLayout {
-        start: core::ptr::addr_of!(__image_start) as usize,
-        text_end: core::ptr::addr_of!(__text_end) as usize,
-        rodata_end: core::ptr::addr_of!(__rodata_end) as usize,
-        end: core::ptr::addr_of!(__image_end) as usize,
+        start: crate::pc_relative!(__image_start),
+        text_end: crate::pc_relative!(__text_end),
+        rodata_end: crate::pc_relative!(__rodata_end),
+        end: crate::pc_relative!(__image_end),
     }
 }
 
-/// The boot stack of `cpu` as `[bottom, top)`.
+/// The boot stack of `cpu` as `[bottom, top)` (PC-relative, like [`image_layout`]).
 pub fn stack_bounds(cpu: usize) -> (usize, usize) {
-    let base = core::ptr::addr_of!(__rt_stacks) as usize;
+    let base = crate::pc_relative!(__rt_stacks);
     let bottom = base + cpu.min(MAX_CPUS - 1) * STACK_SIZE;
     (bottom, bottom + STACK_SIZE)
 }
@@ -202,6 +227,66 @@ pub unsafe fn restart_at(new_base: u64, x0: u64) -> ! {
             "br {entry}",
             entry = in(reg) new_base,
             in("x0") x0,
+            options(noreturn),
+        )
+    }
+}
+
+/// `R_AARCH64_RELATIVE`: the only dynamic relocation the images carry (the xtask checks).
+const R_AARCH64_RELATIVE: u64 = 1027;
+
+/// Applies the image's `R_AARCH64_RELATIVE` relocations again, for the image linked to run at
+/// `base` instead of where it was loaded: every relocated slot (pointers in data, the GOT) then
+/// holds `base + addend`. The slots are written through the address the running code reaches
+/// the image at. Used by a binary that moves itself to a new virtual address: after this call,
+/// every absolute pointer the image holds points into the new mapping.
+///
+/// # Safety
+///
+/// The image must be mapped read-write at its current address (data) and, before any pointer
+/// the call rewrote is used, fully mapped at `base`. No other CPU may run the image's code
+/// meanwhile, and pointers computed before the call (on the stack, in registers, in data not
+/// covered by the relocations, such as heap objects) keep their old values.
+pub unsafe fn relocate(base: usize) {
+    let image = image_layout().start;
+    let mut p = crate::pc_relative!(__rela_start);
+    let end = crate::pc_relative!(__rela_end);
+    while p + 24 <= end {
+        // SAFETY: [__rela_start, __rela_end) holds Elf64_Rela entries (offset, info, addend),
+        // part of the mapped image; the linker script brackets exactly them.
+        let (off, info, addend) = unsafe {
+            let e = p as *const u64;
+            (e.read(), e.add(1).read(), e.add(2).read())
+        };
+        if info & 0xffff_ffff == R_AARCH64_RELATIVE {
+            // SAFETY: the slot lies in the image (the xtask checked every relocation when it
+            // built the Image), mapped read-write now per the caller.
+            unsafe { ((image as u64 + off) as *mut u64).write_volatile(base as u64 + addend) };
+        }
+        p += 24;
+    }
+    aarch64_cpu::asm::barrier::dsb(aarch64_cpu::asm::barrier::ISH);
+}
+
+/// Continues at `pc` with `sp` as the stack pointer and `arg` in x0, leaving the current stack
+/// behind. x29 and x30 are zeroed so backtraces end at `pc`'s frame.
+///
+/// # Safety
+///
+/// `pc` must be the address of an `extern "C" fn(usize) -> !` as mapped now, and `sp` a 16-byte
+/// aligned stack top that stays valid; nothing on the current stack is used again.
+pub unsafe fn jump(pc: usize, sp: usize, arg: usize) -> ! {
+    // SAFETY: per the caller, `pc` is a never-returning function taking x0, and `sp` a valid
+    // stack; x29/x30 = 0 end the frame chain.
+    unsafe {
+        core::arch::asm!(
+            "mov sp, {sp}",
+            "mov x29, xzr",
+            "mov x30, xzr",
+            "br {pc}",
+            sp = in(reg) sp,
+            pc = in(reg) pc,
+            in("x0") arg,
             options(noreturn),
         )
     }

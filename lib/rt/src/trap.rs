@@ -57,16 +57,47 @@ pub struct TrapFrame {
     pub elr: u64,
     /// SPSR_ELx.
     pub spsr: u64,
-    _pad: u64,
+    /// SP_EL0 of the interrupted context: the user stack pointer when the exception came from
+    /// EL0 (the vectors run on SP_ELx, so SP_EL0 is left as it was and restored from here).
+    pub sp_el0: u64,
+}
+
+/// The FP/SIMD state the EL1 vectors save just above the [`TrapFrame`] (at `frame +
+/// FRAME_SIZE`): q0-q31, FPSR, FPCR. See [`fp_state`].
+#[repr(C, align(16))]
+#[derive(Clone)]
+pub struct FpState {
+    /// q0..q31.
+    pub q: [u128; 32],
+    /// FPSR.
+    pub fpsr: u64,
+    /// FPCR.
+    pub fpcr: u64,
 }
 
 /// Size of [`TrapFrame`]; the assembly reserves exactly this much.
 pub const FRAME_SIZE: usize = 272;
 const _: () = assert!(core::mem::size_of::<TrapFrame>() == FRAME_SIZE);
 
-/// FP/SIMD save area the EL1 vectors keep above the frame: q0-q31, FPSR, FPCR.
-#[cfg(target_feature = "neon")]
-const FP_AREA: usize = 32 * 16 + 16;
+/// FP/SIMD save area the EL1 vectors keep above the frame: an [`FpState`].
+pub const FP_AREA: usize = 32 * 16 + 16;
+const _: () = assert!(core::mem::size_of::<FpState>() == FP_AREA);
+
+/// What an EL1 exception entry reserves on the stack: the [`TrapFrame`] and the [`FpState`]
+/// above it.
+pub const EL1_FRAME_SIZE: usize = FRAME_SIZE + FP_AREA;
+
+/// The FP/SIMD state saved with an EL1 exception frame (the area just above it).
+///
+/// # Safety
+///
+/// `frame` must be a frame the EL1 vectors saved (or one laid out the same way, with
+/// [`EL1_FRAME_SIZE`] bytes reserved), and the returned reference must not outlive it.
+pub unsafe fn fp_state(frame: &mut TrapFrame) -> &mut FpState {
+    // SAFETY: per the caller the FpState lies right above the frame, in the same stack
+    // allocation; FRAME_SIZE is a multiple of 16, so it is aligned.
+    unsafe { &mut *((frame as *mut TrapFrame as *mut u8).add(FRAME_SIZE) as *mut FpState) }
+}
 
 /// Assembler macros both vector tables use: saving and restoring the general-purpose registers
 /// and ELR/SPSR into a [`TrapFrame`], and the 16-entry table itself. Each `global_asm!` block
@@ -92,12 +123,14 @@ macro_rules! vector_macros {
     mrs     x21, elr_el\el
     mrs     x22, spsr_el\el
     stp     x30, x21, [sp, #240]
-    str     x22, [sp, #256]
+    mrs     x21, sp_el0
+    stp     x22, x21, [sp, #256]
 .endm
 
 .macro rt_restore_gprs el
+    ldp     x22, x21, [sp, #256]
+    msr     sp_el0, x21
     ldp     x30, x21, [sp, #240]
-    ldr     x22, [sp, #256]
     msr     elr_el\el, x21
     msr     spsr_el\el, x22
     ldp     x0, x1, [sp, #0]
@@ -159,7 +192,7 @@ macro_rules! purge_macros {
     };
 }
 
-// What this block guarantees: every general-purpose register, ELR_EL2 and SPSR_EL2 are stored in a
+// What this block guarantees: every general-purpose register, ELR_EL2, SPSR_EL2 and SP_EL0 are stored in a
 // TrapFrame at SP before any Rust code runs, and restored from it (including any edits the handler
 // made) immediately before `eret`. x0 = frame, x1 = vector number on entry to `rt_exception`. SP is
 // SP_EL2 (the vectors are entered with SPSel = 1), which the hypervisor keeps pointing into a
@@ -184,7 +217,10 @@ __rt_trap_el2:
 
 // What this block guarantees (EL1, builds with FP/SIMD only): as the EL2 table, plus q0-q31, FPSR
 // and FPCR stored in a save area just above the TrapFrame before any Rust code runs (the Rust
-// handlers are free to use them) and restored before `eret`.
+// handlers are free to use them) and restored before `eret`. SP may also be the kernel stack of
+// the running task. `__rt_trap_return_el1` is the restore half on its own: entered with SP at a
+// TrapFrame (and its FP area), it restores both, pops them and `eret`s (a new task's first return
+// to EL0 goes through it, see `return_to_el1_frame`).
 #[cfg(target_feature = "neon")]
 core::arch::global_asm!(
     vector_macros!(),
@@ -215,6 +251,8 @@ __rt_trap_el1:
     stp     x21, x22, [x24]
     mov     x0, sp
     bl      rt_exception
+.global __rt_trap_return_el1
+__rt_trap_return_el1:
     add     x23, sp, #{frame}
     add     x24, x23, #512
     ldp     x21, x22, [x24]
@@ -249,16 +287,42 @@ extern "C" {
     #[cfg(target_feature = "neon")]
     static __rt_vectors_el1: u8;
     static __rt_vectors_el2: u8;
+    #[cfg(target_feature = "neon")]
+    fn __rt_trap_return_el1();
 }
 
-/// Address of the EL2 vector table (for VBAR_EL2).
+/// Restores the EL1 exception frame at `frame` (and the [`FpState`] above it) and returns from
+/// the exception (`eret`) with it, as the EL1 vectors do after `rt_exception`: SP ends just
+/// above the FP area.
+///
+/// # Safety
+///
+/// `frame` must be a 16-byte aligned [`TrapFrame`] followed by its [`FpState`]
+/// ([`EL1_FRAME_SIZE`] bytes) at the top of the stack the caller wants to keep running on after
+/// the next exception (SP_EL1 becomes `frame + EL1_FRAME_SIZE`), with `elr`/`spsr` naming a
+/// valid target (e.g. EL0t at a mapped user address). Called at EL1.
+#[cfg(target_feature = "neon")]
+pub unsafe fn return_to_el1_frame(frame: *const TrapFrame) -> ! {
+    // SAFETY: per the caller, SP may move to the frame, which the restore code pops.
+    unsafe {
+        core::arch::asm!(
+            "mov sp, {f}",
+            "b {ret}",
+            f = in(reg) frame,
+            ret = sym __rt_trap_return_el1,
+            options(noreturn),
+        )
+    }
+}
+
+/// Address of the EL2 vector table (for VBAR_EL2), as the running code reaches it.
 pub fn vectors_el2() -> u64 {
-    // Taking an extern static's address reads nothing.
-    core::ptr::addr_of!(__rt_vectors_el2) as u64
+    crate::pc_relative!(__rt_vectors_el2) as u64
 }
 
-/// Address of the EL1 vector table (for VBAR_EL1). Only in builds with FP/SIMD (the kernel).
+/// Address of the EL1 vector table (for VBAR_EL1), as the running code reaches it. Only in
+/// builds with FP/SIMD (the kernel).
 #[cfg(target_feature = "neon")]
 pub fn vectors_el1() -> u64 {
-    core::ptr::addr_of!(__rt_vectors_el1) as u64
+    crate::pc_relative!(__rt_vectors_el1) as u64
 }
