@@ -9,6 +9,8 @@
 //! * [`exit`]: how a run's QEMU exit code is to be read.
 //! * [`bundle`]: the guest bundle (kernel + initramfs + command line in one initrd file), written
 //!   by the xtask, unpacked by the hypervisor.
+//! * [`syscall`]: the guest kernel's system calls for its EL0 programs (numbers, arguments,
+//!   error numbers, flags, the counters block).
 //! * [`report`]: the `@@report ` record format (one JSON object per line): the no_std writers
 //!   [`report::Record`] (buffered, one `write` per record) and [`report::ReportWriter`]
 //!   (streaming into any `core::fmt::Write`), and with the `std` feature the parser
@@ -25,3 +27,4 @@ pub mod exit;
 pub mod hypercall;
 pub mod psci;
 pub mod report;
+pub mod syscall;

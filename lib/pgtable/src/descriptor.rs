@@ -251,6 +251,25 @@ pub const fn needs_flush(old: Desc, new: Desc) -> bool {
     (old.0 ^ new.0) & !IGNORED_LEAF_BITS != 0
 }
 
+/// Whether `old` -> `new` only widens the permissions of a valid **user** leaf of an EL1&0
+/// table: read-only -> read-write and/or execute-never -> executable at EL0, with both entries
+/// EL0-accessible (AP[1] set) and nothing else changed (output, attributes, PXN, contiguous
+/// bit). A TLB entry left from `old` then grants less than the tables: an access it refuses
+/// takes a permission fault, which the kernel recognises as spurious (the tables allow the
+/// access) and fixes with a local TLBI. This is what `Policy::lazy_relax` leaves unflushed.
+pub const fn is_user_relaxation(old: Desc, new: Desc) -> bool {
+    const AP_RO: u64 = 1 << 7;
+    const AP_USER: u64 = 1 << 6;
+    const PXN: u64 = 1 << 53;
+    const UXN: u64 = 1 << 54;
+    if !is_permission_only_change(old, new) || old.0 & AP_USER == 0 || new.0 & AP_USER == 0 {
+        return false;
+    }
+    let widens_write = !(old.0 & AP_RO == 0 && new.0 & AP_RO != 0);
+    let widens_exec = !(old.0 & UXN == 0 && new.0 & UXN != 0);
+    widens_write && widens_exec && (old.0 & PXN) == (new.0 & PXN)
+}
+
 /// Encodes a leaf (block at levels 1-2, page at level 3) for `regime`. `Perms::NONE` encodes a
 /// PROT_NONE (invalid) leaf that keeps `pa` and the memory type.
 pub fn encode_leaf(
@@ -519,6 +538,27 @@ mod tests {
             assert!(!is_permission_only_change(a, leaf(Perms::NONE, MemType::Normal, true, 0x1000)), "invalid");
             assert!(!is_permission_only_change(a, Desc(a.0 & !(1 << 10))), "access flag");
         }
+    }
+
+    #[test]
+    fn user_relaxations() {
+        let r = Regime::El1 { asid: 3, half: VaHalf::Lower };
+        let pa = PhysAddr::new(0x5000);
+        let leaf = |p: Perms| encode_leaf(r, pa, Attributes::normal(p), 3, false).unwrap();
+        let (ro, rw) = (Perms::READ | Perms::USER, Perms::RW | Perms::USER);
+        let (rx, rwx) = (ro | Perms::USER_EXEC, rw | Perms::USER_EXEC);
+        assert!(is_user_relaxation(leaf(ro), leaf(rw)), "RO -> RW");
+        assert!(is_user_relaxation(leaf(ro), leaf(rx)), "NX -> X");
+        assert!(is_user_relaxation(leaf(ro), leaf(rwx)), "both");
+        assert!(is_user_relaxation(leaf(rw), leaf(rw)), "no change is not a restriction");
+        assert!(!is_user_relaxation(leaf(rw), leaf(ro)), "RW -> RO restricts");
+        assert!(!is_user_relaxation(leaf(rx), leaf(rw)), "X -> NX restricts, whatever else widens");
+        assert!(!is_user_relaxation(leaf(rw), leaf(Perms::NONE)), "-> PROT_NONE");
+        assert!(!is_user_relaxation(leaf(Perms::NONE), leaf(rw)), "from invalid: not a permission change");
+        assert!(!is_user_relaxation(leaf(Perms::RO), leaf(Perms::RW)), "kernel pages are not lazy");
+        assert!(!is_user_relaxation(leaf(ro), leaf(Perms::RW)), "EL0 loses access");
+        let other = encode_leaf(r, PhysAddr::new(0x6000), Attributes::normal(rw), 3, false).unwrap();
+        assert!(!is_user_relaxation(leaf(ro), other), "output changes");
     }
 
     #[test]

@@ -8,6 +8,7 @@
 //! - [`regime`]: [`Regime`], MAIR / TCR_EL2 / TCR_EL1 / VTCR_EL2 values.
 //! - [`frame`] and [`tlb`]: the two traits at the edge; [`hw`] implements TLB maintenance on
 //!   the target.
+//! - [`asid`]: ASIDs for user address spaces, with generation roll-over.
 //! - [`kmem`]: the EL1 kernel's policy: BBML2 decision, linear-map constraints, `set_memory`.
 //! - [`walker`]: the one walker; [`gather`]: the TLB gather; [`PageTable`] and its operations.
 //!
@@ -20,6 +21,7 @@
 extern crate alloc;
 
 pub mod addr;
+pub mod asid;
 pub mod attrs;
 pub mod cpu;
 pub mod descriptor;

@@ -19,6 +19,8 @@ pub enum Mutation {
     FreeTableBeforeTlbi,
     /// Leave out the DSB that makes descriptor writes visible before a TLBI.
     NoDsbBeforeTlbi,
+    /// Lazy relaxation also leaves restrictions of user pages unflushed (RW -> RO).
+    LazyRelaxAnyPermission,
 }
 
 impl Mutation {
@@ -39,6 +41,7 @@ impl Mutation {
             Mutation::ElideTlbiOaChange => Some(MutationId::ElideTlbiOaChange),
             Mutation::FreeTableBeforeTlbi => Some(MutationId::FreeTableBeforeTlbi),
             Mutation::NoDsbBeforeTlbi => Some(MutationId::NoDsbBeforeTlbi),
+            Mutation::LazyRelaxAnyPermission => Some(MutationId::LazyRelaxAnyPermission),
         }
     }
 }

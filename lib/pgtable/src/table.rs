@@ -41,6 +41,12 @@ pub struct Policy {
     /// descended, so an already-split range costs O(blocks) instead of O(size / 2 MiB). Off (the
     /// default): the bit is neither set nor read by `split`.
     pub split_summary: bool,
+    /// Lazy permission relaxation: a change that only widens a user page's rights
+    /// ([`crate::descriptor::is_user_relaxation`]: RO -> RW, NX -> X) gets no TLB maintenance,
+    /// whatever `flush_elision` says. A CPU may keep the old, narrower entry; the access it
+    /// refuses faults, and the fault handler fixes it with a local TLBI. Off by default (the
+    /// kernel's fault path must handle such spurious faults before this is turned on).
+    pub lazy_relax: bool,
 }
 
 impl Default for Policy {
@@ -52,6 +58,7 @@ impl Default for Policy {
             split_skip_target_level: true,
             split_contiguous: true,
             split_summary: false,
+            lazy_relax: false,
         }
     }
 }
@@ -79,6 +86,8 @@ pub struct Stats {
     pub bbm: u64,
     /// Changed entries whose maintenance was elided by `needs_flush`.
     pub flushes_elided: u64,
+    /// Permission upgrades of user pages left unflushed by `Policy::lazy_relax`.
+    pub lazy_relaxed: u64,
 }
 
 /// The result of [`PageTable::translate`].
@@ -171,6 +180,14 @@ impl<A: FrameAlloc> PageTable<A> {
     /// maintenance, and `destroy` frees the frames.
     pub unsafe fn set_not_live(&mut self) {
         self.live = false;
+    }
+    /// Changes the ASID of an EL1&0 table: the one its TLB maintenance names from now on (an
+    /// address space gets a new ASID when it first runs, or after a roll-over, see
+    /// [`crate::asid`]). No effect on other regimes.
+    pub fn set_asid(&mut self, asid: u16) {
+        if let Regime::El1 { half, .. } = self.regime {
+            self.regime = Regime::El1 { asid, half };
+        }
     }
     /// The mechanism switches.
     pub fn policy(&self) -> &Policy {
@@ -497,6 +514,13 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
             self.stats.flushes_elided += 1;
             return;
         }
+        let user_table = matches!(self.regime, Regime::El1 { half: crate::regime::VaHalf::Lower, .. });
+        let relaxation = crate::descriptor::is_user_relaxation(old, new)
+            || (self.mutated(MutationId::LazyRelaxAnyPermission) && old.is_valid() && new.is_valid());
+        if self.policy.lazy_relax && user_table && relaxation {
+            self.stats.lazy_relaxed += 1;
+            return;
+        }
         if self.mutated(MutationId::ElideTlbiRwToRo)
             && old.is_valid()
             && new.is_valid()
@@ -550,4 +574,5 @@ pub(crate) enum MutationId {
     ElideTlbiOaChange,
     FreeTableBeforeTlbi,
     NoDsbBeforeTlbi,
+    LazyRelaxAnyPermission,
 }

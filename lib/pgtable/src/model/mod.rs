@@ -18,6 +18,9 @@
 //!   unlinked table, no TLBI is left without its completing DSB, no contiguous range is left
 //!   with members that disagree (a partial in-place rewrite).
 //!
+//! [`uspace`] puts several such tables (user address spaces) under one ASID-tagged TLB per CPU
+//! with the real ASID allocator, for roll-over and lazy relaxation.
+//!
 //! TLBI completion only counts after a DSB; a TLBI issued while a descriptor write is not yet
 //! visible (no DSB in between) leaves the old translation re-fillable.
 
@@ -26,6 +29,7 @@ pub mod memory;
 pub mod recorder;
 pub mod state;
 pub mod tlbmodel;
+pub mod uspace;
 
 mod contpte_scenarios;
 mod kmem_scenarios;
@@ -33,3 +37,4 @@ mod memslot_scenarios;
 mod mutations;
 mod props;
 mod scenarios;
+mod uspace_scenarios;

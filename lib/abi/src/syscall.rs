@@ -1,0 +1,340 @@
+//! The system-call ABI between the guest kernel and its EL0 programs (`user/`).
+//!
+//! # Calling convention
+//!
+//! `SVC #0` with the call number ([`nr`]) in x8 and up to six arguments in x0..x5. The result
+//! comes back in x0: a value `>= 0` on success, `-errno` ([`errno`]) on failure
+//! ([`decode`]). Every other general-purpose, FP/SIMD and status register is preserved. Calls
+//! never crash the kernel: a bad pointer, length, flag or alignment returns an error, and a
+//! pointer into memory the task may not access in the needed way returns [`errno::EFAULT`].
+//!
+//! User addresses are `[USER_START, USER_END)`; the kernel accesses user memory only with
+//! unprivileged loads and stores, so it gets exactly the task's rights.
+//!
+//! # The calls
+//!
+//! | call | arguments | result |
+//! |---|---|---|
+//! | [`nr::WRITE`] | fd (1 or 2: the console), buf, len (<= [`MAX_WRITE`]) | len; the bytes are printed together |
+//! | [`nr::EXIT`] | status (low 8 bits kept) | does not return; the task ends |
+//! | [`nr::YIELD`] | - | 0, after other runnable tasks of this CPU had their turn |
+//! | [`nr::SLEEP`] | nanoseconds | 0, no earlier than that |
+//! | [`nr::CLOCK`] | clock id ([`clock`]), `*mut u64` | 0; nanoseconds written there |
+//! | [`nr::GETCPU`] | - | the CPU index the task runs on |
+//! | [`nr::MMAP`] | addr, len, prot ([`prot`]), flags ([`map`]), fd (must be -1), offset (0) | the address; anonymous, demand-zero |
+//! | [`nr::MUNMAP`] | addr (page aligned), len | 0 (unmapping nothing is fine) |
+//! | [`nr::MPROTECT`] | addr (page aligned), len, prot | 0; ENOMEM if part of the range is not mapped |
+//! | [`nr::COUNTERS`] | `*mut Counters`, size in bytes (multiple of 8) | bytes written |
+//! | [`nr::SPAWN`] | entry, stack top (16-aligned), argument (x0 of the new task), CPU ([`ANY_CPU`] or an index) | the new task's id; it shares this task's address space |
+//! | [`nr::WAIT`] | task id (of this address space, not the caller) | its exit status ([`EXIT_KILLED`] if a fault ended it); reaps it |
+//! | [`nr::SYSCTL`] | knob ([`sysctl`]), value ([`SYSCTL_GET`]: only read) | the previous value |
+//! | [`nr::FAULT_HANDLER`] | entry (0: none) | the previous entry |
+//! | [`nr::FAULT_RETURN`] | [`RETRY`] or [`SKIP`] | does not return; resumes the faulting context |
+//!
+//! # Faults
+//!
+//! A task that touches memory it may not (no mapping, or not with that access) is ended and
+//! reported, unless it registered a fault handler: the kernel then saves its context and
+//! continues at the handler with x0 = the faulting address, x1 = ESR_EL1, x2 = the faulting
+//! instruction's address, on the same stack (SP lowered by [`FAULT_RED_ZONE`]). The handler is
+//! off while it runs (a fault in it ends the task) and must end with [`nr::FAULT_RETURN`].
+
+/// Call numbers (x8).
+pub mod nr {
+    /// `write(fd, buf, len)`.
+    pub const WRITE: u64 = 0;
+    /// `exit(status)`.
+    pub const EXIT: u64 = 1;
+    /// `yield()`.
+    pub const YIELD: u64 = 2;
+    /// `sleep(ns)`.
+    pub const SLEEP: u64 = 3;
+    /// `clock(id, *mut u64)`.
+    pub const CLOCK: u64 = 4;
+    /// `getcpu()`.
+    pub const GETCPU: u64 = 5;
+    /// `mmap(addr, len, prot, flags, fd, offset)`.
+    pub const MMAP: u64 = 6;
+    /// `munmap(addr, len)`.
+    pub const MUNMAP: u64 = 7;
+    /// `mprotect(addr, len, prot)`.
+    pub const MPROTECT: u64 = 8;
+    /// `counters(*mut Counters, size)`.
+    pub const COUNTERS: u64 = 9;
+    /// `spawn(entry, stack_top, arg, cpu)`.
+    pub const SPAWN: u64 = 10;
+    /// `wait(tid)`.
+    pub const WAIT: u64 = 11;
+    /// `sysctl(knob, value)`.
+    pub const SYSCTL: u64 = 12;
+    /// `fault_handler(entry)`.
+    pub const FAULT_HANDLER: u64 = 13;
+    /// `fault_return(how)`.
+    pub const FAULT_RETURN: u64 = 14;
+    /// One past the highest call number.
+    pub const COUNT: u64 = 15;
+    /// Names, by number.
+    pub const NAMES: [&str; COUNT as usize] = [
+        "write",
+        "exit",
+        "yield",
+        "sleep",
+        "clock",
+        "getcpu",
+        "mmap",
+        "munmap",
+        "mprotect",
+        "counters",
+        "spawn",
+        "wait",
+        "sysctl",
+        "fault_handler",
+        "fault_return",
+    ];
+}
+
+/// Error numbers (returned negated), with Linux's values.
+pub mod errno {
+    /// Operation not permitted (a read-only knob).
+    pub const EPERM: i64 = 1;
+    /// No such task.
+    pub const ESRCH: i64 = 3;
+    /// Bad file descriptor.
+    pub const EBADF: i64 = 9;
+    /// Out of memory (or part of a range not mapped, as Linux's mprotect says it).
+    pub const ENOMEM: i64 = 12;
+    /// Bad address: the task may not access that memory as the call needs.
+    pub const EFAULT: i64 = 14;
+    /// Device or resource busy.
+    pub const EBUSY: i64 = 16;
+    /// Invalid argument: unknown flag, zero length, misaligned address, ...
+    pub const EINVAL: i64 = 22;
+    /// Function not implemented: unknown call number.
+    pub const ENOSYS: i64 = 38;
+
+    /// The name of an error number (`"E?"` for one this ABI does not use).
+    pub fn name(e: i64) -> &'static str {
+        match e {
+            EPERM => "EPERM",
+            ESRCH => "ESRCH",
+            EBADF => "EBADF",
+            ENOMEM => "ENOMEM",
+            EFAULT => "EFAULT",
+            EBUSY => "EBUSY",
+            EINVAL => "EINVAL",
+            ENOSYS => "ENOSYS",
+            _ => "E?",
+        }
+    }
+}
+
+/// x0 of a failed call.
+pub const fn error(errno: i64) -> u64 {
+    (-errno) as u64
+}
+
+/// Reads x0 after a call: `Ok(value)` or `Err(errno)`. Values in `[-4095, -1]` are errors, as
+/// on Linux; anything else (large unsigned values, e.g. addresses) is a result.
+pub const fn decode(x0: u64) -> Result<u64, i64> {
+    let v = x0 as i64;
+    if v < 0 && v >= -4095 {
+        Err(-v)
+    } else {
+        Ok(x0)
+    }
+}
+
+/// First user address (the page at 0 and the ones after it stay unmapped).
+pub const USER_START: u64 = 0x1_0000;
+/// One past the last user address (TTBR0_EL1 covers 48 bits).
+pub const USER_END: u64 = 1 << 48;
+/// The page size.
+pub const PAGE_SIZE: u64 = 4096;
+/// Longest [`nr::WRITE`].
+pub const MAX_WRITE: u64 = 1 << 20;
+/// [`nr::SPAWN`]'s CPU argument: any CPU (the kernel spreads tasks round-robin).
+pub const ANY_CPU: u64 = u64::MAX;
+/// [`nr::SYSCTL`]'s value argument: read without changing.
+pub const SYSCTL_GET: u64 = u64::MAX;
+/// [`nr::WAIT`]'s result for a task a fault ended.
+pub const EXIT_KILLED: u64 = 0x100;
+/// [`nr::FAULT_RETURN`]: execute the faulting instruction again.
+pub const RETRY: u64 = 0;
+/// [`nr::FAULT_RETURN`]: continue after the faulting instruction.
+pub const SKIP: u64 = 1;
+/// Bytes below the interrupted SP the fault handler starts at (AAPCS64 has no red zone, but
+/// a leaf function may have stored just below SP before it moves it).
+pub const FAULT_RED_ZONE: u64 = 256;
+
+/// [`nr::MMAP`] / [`nr::MPROTECT`] protection bits (none: `PROT_NONE`).
+pub mod prot {
+    /// Readable.
+    pub const READ: u64 = 1;
+    /// Writable (implies readable on arm64).
+    pub const WRITE: u64 = 2;
+    /// Executable (implies readable here).
+    pub const EXEC: u64 = 4;
+    /// No access.
+    pub const NONE: u64 = 0;
+    /// Every known bit.
+    pub const ALL: u64 = READ | WRITE | EXEC;
+}
+
+/// [`nr::MMAP`] flags (Linux's values). `PRIVATE | ANONYMOUS` are required.
+pub mod map {
+    /// Private mapping (shared by the tasks of the address space, like any memory).
+    pub const PRIVATE: u64 = 0x02;
+    /// Place the mapping exactly at `addr`, replacing what is there.
+    pub const FIXED: u64 = 0x10;
+    /// Not backed by a file: demand-zero.
+    pub const ANONYMOUS: u64 = 0x20;
+    /// Every known bit.
+    pub const ALL: u64 = PRIVATE | FIXED | ANONYMOUS;
+}
+
+/// [`nr::CLOCK`] ids.
+pub mod clock {
+    /// Nanoseconds since boot (the generic timer).
+    pub const MONOTONIC: u64 = 0;
+    /// Nanoseconds the calling task has run (at EL0 and in the kernel on its behalf).
+    pub const TASK_CPUTIME: u64 = 1;
+}
+
+/// [`nr::SYSCTL`] knobs.
+pub mod sysctl {
+    /// Flush elision in user address spaces (`needs_flush` per entry): 0 or 1.
+    pub const FLUSH_ELISION: u64 = 0;
+    /// Lazy permission relaxation of user pages (RO -> RW, NX -> X without a TLBI): 0 or 1.
+    pub const LAZY_RELAX: u64 = 1;
+    /// CPUs online (read-only).
+    pub const NCPUS: u64 = 2;
+    /// Timer ticks per second (read-only).
+    pub const TICK_HZ: u64 = 3;
+    /// Whether EL0 may read the PMU cycle and instruction counters (read-only; the kernel
+    /// programs counter 0 for instructions retired).
+    pub const PMU_EL0: u64 = 4;
+    /// One past the highest knob.
+    pub const COUNT: u64 = 5;
+}
+
+/// What [`nr::COUNTERS`] writes (a prefix of it, as long as the caller's buffer). Counters
+/// are totals since boot over all CPUs.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// TLBI instructions, all kinds.
+    pub tlbi: u64,
+    /// ... of which broadcast (inner shareable).
+    pub tlbi_broadcast: u64,
+    /// ... of which range (FEAT_TLBIRANGE) operations.
+    pub tlbi_range: u64,
+    /// ... of which whole-ASID or whole-VMALL operations.
+    pub tlbi_whole: u64,
+    /// DSB instructions issued by the page-table code.
+    pub dsb: u64,
+    /// Page faults that mapped a demand-zero page.
+    pub faults_demand: u64,
+    /// Permission faults on pages whose tables already allowed the access (a stale TLB entry
+    /// after a lazy relaxation, or a race with an upgrade): fixed with a local TLBI.
+    pub faults_spurious: u64,
+    /// Faults that were the task's fault (no mapping, or not with that access).
+    pub faults_denied: u64,
+    /// Page-table changes whose TLB maintenance was elided (flush elision, lazy relaxation).
+    pub flushes_elided: u64,
+    /// Permission upgrades left to lazy relaxation (no TLBI).
+    pub lazy_relaxed: u64,
+    /// ASID generation roll-overs.
+    pub asid_rollovers: u64,
+    /// Context switches.
+    pub context_switches: u64,
+    /// System calls.
+    pub syscalls: u64,
+    /// Timer ticks, all CPUs.
+    pub ticks: u64,
+}
+
+/// Words in [`Counters`].
+pub const COUNTERS_WORDS: usize = core::mem::size_of::<Counters>() / 8;
+
+impl Counters {
+    /// The counters as words, in declaration order.
+    pub fn as_words(&self) -> [u64; COUNTERS_WORDS] {
+        [
+            self.tlbi,
+            self.tlbi_broadcast,
+            self.tlbi_range,
+            self.tlbi_whole,
+            self.dsb,
+            self.faults_demand,
+            self.faults_spurious,
+            self.faults_denied,
+            self.flushes_elided,
+            self.lazy_relaxed,
+            self.asid_rollovers,
+            self.context_switches,
+            self.syscalls,
+            self.ticks,
+        ]
+    }
+
+    /// `self - earlier`, field by field (wrapping).
+    pub fn since(&self, earlier: &Counters) -> Counters {
+        let (a, b) = (self.as_words(), earlier.as_words());
+        let mut w = [0u64; COUNTERS_WORDS];
+        for i in 0..COUNTERS_WORDS {
+            w[i] = a[i].wrapping_sub(b[i]);
+        }
+        Counters::from_words(&w)
+    }
+
+    /// From words in declaration order (missing ones 0).
+    pub fn from_words(w: &[u64]) -> Counters {
+        let g = |i: usize| w.get(i).copied().unwrap_or(0);
+        Counters {
+            tlbi: g(0),
+            tlbi_broadcast: g(1),
+            tlbi_range: g(2),
+            tlbi_whole: g(3),
+            dsb: g(4),
+            faults_demand: g(5),
+            faults_spurious: g(6),
+            faults_denied: g(7),
+            flushes_elided: g(8),
+            lazy_relaxed: g(9),
+            asid_rollovers: g(10),
+            context_switches: g(11),
+            syscalls: g(12),
+            ticks: g(13),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn results_and_errors() {
+        assert_eq!(decode(0), Ok(0));
+        assert_eq!(decode(error(errno::EINVAL)), Err(errno::EINVAL));
+        assert_eq!(decode(error(4095)), Err(4095));
+        assert_eq!(decode((-4096i64) as u64), Ok((-4096i64) as u64), "a large value is a result");
+        assert_eq!(decode(0xffff_8000_0000_0000), Ok(0xffff_8000_0000_0000));
+        assert_eq!(errno::name(errno::EFAULT), "EFAULT");
+        assert_eq!(errno::name(99), "E?");
+        assert_eq!(nr::NAMES[nr::MPROTECT as usize], "mprotect");
+    }
+
+    #[test]
+    fn counters_round_trip() {
+        let mut w = [0u64; COUNTERS_WORDS];
+        for (i, x) in w.iter_mut().enumerate() {
+            *x = i as u64 * 3 + 1;
+        }
+        let c = Counters::from_words(&w);
+        assert_eq!(c.as_words(), w);
+        assert_eq!(c.since(&c), Counters::default());
+        assert_eq!(core::mem::size_of::<Counters>(), COUNTERS_WORDS * 8);
+        assert_eq!(Counters::from_words(&w[..2]).tlbi_range, 0, "a short prefix reads as zeros");
+    }
+}
