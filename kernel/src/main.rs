@@ -15,10 +15,13 @@ mod irq;
 mod mm;
 mod perf;
 mod power;
+mod sched;
 mod selftest;
 mod smccc;
 mod smp;
+mod syscall;
 mod trap;
+mod user_programs;
 mod work;
 
 use alloc::string::String;
@@ -136,6 +139,8 @@ fn boot(dtb_pa: usize) -> Result<(), String> {
     // The checked words (a boot loader's words before the marker left out).
     let args: Vec<String> = cmdline::args().words().map(String::from).collect();
     mm::init(&board, (dtb_pa as u64, (dtb_pa + dtb.len()) as u64), &args)?;
+    mm::user::parse_args(&args)?;
+    let programs = sched::parse_args(&args)?;
     rt::println!(
         "kernel: pgtlab kernel, {} CPUs, {} MiB RAM in {} ranges, PSCI over {:?}, {}, bootargs {:?}",
         board.cpus.len(),
@@ -150,6 +155,8 @@ fn boot(dtb_pa: usize) -> Result<(), String> {
         args.join(" ")
     );
     irq::init(&board)?;
+    mm::user::init();
+    sched::init();
     KERNEL.call_once(|| Kernel { board, host, mem_bytes });
     banner(0);
     let online = smp::start_secondaries()?;
@@ -171,6 +178,12 @@ fn boot(dtb_pa: usize) -> Result<(), String> {
         }
         Ok(())
     })?;
+    if !programs.is_empty() {
+        let failed = sched::run_programs(&programs)?;
+        if failed != 0 {
+            return Err(format!("{failed} of {} EL0 programs failed", programs.len()));
+        }
+    }
     rt::println!("kernel: all done, powering off");
     Ok(())
 }

@@ -1,23 +1,179 @@
-//! EL1 exceptions. Only the faults a memory probe armed (`mm::fault`) are expected: they are
-//! counted and resumed. Every other exception is reported with its class, ESR, FAR, ELR and a
-//! backtrace, and ends the run with a failure status.
+//! EL1 exceptions.
+//!
+//! * **From EL0**: system calls (`syscall`), page faults (resolved by the address space:
+//!   demand-zero, spurious; else the task's own fault: its fault handler if it has one, or it
+//!   is ended with a report), IRQs; every other exception ends the task with a report. The way
+//!   back to EL0 is the preemption point (`sched::return_to_user`).
+//! * **At EL1**: IRQs (only in the idle wait: see `irq`), faults inside a user copy (resolved
+//!   like the task's fault, or the copy stops: `mm::uaccess`), faults a memory probe armed
+//!   (`mm::fault`). Every other exception is reported with its class, ESR, FAR, ELR and a
+//!   backtrace, and ends the run with a failure status.
 
+use crate::mm::uaccess;
 use crate::power;
+use crate::sched;
 use aarch64_cpu::registers::{Readable, ESR_EL1, FAR_EL1};
 use rt::esr;
 use rt::trap::vector;
 use rt::TrapFrame;
+use uspace::{Access, FaultKind, FaultOutcome};
 
 #[no_mangle]
 extern "C" fn rt_exception(frame: &mut TrapFrame, vec: u64) {
-    if vec == vector::CUR_SPX_IRQ {
-        crate::irq::handle(crate::smp::this_cpu());
-        return;
+    match vec {
+        vector::CUR_SPX_IRQ => crate::irq::handle(crate::smp::this_cpu()),
+        vector::LOWER64_SYNC => {
+            lower_sync(frame);
+            sched::return_to_user();
+        }
+        vector::LOWER64_IRQ => {
+            crate::irq::handle(crate::smp::this_cpu());
+            sched::return_to_user();
+        }
+        vector::CUR_SPX_SYNC => {
+            let (esr_v, far) = (ESR_EL1.get(), FAR_EL1.get());
+            if crate::mm::fault::try_catch(frame, esr_v, far) || user_copy_fault(frame, esr_v, far) {
+                return;
+            }
+            fatal(frame, vec, esr_v);
+        }
+        _ => fatal(frame, vec, ESR_EL1.get()),
     }
+}
+
+/// What kind of fault a data or instruction abort's status code says.
+fn fault_kind(esr_v: u64) -> FaultKind {
+    match esr::fault_status(esr_v) & 0x3c {
+        0x04 => FaultKind::Translation,
+        0x0c => FaultKind::Permission,
+        _ => FaultKind::Other,
+    }
+}
+
+/// A fault of an unprivileged load or store in a user copy: resolve it like the task's own
+/// (and retry), or make the copy stop and report the bytes left.
+fn user_copy_fault(frame: &mut TrapFrame, esr_v: u64, far: u64) -> bool {
+    if esr::class(esr_v) != esr::EC_DABT_CUR || !uaccess::in_copy(frame.elr) {
+        return false;
+    }
+    let Some(t) = sched::current() else {
+        frame.elr = uaccess::fixup();
+        return true;
+    };
+    let access = if esr::is_write(esr_v) { Access::Write } else { Access::Read };
+    match t.process.mm.fault(far, access, fault_kind(esr_v)) {
+        FaultOutcome::Mapped | FaultOutcome::Spurious | FaultOutcome::Retry => {}
+        FaultOutcome::Denied(_) => frame.elr = uaccess::fixup(),
+    }
+    true
+}
+
+fn lower_sync(frame: &mut TrapFrame) {
     let esr_v = ESR_EL1.get();
-    if vec == vector::CUR_SPX_SYNC && crate::mm::fault::try_catch(frame, esr_v, FAR_EL1.get()) {
-        return;
+    let ec = esr::class(esr_v);
+    match ec {
+        esr::EC_SVC64 => crate::syscall::dispatch(frame),
+        esr::EC_DABT_LOWER | esr::EC_IABT_LOWER => {
+            let far = FAR_EL1.get();
+            let access = if ec == esr::EC_IABT_LOWER {
+                Access::Exec
+            } else if esr::is_write(esr_v) {
+                Access::Write
+            } else {
+                Access::Read
+            };
+            let t = sched::current().expect("an exception from EL0 has a task");
+            match t.process.mm.fault(far, access, fault_kind(esr_v)) {
+                FaultOutcome::Mapped | FaultOutcome::Spurious | FaultOutcome::Retry => {}
+                FaultOutcome::Denied(why) => {
+                    drop(t);
+                    task_fault(frame, esr_v, far, &alloc::format!("{why:?}"));
+                }
+            }
+        }
+        _ => {
+            // Undefined instruction, alignment of PC or SP, a trapped system register, ...
+            task_fault(frame, esr_v, FAR_EL1.get(), "exception the task may not take");
+        }
     }
+}
+
+/// The running task's own fault: to its fault handler if it has one (and is not in it), else
+/// it is ended with a report.
+fn task_fault(frame: &mut TrapFrame, esr_v: u64, far: u64, why: &str) {
+    let t = sched::current().expect("a faulting task");
+    {
+        let mut f = t.fault.lock();
+        if f.entry != 0 && f.saved.is_none() {
+            // SAFETY: `frame` is the EL1 vectors' frame, its FP area right above it.
+            let fp = unsafe { rt::trap::fp_state(frame) }.clone();
+            f.saved = Some(alloc::boxed::Box::new((frame.clone(), fp)));
+            let pc = frame.elr;
+            frame.x[0] = far;
+            frame.x[1] = esr_v;
+            frame.x[2] = pc;
+            frame.x[3] = f.cookie;
+            frame.elr = f.entry;
+            frame.sp_el0 = (frame.sp_el0 - abi::syscall::FAULT_RED_ZONE) & !15;
+            return;
+        }
+    }
+    let ec = esr::class(esr_v);
+    let fsc = esr::fault_status(esr_v);
+    let access = match ec {
+        esr::EC_IABT_LOWER => "instruction fetch",
+        esr::EC_DABT_LOWER if esr::is_write(esr_v) => "write",
+        esr::EC_DABT_LOWER => "read",
+        _ => "-",
+    };
+    rt::println!(
+        "kernel: task {} ({}) killed: {} ({}) at {far:#x}, {access}, {}, pc {:#x}, ESR {esr_v:#x}",
+        t.tid,
+        t.process.name,
+        esr::class_name(ec),
+        if matches!(ec, esr::EC_IABT_LOWER | esr::EC_DABT_LOWER) { esr::fault_status_name(fsc) } else { "-" },
+        why,
+        frame.elr,
+    );
+    let mut r = abi::report::Record::new("task_fault");
+    r.u64("tid", t.tid)
+        .u64("pid", t.process.pid)
+        .str("name", &t.process.name)
+        .hex("esr", esr_v)
+        .str("class", esr::class_name(ec))
+        .hex("far", far)
+        .hex("pc", frame.elr)
+        .str("access", access)
+        .str("why", why);
+    rt::println!("{r}");
+    user_backtrace(frame);
+    drop(t);
+    sched::kill_current()
+}
+
+/// The task's frame-pointer chain, read with its own rights.
+fn user_backtrace(frame: &TrapFrame) {
+    let mut fp = frame.x[29];
+    rt::println!("kernel:   user backtrace: {:#x}", frame.elr);
+    for _ in 0..8 {
+        if fp == 0 || !fp.is_multiple_of(16) {
+            break;
+        }
+        let (Ok(next), Ok(lr)) = (uaccess::read_u64(fp), uaccess::read_u64(fp + 8)) else {
+            break;
+        };
+        if lr == 0 {
+            break;
+        }
+        rt::println!("kernel:     {:#x}", lr.wrapping_sub(4));
+        if next <= fp {
+            break;
+        }
+        fp = next;
+    }
+}
+
+fn fatal(frame: &TrapFrame, vec: u64, esr_v: u64) -> ! {
     let ec = esr::class(esr_v);
     let base = rt::start::image_layout().start as u64;
     rt::console::panic_print(format_args!(

@@ -15,12 +15,23 @@ static PARTICIPANTS: AtomicUsize = AtomicUsize::new(1);
 static DONE: AtomicUsize = AtomicUsize::new(0);
 /// Secondary CPUs waiting in [`secondary_loop`].
 static WAITING: AtomicUsize = AtomicUsize::new(0);
+/// Their CPU indices, as a bit set.
+static WAITING_MASK: AtomicU64 = AtomicU64::new(0);
+/// A `fn(cpu) -> !` every waiting CPU moves on to for good (0: none yet), as an address.
+static HANDOVER: AtomicUsize = AtomicUsize::new(0);
 
 /// Parks a secondary CPU until work is published; never returns.
 pub fn secondary_loop() -> ! {
     let mut seen = GENERATION.load(Ordering::Acquire);
+    WAITING_MASK.fetch_or(1 << crate::smp::this_cpu(), Ordering::AcqRel);
     let me = WAITING.fetch_add(1, Ordering::AcqRel) + 1;
     loop {
+        let h = HANDOVER.load(Ordering::Acquire);
+        if h != 0 {
+            // SAFETY: only `hand_over` stores here, always a `fn(usize) -> !`.
+            let f = unsafe { core::mem::transmute::<usize, fn(usize) -> !>(h) };
+            f(crate::smp::this_cpu());
+        }
         let g = GENERATION.load(Ordering::Acquire);
         if g != seen {
             seen = g;
@@ -40,12 +51,23 @@ pub fn secondary_loop() -> ! {
 
 /// CPUs available to [`run_everywhere`] (this one included).
 pub fn cpus() -> usize {
+    if HANDOVER.load(Ordering::Acquire) != 0 {
+        return 1;
+    }
     WAITING.load(Ordering::Acquire) + 1
+}
+
+/// Sends every waiting CPU to `f(cpu)` for good (the scheduler); returns their indices as a
+/// bit set. [`run_everywhere`] has only this CPU from then on.
+pub fn hand_over(f: fn(usize) -> !) -> u64 {
+    HANDOVER.store(f as usize, Ordering::Release);
+    aarch64_cpu::asm::sev();
+    WAITING_MASK.load(Ordering::Acquire)
 }
 
 /// Runs `f(index, n)` on `n` CPUs (this one is index 0), returns when all are done.
 pub fn run_everywhere(n: usize, f: fn(usize, usize)) -> Result<(), String> {
-    let waiting = WAITING.load(Ordering::Acquire);
+    let waiting = cpus() - 1;
     if n == 0 || n > waiting + 1 {
         return Err(format!("{n} CPUs asked for, {} available", waiting + 1));
     }

@@ -43,14 +43,79 @@ pub fn chainloader_image() -> PathBuf {
     images_dir().join("chainloader.img")
 }
 
+/// The environment variable naming the directory of the built EL0 programs, which the
+/// kernel's build script embeds (`kernel/build.rs`).
+pub const USER_DIR_VAR: &str = "PGTLAB_USER_DIR";
+
+/// Where the cross build puts the EL0 programs (and the binaries).
+pub fn cross_release_dir() -> PathBuf {
+    cross_target_dir().join(TARGET).join("release")
+}
+
+/// Where the EL0 programs the kernel embeds go (stripped to their loadable segments).
+pub fn el0_programs_dir() -> PathBuf {
+    workspace_root().join("target/user")
+}
+
+/// Builds the EL0 programs (`user/`, release profile): static position-independent ELF files
+/// in [`cross_release_dir`] (same flags and target directory as the binaries, so the standard
+/// library built for one serves the other), then writes each, cut down to what a loader reads
+/// ([`strip_to_segments`]), to [`el0_programs_dir`]. Returns that directory.
+pub fn build_el0_programs(tc: &CrossToolchain) -> Result<PathBuf> {
+    let mut cmd = tc.cargo("build", TARGET);
+    cmd.current_dir(workspace_root()).args(["--release", "-p", "user"]);
+    cmd.arg("--target-dir").arg(cross_target_dir());
+    let status = cmd.status().with_context(|| format!("running {}", tc.cargo.display()))?;
+    ensure!(status.success(), "building the EL0 programs failed ({status})");
+    let bins = workspace_root().join("user/src/bin");
+    std::fs::create_dir_all(el0_programs_dir())?;
+    for e in std::fs::read_dir(&bins).with_context(|| format!("reading {}", bins.display()))? {
+        let name = e?.file_name();
+        let Some(name) = name.to_str().and_then(|n| n.strip_suffix(".rs")) else {
+            continue;
+        };
+        let elf = cross_release_dir().join(name);
+        let bytes = std::fs::read(&elf).with_context(|| format!("reading {}", elf.display()))?;
+        let small = strip_to_segments(&bytes).with_context(|| format!("stripping {}", elf.display()))?;
+        let dst = el0_programs_dir().join(name);
+        if std::fs::read(&dst).ok().as_deref() != Some(&small[..]) {
+            std::fs::write(&dst, small)?;
+        }
+    }
+    Ok(el0_programs_dir())
+}
+
+/// An ELF file cut to its ELF header, program headers and loadable segments: section headers
+/// (and with them symbols and debug information, which only tools read) dropped.
+pub fn strip_to_segments(data: &[u8]) -> Result<Vec<u8>> {
+    let file = ElfFile64::<Endianness>::parse(data).context("not a 64-bit ELF file")?;
+    let endian = file.endian();
+    let header = file.elf_header();
+    let mut end = 64 + header.e_phnum(endian) as u64 * header.e_phentsize(endian) as u64;
+    for ph in header.program_headers(endian, data)? {
+        if ph.p_type(endian) == elf::PT_LOAD || ph.p_type(endian) == elf::PT_DYNAMIC {
+            end = end.max(ph.p_offset(endian) + ph.p_filesz(endian));
+        }
+    }
+    ensure!(end as usize <= data.len(), "a segment lies past the end of the file");
+    let mut out = data[..end as usize].to_vec();
+    // e_shoff, e_shentsize, e_shnum, e_shstrndx: no section headers.
+    out[40..48].fill(0);
+    out[58..64].fill(0);
+    Ok(out)
+}
+
 /// Builds the binaries (release profile, with debug info) and writes their Images: one cargo
 /// run per target.
 pub fn build(tc: &CrossToolchain, features: &[String]) -> Result<Images> {
     let t0 = Instant::now();
     let names: Vec<String> = BINARIES.iter().map(|(b, t)| format!("{b} ({t})")).collect();
-    eprintln!("xtask: building {} with {}", names.join(" + "), tc.description);
+    eprintln!("xtask: building the EL0 programs, {} with {}", names.join(" + "), tc.description);
+    // The kernel embeds the EL0 programs: they come first.
+    let el0 = build_el0_programs(tc)?;
     for target in [HYP_TARGET, TARGET] {
         let mut cmd = tc.cargo("build", target);
+        cmd.env(USER_DIR_VAR, &el0);
         cmd.current_dir(workspace_root()).arg("--release");
         for (bin, _) in BINARIES.iter().filter(|(_, t)| *t == target) {
             cmd.args(["-p", bin]);
@@ -304,5 +369,27 @@ mod tests {
     #[test]
     fn refuses_non_elf() {
         assert!(elf_to_image(b"not an elf").is_err());
+        assert!(strip_to_segments(b"not an elf").is_err());
+    }
+
+    #[test]
+    fn stripping_keeps_the_segments_and_drops_the_sections() {
+        // The host's own test binary is an ELF64 file with plenty of sections.
+        let me = std::fs::read(std::env::current_exe().unwrap()).unwrap();
+        let Ok(orig) = ElfFile64::<Endianness>::parse(&*me) else {
+            return;
+        };
+        let s = strip_to_segments(&me).unwrap();
+        let f = ElfFile64::<Endianness>::parse(&*s).unwrap();
+        assert_eq!(f.elf_header().e_shnum(f.endian()), 0);
+        assert_eq!(f.elf_header().e_shoff(f.endian()), 0);
+        // Past the ELF header (whose section-header fields were cleared) nothing changed, and
+        // every loadable byte is still there.
+        assert!(s[64..] == me[64..s.len()], "bytes kept as they were");
+        for ph in orig.elf_header().program_headers(orig.endian(), &*me).unwrap() {
+            if ph.p_type(orig.endian()) == elf::PT_LOAD {
+                assert!(ph.p_offset(orig.endian()) + ph.p_filesz(orig.endian()) <= s.len() as u64);
+            }
+        }
     }
 }

@@ -79,11 +79,18 @@ pub fn run(tc: &CrossToolchain) -> Result<()> {
     }
 
     cross_clippy(tc)?;
+    // The kernel embeds the EL0 programs (`user/`): build them first; they are linted with the
+    // kernel's target.
+    let el0 = build::build_el0_programs(tc)?;
     for target in [crate::toolchain::HYP_TARGET, crate::toolchain::TARGET] {
-        let bins: Vec<&str> = build::BINARIES.iter().filter(|(_, t)| *t == target).map(|(b, _)| *b).collect();
+        let mut bins: Vec<&str> = build::BINARIES.iter().filter(|(_, t)| *t == target).map(|(b, _)| *b).collect();
+        if target == crate::toolchain::TARGET {
+            bins.push("user");
+        }
         eprintln!("xtask: clippy on {} ({target})", bins.join(", "));
         let mut c = tc.cargo("clippy", target);
         c.current_dir(workspace_root()).env("PATH", path_for(&tc.cargo)).args(["--quiet", "--release"]);
+        c.env(build::USER_DIR_VAR, &el0);
         for b in &bins {
             c.args(["-p", b]);
         }

@@ -60,6 +60,8 @@ pub mod fault;
 pub mod frames;
 pub mod layout;
 pub mod setmem;
+pub mod uaccess;
+pub mod user;
 
 use crate::cpuinfo::CpuInfo;
 use alloc::format;

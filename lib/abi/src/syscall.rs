@@ -28,15 +28,16 @@
 //! | [`nr::SPAWN`] | entry, stack top (16-aligned), argument (x0 of the new task), CPU ([`ANY_CPU`] or an index) | the new task's id; it shares this task's address space |
 //! | [`nr::WAIT`] | task id (of this address space, not the caller) | its exit status ([`EXIT_KILLED`] if a fault ended it); reaps it |
 //! | [`nr::SYSCTL`] | knob ([`sysctl`]), value ([`SYSCTL_GET`]: only read) | the previous value |
-//! | [`nr::FAULT_HANDLER`] | entry (0: none) | the previous entry |
-//! | [`nr::FAULT_RETURN`] | [`RETRY`] or [`SKIP`] | does not return; resumes the faulting context |
+//! | [`nr::FAULT_HANDLER`] | entry (0: none), cookie | the previous entry |
+//! | [`nr::FAULT_RETURN`] | [`RETRY`], [`SKIP`] or [`RETURN_TO_LR`] | does not return; resumes the faulting context |
 //!
 //! # Faults
 //!
 //! A task that touches memory it may not (no mapping, or not with that access) is ended and
 //! reported, unless it registered a fault handler: the kernel then saves its context and
 //! continues at the handler with x0 = the faulting address, x1 = ESR_EL1, x2 = the faulting
-//! instruction's address, on the same stack (SP lowered by [`FAULT_RED_ZONE`]). The handler is
+//! instruction's address, x3 = the cookie given with the handler, on the same stack (SP
+//! lowered by [`FAULT_RED_ZONE`]). The handler is
 //! off while it runs (a fault in it ends the task) and must end with [`nr::FAULT_RETURN`].
 
 /// Call numbers (x8).
@@ -162,6 +163,9 @@ pub const EXIT_KILLED: u64 = 0x100;
 pub const RETRY: u64 = 0;
 /// [`nr::FAULT_RETURN`]: continue after the faulting instruction.
 pub const SKIP: u64 = 1;
+/// [`nr::FAULT_RETURN`]: continue at the faulting context's x30 (for an instruction abort
+/// on the target of a call: return to the caller).
+pub const RETURN_TO_LR: u64 = 2;
 /// Bytes below the interrupted SP the fault handler starts at (AAPCS64 has no red zone, but
 /// a leaf function may have stored just below SP before it moves it).
 pub const FAULT_RED_ZONE: u64 = 256;

@@ -1,0 +1,279 @@
+//! User address spaces in the kernel: a `uspace::AddressSpace` over the kernel's frames
+//! behind a lock, its ASID context, and TTBR0 switching.
+//!
+//! * **ASIDs**: `pgtable::asid::AsidAllocator` (8 or 16 bits as ID_AA64MMFR0_EL1.ASIDBits
+//!   says; ASID 0 is the reserved empty TTBR0's). [`switch_to`] runs its fast or slow path and
+//!   flushes the local TLB when a roll-over asks for it, then writes TTBR0 (root and ASID in
+//!   one register write, TCR_EL1.A1 = 0: no window with a new ASID on old tables).
+//! * **Every operation** on an address space ([`UserSpace::with`]) runs under its lock, first
+//!   copying the address space's current ASID into its table (a roll-over may have given it a
+//!   new one while it ran nowhere) and the run-time switches `flush_elision` / `lazy_relax`
+//!   into its policy.
+//! * **User/kernel split**: user pages are never executable at EL1 (PXN) and kernel pages never
+//!   at EL0 (UXN, and not EL0-accessible); with FEAT_PAN the kernel runs with PSTATE.PAN set
+//!   (SCTLR_EL1.SPAN = 0 sets it on every exception entry), so an ordinary load or store of a
+//!   user page from EL1 faults: user memory is reached only through `uaccess`.
+//! * **EL0 may read** the virtual counter (CNTKCTL_EL1.EL0VCTEN) and, for the benchmarks, the
+//!   PMU cycle counter and event counters (PMUSERENR_EL0.CR/ER: read only).
+
+use super::frames::KFrames;
+use crate::cpuinfo::CpuInfo;
+use aarch64_cpu::registers::{Readable, Writeable, ID_AA64MMFR0_EL1, ID_AA64MMFR1_EL1};
+use abi::syscall::Counters;
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use pgtable::asid::AsidAllocator;
+use pgtable::hw::HwTlb;
+use pgtable::{regime, Barrier, Shareability, TlbMaintenance, Tlbi, TlbiOp, VirtAddr};
+use spin::{Mutex, Once};
+use uspace::{Access, AddressSpace, FaultKind, FaultOutcome};
+
+static ASIDS: Once<AsidAllocator> = Once::new();
+static TLB: Once<HwTlb> = Once::new();
+
+/// `flush_elision=on|off`: skip TLB maintenance for changes `needs_flush` says are free.
+pub static FLUSH_ELISION: AtomicBool = AtomicBool::new(true);
+/// `lazy_relax=on|off`: leave permission upgrades of user pages unflushed.
+pub static LAZY_RELAX: AtomicBool = AtomicBool::new(true);
+/// Whether EL0 may read the PMU counters.
+pub static PMU_EL0: AtomicBool = AtomicBool::new(false);
+
+/// Totals over all address spaces (the parts of `abi::syscall::Counters` the kernel keeps).
+pub static FAULTS_DEMAND: AtomicU64 = AtomicU64::new(0);
+/// Spurious permission faults fixed with a local TLBI.
+pub static FAULTS_SPURIOUS: AtomicU64 = AtomicU64::new(0);
+/// Faults that were the task's.
+pub static FAULTS_DENIED: AtomicU64 = AtomicU64::new(0);
+/// TLB maintenance elided in user tables (flush elision).
+pub static FLUSHES_ELIDED: AtomicU64 = AtomicU64::new(0);
+/// Permission upgrades left to lazy relaxation.
+pub static LAZY_RELAXED: AtomicU64 = AtomicU64::new(0);
+
+/// Reads `flush_elision=on|off` and `lazy_relax=on|off`.
+pub fn parse_args(args: &[alloc::string::String]) -> Result<(), alloc::string::String> {
+    for w in args {
+        let (knob, v) = if let Some(v) = w.strip_prefix("flush_elision=") {
+            (&FLUSH_ELISION, v)
+        } else if let Some(v) = w.strip_prefix("lazy_relax=") {
+            (&LAZY_RELAX, v)
+        } else {
+            continue;
+        };
+        match v {
+            "on" => knob.store(true, Ordering::Relaxed),
+            "off" => knob.store(false, Ordering::Relaxed),
+            _ => return Err(alloc::format!("bad boot argument {w:?} (on|off)")),
+        }
+    }
+    Ok(())
+}
+
+/// The ASID allocator.
+pub fn asids() -> &'static AsidAllocator {
+    ASIDS.get().expect("mm::user::init ran")
+}
+
+fn tlb() -> HwTlb {
+    *TLB.get().expect("mm::user::init ran")
+}
+
+/// Boot CPU, after `mm::init`: the ASID allocator, then [`init_cpu`].
+pub fn init() {
+    let bits = if pgtable::cpu::has_asid16(ID_AA64MMFR0_EL1.get()) { 16 } else { 8 };
+    ASIDS.call_once(|| AsidAllocator::new(bits));
+    TLB.call_once(HwTlb::detect);
+    PMU_EL0.store(CpuInfo::read().pmuver != 0 && CpuInfo::read().pmuver != 0xf, Ordering::Relaxed);
+    init_cpu();
+}
+
+/// This CPU: PAN on (where implemented), EL0 reads of the virtual counter and, if present,
+/// the PMU counters.
+pub fn init_cpu() {
+    use aarch64_cpu::registers::{ReadWriteable, CNTKCTL_EL1};
+    // ID_AA64MMFR1_EL1.PAN, bits 23:20.
+    if (ID_AA64MMFR1_EL1.get() >> 20) & 0xf != 0 {
+        extra_sctlr::clear_span();
+        // SAFETY: sets PSTATE.PAN (MSR PAN, #1, by its encoding: the assembler may not know
+        // FEAT_PAN): from now on EL1 loads and stores to EL0-accessible pages fault; the kernel
+        // reaches user memory only with LDTR/STTR, which PAN does not affect.
+        unsafe { core::arch::asm!(".inst 0xd500419f", options(nomem, nostack, preserves_flags)) };
+    }
+    CNTKCTL_EL1.modify(CNTKCTL_EL1::EL0VCTEN::SET);
+    if PMU_EL0.load(Ordering::Relaxed) {
+        // PMUSERENR_EL0: CR (bit 2) and ER (bit 3): EL0 may read the cycle and event counters;
+        // EN (bit 0) stays 0, so it cannot program them.
+        // SAFETY: only what EL0 may read changes; no memory is touched.
+        unsafe {
+            core::arch::asm!("msr pmuserenr_el0, {}", in(reg) 0b1100u64, options(nomem, nostack, preserves_flags))
+        };
+    }
+}
+
+/// `SCTLR_EL1` fields `aarch64-cpu` does not name.
+mod extra_sctlr {
+    use aarch64_cpu::registers::{Readable, Writeable, SCTLR_EL1};
+    use tock_registers::register_bitfields;
+
+    register_bitfields! {u64,
+        SCTLR_EXTRA [
+            /// Set Privileged Access Never on exception entry to EL1: 0 = set it.
+            SPAN OFFSET(23) NUMBITS(1) []
+        ]
+    }
+
+    /// SCTLR_EL1.SPAN = 0: every exception taken to EL1 sets PSTATE.PAN.
+    pub fn clear_span() {
+        SCTLR_EL1.set(SCTLR_EL1.get() & !SCTLR_EXTRA::SPAN::SET.mask());
+        aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
+    }
+}
+
+/// One user address space.
+pub struct UserSpace {
+    /// `None` only while it is torn down.
+    space: Mutex<Option<AddressSpace<KFrames>>>,
+    /// ASID context id (`pgtable::asid`).
+    ctx: AtomicU64,
+    /// Physical address of the root.
+    root: u64,
+}
+
+impl UserSpace {
+    /// An empty address space.
+    ///
+    /// # Errors
+    ///
+    /// `ENOMEM`.
+    pub fn new() -> Result<UserSpace, i64> {
+        let mut t = tlb();
+        let s = AddressSpace::new(KFrames, &mut t)?;
+        let root = s.table().root().as_u64();
+        Ok(UserSpace { space: Mutex::new(Some(s)), ctx: AtomicU64::new(0), root })
+    }
+
+    /// Runs `f` on the address space under its lock, with its current ASID and the run-time
+    /// switches in its table; adds what the table counted to the global counters.
+    pub fn with<R>(&self, f: impl FnOnce(&mut AddressSpace<KFrames>, &mut HwTlb) -> R) -> R {
+        let mut guard = self.space.lock();
+        let s = guard.as_mut().expect("a live address space");
+        let asid = asids().asid(self.ctx.load(Ordering::Relaxed));
+        let pt = s.table_mut();
+        pt.set_asid(asid);
+        pt.policy_mut().flush_elision = FLUSH_ELISION.load(Ordering::Relaxed);
+        pt.policy_mut().lazy_relax = LAZY_RELAX.load(Ordering::Relaxed);
+        let (e0, l0) = (pt.stats().flushes_elided, pt.stats().lazy_relaxed);
+        let mut t = tlb();
+        let r = f(s, &mut t);
+        let st = s.table().stats();
+        FLUSHES_ELIDED.fetch_add(st.flushes_elided - e0, Ordering::Relaxed);
+        LAZY_RELAXED.fetch_add(st.lazy_relaxed - l0, Ordering::Relaxed);
+        r
+    }
+
+    /// A fault at `va` by the running task (at EL0, or in a user copy). A spurious one is fixed
+    /// here: the stale entry is invalidated on this CPU (TLBI VALE1 of this ASID, local).
+    pub fn fault(&self, va: u64, access: Access, kind: FaultKind) -> FaultOutcome {
+        let out = self.with(|s, t| s.fault(t, va, access, kind));
+        match out {
+            FaultOutcome::Mapped => {
+                FAULTS_DEMAND.fetch_add(1, Ordering::Relaxed);
+            }
+            FaultOutcome::Spurious => {
+                FAULTS_SPURIOUS.fetch_add(1, Ordering::Relaxed);
+                let asid = asids().asid(self.ctx.load(Ordering::Relaxed));
+                let mut t = tlb();
+                let va = VirtAddr::new(va & !(abi::syscall::PAGE_SIZE - 1));
+                t.tlbi(Tlbi { op: TlbiOp::Vae1 { asid, va }, leaf_only: true, sh: Shareability::Local });
+                t.dsb(Barrier::Nsh);
+            }
+            FaultOutcome::Retry => {}
+            FaultOutcome::Denied(_) => {
+                FAULTS_DENIED.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        out
+    }
+
+    /// Loads an EL0 program; returns its entry point.
+    pub fn load(&self, elf: &[u8]) -> Result<uspace::Loaded, uspace::LoadError> {
+        let r = self.with(|s, t| {
+            s.load(t, elf, |p, n| {
+                // Written through the linear map: make the instructions fetchable.
+                rt::cache::sync_icache(p as u64, n as u64);
+            })
+        });
+        // Instruction caches may be virtually indexed: drop lines an earlier user of these
+        // frames may have left under other addresses.
+        rt::cache::invalidate_icache_all();
+        r
+    }
+}
+
+impl Drop for UserSpace {
+    fn drop(&mut self) {
+        let Some(mut s) = self.space.lock().take() else {
+            return;
+        };
+        let asid = asids().asid(self.ctx.load(Ordering::Relaxed));
+        let mut t = tlb();
+        s.table_mut().set_asid(asid);
+        // SAFETY: the owner (the process) is dropped only after its last task was switched away
+        // from on its CPU, so no CPU runs this address space; every mapping is unmapped with its
+        // flush, and the ASID is invalidated everywhere right after (its number is reused only
+        // after a roll-over, which flushes every CPU anyway).
+        unsafe { s.destroy(&mut t) };
+        t.tlbi(Tlbi { op: TlbiOp::Aside1 { asid }, leaf_only: false, sh: Shareability::InnerShareable });
+        t.dsb(Barrier::Ish);
+    }
+}
+
+/// Points this CPU's TTBR0 at `to` (None: the reserved empty table), with the ASID the
+/// allocator gives it, flushing the local TLB first if a roll-over asks for it.
+pub fn switch_to(cpu: usize, to: Option<&UserSpace>) {
+    use aarch64_cpu::registers::TTBR0_EL1;
+    let mut t = tlb();
+    match to {
+        None => TTBR0_EL1.set(super::reserved_ttbr0()),
+        Some(u) => {
+            let sw = asids().switch(cpu, &u.ctx);
+            if sw.flush_local {
+                t.tlbi(Tlbi { op: TlbiOp::Vmalle1 { vmid: None }, leaf_only: false, sh: Shareability::Local });
+                t.dsb(Barrier::Nsh);
+            }
+            TTBR0_EL1.set(regime::ttbr_el1(pgtable::PhysAddr::new(u.root), sw.asid));
+        }
+    }
+    t.isb();
+}
+
+/// The counters block of `nr::COUNTERS`.
+pub fn counters() -> Counters {
+    let c = HwTlb::counters();
+    let (mut broadcast, mut range, mut whole) = (0, 0, 0);
+    for (name, n) in c.tlbi_by_kind() {
+        if name.ends_with("IS") {
+            broadcast += n;
+        }
+        if name.starts_with('R') {
+            range += n;
+        }
+        if name.starts_with("ASID") || name.starts_with("VMALL") || name.starts_with("ALL") {
+            whole += n;
+        }
+    }
+    Counters {
+        tlbi: c.tlbi_total(),
+        tlbi_broadcast: broadcast,
+        tlbi_range: range,
+        tlbi_whole: whole,
+        dsb: c.dsb_total(),
+        faults_demand: FAULTS_DEMAND.load(Ordering::Relaxed),
+        faults_spurious: FAULTS_SPURIOUS.load(Ordering::Relaxed),
+        faults_denied: FAULTS_DENIED.load(Ordering::Relaxed),
+        flushes_elided: FLUSHES_ELIDED.load(Ordering::Relaxed),
+        lazy_relaxed: LAZY_RELAXED.load(Ordering::Relaxed),
+        asid_rollovers: asids().rollovers(),
+        context_switches: 0,
+        syscalls: 0,
+        ticks: 0,
+    }
+}

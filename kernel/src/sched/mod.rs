@@ -1,0 +1,541 @@
+//! The scheduler: EL0 tasks on per-CPU run queues.
+//!
+//! * **Tasks stay on their CPU** (chosen when they start: round-robin, or the CPU `spawn`
+//!   names). Each CPU has a run queue, a list of sleepers and an idle loop on its boot stack
+//!   ([`cpu_loop`]), which runs queued tasks and otherwise waits for an interrupt.
+//! * **Switching** ([`schedule`]) happens only in the kernel, with IRQs masked: when a task
+//!   yields, sleeps, waits or ends, and when it returns to EL0 after the tick asked for a
+//!   reschedule (the kernel is not preemptible; see the nesting rules in `irq`). The switch
+//!   saves the callee-saved registers ([`switch::Context`]); the EL0 context is the exception
+//!   frame at the top of the task's kernel stack; TPIDR_EL0 is saved per task; TTBR0 changes
+//!   only when the next task belongs to another address space (`mm::user::switch_to`).
+//! * **Lifetimes**: a CPU keeps the task it switched away from until the next context runs
+//!   ([`finish_switch`]): only then is a dead task dropped (its kernel stack freed), never on
+//!   its own stack. A process (and its address space) goes when its last task does.
+//! * **Wake-ups** put a task on its CPU's queue and, from another CPU, send that CPU the
+//!   reschedule SGI (out of its idle wait). The tick wakes sleepers and marks the running task
+//!   for preemption once it has had its time slice while others wait.
+//!
+//! Lock order: a CPU's queue, then its sleepers; a task's `waiters` before any queue; a
+//! process's `tasks` / `zombies` before any queue. IRQ handlers take queue and sleeper locks, so
+//! these are only ever taken with IRQs masked (always true in this kernel).
+
+pub mod switch;
+pub mod task;
+
+use crate::irq::{self, timer, Sgi};
+use crate::mm::user::{self, UserSpace};
+use crate::smp::this_cpu;
+use abi::syscall::EXIT_KILLED;
+use alloc::collections::{BTreeMap, VecDeque};
+use alloc::format;
+use alloc::string::String;
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+use core::cell::UnsafeCell;
+use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use rt::TrapFrame;
+use spin::Mutex;
+use switch::Context;
+pub use task::{Process, State, Task};
+
+/// Timer ticks per second (`tick_hz=N`).
+pub static TICK_HZ: AtomicU64 = AtomicU64::new(100);
+/// Ticks a task runs before another ready task of its CPU gets its turn.
+const TIMESLICE_TICKS: u64 = 2;
+/// Most tasks a process may have alive.
+pub const MAX_TASKS: u64 = 64;
+
+/// One CPU's scheduler state.
+struct CpuSched {
+    queue: Mutex<VecDeque<Arc<Task>>>,
+    sleepers: Mutex<Vec<Arc<Task>>>,
+    current: Mutex<Option<Arc<Task>>>,
+    /// The task switched away from, kept until the next context runs.
+    prev: Mutex<Option<Arc<Task>>>,
+    /// The process whose address space TTBR0 holds (None: the reserved table).
+    mm: Mutex<Option<Arc<Process>>>,
+    /// The idle loop's context while a task runs.
+    idle: UnsafeCell<Context>,
+    need_resched: AtomicBool,
+    /// Ticks the current task has run since it was last picked.
+    slice: AtomicU64,
+    /// Whether this CPU runs (or is about to run) its scheduler loop.
+    online: AtomicBool,
+    /// Whether its loop has set the CPU up (tick, PMU, EL0 access).
+    ready: AtomicBool,
+}
+
+// SAFETY: everything is locked or atomic except `idle`, which only its CPU touches (switch
+// path, IRQs masked).
+unsafe impl Sync for CpuSched {}
+
+static CPUS: [CpuSched; rt::MAX_CPUS] = [const {
+    CpuSched {
+        queue: Mutex::new(VecDeque::new()),
+        sleepers: Mutex::new(Vec::new()),
+        current: Mutex::new(None),
+        prev: Mutex::new(None),
+        mm: Mutex::new(None),
+        idle: UnsafeCell::new(Context { x: [0; 12], sp: 0, d: [0; 8] }),
+        need_resched: AtomicBool::new(false),
+        slice: AtomicU64::new(0),
+        online: AtomicBool::new(false),
+        ready: AtomicBool::new(false),
+    }
+}; rt::MAX_CPUS];
+
+static NEXT_TID: AtomicU64 = AtomicU64::new(1);
+static NEXT_PID: AtomicU64 = AtomicU64::new(1);
+static NEXT_CPU: AtomicUsize = AtomicUsize::new(0);
+/// Processes not yet ended.
+static LIVE_PROCESSES: AtomicU64 = AtomicU64::new(0);
+/// Processes that ended with a status other than 0.
+static FAILED_PROCESSES: AtomicU64 = AtomicU64::new(0);
+/// Context switches, all CPUs.
+pub static SWITCHES: AtomicU64 = AtomicU64::new(0);
+static SECONDARIES_STARTED: AtomicBool = AtomicBool::new(false);
+
+/// Whether CPU `cpu` runs the scheduler.
+pub fn online(cpu: usize) -> bool {
+    cpu < rt::MAX_CPUS && CPUS[cpu].online.load(Ordering::Acquire)
+}
+
+/// CPUs running the scheduler.
+pub fn online_cpus() -> usize {
+    (0..rt::MAX_CPUS).filter(|&c| online(c)).count()
+}
+
+/// The task running on this CPU.
+pub fn current() -> Option<Arc<Task>> {
+    CPUS[this_cpu()].current.lock().clone()
+}
+
+/// The kernel stack holding `addr`, if it is the running task's (for backtraces; takes no
+/// lock that could be held: `try_lock`).
+fn stack_lookup(addr: usize) -> Option<(usize, usize)> {
+    let c = CPUS.get(this_cpu())?;
+    let cur = c.current.try_lock()?;
+    let (lo, hi) = cur.as_ref()?.stack_bounds();
+    (lo..hi).contains(&addr).then_some((lo, hi))
+}
+
+/// Reads `tick_hz=N` and the programs to run, `user=NAME[:ARGS]` (in order; they run
+/// concurrently).
+pub fn parse_args(args: &[String]) -> Result<Vec<(String, String)>, String> {
+    let mut programs = Vec::new();
+    for w in args {
+        if let Some(v) = w.strip_prefix("tick_hz=") {
+            let hz: u64 = v.parse().map_err(|_| format!("bad boot argument {w:?} (tick_hz=1..10000)"))?;
+            if !(1..=10_000).contains(&hz) {
+                return Err(format!("bad boot argument {w:?} (tick_hz=1..10000)"));
+            }
+            TICK_HZ.store(hz, Ordering::Relaxed);
+        } else if let Some(v) = w.strip_prefix("user=") {
+            let (name, args) = v.split_once(':').unwrap_or((v, ""));
+            crate::user_programs::find(name)?;
+            programs.push((name.into(), args.into()));
+        }
+    }
+    Ok(programs)
+}
+
+/// Boot CPU, once: backtraces learn task stacks, the tick hook goes in.
+pub fn init() {
+    rt::backtrace::set_stack_lookup(stack_lookup);
+    timer::set_hook(on_tick);
+    irq::set_handler(Sgi::Reschedule as u32, |_, cpu| CPUS[cpu].need_resched.store(true, Ordering::Release));
+}
+
+/// Starts process `name` (an embedded program) with argument string `args`.
+pub fn start_program(name: &str, args: &str) -> Result<Arc<Process>, String> {
+    let elf = crate::user_programs::find(name)?;
+    let mm = UserSpace::new()
+        .map_err(|e| format!("{name}: no memory for an address space ({})", abi::syscall::errno::name(e)))?;
+    let loaded = mm.load(elf).map_err(|e| format!("loading {name}: {e}"))?;
+    // The argument string on a read-only page, and a stack below the top of user space.
+    const ARGS: u64 = 0x7fff_f000_0000;
+    const STACK_TOP: u64 = 0x7fff_e000_0000;
+    const STACK_SIZE: u64 = 256 * 1024;
+    mm.with(|s, t| s.map_bytes(t, ARGS, args.as_bytes(), abi::syscall::prot::READ))
+        .map_err(|e| format!("{name}: mapping its arguments: {}", abi::syscall::errno::name(e)))?;
+    mm.with(|s, _| s.map_stack(STACK_TOP, STACK_SIZE)).map_err(|e| format!("{name}: stack: {e}"))?;
+    let p = Arc::new(Process {
+        pid: NEXT_PID.fetch_add(1, Ordering::Relaxed),
+        name: name.into(),
+        mm,
+        live: AtomicU64::new(0),
+        started: AtomicU64::new(0),
+        tasks: Mutex::new(BTreeMap::new()),
+        zombies: Mutex::new(BTreeMap::new()),
+        main_tid: AtomicU64::new(0),
+        status: AtomicU64::new(0),
+        killed: AtomicU64::new(0),
+    });
+    LIVE_PROCESSES.fetch_add(1, Ordering::AcqRel);
+    let t = spawn(&p, loaded.entry, STACK_TOP, [ARGS, args.len() as u64], None).map_err(|e| {
+        LIVE_PROCESSES.fetch_sub(1, Ordering::AcqRel);
+        format!("{name}: first task: {}", abi::syscall::errno::name(e))
+    })?;
+    p.main_tid.store(t, Ordering::Relaxed);
+    rt::println!("kernel: started {name} (process {}, task {t}, entry {:#x}, args {args:?})", p.pid, loaded.entry);
+    Ok(p)
+}
+
+/// A new task of `p` at EL0 `entry` with stack `sp` and x0/x1 = `args`, on `cpu` (None:
+/// round-robin over the online CPUs). Returns its id.
+pub fn spawn(p: &Arc<Process>, entry: u64, sp: u64, args: [u64; 2], cpu: Option<usize>) -> Result<u64, i64> {
+    if p.live.load(Ordering::Acquire) >= MAX_TASKS {
+        return Err(abi::syscall::errno::ENOMEM);
+    }
+    let cpu = match cpu {
+        Some(c) => c,
+        None => {
+            let n = rt::MAX_CPUS;
+            let start = NEXT_CPU.fetch_add(1, Ordering::Relaxed);
+            (0..n).map(|k| (start + k) % n).find(|&c| online(c)).unwrap_or(0)
+        }
+    };
+    let va = crate::mm::vmalloc(task::KSTACK_PAGES, false).map_err(|_| abi::syscall::errno::ENOMEM)?;
+    let tid = NEXT_TID.fetch_add(1, Ordering::Relaxed);
+    let top = va + task::KSTACK_PAGES as u64 * 4096;
+    // The first exception frame and its FP/SIMD area, as the EL1 vectors would leave them.
+    let frame = top - rt::trap::EL1_FRAME_SIZE as u64;
+    // SAFETY: the frame lies in the fresh, mapped, unshared kernel stack; zero is a valid bit
+    // pattern for every field of a TrapFrame.
+    unsafe {
+        core::ptr::write_bytes(frame as *mut u8, 0, rt::trap::EL1_FRAME_SIZE);
+        let f = &mut *(frame as *mut TrapFrame);
+        f.x[0] = args[0];
+        f.x[1] = args[1];
+        f.elr = entry;
+        // EL0t, DAIF clear: IRQs are taken at EL0.
+        f.spsr = 0;
+        f.sp_el0 = sp;
+    }
+    let t = Arc::new(Task::new(tid, p.clone(), cpu, (va, task::KSTACK_PAGES), switch::first_context(frame)));
+    p.tasks.lock().insert(tid, Arc::downgrade(&t));
+    p.live.fetch_add(1, Ordering::AcqRel);
+    p.started.fetch_add(1, Ordering::Relaxed);
+    wake(t);
+    Ok(tid)
+}
+
+/// Makes `t` runnable on its CPU (and wakes that CPU if it is another).
+pub fn wake(t: Arc<Task>) {
+    let cpu = t.cpu;
+    t.set_state(State::Ready);
+    CPUS[cpu].queue.lock().push_back(t);
+    if cpu != this_cpu() {
+        irq::send_sgi(1 << cpu, Sgi::Reschedule);
+    } else {
+        CPUS[cpu].need_resched.store(true, Ordering::Release);
+    }
+}
+
+/// Where a new task's context starts: finish the switch, then enter EL0 through its frame.
+pub extern "C" fn task_first_run(frame: u64) -> ! {
+    finish_switch(this_cpu());
+    // SAFETY: `frame` is the task's exception frame at the top of its own kernel stack, set up
+    // by `spawn` for an EL0t return to its entry.
+    unsafe { rt::trap::return_to_el1_frame(frame as *const TrapFrame) }
+}
+
+/// Runs right after every switch, in the context switched to: drops the task switched away
+/// from if it is dead (its stack is no longer in use).
+fn finish_switch(cpu: usize) {
+    let prev = CPUS[cpu].prev.lock().take();
+    drop(prev);
+}
+
+/// Puts the TTBR0 of `p` (None: the reserved table) on this CPU if it is not there yet.
+fn use_mm(cpu: usize, p: Option<&Arc<Process>>) {
+    let mut cur = CPUS[cpu].mm.lock();
+    let same = match (cur.as_ref(), p) {
+        (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+        (None, None) => true,
+        _ => false,
+    };
+    if !same {
+        user::switch_to(cpu, p.map(|p| &p.mm));
+        *cur = p.cloned();
+    }
+}
+
+/// Switches the running task out (its state set by the caller: `Ready` when yielding, which
+/// requeues it) and the next one in, or the idle loop. Returns when the task runs again.
+pub fn schedule() {
+    let cpu = this_cpu();
+    let c = &CPUS[cpu];
+    let Some(prev) = c.current.lock().take() else {
+        return;
+    };
+    let now = timer::now();
+    prev.cputime.fetch_add(now - prev.ran_since.load(Ordering::Relaxed), Ordering::Relaxed);
+    prev.tpidr_el0.store(read_tpidr_el0(), Ordering::Relaxed);
+    let next = {
+        let mut q = c.queue.lock();
+        if prev.state() == State::Ready {
+            q.push_back(prev.clone());
+        }
+        q.pop_front()
+    };
+    c.need_resched.store(false, Ordering::Relaxed);
+    c.slice.store(0, Ordering::Relaxed);
+    if let Some(n) = &next {
+        if Arc::ptr_eq(n, &prev) {
+            prev.set_state(State::Running);
+            prev.ran_since.store(now, Ordering::Relaxed);
+            *c.current.lock() = Some(prev);
+            return;
+        }
+    }
+    SWITCHES.fetch_add(1, Ordering::Relaxed);
+    let save = prev.ctx.get();
+    *c.prev.lock() = Some(prev);
+    let load: *const Context = match next {
+        Some(n) => {
+            start_running(cpu, &n);
+            let ctx = n.ctx.get();
+            *c.current.lock() = Some(n);
+            ctx
+        }
+        None => {
+            use_mm(cpu, None);
+            c.idle.get()
+        }
+    };
+    // SAFETY: `save` belongs to the task kept in `c.prev` (alive until the next context has
+    // run `finish_switch`), `load` to a task or this CPU's idle loop, all on this CPU with
+    // IRQs masked; no Arc is held on this stack across the switch.
+    unsafe { switch::switch(save, load) };
+    finish_switch(cpu);
+}
+
+/// Bookkeeping for `n` going on this CPU: state, TTBR0, TPIDR_EL0, time.
+fn start_running(cpu: usize, n: &Arc<Task>) {
+    n.set_state(State::Running);
+    use_mm(cpu, Some(&n.process));
+    write_tpidr_el0(n.tpidr_el0.load(Ordering::Relaxed));
+    n.ran_since.store(timer::now(), Ordering::Relaxed);
+}
+
+fn read_tpidr_el0() -> u64 {
+    use aarch64_cpu::registers::{Readable, TPIDR_EL0};
+    TPIDR_EL0.get()
+}
+
+fn write_tpidr_el0(v: u64) {
+    use aarch64_cpu::registers::{Writeable, TPIDR_EL0};
+    TPIDR_EL0.set(v);
+}
+
+/// The tick (IRQ context): wake due sleepers, and ask the running task to make way once its
+/// slice is used up while others wait.
+fn on_tick(cpu: usize, now: u64) {
+    wake_sleepers(cpu, now);
+    let c = &CPUS[cpu];
+    if c.current.try_lock().is_some_and(|g| g.is_some()) {
+        let used = c.slice.fetch_add(1, Ordering::Relaxed) + 1;
+        if used >= TIMESLICE_TICKS && !c.queue.lock().is_empty() {
+            c.need_resched.store(true, Ordering::Release);
+        }
+    }
+}
+
+fn wake_sleepers(cpu: usize, now: u64) {
+    let due: Vec<Arc<Task>> = {
+        let mut s = CPUS[cpu].sleepers.lock();
+        let (due, keep): (Vec<_>, Vec<_>) = s.drain(..).partition(|t| t.wake_at.load(Ordering::Relaxed) <= now);
+        *s = keep;
+        if let Some(next) = s.iter().map(|t| t.wake_at.load(Ordering::Relaxed)).min() {
+            timer::set_wakeup(cpu, next);
+        }
+        due
+    };
+    for t in due {
+        wake(t);
+    }
+}
+
+/// The end of an exception from EL0: the preemption point.
+pub fn return_to_user() {
+    let cpu = this_cpu();
+    if CPUS[cpu].need_resched.swap(false, Ordering::AcqRel) {
+        if let Some(t) = current() {
+            t.set_state(State::Ready);
+            drop(t);
+            schedule();
+        }
+    }
+}
+
+/// `yield`.
+pub fn yield_now() {
+    if let Some(t) = current() {
+        t.set_state(State::Ready);
+        drop(t);
+        schedule();
+    }
+}
+
+/// `sleep(ns)`.
+pub fn sleep(ns: u64) {
+    let cpu = this_cpu();
+    let Some(t) = current() else {
+        return;
+    };
+    let at = timer::now().saturating_add(timer::ns_to_ticks(ns));
+    t.wake_at.store(at, Ordering::Relaxed);
+    t.set_state(State::Sleeping);
+    CPUS[cpu].sleepers.lock().push(t);
+    timer::set_wakeup(cpu, at);
+    schedule();
+}
+
+/// `wait(tid)`: the exit status of task `tid` of the caller's process.
+pub fn wait(tid: u64) -> Result<u64, i64> {
+    use abi::syscall::errno;
+    let me = current().ok_or(errno::ESRCH)?;
+    if tid == me.tid {
+        return Err(errno::EINVAL);
+    }
+    let p = me.process.clone();
+    if let Some(s) = p.zombies.lock().remove(&tid) {
+        return Ok(s);
+    }
+    let target = p.tasks.lock().get(&tid).and_then(|w| w.upgrade());
+    let Some(target) = target else {
+        // Dead in between: it is a zombie now, or it never was ours.
+        return p.zombies.lock().remove(&tid).ok_or(errno::ESRCH);
+    };
+    {
+        let mut w = target.waiters.lock();
+        if target.state() == State::Dead {
+            drop(w);
+            return p.zombies.lock().remove(&tid).ok_or(errno::ESRCH);
+        }
+        me.set_state(State::Blocked);
+        w.push(me.clone());
+    }
+    drop(target);
+    drop(me);
+    schedule();
+    let r = p.zombies.lock().remove(&tid).ok_or(errno::ESRCH);
+    r
+}
+
+/// Ends the running task with `status` (never returns): wakes its waiters, records its status,
+/// ends the process with its last task.
+pub fn exit_current(status: u64) -> ! {
+    let t = current().expect("a running task exits");
+    let p = t.process.clone();
+    t.exit_status.store(status, Ordering::Relaxed);
+    if status == EXIT_KILLED {
+        p.killed.fetch_add(1, Ordering::Relaxed);
+    }
+    p.tasks.lock().remove(&t.tid);
+    p.zombies.lock().insert(t.tid, status);
+    if t.tid == p.main_tid.load(Ordering::Relaxed) {
+        p.status.store(status, Ordering::Relaxed);
+    }
+    let waiters = {
+        let mut w = t.waiters.lock();
+        t.set_state(State::Dead);
+        core::mem::take(&mut *w)
+    };
+    for w in waiters {
+        w.wait_result.store(status, Ordering::Release);
+        wake(w);
+    }
+    if p.live.fetch_sub(1, Ordering::AcqRel) == 1 {
+        process_ended(&p);
+    }
+    drop(p);
+    drop(t);
+    schedule();
+    unreachable!("a dead task ran again")
+}
+
+fn process_ended(p: &Process) {
+    let status = p.status.load(Ordering::Relaxed);
+    let mut r = abi::report::Record::new("process_exit");
+    r.u64("pid", p.pid)
+        .str("name", &p.name)
+        .u64("status", status)
+        .u64("tasks", p.started.load(Ordering::Relaxed))
+        .u64("killed", p.killed.load(Ordering::Relaxed));
+    rt::println!("kernel: process {} ({}) exited with status {status}", p.pid, p.name);
+    rt::println!("{r}");
+    if status != 0 {
+        FAILED_PROCESSES.fetch_add(1, Ordering::Relaxed);
+    }
+    if LIVE_PROCESSES.fetch_sub(1, Ordering::AcqRel) == 1 {
+        irq::send_sgi(1, Sgi::Reschedule);
+    }
+}
+
+/// The scheduler loop of CPU `cpu` on its boot stack: runs queued tasks, wakes sleepers,
+/// waits for interrupts. On CPU 0 it returns once every process has ended; elsewhere never.
+pub fn cpu_loop(cpu: usize) {
+    let c = &CPUS[cpu];
+    c.online.store(true, Ordering::Release);
+    if !c.ready.swap(true, Ordering::AcqRel) {
+        user::init_cpu();
+        crate::perf::Pmu::enable();
+        timer::start(cpu, TICK_HZ.load(Ordering::Relaxed));
+    }
+    loop {
+        finish_switch(cpu);
+        wake_sleepers(cpu, timer::now());
+        if cpu == 0 && LIVE_PROCESSES.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        let next = c.queue.lock().pop_front();
+        match next {
+            Some(n) => {
+                c.slice.store(0, Ordering::Relaxed);
+                c.need_resched.store(false, Ordering::Relaxed);
+                SWITCHES.fetch_add(1, Ordering::Relaxed);
+                start_running(cpu, &n);
+                let load = n.ctx.get() as *const Context;
+                *c.current.lock() = Some(n);
+                // SAFETY: the idle context is this CPU's own; `load` is the picked task's
+                // saved (or first) context, kept alive by `c.current`.
+                unsafe { switch::switch(c.idle.get(), load) };
+            }
+            None => irq::wait_for_interrupt(),
+        }
+    }
+}
+
+/// Secondary CPUs enter their scheduler loop for good.
+fn secondary_scheduler(cpu: usize) -> ! {
+    cpu_loop(cpu);
+    unreachable!("only CPU 0 leaves its scheduler loop")
+}
+
+/// Runs the programs `(name, args)` to completion on every online CPU; returns how many
+/// processes ended with a status other than 0.
+pub fn run_programs(programs: &[(String, String)]) -> Result<u64, String> {
+    if !SECONDARIES_STARTED.swap(true, Ordering::AcqRel) {
+        let cpus = crate::work::hand_over(secondary_scheduler);
+        for (cpu, c) in CPUS.iter().enumerate() {
+            if cpus & (1 << cpu) != 0 {
+                c.online.store(true, Ordering::Release);
+            }
+        }
+    }
+    CPUS[0].online.store(true, Ordering::Release);
+    let failed0 = FAILED_PROCESSES.load(Ordering::Relaxed);
+    for (name, args) in programs {
+        start_program(name, args)?;
+    }
+    cpu_loop(0);
+    Ok(FAILED_PROCESSES.load(Ordering::Relaxed) - failed0)
+}
+
+/// Kills the running task after a fault it may not survive (the report is the caller's).
+pub fn kill_current() -> ! {
+    exit_current(EXIT_KILLED)
+}

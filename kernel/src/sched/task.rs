@@ -1,0 +1,159 @@
+//! Processes (an address space and its tasks) and tasks (one thread of control: a kernel stack
+//! with its saved context, and an EL0 context in the exception frame at the top of it).
+
+use super::switch::Context;
+use crate::mm::user::UserSpace;
+use alloc::boxed::Box;
+use alloc::collections::BTreeMap;
+use alloc::string::String;
+use alloc::sync::{Arc, Weak};
+use alloc::vec::Vec;
+use core::cell::UnsafeCell;
+use core::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use rt::trap::FpState;
+use rt::TrapFrame;
+use spin::Mutex;
+
+/// Pages of kernel stack per task (vmalloc, with a guard page after).
+pub const KSTACK_PAGES: usize = 8;
+
+/// One running program: an address space and the tasks sharing it.
+pub struct Process {
+    /// Process id.
+    pub pid: u64,
+    /// Program name.
+    pub name: String,
+    /// Its address space.
+    pub mm: UserSpace,
+    /// Tasks not yet dead.
+    pub live: AtomicU64,
+    /// Tasks ever started.
+    pub started: AtomicU64,
+    /// Live tasks, by id (for `wait`).
+    pub tasks: Mutex<BTreeMap<u64, Weak<Task>>>,
+    /// Exit statuses of dead tasks nobody waited for yet.
+    pub zombies: Mutex<BTreeMap<u64, u64>>,
+    /// The first task (its status is the process's).
+    pub main_tid: AtomicU64,
+    /// The process's exit status once its main task ended.
+    pub status: AtomicU64,
+    /// Tasks a fault ended.
+    pub killed: AtomicU64,
+}
+
+/// A task's life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum State {
+    /// In its CPU's run queue.
+    Ready = 0,
+    /// On its CPU.
+    Running = 1,
+    /// Waiting for its wake-up time.
+    Sleeping = 2,
+    /// Waiting for another task to end.
+    Blocked = 3,
+    /// Ended.
+    Dead = 4,
+}
+
+/// What a fault handler registration holds.
+#[derive(Default)]
+pub struct FaultHandler {
+    /// EL0 entry (0: none).
+    pub entry: u64,
+    /// Passed in x3.
+    pub cookie: u64,
+    /// The interrupted context (registers and FP/SIMD state) while the handler runs.
+    pub saved: Option<Box<(TrapFrame, FpState)>>,
+}
+
+/// One task.
+pub struct Task {
+    /// Task id (unique in the system).
+    pub tid: u64,
+    /// Its process.
+    pub process: Arc<Process>,
+    /// The CPU it runs on (tasks do not migrate).
+    pub cpu: usize,
+    /// Kernel stack: (virtual address, pages).
+    pub kstack: (u64, usize),
+    /// Saved kernel context while it is not running (only its CPU touches it).
+    pub ctx: UnsafeCell<Context>,
+    state: AtomicU8,
+    /// Exit status once dead.
+    pub exit_status: AtomicU64,
+    /// Tasks blocked in `wait` for this one.
+    pub waiters: Mutex<Vec<Arc<Task>>>,
+    /// What `wait` returns to this task when it is woken.
+    pub wait_result: AtomicU64,
+    /// Its fault handler.
+    pub fault: Mutex<FaultHandler>,
+    /// Counter value to wake at, while sleeping.
+    pub wake_at: AtomicU64,
+    /// TPIDR_EL0 while switched out.
+    pub tpidr_el0: AtomicU64,
+    /// Counter ticks it ran.
+    pub cputime: AtomicU64,
+    /// Counter value when it last started running.
+    pub ran_since: AtomicU64,
+}
+
+// SAFETY: every field is atomic or locked except `ctx`, which only the task's own CPU reads
+// and writes, with IRQs masked (the switch path).
+unsafe impl Sync for Task {}
+// SAFETY: as above; a task moves between CPUs' data structures only as an `Arc`.
+unsafe impl Send for Task {}
+
+impl Task {
+    /// A task (not yet queued) with the given kernel stack and first context.
+    pub fn new(tid: u64, process: Arc<Process>, cpu: usize, kstack: (u64, usize), ctx: Context) -> Task {
+        Task {
+            tid,
+            process,
+            cpu,
+            kstack,
+            ctx: UnsafeCell::new(ctx),
+            state: AtomicU8::new(State::Ready as u8),
+            exit_status: AtomicU64::new(0),
+            waiters: Mutex::new(Vec::new()),
+            wait_result: AtomicU64::new(0),
+            fault: Mutex::new(FaultHandler::default()),
+            wake_at: AtomicU64::new(0),
+            tpidr_el0: AtomicU64::new(0),
+            cputime: AtomicU64::new(0),
+            ran_since: AtomicU64::new(0),
+        }
+    }
+
+    /// Its state.
+    pub fn state(&self) -> State {
+        match self.state.load(Ordering::Acquire) {
+            0 => State::Ready,
+            1 => State::Running,
+            2 => State::Sleeping,
+            3 => State::Blocked,
+            _ => State::Dead,
+        }
+    }
+
+    /// Sets its state.
+    pub fn set_state(&self, s: State) {
+        self.state.store(s as u8, Ordering::Release);
+    }
+
+    /// `[bottom, top)` of its kernel stack.
+    pub fn stack_bounds(&self) -> (usize, usize) {
+        (self.kstack.0 as usize, (self.kstack.0 + self.kstack.1 as u64 * 4096) as usize)
+    }
+}
+
+impl Drop for Task {
+    fn drop(&mut self) {
+        // Dropped on another stack (the switch path drops a dead task only after switching
+        // away from it).
+        if let Err(e) = crate::mm::vfree(self.kstack.0, self.kstack.1) {
+            rt::println!("kernel: freeing the kernel stack of task {}: {e}", self.tid);
+        }
+    }
+}

@@ -1,0 +1,199 @@
+//! System calls: `SVC #0` from EL0, the ABI of `abi::syscall` (numbers, arguments, errors).
+//! Every argument is checked here or by `uspace`; user memory is reached only through
+//! `mm::uaccess`. Runs on the calling task's kernel stack with IRQs masked.
+
+use crate::mm::uaccess;
+use crate::mm::user;
+use crate::sched;
+use abi::syscall::{self as sc, errno, nr, sysctl, Counters, COUNTERS_WORDS};
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicU64, Ordering};
+use rt::TrapFrame;
+
+/// System calls made, all tasks.
+pub static CALLS: AtomicU64 = AtomicU64::new(0);
+
+/// Handles the SVC in `frame` (x8 = number, x0..x5 = arguments; x0 = result).
+pub fn dispatch(frame: &mut TrapFrame) {
+    CALLS.fetch_add(1, Ordering::Relaxed);
+    let a = [frame.x[0], frame.x[1], frame.x[2], frame.x[3], frame.x[4], frame.x[5]];
+    let r = match frame.x[8] {
+        nr::WRITE => write(a[0], a[1], a[2]),
+        nr::EXIT => sched::exit_current(a[0] & 0xff),
+        nr::YIELD => {
+            sched::yield_now();
+            Ok(0)
+        }
+        nr::SLEEP => {
+            sched::sleep(a[0]);
+            Ok(0)
+        }
+        nr::CLOCK => clock(a[0], a[1]),
+        nr::GETCPU => Ok(crate::smp::this_cpu() as u64),
+        nr::MMAP => {
+            let m = uspace::Mmap { addr: a[0], len: a[1], prot: a[2], flags: a[3], fd: a[4], offset: a[5] };
+            with_mm(|s, t| s.mmap(t, m))
+        }
+        nr::MUNMAP => with_mm(|s, t| s.munmap(t, a[0], a[1]).map(|()| 0)),
+        nr::MPROTECT => with_mm(|s, t| s.mprotect(t, a[0], a[1], a[2]).map(|()| 0)),
+        nr::COUNTERS => counters(a[0], a[1]),
+        nr::SPAWN => spawn(a[0], a[1], a[2], a[3]),
+        nr::WAIT => sched::wait(a[0]),
+        nr::SYSCTL => sysctl(a[0], a[1]),
+        nr::FAULT_HANDLER => fault_handler(a[0], a[1]),
+        nr::FAULT_RETURN => match fault_return(frame, a[0]) {
+            // The frame now holds the resumed context, x0 included.
+            Ok(()) => return,
+            Err(e) => Err(e),
+        },
+        _ => Err(errno::ENOSYS),
+    };
+    frame.x[0] = match r {
+        Ok(v) => v,
+        Err(e) => sc::error(e),
+    };
+}
+
+fn with_mm<R>(
+    f: impl FnOnce(&mut uspace::AddressSpace<crate::mm::frames::KFrames>, &mut pgtable::hw::HwTlb) -> Result<R, i64>,
+) -> Result<R, i64> {
+    let t = sched::current().ok_or(errno::ESRCH)?;
+    t.process.mm.with(f)
+}
+
+fn write(fd: u64, buf: u64, len: u64) -> Result<u64, i64> {
+    if fd != 1 && fd != 2 {
+        return Err(errno::EBADF);
+    }
+    if len > sc::MAX_WRITE {
+        return Err(errno::EINVAL);
+    }
+    let mut v: Vec<u8> = Vec::new();
+    v.try_reserve_exact(len as usize).map_err(|_| errno::ENOMEM)?;
+    v.resize(len as usize, 0);
+    uaccess::copy_from_user(&mut v, buf).map_err(|()| errno::EFAULT)?;
+    print_bytes(&v);
+    Ok(len)
+}
+
+/// Prints bytes as text (invalid UTF-8 as U+FFFD), under one hold of the console lock.
+fn print_bytes(b: &[u8]) {
+    struct Text<'a>(&'a [u8]);
+    impl core::fmt::Display for Text<'_> {
+        fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+            for chunk in self.0.utf8_chunks() {
+                f.write_str(chunk.valid())?;
+                if !chunk.invalid().is_empty() {
+                    f.write_str("\u{fffd}")?;
+                }
+            }
+            Ok(())
+        }
+    }
+    rt::print!("{}", Text(b));
+}
+
+fn clock(id: u64, out: u64) -> Result<u64, i64> {
+    let ns = match id {
+        sc::clock::MONOTONIC => crate::perf::now_ns(),
+        sc::clock::TASK_CPUTIME => {
+            let t = sched::current().ok_or(errno::ESRCH)?;
+            let now = crate::irq::timer::now();
+            let ticks = t.cputime.load(Ordering::Relaxed) + (now - t.ran_since.load(Ordering::Relaxed));
+            crate::irq::timer::ticks_to_ns(ticks)
+        }
+        _ => return Err(errno::EINVAL),
+    };
+    uaccess::copy_to_user(out, &ns.to_le_bytes()).map_err(|()| errno::EFAULT)?;
+    Ok(0)
+}
+
+/// The counters block, whole.
+pub fn counters_now() -> Counters {
+    let mut c = user::counters();
+    c.context_switches = sched::SWITCHES.load(Ordering::Relaxed);
+    c.syscalls = CALLS.load(Ordering::Relaxed);
+    c.ticks = crate::irq::timer::TICKS.iter().map(|t| t.load(Ordering::Relaxed)).sum();
+    c
+}
+
+fn counters(buf: u64, size: u64) -> Result<u64, i64> {
+    if size == 0 || !size.is_multiple_of(8) {
+        return Err(errno::EINVAL);
+    }
+    let words = counters_now().as_words();
+    let n = (size as usize / 8).min(COUNTERS_WORDS);
+    let mut bytes = [0u8; COUNTERS_WORDS * 8];
+    for (i, w) in words.iter().enumerate() {
+        bytes[i * 8..i * 8 + 8].copy_from_slice(&w.to_le_bytes());
+    }
+    uaccess::copy_to_user(buf, &bytes[..n * 8]).map_err(|()| errno::EFAULT)?;
+    Ok(n as u64 * 8)
+}
+
+fn spawn(entry: u64, stack: u64, arg: u64, cpu: u64) -> Result<u64, i64> {
+    let user_addr = |a: u64| (sc::USER_START..sc::USER_END).contains(&a);
+    if !user_addr(entry) || !entry.is_multiple_of(4) {
+        return Err(errno::EINVAL);
+    }
+    if !(sc::USER_START..=sc::USER_END).contains(&stack) || !stack.is_multiple_of(16) {
+        return Err(errno::EINVAL);
+    }
+    let cpu = match cpu {
+        sc::ANY_CPU => None,
+        c if sched::online(c as usize) => Some(c as usize),
+        _ => return Err(errno::EINVAL),
+    };
+    let t = sched::current().ok_or(errno::ESRCH)?;
+    sched::spawn(&t.process, entry, stack, [arg, 0], cpu)
+}
+
+fn sysctl(knob: u64, value: u64) -> Result<u64, i64> {
+    let flag = |f: &core::sync::atomic::AtomicBool| -> Result<u64, i64> {
+        let old = f.load(Ordering::Relaxed) as u64;
+        match value {
+            sc::SYSCTL_GET => {}
+            0 | 1 => f.store(value == 1, Ordering::Relaxed),
+            _ => return Err(errno::EINVAL),
+        }
+        Ok(old)
+    };
+    let read_only = |v: u64| if value == sc::SYSCTL_GET { Ok(v) } else { Err(errno::EPERM) };
+    match knob {
+        sysctl::FLUSH_ELISION => flag(&user::FLUSH_ELISION),
+        sysctl::LAZY_RELAX => flag(&user::LAZY_RELAX),
+        sysctl::NCPUS => read_only(sched::online_cpus() as u64),
+        sysctl::TICK_HZ => read_only(sched::TICK_HZ.load(Ordering::Relaxed)),
+        sysctl::PMU_EL0 => read_only(user::PMU_EL0.load(Ordering::Relaxed) as u64),
+        _ => Err(errno::EINVAL),
+    }
+}
+
+fn fault_handler(entry: u64, cookie: u64) -> Result<u64, i64> {
+    if entry != 0 && (!(sc::USER_START..sc::USER_END).contains(&entry) || !entry.is_multiple_of(4)) {
+        return Err(errno::EINVAL);
+    }
+    let t = sched::current().ok_or(errno::ESRCH)?;
+    let mut f = t.fault.lock();
+    let old = f.entry;
+    f.entry = entry;
+    f.cookie = cookie;
+    Ok(old)
+}
+
+fn fault_return(frame: &mut TrapFrame, how: u64) -> Result<(), i64> {
+    if ![sc::RETRY, sc::SKIP, sc::RETURN_TO_LR].contains(&how) {
+        return Err(errno::EINVAL);
+    }
+    let t = sched::current().ok_or(errno::ESRCH)?;
+    let saved = t.fault.lock().saved.take().ok_or(errno::EINVAL)?;
+    frame.clone_from(&saved.0);
+    // SAFETY: `frame` is the EL1 vectors' frame (a system call), its FP area right above it.
+    unsafe { rt::trap::fp_state(frame) }.clone_from(&saved.1);
+    match how {
+        sc::SKIP => frame.elr += 4,
+        sc::RETURN_TO_LR => frame.elr = frame.x[30],
+        _ => {}
+    }
+    Ok(())
+}

@@ -1,0 +1,373 @@
+//! Every system call with good and bad arguments, one `check` record per check and a
+//! `selftest` summary; exit status = failed checks. Memory checks probe with this task's fault
+//! handler (a faulting access is skipped and reported, not fatal), through pages in every state
+//! a page can be in (never touched, read, written, PROT_NONE) before and after each mprotect,
+//! and through the kernel's own accesses to user memory (a system call writing its result).
+#![no_std]
+#![no_main]
+
+use abi::report::Record;
+use core::sync::atomic::{AtomicU64, Ordering};
+use user::fault::{Fault, Prober};
+use user::sys;
+use user::{errno, map, prot, sysctl, PAGE_SIZE};
+
+user::entry!(main);
+
+const ANON: u64 = map::PRIVATE | map::ANONYMOUS;
+const RW: u64 = prot::READ | prot::WRITE;
+/// A kernel address (the image): never accessible from EL0.
+const KERNEL_ADDR: u64 = 0xffff_0000_2000_0000;
+/// `RET`.
+const RET: u32 = 0xd65f_03c0;
+
+static PROBE: Prober = Prober::new();
+
+struct Checks {
+    n: u64,
+    failed: u64,
+}
+
+impl Checks {
+    fn record(&mut self, name: &str, ok: bool, got: i64, want: i64) {
+        self.n += 1;
+        if !ok {
+            self.failed += 1;
+        }
+        let mut r = Record::new("check");
+        r.str("prog", "selftest").str("check", name).bool("ok", ok).i64("got", got).i64("want", want);
+        user::io::report(&r);
+    }
+    /// A call that must fail with `errno`.
+    fn err(&mut self, name: &str, r: Result<u64, i64>, errno: i64) {
+        let got = match r {
+            Ok(v) => v as i64,
+            Err(e) => -e,
+        };
+        self.record(name, r == Err(errno), got, -errno);
+    }
+    /// A call that must succeed with `want`.
+    fn ok(&mut self, name: &str, r: Result<u64, i64>, want: u64) {
+        let got = match r {
+            Ok(v) => v as i64,
+            Err(e) => -e,
+        };
+        self.record(name, r == Ok(want), got, want as i64);
+    }
+    /// A condition.
+    fn that(&mut self, name: &str, ok: bool) {
+        self.record(name, ok, ok as i64, 1);
+    }
+    /// An access that must fault at `addr` (and be a permission or translation fault).
+    fn faults<T>(&mut self, name: &str, r: Result<T, Fault>, addr: u64) {
+        match r {
+            Ok(_) => self.record(name, false, 0, addr as i64),
+            Err(f) => {
+                let ok = f.addr == addr && (f.is_permission() || f.is_translation());
+                self.record(name, ok, f.addr as i64, addr as i64);
+            }
+        }
+    }
+    /// An access that must succeed.
+    fn goes<T>(&mut self, name: &str, r: Result<T, Fault>) -> Option<T> {
+        match r {
+            Ok(v) => {
+                self.record(name, true, 0, 0);
+                Some(v)
+            }
+            Err(f) => {
+                self.record(name, false, f.addr as i64, 0);
+                None
+            }
+        }
+    }
+}
+
+fn main(_args: &str) -> i32 {
+    let mut c = Checks { n: 0, failed: 0 };
+    c.ok("install the fault handler", PROBE.install(), 0);
+    calls_without_memory(&mut c);
+    write_and_clock(&mut c);
+    mmap_munmap(&mut c);
+    mprotect_paths(&mut c);
+    exec_permissions(&mut c);
+    tasks(&mut c);
+    knobs(&mut c);
+    let mut r = Record::new("selftest");
+    r.u64("checks", c.n).u64("failed", c.failed).u64("faults_caught", PROBE.count.load(Ordering::Relaxed));
+    user::io::report(&r);
+    user::println!("selftest: {} checks, {} failed", c.n, c.failed);
+    c.failed.min(255) as i32
+}
+
+fn calls_without_memory(c: &mut Checks) {
+    c.err("unknown call number", sys::result(999, [0; 6]), errno::ENOSYS);
+    c.ok("yield", sys::result(abi::syscall::nr::YIELD, [0; 6]), 0);
+    let ncpus = sys::sysctl(sysctl::NCPUS, abi::syscall::SYSCTL_GET).unwrap_or(0);
+    c.that("getcpu is an online CPU", sys::getcpu() < ncpus);
+    let t0 = sys::clock(abi::syscall::clock::MONOTONIC).unwrap_or(0);
+    c.ok("sleep 2 ms", sys::sleep_ns(2_000_000), 0);
+    let t1 = sys::clock(abi::syscall::clock::MONOTONIC).unwrap_or(0);
+    c.that("slept at least 2 ms", t1 >= t0 + 2_000_000);
+    c.ok("sleep 0", sys::sleep_ns(0), 0);
+    c.that("task CPU time is counted", sys::clock(abi::syscall::clock::TASK_CPUTIME).unwrap_or(0) > 0);
+    c.err("clock with an unknown id", sys::clock(7), errno::EINVAL);
+    c.err("fault_return with no fault", sys::fault_return(abi::syscall::SKIP), errno::EINVAL);
+    c.err("fault_return with a bad mode", sys::fault_return(9), errno::EINVAL);
+    c.err("fault handler misaligned", sys::fault_handler(0x40_0002, 0), errno::EINVAL);
+    c.err("fault handler in the kernel", sys::fault_handler(KERNEL_ADDR, 0), errno::EINVAL);
+}
+
+fn write_and_clock(c: &mut Checks) {
+    use abi::syscall::nr;
+    let msg = b"selftest: write to the console\n";
+    c.ok("write", sys::write(1, msg), msg.len() as u64);
+    c.ok("write to fd 2", sys::write(2, b"selftest: and to fd 2\n"), 22);
+    c.ok("write of nothing", sys::result(nr::WRITE, [1, 0, 0, 0, 0, 0]), 0);
+    c.err("write to fd 3", sys::write(3, msg), errno::EBADF);
+    c.err("write from NULL", sys::result(nr::WRITE, [1, 0, 5, 0, 0, 0]), errno::EFAULT);
+    c.err("write from a kernel address", sys::result(nr::WRITE, [1, KERNEL_ADDR, 8, 0, 0, 0]), errno::EFAULT);
+    c.err("write that wraps", sys::result(nr::WRITE, [1, u64::MAX - 2, 8, 0, 0, 0]), errno::EFAULT);
+    c.err(
+        "write too long",
+        sys::result(nr::WRITE, [1, msg.as_ptr() as u64, abi::syscall::MAX_WRITE + 1, 0, 0, 0]),
+        errno::EINVAL,
+    );
+    let clock = |p: u64| sys::result(nr::CLOCK, [0, p, 0, 0, 0, 0]);
+    c.err("clock into NULL", clock(0), errno::EFAULT);
+    c.err("clock into the kernel", clock(KERNEL_ADDR), errno::EFAULT);
+    let mut v = [0u64; 2];
+    let odd = (v.as_mut_ptr() as u64) + 3;
+    c.ok("clock into an unaligned address", clock(odd), 0);
+    // The kernel's write populates a never-touched page on demand.
+    let a = sys::mmap(0, PAGE_SIZE, RW, ANON).unwrap_or(0);
+    c.ok("clock into a fresh demand-zero page", clock(a + 64), 0);
+    let read = PROBE.read(a + 64).unwrap_or(0);
+    c.that("... whose value is there", read > 0);
+    c.ok("munmap it", sys::munmap(a, PAGE_SIZE), 0);
+    c.err("write from an unmapped page", sys::result(nr::WRITE, [1, a, 8, 0, 0, 0]), errno::EFAULT);
+    c.err("clock into an unmapped page", clock(a), errno::EFAULT);
+}
+
+fn mmap_munmap(c: &mut Checks) {
+    let e = |r: Result<u64, i64>| r;
+    c.err("mmap not anonymous", e(sys::mmap(0, PAGE_SIZE, RW, map::PRIVATE)), errno::EINVAL);
+    c.err("mmap not private", e(sys::mmap(0, PAGE_SIZE, RW, map::ANONYMOUS)), errno::EINVAL);
+    c.err("mmap unknown flag", e(sys::mmap(0, PAGE_SIZE, RW, ANON | 0x4000)), errno::EINVAL);
+    c.err("mmap unknown prot", e(sys::mmap(0, PAGE_SIZE, 0x80, ANON)), errno::EINVAL);
+    c.err("mmap length 0", e(sys::mmap(0, 0, RW, ANON)), errno::EINVAL);
+    c.err("mmap too long", e(sys::mmap(0, 1 << 60, RW, ANON)), errno::ENOMEM);
+    c.err("mmap with a file", sys::result(abi::syscall::nr::MMAP, [0, PAGE_SIZE, RW, ANON, 3, 0]), errno::EINVAL);
+    c.err(
+        "mmap with an offset",
+        sys::result(abi::syscall::nr::MMAP, [0, PAGE_SIZE, RW, ANON, u64::MAX, 4096]),
+        errno::EINVAL,
+    );
+    c.err("mmap FIXED misaligned", e(sys::mmap(0x5000_0001, PAGE_SIZE, RW, ANON | map::FIXED)), errno::EINVAL);
+    c.err("mmap FIXED at 0", e(sys::mmap(0, PAGE_SIZE, RW, ANON | map::FIXED)), errno::EINVAL);
+    c.err("mmap FIXED in the kernel", e(sys::mmap(KERNEL_ADDR, PAGE_SIZE, RW, ANON | map::FIXED)), errno::EINVAL);
+    let a = sys::mmap(0, 4 * PAGE_SIZE, RW, ANON).unwrap_or(0);
+    c.that("mmap gives a page-aligned address", a != 0 && a.is_multiple_of(PAGE_SIZE));
+    c.ok("demand-zero page reads 0", PROBE.read(a + 8).map_err(|_| 0), 0);
+    c.goes("write a fresh page", PROBE.write(a + PAGE_SIZE, 0x1234));
+    c.ok("read it back", PROBE.read(a + PAGE_SIZE).map_err(|_| 0), 0x1234);
+    c.ok("mmap at a free hint", sys::mmap(0x6000_0000, PAGE_SIZE, RW, ANON), 0x6000_0000);
+    // MAP_FIXED over the written page: it is replaced by a fresh demand-zero one.
+    c.ok("mmap FIXED over a mapping", sys::mmap(a + PAGE_SIZE, PAGE_SIZE, RW, ANON | map::FIXED), a + PAGE_SIZE);
+    c.ok("... which is zero again", PROBE.read(a + PAGE_SIZE).map_err(|_| 0), 0);
+    c.err("munmap misaligned", sys::munmap(a + 1, PAGE_SIZE), errno::EINVAL);
+    c.err("munmap length 0", sys::munmap(a, 0), errno::EINVAL);
+    c.err("munmap in the kernel", sys::munmap(KERNEL_ADDR, PAGE_SIZE), errno::EINVAL);
+    c.ok("munmap of nothing", sys::munmap(0x7000_0000, PAGE_SIZE), 0);
+    c.ok("munmap the middle", sys::munmap(a + PAGE_SIZE, 2 * PAGE_SIZE), 0);
+    c.faults("read an unmapped page", PROBE.read(a + PAGE_SIZE), a + PAGE_SIZE);
+    c.faults("write an unmapped page", PROBE.write(a + 2 * PAGE_SIZE, 1), a + 2 * PAGE_SIZE);
+    c.goes("its neighbour stays", PROBE.write(a + 3 * PAGE_SIZE, 1));
+    c.ok("munmap the rest", sys::munmap(a, 4 * PAGE_SIZE), 0);
+    c.faults("read after munmap", PROBE.read(a), a);
+}
+
+/// Pages in four states (never touched, read, written, PROT_NONE while written), then each
+/// protection change, probed by EL0 stores and loads and by the kernel writing for the task.
+fn mprotect_paths(c: &mut Checks) {
+    use abi::syscall::nr;
+    let n = 4;
+    let a = sys::mmap(0, n * PAGE_SIZE, RW, ANON).unwrap_or(0);
+    let page = |i: u64| a + i * PAGE_SIZE;
+    let _ = PROBE.read(page(1));
+    c.goes("write page 2", PROBE.write(page(2), 0x22));
+    c.goes("write page 3", PROBE.write(page(3), 0x33));
+    c.ok("page 3 PROT_NONE", sys::mprotect(page(3), PAGE_SIZE, prot::NONE), 0);
+    c.faults("read a PROT_NONE page", PROBE.read(page(3)), page(3));
+    c.err("mprotect misaligned", sys::mprotect(a + 8, PAGE_SIZE, prot::READ), errno::EINVAL);
+    c.err("mprotect unknown bits", sys::mprotect(a, PAGE_SIZE, 0x40), errno::EINVAL);
+    c.ok("mprotect length 0", sys::mprotect(a, 0, prot::READ), 0);
+    c.err("mprotect past the mapping", sys::mprotect(a, (n + 1) * PAGE_SIZE, prot::READ), errno::ENOMEM);
+    c.err("mprotect of nothing", sys::mprotect(0x7100_0000, PAGE_SIZE, prot::READ), errno::ENOMEM);
+    c.err("mprotect in the kernel", sys::mprotect(KERNEL_ADDR, PAGE_SIZE, prot::READ), errno::ENOMEM);
+    // PROT_READ on all four: every write faults, from EL0 and from the kernel (a system call
+    // storing its result), whatever state the page was in; contents stay.
+    c.ok("mprotect PROT_READ", sys::mprotect(a, n * PAGE_SIZE, prot::READ), 0);
+    let states = ["never touched", "read", "written", "PROT_NONE"];
+    for i in 0..n {
+        let name = |what: &str| {
+            let mut b = Line::new();
+            let _ = core::fmt::Write::write_fmt(&mut b, format_args!("PROT_READ, {} page: {what}", states[i as usize]));
+            b
+        };
+        c.faults(name("write faults").as_str(), PROBE.write(page(i) + 16, 0x99), page(i) + 16);
+        let r = sys::result(nr::CLOCK, [0, page(i) + 24, 0, 0, 0, 0]);
+        c.err(name("kernel write for the task refused").as_str(), r, errno::EFAULT);
+        let want = [0, 0, 0x22, 0x33][i as usize];
+        c.ok(name("contents kept").as_str(), PROBE.read(page(i)).map_err(|_| 0), want);
+    }
+    // PROT_NONE: nothing goes; back to read-write: everything goes again (no TLBI needed).
+    c.ok("mprotect PROT_NONE", sys::mprotect(a, n * PAGE_SIZE, prot::NONE), 0);
+    for i in 0..n {
+        c.faults("PROT_NONE: read faults", PROBE.read(page(i)), page(i));
+    }
+    let before = sys::counters();
+    c.ok("mprotect NONE -> RW", sys::mprotect(a, n * PAGE_SIZE, RW), 0);
+    let after = sys::counters();
+    let elision = sys::sysctl(sysctl::FLUSH_ELISION, abi::syscall::SYSCTL_GET) == Ok(1);
+    if elision {
+        c.ok("NONE -> RW issued no TLBI", Ok(after.tlbi - before.tlbi), 0);
+    }
+    for i in 0..n {
+        c.goes("NONE -> RW: write goes", PROBE.write(page(i) + 8, i + 1));
+    }
+    c.ok("contents after NONE -> RW", PROBE.read(page(2)).map_err(|_| 0), 0x22);
+    // RO -> RW with lazy relaxation: no TLBI, every write goes (a stale read-only entry takes a
+    // spurious fault the kernel fixes).
+    let lazy = sys::sysctl(sysctl::LAZY_RELAX, abi::syscall::SYSCTL_GET) == Ok(1);
+    c.ok("mprotect RW -> RO", sys::mprotect(a, n * PAGE_SIZE, prot::READ), 0);
+    for i in 0..n {
+        let _ = PROBE.read(page(i));
+    }
+    let before = sys::counters();
+    c.ok("mprotect RO -> RW", sys::mprotect(a, n * PAGE_SIZE, RW), 0);
+    let after = sys::counters();
+    if lazy {
+        c.ok("RO -> RW under lazy_relax issued no TLBI", Ok(after.tlbi - before.tlbi), 0);
+        c.ok("... and relaxed every page lazily", Ok(after.lazy_relaxed - before.lazy_relaxed), n);
+    } else {
+        c.that("RO -> RW without lazy_relax flushed", after.tlbi > before.tlbi);
+    }
+    for i in 0..n {
+        c.goes("RO -> RW: write goes", PROBE.write(page(i), 7));
+    }
+    c.ok("munmap", sys::munmap(a, n * PAGE_SIZE), 0);
+}
+
+fn exec_permissions(c: &mut Checks) {
+    let a = sys::mmap(0, PAGE_SIZE, RW, ANON).unwrap_or(0);
+    c.goes("write a RET", PROBE.write(a, RET as u64));
+    c.faults("execute a read-write page", PROBE.exec(a), a);
+    c.ok("mprotect READ|EXEC", sys::mprotect(a, PAGE_SIZE, prot::READ | prot::EXEC), 0);
+    c.goes("execute it", PROBE.exec(a));
+    c.faults("write a read-exec page", PROBE.write(a, 0), a);
+    c.ok("mprotect READ", sys::mprotect(a, PAGE_SIZE, prot::READ), 0);
+    c.faults("execute after X -> NX", PROBE.exec(a), a);
+    c.ok("munmap", sys::munmap(a, PAGE_SIZE), 0);
+}
+
+static CPU_SEEN: [AtomicU64; 8] = [const { AtomicU64::new(u64::MAX) }; 8];
+
+extern "C" fn on_cpu(slot: u64) -> ! {
+    CPU_SEEN[slot as usize].store(sys::getcpu(), Ordering::Release);
+    sys::exit(7)
+}
+
+extern "C" fn touch_null(_: u64) -> ! {
+    // No fault handler in this task: the fault ends it, with a report.
+    // SAFETY: deliberately touches an unmapped user address.
+    unsafe { core::ptr::write_volatile(0x10 as *mut u64, 1) };
+    sys::exit(0)
+}
+
+fn tasks(c: &mut Checks) {
+    let any = abi::syscall::ANY_CPU;
+    let stack = sys::mmap(0, 64 * 1024, RW, ANON).unwrap_or(0) + 64 * 1024;
+    c.err(
+        "spawn at a kernel address",
+        sys::result(abi::syscall::nr::SPAWN, [KERNEL_ADDR, stack, 0, any, 0, 0]),
+        errno::EINVAL,
+    );
+    c.err(
+        "spawn misaligned entry",
+        sys::result(abi::syscall::nr::SPAWN, [on_cpu as *const () as u64 + 2, stack, 0, any, 0, 0]),
+        errno::EINVAL,
+    );
+    c.err("spawn misaligned stack", sys::spawn(on_cpu, stack - 8, 0, any), errno::EINVAL);
+    c.err("spawn on a CPU that is not online", sys::spawn(on_cpu, stack, 0, 99), errno::EINVAL);
+    let me = sys::spawn(on_cpu, stack, 0, any);
+    c.that("spawn", me.is_ok());
+    let tid = me.unwrap_or(0);
+    c.ok("wait for it: its status", sys::wait(tid), 7);
+    c.err("wait for it again", sys::wait(tid), errno::ESRCH);
+    c.err("wait for no such task", sys::wait(1_000_000), errno::ESRCH);
+    let ncpus = sys::sysctl(sysctl::NCPUS, abi::syscall::SYSCTL_GET).unwrap_or(1).min(8);
+    let mut tids = [0u64; 8];
+    for cpu in 0..ncpus {
+        tids[cpu as usize] = user::thread::spawn(on_cpu, cpu, cpu).unwrap_or(0);
+    }
+    for cpu in 0..ncpus {
+        let _ = sys::wait(tids[cpu as usize]);
+        c.ok("a task runs on the CPU it asked for", Ok(CPU_SEEN[cpu as usize].load(Ordering::Acquire)), cpu);
+    }
+    let bad = user::thread::spawn(touch_null, 0, any).unwrap_or(0);
+    c.ok("a task that faults is ended and reaped", sys::wait(bad), abi::syscall::EXIT_KILLED);
+}
+
+fn knobs(c: &mut Checks) {
+    use abi::syscall::SYSCTL_GET;
+    let fe = sys::sysctl(sysctl::FLUSH_ELISION, SYSCTL_GET).unwrap_or(9);
+    c.that("flush_elision reads 0 or 1", fe <= 1);
+    c.ok("flush_elision off", sys::sysctl(sysctl::FLUSH_ELISION, 0), fe);
+    c.ok("flush_elision back", sys::sysctl(sysctl::FLUSH_ELISION, fe), 0);
+    c.err("flush_elision = 2", sys::sysctl(sysctl::FLUSH_ELISION, 2), errno::EINVAL);
+    c.err("set the CPU count", sys::sysctl(sysctl::NCPUS, 3), errno::EPERM);
+    c.err("unknown knob", sys::sysctl(77, SYSCTL_GET), errno::EINVAL);
+    c.that("tick rate", sys::sysctl(sysctl::TICK_HZ, SYSCTL_GET).unwrap_or(0) > 0);
+    let before = sys::counters();
+    let mut w = [0u64; 3];
+    c.ok("counters, a prefix", sys::result(abi::syscall::nr::COUNTERS, [w.as_mut_ptr() as u64, 24, 0, 0, 0, 0]), 24);
+    c.err(
+        "counters, size 0",
+        sys::result(abi::syscall::nr::COUNTERS, [w.as_mut_ptr() as u64, 0, 0, 0, 0, 0]),
+        errno::EINVAL,
+    );
+    c.err(
+        "counters, size 7",
+        sys::result(abi::syscall::nr::COUNTERS, [w.as_mut_ptr() as u64, 7, 0, 0, 0, 0]),
+        errno::EINVAL,
+    );
+    c.err("counters into NULL", sys::result(abi::syscall::nr::COUNTERS, [0, 24, 0, 0, 0, 0]), errno::EFAULT);
+    let after = sys::counters();
+    c.that("counters count system calls", after.syscalls > before.syscalls);
+    c.that("counters count faults the task took", after.faults_denied >= 1);
+}
+
+/// A short string buffer for check names.
+struct Line {
+    b: [u8; 96],
+    n: usize,
+}
+
+impl Line {
+    fn new() -> Self {
+        Line { b: [0; 96], n: 0 }
+    }
+    fn as_str(&self) -> &str {
+        core::str::from_utf8(&self.b[..self.n]).unwrap_or("?")
+    }
+}
+
+impl core::fmt::Write for Line {
+    fn write_str(&mut self, s: &str) -> core::fmt::Result {
+        let k = s.len().min(self.b.len() - self.n);
+        self.b[self.n..self.n + k].copy_from_slice(&s.as_bytes()[..k]);
+        self.n += k;
+        Ok(())
+    }
+}
