@@ -155,7 +155,7 @@ fn boot(dtb_pa: usize) -> Result<(), String> {
         args.join(" ")
     );
     irq::init(&board)?;
-    mm::user::init();
+    mm::user::init(board.cpus.len().min(rt::MAX_CPUS))?;
     sched::init();
     KERNEL.call_once(|| Kernel { board, host, mem_bytes });
     banner(0);
@@ -174,7 +174,7 @@ fn boot(dtb_pa: usize) -> Result<(), String> {
     perf::scenario::around(|| {
         selftest::run(&args)?;
         if let Some(name) = cmdline::args().choice("bench") {
-            bench::run(name)?;
+            bench::run(name, &args)?;
         }
         Ok(())
     })?;

@@ -87,7 +87,7 @@ fn lower_sync(frame: &mut TrapFrame) {
                 FaultOutcome::Mapped | FaultOutcome::Spurious | FaultOutcome::Retry => {}
                 FaultOutcome::Denied(why) => {
                     drop(t);
-                    task_fault(frame, esr_v, far, &alloc::format!("{why:?}"));
+                    task_fault(frame, esr_v, far, &alloc::format!("{why}"));
                 }
             }
         }
@@ -120,21 +120,33 @@ fn task_fault(frame: &mut TrapFrame, esr_v: u64, far: u64, why: &str) {
     }
     let ec = esr::class(esr_v);
     let fsc = esr::fault_status(esr_v);
+    let abort = matches!(ec, esr::EC_IABT_LOWER | esr::EC_DABT_LOWER);
     let access = match ec {
         esr::EC_IABT_LOWER => "instruction fetch",
         esr::EC_DABT_LOWER if esr::is_write(esr_v) => "write",
         esr::EC_DABT_LOWER => "read",
         _ => "-",
     };
-    rt::println!(
-        "kernel: task {} ({}) killed: {} ({}) at {far:#x}, {access}, {}, pc {:#x}, ESR {esr_v:#x}",
-        t.tid,
-        t.process.name,
-        esr::class_name(ec),
-        if matches!(ec, esr::EC_IABT_LOWER | esr::EC_DABT_LOWER) { esr::fault_status_name(fsc) } else { "-" },
-        why,
-        frame.elr,
-    );
+    // FAR is meaningful for aborts only.
+    let far = if abort { far } else { 0 };
+    if abort {
+        rt::println!(
+            "kernel: task {} ({}) killed: {} ({}), {access} at {far:#x}: {why}; pc {:#x}, ESR {esr_v:#x}",
+            t.tid,
+            t.process.name,
+            esr::class_name(ec),
+            esr::fault_status_name(fsc),
+            frame.elr,
+        );
+    } else {
+        rt::println!(
+            "kernel: task {} ({}) killed: {}: {why}; pc {:#x}, ESR {esr_v:#x}",
+            t.tid,
+            t.process.name,
+            esr::class_name(ec),
+            frame.elr,
+        );
+    }
     let mut r = abi::report::Record::new("task_fault");
     r.u64("tid", t.tid)
         .u64("pid", t.process.pid)

@@ -7,6 +7,7 @@
 
 pub mod fault;
 pub mod io;
+pub mod stats;
 pub mod sys;
 pub mod thread;
 pub mod time;

@@ -84,6 +84,19 @@ pub const GUEST_BENCHES: &[GuestBench] = &[
         compare: &["median_us", "split_us", "split_visits_l3", "insns", "ratio", "split_ratio", "insn_ratio"],
         timeout_s: 3600,
     },
+    GuestBench {
+        name: "mprotect",
+        about: "mprotect from EL0: NONE<->RW on 1/16/512 pages with and without flush elision, RO->RW with and without lazy relaxation (+ its faults)",
+        // A broadcast TLBI costs more with more CPUs: 1 and 4 vCPUs of each core.
+        machines: &[
+            Machine { label: "max-1cpu", smp: 1, ..MAX },
+            Machine { label: "max-4cpu", ..MAX },
+            Machine { label: "a76-1cpu", smp: 1, ..A76 },
+            Machine { label: "a76-4cpu", ..A76 },
+        ],
+        compare: &["median_ns", "median_insns", "tlbi_per_step", "ratio_ns", "ratio_insns"],
+        timeout_s: 1200,
+    },
 ];
 
 /// Boot arguments a guest benchmark needs besides `bench=NAME` (the memslot pool for `split`).

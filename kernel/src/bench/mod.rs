@@ -18,7 +18,7 @@ use alloc::format;
 use alloc::string::String;
 
 /// The names `bench=` accepts (the same as [`BENCHES`]; a unit check keeps them equal).
-pub const NAMES: &[&str] = &["exits", "linear-map", "contpte", "split"];
+pub const NAMES: &[&str] = &["exits", "linear-map", "contpte", "split", "mprotect"];
 
 /// The benchmarks this kernel knows.
 pub const BENCHES: &[(&str, &str)] = &[
@@ -26,12 +26,25 @@ pub const BENCHES: &[(&str, &str)] = &[
     ("linear-map", "linear map table pages with and without BBML2, and a set_memory_ro/rw storm"),
     ("contpte", "contpte convert (fold/unfold) with and without its TLBI"),
     ("split", "stage-2 eager split for dirty logging on a 64 GiB memslot: baseline, SKIP_LEVEL3, summary bit"),
+    (
+        "mprotect",
+        "mprotect from EL0: NONE<->RW with and without flush elision, RO->RW with and without lazy relaxation",
+    ),
 ];
 
-/// Runs the benchmark `name`.
-pub fn run(name: &str) -> Result<(), String> {
+/// Runs the benchmark `name` (`args`: the kernel's boot words, for a benchmark's own).
+pub fn run(name: &str, args: &[String]) -> Result<(), String> {
     rt::println!("kernel: benchmark {name}");
     match name {
+        "mprotect" => {
+            // An EL0 program (user/src/bin/mprotect.rs); `mprotect.rounds=N` is passed on.
+            let rounds = args.iter().find_map(|a| a.strip_prefix("mprotect.rounds=")).unwrap_or("30");
+            let failed = crate::sched::run_programs(&[("mprotect".into(), format!("rounds={rounds}"))])?;
+            if failed != 0 {
+                return Err("the mprotect benchmark program failed".into());
+            }
+            Ok(())
+        }
         "exits" => exits::run(),
         "linear-map" => linear_map::run(),
         "contpte" => contpte::run(),

@@ -48,9 +48,16 @@ pub static FLUSHES_ELIDED: AtomicU64 = AtomicU64::new(0);
 /// Permission upgrades left to lazy relaxation.
 pub static LAZY_RELAXED: AtomicU64 = AtomicU64::new(0);
 
-/// Reads `flush_elision=on|off` and `lazy_relax=on|off`.
+/// Reads `flush_elision=on|off`, `lazy_relax=on|off` and `asid_bits=N`.
 pub fn parse_args(args: &[alloc::string::String]) -> Result<(), alloc::string::String> {
     for w in args {
+        if let Some(v) = w.strip_prefix("asid_bits=") {
+            match v.parse::<u64>() {
+                Ok(b) if (2..=16).contains(&b) => ASID_BITS_LIMIT.store(b, Ordering::Relaxed),
+                _ => return Err(alloc::format!("bad boot argument {w:?} (asid_bits=2..16)")),
+            }
+            continue;
+        }
         let (knob, v) = if let Some(v) = w.strip_prefix("flush_elision=") {
             (&FLUSH_ELISION, v)
         } else if let Some(v) = w.strip_prefix("lazy_relax=") {
@@ -76,13 +83,29 @@ fn tlb() -> HwTlb {
     *TLB.get().expect("mm::user::init ran")
 }
 
-/// Boot CPU, after `mm::init`: the ASID allocator, then [`init_cpu`].
-pub fn init() {
-    let bits = if pgtable::cpu::has_asid16(ID_AA64MMFR0_EL1.get()) { 16 } else { 8 };
+/// `asid_bits=N`: use only N-bit ASIDs (2 up to what the CPU has), so roll-overs happen with
+/// a handful of address spaces (for tests).
+static ASID_BITS_LIMIT: AtomicU64 = AtomicU64::new(16);
+
+/// Boot CPU, after `mm::init`: the ASID allocator (for `cpus` CPUs), then [`init_cpu`].
+///
+/// # Errors
+///
+/// `asid_bits=` too small: a roll-over keeps one ASID per CPU, so there must be more.
+pub fn init(cpus: usize) -> Result<(), alloc::string::String> {
+    let hw = if pgtable::cpu::has_asid16(ID_AA64MMFR0_EL1.get()) { 16 } else { 8 };
+    let bits = hw.min(ASID_BITS_LIMIT.load(Ordering::Relaxed) as u32);
+    if (1usize << bits) - 1 <= cpus {
+        return Err(alloc::format!(
+            "asid_bits={bits} gives {} ASIDs for {cpus} CPUs: a roll-over keeps one per CPU, so more are needed",
+            (1usize << bits) - 1
+        ));
+    }
     ASIDS.call_once(|| AsidAllocator::new(bits));
     TLB.call_once(HwTlb::detect);
     PMU_EL0.store(CpuInfo::read().pmuver != 0 && CpuInfo::read().pmuver != 0xf, Ordering::Relaxed);
     init_cpu();
+    Ok(())
 }
 
 /// This CPU: PAN on (where implemented), EL0 reads of the virtual counter and, if present,
@@ -98,6 +121,11 @@ pub fn init_cpu() {
         unsafe { core::arch::asm!(".inst 0xd500419f", options(nomem, nostack, preserves_flags)) };
     }
     CNTKCTL_EL1.modify(CNTKCTL_EL1::EL0VCTEN::SET);
+    // EL0 loads and stores through a misaligned SP fault (SA0), as on Linux.
+    {
+        use aarch64_cpu::registers::SCTLR_EL1;
+        SCTLR_EL1.modify(SCTLR_EL1::SA0::Enable);
+    }
     if PMU_EL0.load(Ordering::Relaxed) {
         // PMUSERENR_EL0: CR (bit 2) and ER (bit 3): EL0 may read the cycle and event counters;
         // EN (bit 0) stays 0, so it cannot program them.

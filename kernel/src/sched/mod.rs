@@ -177,7 +177,6 @@ pub fn start_program(name: &str, args: &str) -> Result<Arc<Process>, String> {
         LIVE_PROCESSES.fetch_sub(1, Ordering::AcqRel);
         format!("{name}: first task: {}", abi::syscall::errno::name(e))
     })?;
-    p.main_tid.store(t, Ordering::Relaxed);
     rt::println!("kernel: started {name} (process {}, task {t}, entry {:#x}, args {args:?})", p.pid, loaded.entry);
     Ok(p)
 }
@@ -215,6 +214,8 @@ pub fn spawn(p: &Arc<Process>, entry: u64, sp: u64, args: [u64; 2], cpu: Option<
     }
     let t = Arc::new(Task::new(tid, p.clone(), cpu, (va, task::KSTACK_PAGES), switch::first_context(frame)));
     p.tasks.lock().insert(tid, Arc::downgrade(&t));
+    // The first task is the main one (its status is the process's): recorded before it can run.
+    let _ = p.main_tid.compare_exchange(0, tid, Ordering::AcqRel, Ordering::Relaxed);
     p.live.fetch_add(1, Ordering::AcqRel);
     p.started.fetch_add(1, Ordering::Relaxed);
     wake(t);

@@ -82,7 +82,8 @@ pub struct AsidAllocator {
 
 impl AsidAllocator {
     /// An allocator for `bits`-bit ASIDs (8 or 16 on real CPUs: ID_AA64MMFR0_EL1.ASIDBits;
-    /// tests use fewer to roll over quickly). Numbers `1 .. 2^bits` are handed out.
+    /// tests use fewer to roll over quickly). Numbers `1 .. 2^bits` are handed out; a roll-over
+    /// keeps one per CPU, so there must be more numbers than CPUs using the allocator.
     pub fn new(bits: u32) -> Self {
         assert!((2..=16).contains(&bits), "ASID width {bits}");
         let numbers = 1u64 << bits;

@@ -84,6 +84,23 @@ pub enum Denial {
     Unresolvable,
 }
 
+impl core::fmt::Display for Denial {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Denial::NoRegion => f.write_str("no mapping there"),
+            Denial::Protection(p) => write!(
+                f,
+                "not allowed by the mapping's protection ({}{}{})",
+                if p & prot::READ != 0 { 'r' } else { '-' },
+                if p & prot::WRITE != 0 { 'w' } else { '-' },
+                if p & prot::EXEC != 0 { 'x' } else { '-' },
+            ),
+            Denial::NoMemory => f.write_str("no memory for the page"),
+            Denial::Unresolvable => f.write_str("a fault the kernel does not resolve"),
+        }
+    }
+}
+
 /// Counters of one address space.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SpaceStats {

@@ -1,0 +1,145 @@
+//! EL0 tasks: the system-call selftest program, faults that end a task (and only that task),
+//! no stale translation across CPUs after mprotect (with lazy relaxation on and off, and with
+//! ASIDs rolling over), and the mprotect benchmark's TLBI counts. Judged by exit code and by
+//! the records the programs and the kernel print.
+
+use tests::{boot, config, Run};
+
+fn run(cpu: &str, smp: u32, bootargs: &str) -> Run {
+    boot(config(|c| {
+        c.cpu = cpu.into();
+        c.gic = if cpu == "max" { 3 } else { 2 };
+        c.smp = smp;
+        c.bootargs = bootargs.into();
+    }))
+}
+
+/// Every `check` record passed, and the summary agrees.
+fn selftest_passed(r: &Run) {
+    r.expect_exit(0);
+    let checks = r.records("check");
+    let failed: Vec<_> = checks.iter().filter(|c| c.bool("ok") != Some(true)).map(|c| c.str("check")).collect();
+    assert!(failed.is_empty(), "failed checks: {failed:?}\n{}", r.dump());
+    let s = r.record("selftest");
+    assert_eq!(s.u64("checks"), Some(checks.len() as u64), "{}", r.dump());
+    assert!(checks.len() >= 130, "only {} checks ran\n{}", checks.len(), r.dump());
+    assert_eq!(s.u64("failed"), Some(0));
+    // Every call number was exercised with good and bad arguments: spot-check a few by name.
+    for name in
+        ["write from a kernel address", "mmap FIXED over a mapping", "NONE -> RW: write goes", "wait for no such task"]
+    {
+        assert!(checks.iter().any(|c| c.str("check") == Some(name)), "no check {name:?}");
+    }
+    // The task that touched an unmapped address was ended with a report; the process went on.
+    let f = r.record("task_fault");
+    assert_eq!((f.str("access"), f.u64("far")), (Some("write"), Some(0x10)), "{}", r.dump());
+    let p = r.record("process_exit");
+    assert_eq!((p.str("name"), p.u64("status"), p.u64("killed")), (Some("selftest"), Some(0), Some(1)));
+}
+
+#[test]
+fn selftest_on_max_with_gicv3() {
+    let r = run("max", 4, "user=selftest");
+    selftest_passed(&r);
+    let checks = r.records("check");
+    // With flush elision and lazy relaxation on (the defaults), both upgrades issued no TLBI.
+    for name in ["NONE -> RW issued no TLBI", "RO -> RW under lazy_relax issued no TLBI"] {
+        assert!(checks.iter().any(|c| c.str("check") == Some(name) && c.bool("ok") == Some(true)), "{name}");
+    }
+}
+
+#[test]
+fn selftest_on_cortex_a76_with_gicv2_and_both_mechanisms_off() {
+    let r = run("cortex-a76", 4, "user=selftest flush_elision=off lazy_relax=off");
+    selftest_passed(&r);
+    let checks = r.records("check");
+    assert!(checks.iter().any(|c| c.str("check") == Some("RO -> RW without lazy_relax flushed")), "{}", r.dump());
+    assert!(!checks.iter().any(|c| c.str("check") == Some("NONE -> RW issued no TLBI")), "elision is off");
+}
+
+#[test]
+fn faulting_programs_end_alone_and_the_run_says_so() {
+    let kinds = ["kernel-read", "null-write", "undef", "exec-data", "bad-pc"];
+    let words: Vec<String> = kinds.iter().map(|k| format!("user=fault:{k}")).collect();
+    let r = run("max", 2, &format!("{} user=hello:0", words.join(" ")));
+    r.expect_exit(abi::exit::GUEST_FAILURE as i32);
+    r.expect_output("kernel: boot failed: 5 of 6 EL0 programs failed");
+    r.expect_output("hello from EL0");
+    let faults = r.records("task_fault");
+    assert_eq!(faults.len(), 5, "{}", r.dump());
+    let class = |c: &str| faults.iter().filter(|f| f.str("class") == Some(c)).count();
+    assert_eq!(class("data abort from a lower EL"), 2, "{}", r.dump());
+    assert_eq!(class("instruction abort from a lower EL"), 1);
+    assert_eq!(class("unknown reason (undefined instruction)"), 1);
+    assert_eq!(class("PC alignment fault"), 1);
+    assert!(faults.iter().any(|f| f.u64("far") == Some(0xffff_0000_2000_0000) && f.str("access") == Some("read")));
+    for p in r.records("process_exit") {
+        let want = if p.str("name") == Some("hello") { 0 } else { abi::syscall::EXIT_KILLED };
+        assert_eq!(p.u64("status"), Some(want), "{}", r.dump());
+    }
+    assert!(!r.outcome.output.contains("survived"), "{}", r.dump());
+}
+
+#[test]
+fn unknown_programs_and_bad_words_are_refused() {
+    let r = run("max", 1, "user=nosuch");
+    r.expect_exit(abi::exit::GUEST_FAILURE as i32);
+    r.expect_output("no EL0 program \"nosuch\" (known:");
+    for w in ["lazy_relax=maybe", "flush_elision=1", "asid_bits=1", "tick_hz=0"] {
+        let r = run("max", 1, w);
+        r.expect_exit(abi::exit::GUEST_FAILURE as i32);
+        r.expect_output(&format!("bad boot argument {w:?}"));
+    }
+    let r = run("max", 4, "asid_bits=2");
+    r.expect_exit(abi::exit::GUEST_FAILURE as i32);
+    r.expect_output("asid_bits=2 gives 3 ASIDs for 4 CPUs");
+}
+
+/// The `stale` record of a run: nothing stale, nothing missed, every phase seen.
+fn no_stale_translation(r: &Run, writers: u64) {
+    r.expect_exit(0);
+    let s = r.record("stale");
+    for f in ["stale_writes", "stale_reads", "missed", "stuck_phases", "bad_exits"] {
+        assert_eq!(s.u64(f), Some(0), "{f}\n{}", r.dump());
+    }
+    assert_eq!(s.u64("writers"), Some(writers), "{}", r.dump());
+    assert!(s.u64("faulted").unwrap() > 0 && s.u64("writes_ok").unwrap() > 0, "{}", r.dump());
+}
+
+#[test]
+fn no_stale_writable_translation_on_4_cpus() {
+    for (cpu, lazy) in [("max", "on"), ("cortex-a76", "off")] {
+        let r = run(cpu, 4, &format!("user=stale:rounds=10 lazy_relax={lazy}"));
+        no_stale_translation(&r, 3);
+        let lazily = r.record("stale").u64("lazy_relaxed").unwrap();
+        assert_eq!(lazily > 0, lazy == "on", "{}", r.dump());
+    }
+}
+
+#[test]
+fn no_stale_translation_while_asids_roll_over() {
+    // 3-bit ASIDs (7 usable, one kept per CPU at a roll-over) and nine address spaces on four
+    // CPUs: roll-overs all the time.
+    let spins = "user=spin:ms=200 ".repeat(8);
+    let r = run("max", 4, &format!("asid_bits=3 {spins}user=stale:rounds=10"));
+    no_stale_translation(&r, 3);
+    assert!(r.record("stale").u64("asid_rollovers").unwrap() > 0, "no roll-over while it ran\n{}", r.dump());
+    assert!(r.records("process_exit").iter().all(|p| p.u64("status") == Some(0)), "{}", r.dump());
+}
+
+#[test]
+fn mprotect_benchmark_counts_its_tlbis() {
+    let r = run("max", 2, "bench=mprotect mprotect.rounds=2");
+    r.expect_exit(0);
+    let rows = r.records("bench");
+    assert_eq!(rows.len(), 24, "{}", r.dump());
+    let row = |case: &str| *rows.iter().find(|b| b.str("case") == Some(case)).unwrap_or_else(|| panic!("{case}"));
+    for pages in [1, 16, 512] {
+        let tlbi = |case: String| row(&case).f64("tlbi_per_step").unwrap();
+        assert_eq!(tlbi(format!("NONE->RW {pages} pages, flush elision")), 0.0);
+        assert!(tlbi(format!("NONE->RW {pages} pages, baseline (flush everything)")) >= 1.0);
+        assert!(tlbi(format!("RW->NONE {pages} pages, flush elision")) >= 1.0, "a restriction always flushes");
+        assert_eq!(tlbi(format!("RO->RW {pages} pages, lazy_relax")), 0.0);
+        assert!(tlbi(format!("RO->RW {pages} pages, flushed")) >= 1.0);
+    }
+}
