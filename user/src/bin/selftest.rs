@@ -220,6 +220,8 @@ fn mprotect_paths(c: &mut Checks) {
         c.err(name("kernel write for the task refused").as_str(), r, errno::EFAULT);
         let want = [0, 0, 0x22, 0x33][i as usize];
         c.ok(name("contents kept").as_str(), PROBE.read(page(i)).map_err(|_| 0), want);
+        // The read populated a never-touched page (the zero-fill path): still read-only.
+        c.faults(name("write after a read faults").as_str(), PROBE.write(page(i) + 32, 0x98), page(i) + 32);
     }
     // PROT_NONE: nothing goes; back to read-write: everything goes again (no TLBI needed).
     c.ok("mprotect PROT_NONE", sys::mprotect(a, n * PAGE_SIZE, prot::NONE), 0);

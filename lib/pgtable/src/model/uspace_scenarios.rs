@@ -249,7 +249,8 @@ fn run(ops: &[Op], lazy: bool, setup: impl Fn(&mut UModel)) -> Result<(u64, u64,
 }
 
 fn cases() -> u32 {
-    std::env::var("PGTABLE_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(300)
+    let long = std::env::var("PGTABLE_LONG").is_ok_and(|v| v == "1");
+    std::env::var("PGTABLE_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(if long { 20_000 } else { 300 })
 }
 
 #[test]
