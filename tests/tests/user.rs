@@ -17,6 +17,11 @@ fn run(cpu: &str, smp: u32, bootargs: &str) -> Run {
 /// Every `check` record passed, and the summary agrees.
 fn selftest_passed(r: &Run) {
     r.expect_exit(0);
+    // test=pan ran first: EL1 neither loads (PAN) nor executes (PXN) user pages.
+    let pan = r.record("pan");
+    for f in ["pan", "privileged_load_faulted", "unprivileged_load_ok", "unprivileged_store_ok", "privileged_exec_faulted"] {
+        assert_eq!(pan.bool(f), Some(true), "{f}\n{}", r.dump());
+    }
     let checks = r.records("check");
     let failed: Vec<_> = checks.iter().filter(|c| c.bool("ok") != Some(true)).map(|c| c.str("check")).collect();
     assert!(failed.is_empty(), "failed checks: {failed:?}\n{}", r.dump());
@@ -39,7 +44,7 @@ fn selftest_passed(r: &Run) {
 
 #[test]
 fn selftest_on_max_with_gicv3() {
-    let r = run("max", 4, "user=selftest");
+    let r = run("max", 4, "test=pan user=selftest");
     selftest_passed(&r);
     let checks = r.records("check");
     // With flush elision and lazy relaxation on (the defaults), both upgrades issued no TLBI.
@@ -50,7 +55,7 @@ fn selftest_on_max_with_gicv3() {
 
 #[test]
 fn selftest_on_cortex_a76_with_gicv2_and_both_mechanisms_off() {
-    let r = run("cortex-a76", 4, "user=selftest flush_elision=off lazy_relax=off");
+    let r = run("cortex-a76", 4, "test=pan user=selftest flush_elision=off lazy_relax=off");
     selftest_passed(&r);
     let checks = r.records("check");
     assert!(checks.iter().any(|c| c.str("check") == Some("RO -> RW without lazy_relax flushed")), "{}", r.dump());
@@ -132,7 +137,7 @@ fn mprotect_benchmark_counts_its_tlbis() {
     let r = run("max", 2, "bench=mprotect mprotect.rounds=2");
     r.expect_exit(0);
     let rows = r.records("bench");
-    assert_eq!(rows.len(), 24, "{}", r.dump());
+    assert_eq!(rows.len(), 25, "{}", r.dump());
     let row = |case: &str| *rows.iter().find(|b| b.str("case") == Some(case)).unwrap_or_else(|| panic!("{case}"));
     for pages in [1, 16, 512] {
         let tlbi = |case: String| row(&case).f64("tlbi_per_step").unwrap();

@@ -16,6 +16,7 @@
 //!   (`memslot`).
 //! * `test=pmu`: the PMU driver's checks on the CPU (`perf::selftest`).
 //! * `test=irq`: the timer tick and SGIs on every CPU (`irq`).
+//! * `test=pan`: EL1 may not read user pages with ordinary loads (PAN) nor execute them (`pan`).
 //! * `test=bad-calls`: hypercalls and PSCI calls with wrong ids and arguments must each return
 //!   the documented error, and the hypervisor must keep running.
 //! * `test=smccc`, `test=storm`, `test=cpu-cycle`, `test=pool-calls`, `test=touch`,
@@ -29,6 +30,7 @@ mod cpu_state;
 mod irq;
 mod mem_perms;
 pub mod memslot;
+mod pan;
 
 use crate::KERNEL;
 use alloc::format;
@@ -55,6 +57,7 @@ pub const NAMES: &[&str] = &[
     "memslot-nopool",
     "pmu",
     "irq",
+    "pan",
 ];
 
 /// Self-tests that end the run (whatever follows them would never run).
@@ -94,6 +97,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
             "pool-calls" => calls::pool_calls()?,
             "mem-perms" => mem_perms::run()?,
             "irq" => irq::run()?,
+            "pan" => pan::run()?,
             "memslot-errors" => memslot::errors()?,
             "dirty-log" => memslot::dirty(args)?,
             "memslot-nopool" => memslot::no_pool()?,

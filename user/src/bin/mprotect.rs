@@ -11,8 +11,9 @@
 //!
 //! Time from the virtual counter; instructions from the PMU (exact under `-icount`); TLBIs
 //! and spurious faults from the kernel's counters, read outside the timed region. One `bench`
-//! record per row with the median, spread, per-step TLBIs, and the ratio to the row's
-//! baseline. Argument: `rounds=N` (default 30).
+//! record per row with the median, spread, per-step TLBIs, the cost per page, and the ratio to
+//! the row's baseline; a first row times a null system call (`getcpu`), the fixed cost every
+//! step carries. Argument: `rounds=N` (default 30).
 #![no_std]
 #![no_main]
 
@@ -84,6 +85,7 @@ fn arg(args: &str, key: &str, default: u64) -> u64 {
 /// (case, variant) rows: 0..6 NONE<->RW per size x {baseline, elision} x 2 directions, then
 /// RO->RW per size x {flushed, lazy} x {alone, + touch}.
 static mut ROWS: [[[Row; 2]; 2]; 3] = [const { [const { [const { Row::new() }; 2] }; 2] }; 3];
+static mut NULL_ROW: Row = Row::new();
 static mut LAZY_ROWS: [[[Row; 2]; 2]; 3] = [const { [const { [const { Row::new() }; 2] }; 2] }; 3];
 
 fn main(args: &str) -> i32 {
@@ -99,7 +101,13 @@ fn main(args: &str) -> i32 {
     let fe0 = sys::sysctl(sysctl::FLUSH_ELISION, abi::syscall::SYSCTL_GET).unwrap_or(1);
     let lz0 = sys::sysctl(sysctl::LAZY_RELAX, abi::syscall::SYSCTL_GET).unwrap_or(1);
     // SAFETY: the rows are this single-task program's own, used only from this function.
-    let (rows, lazy_rows) = unsafe { (&mut *core::ptr::addr_of_mut!(ROWS), &mut *core::ptr::addr_of_mut!(LAZY_ROWS)) };
+    let (rows, lazy_rows, null_row) = unsafe {
+        (
+            &mut *core::ptr::addr_of_mut!(ROWS),
+            &mut *core::ptr::addr_of_mut!(LAZY_ROWS),
+            &mut *core::ptr::addr_of_mut!(NULL_ROW),
+        )
+    };
     user::println!("mprotect: {rounds} rounds on {ncpus} CPUs, sizes 1/16/512 pages, PMU at EL0: {pmu}");
     let mut failures = 0;
     let mut ok = |r: Result<u64, i64>| {
@@ -108,6 +116,10 @@ fn main(args: &str) -> i32 {
         }
     };
     for round in 0..rounds {
+        let (t, i, d) = measure(pmu, || {
+            sys::getcpu();
+        });
+        null_row.add(t, i, &d);
         for (si, &pages) in SIZES.iter().enumerate() {
             let len = pages * PAGE_SIZE;
             // NONE <-> RW, baseline and elision alternating which goes first.
@@ -140,6 +152,8 @@ fn main(args: &str) -> i32 {
     }
     let _ = sys::sysctl(sysctl::FLUSH_ELISION, fe0);
     let _ = sys::sysctl(sysctl::LAZY_RELAX, lz0);
+    let null = summarise(null_row);
+    emit("getcpu (null system call)", &null, &null, ncpus, 1);
     let steps = ["RW->NONE", "NONE->RW"];
     let variants = ["baseline (flush everything)", "flush elision"];
     for (si, &pages) in SIZES.iter().enumerate() {
@@ -147,7 +161,7 @@ fn main(args: &str) -> i32 {
             let base_row = summarise(&mut rows[si][di][0]);
             for (v, name) in variants.iter().enumerate() {
                 let s = summarise(&mut rows[si][di][v]);
-                emit(format_case(step, pages, name).as_str(), &s, &base_row, ncpus);
+                emit(format_case(step, pages, name).as_str(), &s, &base_row, ncpus, pages);
             }
         }
         for (mi, mode) in ["", " + touch"].iter().enumerate() {
@@ -156,7 +170,7 @@ fn main(args: &str) -> i32 {
                 let s = summarise(&mut lazy_rows[si][v][mi]);
                 let mut c = CaseName::new();
                 let _ = core::fmt::Write::write_fmt(&mut c, format_args!("RO->RW{mode} {pages} pages, {name}"));
-                emit(c.as_str(), &s, &base_row, ncpus);
+                emit(c.as_str(), &s, &base_row, ncpus, pages);
             }
         }
     }
@@ -187,7 +201,7 @@ fn summarise(r: &mut Row) -> Summarised {
     }
 }
 
-fn emit(case: &str, s: &Summarised, base: &Summarised, ncpus: u64) {
+fn emit(case: &str, s: &Summarised, base: &Summarised, ncpus: u64, pages: u64) {
     let mut r = Record::new("bench");
     r.str("bench", "mprotect")
         .str("case", case)
@@ -198,6 +212,8 @@ fn emit(case: &str, s: &Summarised, base: &Summarised, ncpus: u64) {
         .u64("p90_ns", s.ns.p90)
         .f64("spread", s.ns.spread(), 3)
         .u64("median_insns", s.insns.median)
+        .u64("ns_per_page", s.ns.median / pages)
+        .u64("insns_per_page", s.insns.median / pages)
         .f64("tlbi_per_step", s.tlbi_per_step, 2)
         .f64("spurious_per_step", s.spurious_per_step, 2)
         .f64("ratio_ns", ratio(s.ns.median, base.ns.median), 3)
