@@ -19,7 +19,9 @@ fn selftest_passed(r: &Run) {
     r.expect_exit(0);
     // test=pan ran first: EL1 neither loads (PAN) nor executes (PXN) user pages.
     let pan = r.record("pan");
-    for f in ["pan", "privileged_load_faulted", "unprivileged_load_ok", "unprivileged_store_ok", "privileged_exec_faulted"] {
+    for f in
+        ["pan", "privileged_load_faulted", "unprivileged_load_ok", "unprivileged_store_ok", "privileged_exec_faulted"]
+    {
         assert_eq!(pan.bool(f), Some(true), "{f}\n{}", r.dump());
     }
     let checks = r.records("check");

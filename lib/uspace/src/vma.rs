@@ -92,6 +92,16 @@ impl VmaSet {
     /// Sets the protection of `[start, end)`, which must be covered.
     pub fn protect(&mut self, start: u64, end: u64, prot: u64) {
         debug_assert!(self.covers(start, end));
+        // One region exactly: change it in place (the common mprotect of a whole mapping).
+        if let Some(e) = self.map.get_mut(&start) {
+            if e.0 == end {
+                if e.1 != prot {
+                    e.1 = prot;
+                    self.merge_around(start, end);
+                }
+                return;
+            }
+        }
         self.insert(start, end, prot);
     }
 
