@@ -60,6 +60,10 @@ fn raspberry_pi_5_device_tree() {
     assert!(gic.redistributors.is_empty());
 
     // PSCI through SMC to TF-A.
+    // The four per-CPU timers as PPIs 13, 14, 11, 10 (the kernel ticks with the virtual one).
+    let timer = b.timer.as_ref().unwrap();
+    assert_eq!((timer.secure_phys, timer.phys, timer.virt, timer.hyp_phys), (Some(29), Some(30), Some(27), Some(26)));
+
     let psci = b.psci.as_ref().unwrap();
     assert_eq!((psci.path.as_str(), psci.method, psci.version), ("/psci", PsciMethod::Smc, PsciVersion::V1_0));
     assert_eq!(psci.compatible, ["arm,psci-1.0", "arm,psci-0.2"]);

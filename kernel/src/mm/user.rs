@@ -155,6 +155,29 @@ mod extra_sctlr {
     }
 }
 
+/// The TLB maintenance of operations on one address space: the hardware's, counted for that
+/// address space too (what `Counters::space_tlbi` reports to its tasks).
+pub struct SpaceTlb<'a> {
+    hw: HwTlb,
+    tlbis: &'a AtomicU64,
+}
+
+impl TlbMaintenance for SpaceTlb<'_> {
+    fn tlbi(&mut self, op: Tlbi) {
+        self.tlbis.fetch_add(1, Ordering::Relaxed);
+        self.hw.tlbi(op)
+    }
+    fn dsb(&mut self, b: Barrier) {
+        self.hw.dsb(b)
+    }
+    fn isb(&mut self) {
+        self.hw.isb()
+    }
+    fn features(&self) -> pgtable::TlbFeatures {
+        self.hw.features()
+    }
+}
+
 /// One user address space.
 pub struct UserSpace {
     /// `None` only while it is torn down.
@@ -163,6 +186,8 @@ pub struct UserSpace {
     ctx: AtomicU64,
     /// Physical address of the root.
     root: u64,
+    /// TLBIs its operations issued.
+    tlbis: AtomicU64,
 }
 
 impl UserSpace {
@@ -175,12 +200,12 @@ impl UserSpace {
         let mut t = tlb();
         let s = AddressSpace::new(KFrames, &mut t)?;
         let root = s.table().root().as_u64();
-        Ok(UserSpace { space: Mutex::new(Some(s)), ctx: AtomicU64::new(0), root })
+        Ok(UserSpace { space: Mutex::new(Some(s)), ctx: AtomicU64::new(0), root, tlbis: AtomicU64::new(0) })
     }
 
     /// Runs `f` on the address space under its lock, with its current ASID and the run-time
     /// switches in its table; adds what the table counted to the global counters.
-    pub fn with<R>(&self, f: impl FnOnce(&mut AddressSpace<KFrames>, &mut HwTlb) -> R) -> R {
+    pub fn with<R>(&self, f: impl FnOnce(&mut AddressSpace<KFrames>, &mut SpaceTlb<'_>) -> R) -> R {
         let mut guard = self.space.lock();
         let s = guard.as_mut().expect("a live address space");
         let asid = asids().asid(self.ctx.load(Ordering::Relaxed));
@@ -189,7 +214,7 @@ impl UserSpace {
         pt.policy_mut().flush_elision = FLUSH_ELISION.load(Ordering::Relaxed);
         pt.policy_mut().lazy_relax = LAZY_RELAX.load(Ordering::Relaxed);
         let (e0, l0) = (pt.stats().flushes_elided, pt.stats().lazy_relaxed);
-        let mut t = tlb();
+        let mut t = SpaceTlb { hw: tlb(), tlbis: &self.tlbis };
         let r = f(s, &mut t);
         let st = s.table().stats();
         FLUSHES_ELIDED.fetch_add(st.flushes_elided - e0, Ordering::Relaxed);
@@ -219,6 +244,11 @@ impl UserSpace {
             }
         }
         out
+    }
+
+    /// TLBIs its operations issued so far.
+    pub fn tlbis(&self) -> u64 {
+        self.tlbis.load(Ordering::Relaxed)
     }
 
     /// Loads an EL0 program; returns its entry point.
@@ -303,5 +333,6 @@ pub fn counters() -> Counters {
         context_switches: 0,
         syscalls: 0,
         ticks: 0,
+        space_tlbi: 0,
     }
 }

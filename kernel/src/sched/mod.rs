@@ -435,8 +435,10 @@ pub fn exit_current(status: u64) -> ! {
     if status == EXIT_KILLED {
         p.killed.fetch_add(1, Ordering::Relaxed);
     }
-    p.tasks.lock().remove(&t.tid);
+    // The status first, then out of the live set: a concurrent `wait` finds the task in one
+    // or the other, never in neither.
     p.zombies.lock().insert(t.tid, status);
+    p.tasks.lock().remove(&t.tid);
     if t.tid == p.main_tid.load(Ordering::Relaxed) {
         p.status.store(status, Ordering::Relaxed);
     }

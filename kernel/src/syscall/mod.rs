@@ -55,7 +55,7 @@ pub fn dispatch(frame: &mut TrapFrame) {
 }
 
 fn with_mm<R>(
-    f: impl FnOnce(&mut uspace::AddressSpace<crate::mm::frames::KFrames>, &mut pgtable::hw::HwTlb) -> Result<R, i64>,
+    f: impl FnOnce(&mut uspace::AddressSpace<crate::mm::frames::KFrames>, &mut user::SpaceTlb<'_>) -> Result<R, i64>,
 ) -> Result<R, i64> {
     let t = sched::current().ok_or(errno::ESRCH)?;
     t.process.mm.with(f)
@@ -114,6 +114,7 @@ pub fn counters_now() -> Counters {
     c.context_switches = sched::SWITCHES.load(Ordering::Relaxed);
     c.syscalls = CALLS.load(Ordering::Relaxed);
     c.ticks = crate::irq::timer::TICKS.iter().map(|t| t.load(Ordering::Relaxed)).sum();
+    c.space_tlbi = sched::current().map(|t| t.process.mm.tlbis()).unwrap_or(0);
     c
 }
 

@@ -222,7 +222,7 @@ pub mod sysctl {
 }
 
 /// What [`nr::COUNTERS`] writes (a prefix of it, as long as the caller's buffer). Counters
-/// are totals since boot over all CPUs.
+/// are totals since boot over all CPUs, except `space_tlbi`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Counters {
@@ -255,6 +255,9 @@ pub struct Counters {
     pub syscalls: u64,
     /// Timer ticks, all CPUs.
     pub ticks: u64,
+    /// TLBIs issued by operations on the caller's own address space (mmap, munmap, mprotect,
+    /// faults): unaffected by what other programs do.
+    pub space_tlbi: u64,
 }
 
 /// Words in [`Counters`].
@@ -278,6 +281,7 @@ impl Counters {
             self.context_switches,
             self.syscalls,
             self.ticks,
+            self.space_tlbi,
         ]
     }
 
@@ -309,6 +313,7 @@ impl Counters {
             context_switches: g(11),
             syscalls: g(12),
             ticks: g(13),
+            space_tlbi: g(14),
         }
     }
 }

@@ -46,7 +46,7 @@ impl Row {
             self.insns[self.n] = insns;
             self.n += 1;
         }
-        self.tlbi += d.tlbi;
+        self.tlbi += d.space_tlbi;
         self.spurious += d.faults_spurious;
     }
 }

@@ -162,7 +162,9 @@ fn main(args: &str) -> i32 {
     DONE.store(1, Ordering::Release);
     let mut bad_exit = 0;
     for &t in &tids[..n] {
-        if sys::wait(t) != Ok(0) {
+        let r = sys::wait(t);
+        if r != Ok(0) {
+            user::println!("stale: writer task {t} ended with {r:?}, expected Ok(0)");
             bad_exit += 1;
         }
     }
@@ -182,7 +184,7 @@ fn main(args: &str) -> i32 {
         .u64("missed", missed)
         .u64("stuck_phases", stuck)
         .u64("bad_exits", bad_exit)
-        .u64("tlbi", d.tlbi)
+        .u64("tlbi", d.space_tlbi)
         .u64("spurious_faults", d.faults_spurious)
         .u64("lazy_relaxed", d.lazy_relaxed)
         .u64("flushes_elided", d.flushes_elided)
