@@ -38,7 +38,7 @@ pub fn run(name: &str, args: &[String]) -> Result<(), String> {
     match name {
         "mprotect" => {
             // An EL0 program (user/src/bin/mprotect.rs); `mprotect.rounds=N` is passed on.
-            let rounds = args.iter().find_map(|a| a.strip_prefix("mprotect.rounds=")).unwrap_or("30");
+            let rounds = args.iter().find_map(|a| a.strip_prefix("mprotect.rounds=")).unwrap_or("100");
             let failed = crate::sched::run_programs(&[("mprotect".into(), format!("rounds={rounds}"))])?;
             if failed != 0 {
                 return Err("the mprotect benchmark program failed".into());
