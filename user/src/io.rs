@@ -58,3 +58,38 @@ macro_rules! println {
 pub fn report(r: &abi::report::Record) {
     print_line(format_args!("{r}"));
 }
+
+/// A short text built with `write!` in a fixed buffer (what does not fit is cut).
+pub struct Text<const N: usize> {
+    b: [u8; N],
+    n: usize,
+}
+
+impl<const N: usize> Default for Text<N> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<const N: usize> Text<N> {
+    /// Empty.
+    pub const fn new() -> Self {
+        Text { b: [0; N], n: 0 }
+    }
+    /// The text (cut at a character boundary if it was cut).
+    pub fn as_str(&self) -> &str {
+        match core::str::from_utf8(&self.b[..self.n]) {
+            Ok(s) => s,
+            Err(e) => core::str::from_utf8(&self.b[..e.valid_up_to()]).unwrap_or(""),
+        }
+    }
+}
+
+impl<const N: usize> fmt::Write for Text<N> {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let k = s.len().min(N - self.n);
+        self.b[self.n..self.n + k].copy_from_slice(&s.as_bytes()[..k]);
+        self.n += k;
+        Ok(())
+    }
+}

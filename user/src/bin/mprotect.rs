@@ -18,6 +18,7 @@
 #![no_main]
 
 use abi::report::Record;
+use user::io::Text;
 use user::stats::{ratio, Summary};
 use user::{map, prot, sys, sysctl, time, Counters, PAGE_SIZE};
 
@@ -168,7 +169,7 @@ fn main(args: &str) -> i32 {
             let base_row = summarise(&mut lazy_rows[si][0][mi]);
             for (v, name) in ["flushed", "lazy_relax"].iter().enumerate() {
                 let s = summarise(&mut lazy_rows[si][v][mi]);
-                let mut c = CaseName::new();
+                let mut c = Text::<96>::new();
                 let _ = core::fmt::Write::write_fmt(&mut c, format_args!("RO->RW{mode} {pages} pages, {name}"));
                 emit(c.as_str(), &s, &base_row, ncpus, pages);
             }
@@ -221,32 +222,8 @@ fn emit(case: &str, s: &Summarised, base: &Summarised, ncpus: u64, pages: u64) {
     user::io::report(&r);
 }
 
-fn format_case(step: &str, pages: u64, variant: &str) -> CaseName {
-    let mut c = CaseName::new();
+fn format_case(step: &str, pages: u64, variant: &str) -> Text<96> {
+    let mut c = Text::<96>::new();
     let _ = core::fmt::Write::write_fmt(&mut c, format_args!("{step} {pages} pages, {variant}"));
     c
-}
-
-/// A case name.
-struct CaseName {
-    b: [u8; 80],
-    n: usize,
-}
-
-impl CaseName {
-    fn new() -> Self {
-        CaseName { b: [0; 80], n: 0 }
-    }
-    fn as_str(&self) -> &str {
-        core::str::from_utf8(&self.b[..self.n]).unwrap_or("?")
-    }
-}
-
-impl core::fmt::Write for CaseName {
-    fn write_str(&mut self, s: &str) -> core::fmt::Result {
-        let k = s.len().min(self.b.len() - self.n);
-        self.b[self.n..self.n + k].copy_from_slice(&s.as_bytes()[..k]);
-        self.n += k;
-        Ok(())
-    }
 }

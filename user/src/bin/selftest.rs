@@ -9,6 +9,7 @@
 use abi::report::Record;
 use core::sync::atomic::{AtomicU64, Ordering};
 use user::fault::{Fault, Prober};
+use user::io::Text;
 use user::sys;
 use user::{errno, map, prot, sysctl, PAGE_SIZE};
 
@@ -211,7 +212,7 @@ fn mprotect_paths(c: &mut Checks) {
     let states = ["never touched", "read", "written", "PROT_NONE"];
     for i in 0..n {
         let name = |what: &str| {
-            let mut b = Line::new();
+            let mut b = Text::<96>::new();
             let _ = core::fmt::Write::write_fmt(&mut b, format_args!("PROT_READ, {} page: {what}", states[i as usize]));
             b
         };
@@ -348,28 +349,4 @@ fn knobs(c: &mut Checks) {
     let after = sys::counters();
     c.that("counters count system calls", after.syscalls > before.syscalls);
     c.that("counters count faults the task took", after.faults_denied >= 1);
-}
-
-/// A short string buffer for check names.
-struct Line {
-    b: [u8; 96],
-    n: usize,
-}
-
-impl Line {
-    fn new() -> Self {
-        Line { b: [0; 96], n: 0 }
-    }
-    fn as_str(&self) -> &str {
-        core::str::from_utf8(&self.b[..self.n]).unwrap_or("?")
-    }
-}
-
-impl core::fmt::Write for Line {
-    fn write_str(&mut self, s: &str) -> core::fmt::Result {
-        let k = s.len().min(self.b.len() - self.n);
-        self.b[self.n..self.n + k].copy_from_slice(&s.as_bytes()[..k]);
-        self.n += k;
-        Ok(())
-    }
 }
