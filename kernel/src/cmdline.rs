@@ -28,6 +28,16 @@ pub const WORDS: &[Word] = &[
     Word::text("perf.scenario", "with perf.events: the label of the records"),
     Word::choice("perf.walker", &["baseline", "skip_level3", "summary"], "with perf.events: the split walker"),
     Word::flag("perf.list", "list the PMU events of this CPU, counted here or not"),
+    Word::text("user", "EL0 programs run concurrently: NAME[:ARGS][+NAME[:ARGS]...] (ARGS: key=value,...)"),
+    Word::uint("tick_hz", 1, 10_000, "the scheduler's timer tick (default 100)"),
+    Word::choice(
+        "flush_elision",
+        &["on", "off"],
+        "user mprotect/munmap: no TLBI for entries that need none (default on)",
+    ),
+    Word::choice("lazy_relax", &["on", "off"], "user RO->RW, NX->X upgrades without a broadcast TLBI (default on)"),
+    Word::uint("asid_bits", 2, 16, "use at most N ASID bits, to force ASID roll-overs (tests)"),
+    Word::uint("mprotect.rounds", 1, 1_000_000, "bench=mprotect: rounds per row (default 100)"),
 ];
 
 /// The kernel's table for `lib/bootargs`.

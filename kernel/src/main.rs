@@ -139,8 +139,8 @@ fn boot(dtb_pa: usize) -> Result<(), String> {
     // The checked words (a boot loader's words before the marker left out).
     let args: Vec<String> = cmdline::args().words().map(String::from).collect();
     mm::init(&board, (dtb_pa as u64, (dtb_pa + dtb.len()) as u64), &args)?;
-    mm::user::parse_args(&args)?;
-    let programs = sched::parse_args(&args)?;
+    mm::user::parse_args();
+    let programs = sched::parse_args()?;
     rt::println!(
         "kernel: pgtlab kernel, {} CPUs, {} MiB RAM in {} ranges, PSCI over {:?}, {}, bootargs {:?}",
         board.cpus.len(),
@@ -174,7 +174,7 @@ fn boot(dtb_pa: usize) -> Result<(), String> {
     perf::scenario::around(|| {
         selftest::run(&args)?;
         if let Some(name) = cmdline::args().choice("bench") {
-            bench::run(name, &args)?;
+            bench::run(name)?;
         }
         Ok(())
     })?;

@@ -18,8 +18,7 @@ pub fn start_secondaries() -> Result<usize, String> {
     use aarch64_cpu::registers::{Readable, CNTFRQ_EL0, CNTPCT_EL0, MPIDR_EL1};
     let k = KERNEL.get().unwrap();
     let me = MPIDR_EL1.get() & 0xff_00ff_ffff;
-    // PSCI wants the physical address: the CPU starts with its MMU off.
-    let entry = crate::mm::layout::image_phys(rt::start::secondary_entry_addr() as u64);
+    let entry = secondary_entry_pa();
     for (idx, cpu) in k.board.cpus.iter().enumerate().take(rt::MAX_CPUS) {
         if cpu.mpidr == me {
             continue;
@@ -49,6 +48,12 @@ pub fn start_secondaries() -> Result<usize, String> {
         }
     }
     Ok(ONLINE.load(Ordering::Acquire))
+}
+
+/// Where a CPU started by PSCI CPU_ON begins: `rt`'s secondary entry at its physical address
+/// (the CPU starts with its MMU off).
+pub fn secondary_entry_pa() -> u64 {
+    crate::mm::layout::image_phys(rt::start::secondary_entry_addr() as u64)
 }
 
 /// A CPU started by PSCI, MMU off, at the image's physical address (see `mm::early`).

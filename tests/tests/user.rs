@@ -67,8 +67,8 @@ fn selftest_on_cortex_a76_with_gicv2_and_both_mechanisms_off() {
 #[test]
 fn faulting_programs_end_alone_and_the_run_says_so() {
     let kinds = ["kernel-read", "null-write", "undef", "exec-data", "bad-pc"];
-    let words: Vec<String> = kinds.iter().map(|k| format!("user=fault:{k}")).collect();
-    let r = run("max", 2, &format!("{} user=hello:0", words.join(" ")));
+    let programs: Vec<String> = kinds.iter().map(|k| format!("fault:{k}")).collect();
+    let r = run("max", 2, &format!("user={}+hello:0", programs.join("+")));
     r.expect_exit(abi::exit::GUEST_FAILURE as i32);
     r.expect_output("kernel: boot failed: 5 of 6 EL0 programs failed");
     r.expect_output("hello from EL0");
@@ -92,7 +92,7 @@ fn unknown_programs_and_bad_words_are_refused() {
     let r = run("max", 1, "user=nosuch");
     r.expect_exit(abi::exit::GUEST_FAILURE as i32);
     r.expect_output("no EL0 program \"nosuch\" (known:");
-    for w in ["lazy_relax=maybe", "flush_elision=1", "asid_bits=1", "tick_hz=0"] {
+    for w in ["lazy_relax=maybe", "flush_elision=1", "asid_bits=1", "tick_hz=0", "user=hello+"] {
         let r = run("max", 1, w);
         r.expect_exit(abi::exit::GUEST_FAILURE as i32);
         r.expect_output(&format!("bad boot argument {w:?}"));
@@ -127,8 +127,8 @@ fn no_stale_writable_translation_on_4_cpus() {
 fn no_stale_translation_while_asids_roll_over() {
     // 3-bit ASIDs (7 usable, one kept per CPU at a roll-over) and nine address spaces on four
     // CPUs: roll-overs all the time.
-    let spins = "user=spin:ms=200 ".repeat(8);
-    let r = run("max", 4, &format!("asid_bits=3 {spins}user=stale:rounds=10"));
+    let spins = "spin:ms=200+".repeat(8);
+    let r = run("max", 4, &format!("asid_bits=3 user={spins}stale:rounds=10"));
     no_stale_translation(&r, 3);
     assert!(r.record("stale").u64("asid_rollovers").unwrap() > 0, "no roll-over while it ran\n{}", r.dump());
     assert!(r.records("process_exit").iter().all(|p| p.u64("status") == Some(0)), "{}", r.dump());

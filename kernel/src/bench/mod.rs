@@ -32,13 +32,13 @@ pub const BENCHES: &[(&str, &str)] = &[
     ),
 ];
 
-/// Runs the benchmark `name` (`args`: the kernel's boot words, for a benchmark's own).
-pub fn run(name: &str, args: &[String]) -> Result<(), String> {
+/// Runs the benchmark `name`.
+pub fn run(name: &str) -> Result<(), String> {
     rt::println!("kernel: benchmark {name}");
     match name {
         "mprotect" => {
             // An EL0 program (user/src/bin/mprotect.rs); `mprotect.rounds=N` is passed on.
-            let rounds = args.iter().find_map(|a| a.strip_prefix("mprotect.rounds=")).unwrap_or("100");
+            let rounds = crate::cmdline::args().uint("mprotect.rounds").unwrap_or(100);
             let failed = crate::sched::run_programs(&[("mprotect".into(), format!("rounds={rounds}"))])?;
             if failed != 0 {
                 return Err("the mprotect benchmark program failed".into());

@@ -48,30 +48,18 @@ pub static FLUSHES_ELIDED: AtomicU64 = AtomicU64::new(0);
 /// Permission upgrades left to lazy relaxation.
 pub static LAZY_RELAXED: AtomicU64 = AtomicU64::new(0);
 
-/// Reads `flush_elision=on|off`, `lazy_relax=on|off` and `asid_bits=N`.
-pub fn parse_args(args: &[alloc::string::String]) -> Result<(), alloc::string::String> {
-    for w in args {
-        if let Some(v) = w.strip_prefix("asid_bits=") {
-            match v.parse::<u64>() {
-                Ok(b) if (2..=16).contains(&b) => ASID_BITS_LIMIT.store(b, Ordering::Relaxed),
-                _ => return Err(alloc::format!("bad boot argument {w:?} (asid_bits=2..16)")),
-            }
-            continue;
-        }
-        let (knob, v) = if let Some(v) = w.strip_prefix("flush_elision=") {
-            (&FLUSH_ELISION, v)
-        } else if let Some(v) = w.strip_prefix("lazy_relax=") {
-            (&LAZY_RELAX, v)
-        } else {
-            continue;
-        };
-        match v {
-            "on" => knob.store(true, Ordering::Relaxed),
-            "off" => knob.store(false, Ordering::Relaxed),
-            _ => return Err(alloc::format!("bad boot argument {w:?} (on|off)")),
+/// Takes `flush_elision=on|off`, `lazy_relax=on|off` and `asid_bits=N` from the boot words
+/// (checked by `crate::cmdline`).
+pub fn parse_args() {
+    let a = crate::cmdline::args();
+    if let Some(b) = a.uint("asid_bits") {
+        ASID_BITS_LIMIT.store(b, Ordering::Relaxed);
+    }
+    for (word, knob) in [("flush_elision", &FLUSH_ELISION), ("lazy_relax", &LAZY_RELAX)] {
+        if let Some(v) = a.choice(word) {
+            knob.store(v == "on", Ordering::Relaxed);
         }
     }
-    Ok(())
 }
 
 /// The ASID allocator.

@@ -120,19 +120,21 @@ fn stack_lookup(addr: usize) -> Option<(usize, usize)> {
     (lo..hi).contains(&addr).then_some((lo, hi))
 }
 
-/// Reads `tick_hz=N` and the programs to run, `user=NAME[:ARGS]` (in order; they run
-/// concurrently).
-pub fn parse_args(args: &[String]) -> Result<Vec<(String, String)>, String> {
+/// Takes `tick_hz=N` from the boot words (checked by `crate::cmdline`) and returns the
+/// programs `user=NAME[:ARGS][+NAME[:ARGS]...]` names (in order; they run concurrently; the
+/// same program may come several times). An empty item or an unknown program is refused.
+pub fn parse_args() -> Result<Vec<(String, String)>, String> {
+    let a = crate::cmdline::args();
+    if let Some(hz) = a.uint("tick_hz") {
+        TICK_HZ.store(hz, Ordering::Relaxed);
+    }
     let mut programs = Vec::new();
-    for w in args {
-        if let Some(v) = w.strip_prefix("tick_hz=") {
-            let hz: u64 = v.parse().map_err(|_| format!("bad boot argument {w:?} (tick_hz=1..10000)"))?;
-            if !(1..=10_000).contains(&hz) {
-                return Err(format!("bad boot argument {w:?} (tick_hz=1..10000)"));
+    if let Some(v) = a.text("user") {
+        for item in v.split('+') {
+            let (name, args) = item.split_once(':').unwrap_or((item, ""));
+            if name.is_empty() {
+                return Err(format!("bad boot argument \"user={v}\": an empty program name"));
             }
-            TICK_HZ.store(hz, Ordering::Relaxed);
-        } else if let Some(v) = w.strip_prefix("user=") {
-            let (name, args) = v.split_once(':').unwrap_or((v, ""));
             crate::user_programs::find(name)?;
             programs.push((name.into(), args.into()));
         }

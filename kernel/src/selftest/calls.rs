@@ -99,7 +99,7 @@ pub fn smccc_rules() -> Result<(), String> {
     needs_hypervisor("smccc")?;
     let mut r = Rules { n: 0 };
     let me = me();
-    let entry = rt::start::secondary_entry_addr() as u64;
+    let entry = crate::smp::secondary_entry_pa();
 
     // Only W0 is the function id.
     for fid in [hc::VERSION, hc::CALL_UID, hc::REVISION, hc::SMCCC_VERSION, psci::VERSION, psci::FEATURES] {
@@ -401,10 +401,11 @@ pub fn cpu_cycle() -> Result<(), String> {
     let Some(&target) = off.first() else {
         return Err("cpu-cycle: no CPU is off (boot with bbml2_test_disallow_cpu=N on a BBML2 machine)".into());
     };
-    let entry = match smccc::conduit() {
+    // The started CPU's MMU is off: PSCI wants the entry's physical address.
+    let entry = crate::mm::layout::image_phys(match smccc::conduit() {
         Conduit::Hvc => selftest_cycle_entry_hvc as *const () as u64,
         Conduit::Smc => selftest_cycle_entry_smc as *const () as u64,
-    };
+    });
     let mailbox = hyp::virt_to_phys(core::ptr::addr_of!(MAILBOX) as u64).ok_or("cpu-cycle: mailbox not mapped")?;
     const CYCLES: u32 = 8;
     let (mut pending, mut already) = (0, 0);
