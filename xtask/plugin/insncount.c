@@ -8,8 +8,9 @@
  *
  * Exception level: the v1 API gives no register access, so the level is taken from where the
  * instruction lives: code in an `el2=LO-HI` range (the hypervisor's image, which QEMU loads
- * at a fixed address and which runs identity mapped) is EL2, everything else EL1. EL0 code
- * (user tasks) would need a range of its own (`el0=LO-HI`).
+ * at a fixed address and which runs identity mapped) is EL2, code in an `el0=LO-HI` range (the
+ * xtask passes where user programs live, `xtask/src/plugin.rs` EL0_CODE) is EL0, everything
+ * else EL1.
  *
  * The hypervisor may move itself at boot (to the top of RAM, so the guest's RAM has no hole).
  * With `el2mark=OFF` the first `el2=` range moves with it: the hypervisor executes `HINT #125`

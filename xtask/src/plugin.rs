@@ -9,6 +9,8 @@
 //! The hypervisor may move itself at boot; the range follows it: the hypervisor executes
 //! `HINT #125` at its symbol `pgtlab_el2_home_mark` first thing on every boot, and the plugin,
 //! told that symbol's image offset (`el2mark=`), moves the range to where it saw the hint.
+//! EL0 code (the kernel's EL0 programs, a Linux guest's user space) is recognised by its
+//! addresses too: [`EL0_CODE`].
 
 use crate::build::Images;
 use crate::system::which;
@@ -95,12 +97,24 @@ pub fn el2_range(images: &Images) -> Result<El2Code> {
     Ok(El2Code { lo: VIRT_IMAGE_BASE, hi: VIRT_IMAGE_BASE + size, mark })
 }
 
+/// Where EL0 code lives on QEMU `virt` with up to 63 GiB of RAM: below RAM (which starts at
+/// 1 GiB; the kernel's EL0 programs load at 4 MiB (`lib/uspace`'s `PROGRAM_BASE`), a static
+/// Linux program at its link address) and from 64 GiB to the top of a 48-bit TTBR0 (the
+/// kernel's mmap area from 64 GiB and its stacks near 128 TiB). Nothing runs at EL1 or EL2
+/// there: the kernel runs in the upper half (at RAM addresses only with its MMU off), the
+/// hypervisor in RAM. The exception is QEMU's few-instruction boot stub at address 0, before any
+/// window.
+pub const EL0_CODE: [(u64, u64); 2] = [(0, 0x4000_0000), (0x10_0000_0000, 1 << 48)];
+
 /// The `-plugin` argument: the library, the output file, the EL2 code (none without the
-/// hypervisor).
+/// hypervisor; it must come first, the range the mark moves), then [`EL0_CODE`].
 pub fn qemu_arg(lib: &Path, out: &Path, el2: Option<El2Code>) -> String {
     let mut a = format!("{},out={}", lib.display(), out.display());
     if let Some(e) = el2 {
         a += &format!(",el2={:#x}-{:#x},el2mark={:#x}", e.lo, e.hi, e.mark);
+    }
+    for (lo, hi) in EL0_CODE {
+        a += &format!(",el0={lo:#x}-{hi:#x}");
     }
     a
 }
@@ -210,7 +224,8 @@ mod tests {
     fn qemu_argument() {
         let el2 = El2Code { lo: 0x4020_0000, hi: 0x406b_f000, mark: 0x1234 };
         let a = qemu_arg(Path::new("/p/lib.so"), Path::new("/t/o.jsonl"), Some(el2));
-        assert_eq!(a, "/p/lib.so,out=/t/o.jsonl,el2=0x40200000-0x406bf000,el2mark=0x1234");
-        assert_eq!(qemu_arg(Path::new("l"), Path::new("o"), None), "l,out=o");
+        let el0 = ",el0=0x0-0x40000000,el0=0x1000000000-0x1000000000000";
+        assert_eq!(a, format!("/p/lib.so,out=/t/o.jsonl,el2=0x40200000-0x406bf000,el2mark=0x1234{el0}"));
+        assert_eq!(qemu_arg(Path::new("l"), Path::new("o"), None), format!("l,out=o{el0}"));
     }
 }

@@ -131,6 +131,7 @@ impl GicV2 {
         if list != 0 {
             // The SGI must be ordered after earlier stores the target will read.
             aarch64_cpu::asm::barrier::dsb(aarch64_cpu::asm::barrier::ISHST);
+            crate::perf::count_other_dsb();
             // TargetListFilter 0 (use the list), CPUTargetList, SGIINTID.
             self.d().sgir.set((list << 16) | (sgi & 0xf));
         }

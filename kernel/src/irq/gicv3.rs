@@ -175,11 +175,13 @@ impl GicV3 {
         // ICC_SRE_EL1.SRE (bit 0): system-register interface.
         icc_write!("s3_0_c12_c12_5", icc_read!("s3_0_c12_c12_5") | 1);
         aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
+        crate::perf::count_other_isb();
         icc_write!("s3_0_c4_c6_0", super::PRIORITY_MASK as u64); // ICC_PMR_EL1
         icc_write!("s3_0_c12_c12_3", 0); // ICC_BPR1_EL1
         icc_write!("s3_0_c12_c12_4", 0); // ICC_CTLR_EL1: EOImode 0 (EOI also deactivates)
         icc_write!("s3_0_c12_c12_7", 1); // ICC_IGRPEN1_EL1
         aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
+        crate::perf::count_other_isb();
         Ok(())
     }
 
@@ -218,6 +220,7 @@ impl GicV3 {
     pub fn send_sgi(&self, cpus: u64, sgi: u32) {
         // The SGI must be ordered after earlier stores the target will read.
         aarch64_cpu::asm::barrier::dsb(aarch64_cpu::asm::barrier::ISHST);
+        crate::perf::count_other_dsb();
         for cpu in 0..rt::MAX_CPUS {
             if cpus & (1 << cpu) == 0 || self.rd[cpu].load(core::sync::atomic::Ordering::Relaxed) == 0 {
                 continue;
@@ -228,5 +231,6 @@ impl GicV3 {
             icc_write!("s3_0_c12_c11_5", v); // ICC_SGI1R_EL1
         }
         aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
+        crate::perf::count_other_isb();
     }
 }

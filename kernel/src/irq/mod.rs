@@ -7,24 +7,27 @@
 //!   handler unmasks them: **interrupts never nest**, and a handler runs to completion on the
 //!   stack it was taken on (the CPU's boot stack when it idles, the running task's kernel stack
 //!   otherwise).
-//! * IRQs are unmasked in exactly two places: at **EL0** (user tasks run with PSTATE.I clear; an
-//!   IRQ then enters through the `LOWER64_IRQ` vector) and in the **idle wait** of a CPU with
+//! * IRQs are unmasked in exactly three places: at **EL0** (user tasks run with PSTATE.I clear; an
+//!   IRQ then enters through the `LOWER64_IRQ` vector), in the **idle wait** of a CPU with
 //!   nothing to run (`WFI` with PSTATE.I clear; the IRQ enters through `CUR_SPX_IRQ` and returns
-//!   into the wait loop). Everything else the kernel does (boot, self-tests, system calls,
+//!   into the wait loop) and for an instant in [`take_pending`] (a self-test polling for an
+//!   interrupt it caused), both with no lock held. Everything else the kernel does (boot, self-tests, system calls,
 //!   fault handling, scheduling) runs with IRQs masked: the kernel is not preemptible, and a
 //!   task is preempted only on its way back to EL0 after the tick asked for it.
 //! * Handlers only record (tick counts, wake-ups) and set flags; the scheduler acts on those
 //!   when the exception returns. A synchronous exception inside an IRQ handler is a kernel bug
 //!   (fatal); FIQ and SError are fatal.
 //! * So a lock an IRQ handler takes is never held by code that can be interrupted: no kernel
-//!   code runs with IRQs unmasked except the idle wait, which holds no lock while it waits.
+//!   code runs with IRQs unmasked except the idle wait and `take_pending`, which hold no lock.
 //!
 //! # Discovery
 //!
 //! The GIC's registers come from the device tree's interrupt controller node (distributor and
 //! CPU interface for v2, distributor and redistributor regions for v3), mapped in the MMIO
-//! window; the timer's interrupt from its `/timer` node. Interrupts 0-31 (SGIs, PPIs) are banked
-//! per CPU: each CPU enables its own in [`init_cpu`].
+//! window; the timer's interrupt from its `/timer` node; the PMU's overflow interrupt from its
+//! PMU node (wired when it is one PPI for every CPU, as on QEMU `virt`; one SPI per CPU is
+//! reported and left alone: the driver folds overflows on reads then). Interrupts 0-31 (SGIs,
+//! PPIs) are banked per CPU: each CPU enables its own in [`init_cpu`].
 
 pub mod gicv2;
 pub mod gicv3;
@@ -125,6 +128,16 @@ pub fn init(board: &Board) -> Result<(), String> {
     }
     GIC.call_once(|| gic);
     timer::init(board)?;
+    match board.pmu.as_ref().map(|p| p.interrupts.as_slice()) {
+        Some(&[ppi]) if (16..32).contains(&ppi) => {
+            set_handler(ppi, crate::perf::overflow_irq);
+            PMU_PPI.store(ppi, Ordering::Relaxed);
+        }
+        Some([]) | None => {}
+        Some(other) => rt::println!(
+            "kernel: the PMU's overflow interrupts are SPIs {other:?} (one per CPU): not wired; reads fold overflows"
+        ),
+    }
     set_handler(Sgi::Ping as u32, ping);
     set_handler(Sgi::Pong as u32, pong);
     set_handler(Sgi::Reschedule as u32, |_, _| {});
@@ -145,7 +158,19 @@ pub fn init_cpu(cpu: usize) -> Result<(), String> {
     for sgi in [Sgi::Reschedule, Sgi::Ping, Sgi::Pong] {
         enable_private(cpu, sgi as u32);
     }
+    if pmu_overflow_wired() {
+        enable_private(cpu, PMU_PPI.load(Ordering::Relaxed));
+    }
     Ok(())
+}
+
+/// The PMU overflow interrupt's PPI (0: none wired).
+static PMU_PPI: core::sync::atomic::AtomicU32 = core::sync::atomic::AtomicU32::new(0);
+
+/// Whether the PMU's overflow interrupt (one PPI for every CPU, from the device tree) reaches
+/// `perf::overflow_irq`.
+pub fn pmu_overflow_wired() -> bool {
+    PMU_PPI.load(Ordering::Relaxed) != 0
 }
 
 /// Installs `f` for banked interrupt `intid` (< 32).
@@ -237,6 +262,16 @@ fn pong(_intid: u32, _cpu: usize) {
     PONGS.fetch_add(1, Ordering::Relaxed);
 }
 
+/// Takes an interrupt that is pending now, if any: IRQs unmasked for an instant (around an ISB,
+/// so a pending one is taken there) and masked again. Unlike [`wait_for_interrupt`] it never
+/// waits; for a caller that polls with a deadline of its own.
+pub fn take_pending() {
+    // SAFETY: PSTATE.I cleared and set around an ISB, as in the idle wait (no lock held); the
+    // handler runs on this stack and returns here. Not `nomem`: handlers change memory.
+    unsafe { core::arch::asm!("msr daifclr, #2", "isb", "msr daifset, #2", options(nostack, preserves_flags)) };
+    crate::perf::count_other_isb();
+}
+
 /// The idle wait: with IRQs still masked, `WFI` (it wakes on a pending interrupt whatever
 /// PSTATE.I says, so one that arrived after the caller last looked for work is not lost), then
 /// IRQs are unmasked for an instant so the pending one is taken and handled by the vector, and
@@ -246,4 +281,5 @@ pub fn wait_for_interrupt() {
     // with IRQs unmasked, see the nesting rules); the handler runs on this stack and returns
     // here. Not `nomem`: handlers change memory the caller reads next.
     unsafe { core::arch::asm!("wfi", "msr daifclr, #2", "isb", "msr daifset, #2", options(nostack, preserves_flags)) };
+    crate::perf::count_other_isb();
 }

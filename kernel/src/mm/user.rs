@@ -140,6 +140,7 @@ mod extra_sctlr {
     pub fn clear_span() {
         SCTLR_EL1.set(SCTLR_EL1.get() & !SCTLR_EXTRA::SPAN::SET.mask());
         aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
+        crate::perf::count_other_isb();
     }
 }
 

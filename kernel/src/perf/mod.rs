@@ -12,6 +12,9 @@
 //! * [`scenario`]: `perf.events=...` counts events around a whole self-test or benchmark.
 //! * [`selftest`]: `test=pmu`, the driver's checks on the CPU.
 //! * [`mark`]: window markers for the instruction-counting QEMU plugin.
+//! * [`overflow_irq`]: the PMU overflow interrupt (the device tree's PMU PPI, wired by `irq`):
+//!   every counter claimed here on a 32-bit PMU has it armed ([`arm_overflow`]), so a wrap is
+//!   folded in when it happens, however long between reads.
 
 pub mod scenario;
 pub mod selftest;
@@ -24,11 +27,39 @@ use pmu::hw::SysRegs;
 use pmu::{CpuState, ElFilter};
 
 static OTHER_ISBS: AtomicU64 = AtomicU64::new(0);
+static OTHER_DSBS: AtomicU64 = AtomicU64::new(0);
 
 /// Counts an ISB the kernel issues outside `lib/pgtable`, `rt::cache` and the PMU driver (the
-/// one after an address translation, `hyp::virt_to_phys`), so the own counts stay complete.
+/// one after an address translation, `hyp::virt_to_phys`; the GIC's and the idle wait's), so
+/// the own counts stay complete.
 pub fn count_other_isb() {
     OTHER_ISBS.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Counts a DSB the kernel issues outside `lib/pgtable` and `rt::cache` (before an SGI).
+pub fn count_other_dsb() {
+    OTHER_DSBS.fetch_add(1, Ordering::Relaxed);
+}
+
+/// PMU overflow interrupts handled, per CPU.
+pub static OVERFLOW_IRQS: [AtomicU64; rt::MAX_CPUS] = [const { AtomicU64::new(0) }; rt::MAX_CPUS];
+
+/// The PMU overflow interrupt's handler: folds this CPU's overflow flags into its wrap counts
+/// (which also clears them, so the level-sensitive interrupt drops).
+pub fn overflow_irq(_intid: u32, cpu: usize) {
+    OVERFLOW_IRQS[cpu.min(rt::MAX_CPUS - 1)].fetch_add(1, Ordering::Relaxed);
+    if let Some(p) = driver() {
+        p.service_overflow();
+    }
+}
+
+/// Arms `c`'s overflow interrupt where the PMU's event counters are 32 bits wide and the
+/// interrupt is wired (64-bit counters never wrap in practice; without the interrupt, reads
+/// fold overflows).
+pub fn arm_overflow(p: &pmu::Pmu<'static, SysRegs>, c: &pmu::Counter) {
+    if !p.info().long_events && crate::irq::pmu_overflow_wired() {
+        p.enable_overflow_irq(c, true);
+    }
 }
 
 /// Nanoseconds since boot.
@@ -75,7 +106,10 @@ impl Pmu {
         let insns = pmu.as_ref().and_then(|p| {
             let ev = p.info().core.lookup("INST_RETIRED")?;
             match p.claim(ev, ElFilter::ALL) {
-                Ok(c) => Some(c),
+                Ok(c) => {
+                    arm_overflow(p, &c);
+                    Some(c)
+                }
                 Err(pmu::NotCounted::NoFreeCounter) => {
                     rt::println!("kernel: warning: every PMU counter is taken: instructions read as 0");
                     None
@@ -119,8 +153,10 @@ pub struct LevelCounts {
     pub isb_cache: u64,
     /// ISBs of the PMU driver (each counter read synchronises).
     pub isb_pmu: u64,
-    /// Other ISBs (after an address translation).
+    /// Other ISBs (after an address translation, the GIC's, the idle wait's).
     pub isb_other: u64,
+    /// Other DSBs (before an SGI).
+    pub dsb_other: u64,
 }
 
 impl LevelCounts {
@@ -133,12 +169,13 @@ impl LevelCounts {
             isb_cache: self.isb_cache - e.isb_cache,
             isb_pmu: self.isb_pmu - e.isb_pmu,
             isb_other: self.isb_other - e.isb_other,
+            dsb_other: self.dsb_other - e.dsb_other,
         }
     }
 
     /// Every DSB the project counted.
     pub fn dsb(&self) -> u64 {
-        self.dsb_pgtable + self.dsb_cache
+        self.dsb_pgtable + self.dsb_cache + self.dsb_other
     }
 
     /// Every ISB the project counted.
@@ -169,6 +206,7 @@ impl Barriers {
             isb_cache,
             isb_pmu: pmu::hw::isb_count(),
             isb_other: OTHER_ISBS.load(Ordering::Relaxed),
+            dsb_other: OTHER_DSBS.load(Ordering::Relaxed),
         }
     }
 
@@ -191,6 +229,7 @@ impl Barriers {
             isb_cache: b[2],
             isb_pmu: b[3],
             isb_other: 0,
+            dsb_other: 0,
         })
     }
 

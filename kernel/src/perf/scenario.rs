@@ -87,7 +87,7 @@ pub fn around(f: impl FnOnce() -> Result<(), String>) -> Result<(), String> {
             .lookup(name)
             .ok_or_else(|| format!("perf.events: no event {name:?} on {} (see `perf list`)", core.name()))?;
         let counter = match &pmu {
-            Some(p) => p.claim_high(event, filter),
+            Some(p) => p.claim_high(event, filter).inspect(|c| super::arm_overflow(p, c)),
             None => Err(NotCounted::NoPmu),
         };
         wanted.push(Wanted { spec: spec.to_string(), event, filter, counter });
@@ -196,6 +196,7 @@ fn own_rows(label: &str, el: &str, c: &LevelCounts) {
         ("isb", c.isb()),
         ("dsb_pgtable", c.dsb_pgtable),
         ("dsb_cache", c.dsb_cache),
+        ("dsb_other", c.dsb_other),
         ("isb_pgtable", c.isb_pgtable),
         ("isb_cache", c.isb_cache),
         ("isb_pmu", c.isb_pmu),

@@ -4,6 +4,9 @@
 //!   2^32 + 16, through the hardware's 64-bit counters (PMUv3p5, QEMU `max`) or through the
 //!   driver's wrap accounting of 32-bit ones (Cortex-A76), whose overflow flag must have been
 //!   seen once.
+//! * The overflow interrupt (32-bit counters, wired from the device tree): the same SW_INCR
+//!   overflow with the interrupt armed is folded in by the interrupt handler, taken in the idle
+//!   wait, before any read of the counter.
 //! * The cycle counter moves.
 //! * INST_RETIRED is counted exactly when this CPU says so (PMCEID0; QEMU: only under
 //!   `-icount`): a loop of 2 instructions per turn, run 1000 and 3000 turns, differs by exactly
@@ -34,6 +37,38 @@ fn spin(turns: u64) {
     }
 }
 
+/// SW_INCR from 2^32 - 16 plus 32 with the overflow interrupt armed: the interrupt (taken in
+/// the idle wait) must fold the wrap in before the counter is read. Returns (interrupts taken,
+/// wraps seen before the read).
+fn overflow_interrupt(pmu: &pmu::Pmu<'static, pmu::hw::SysRegs>, sw_incr: pmu::Event) -> Result<(u64, u64), String> {
+    use aarch64_cpu::registers::{Readable, CNTFRQ_EL0, CNTVCT_EL0};
+    let cpu = crate::perf::cpu_index();
+    let c = pmu.claim(sw_incr, ElFilter::ALL).map_err(|e| format!("SW_INCR: {}", e.why()))?;
+    crate::perf::arm_overflow(pmu, &c);
+    pmu.preset(&c, 0xffff_fff0);
+    let irqs0 = crate::perf::OVERFLOW_IRQS[cpu].load(core::sync::atomic::Ordering::Relaxed);
+    for _ in 0..32 {
+        pmu.software_increment(&c);
+    }
+    let deadline = CNTVCT_EL0.get() + CNTFRQ_EL0.get();
+    while crate::perf::OVERFLOW_IRQS[cpu].load(core::sync::atomic::Ordering::Relaxed) == irqs0
+        && CNTVCT_EL0.get() < deadline
+    {
+        crate::irq::take_pending();
+    }
+    let irqs = crate::perf::OVERFLOW_IRQS[cpu].load(core::sync::atomic::Ordering::Relaxed) - irqs0;
+    let wraps = crate::perf::CPU_STATE[cpu].wraps(c.idx) as u64;
+    let v = pmu.read(&c);
+    pmu.release(c);
+    if irqs != 1 || wraps != 1 || v != 0x1_0000_0010 {
+        return Err(format!(
+            "test=pmu: with the overflow interrupt armed, {irqs} interrupts and {wraps} wraps before the read \
+             (expected 1 and 1), then the counter read {v:#x} (expected 0x100000010)"
+        ));
+    }
+    Ok((irqs, wraps))
+}
+
 pub fn run() -> Result<(), String> {
     let pmu = driver().ok_or("test=pmu: this CPU has no PMUv3")?;
     let i = *pmu.info();
@@ -59,6 +94,12 @@ pub fn run() -> Result<(), String> {
         return Err(format!("test=pmu: 32-bit counter wrapped {wraps} times, expected once"));
     }
     rec.hex("swincr_after_wrap", v).u64("wraps_seen", wraps as u64);
+    if !i.long_events && crate::irq::pmu_overflow_wired() {
+        let (irqs, wraps) = overflow_interrupt(&pmu, ev(SW_INCR)?)?;
+        rec.u64("overflow_irqs", irqs).u64("irq_wraps_before_read", wraps);
+    } else {
+        rec.str("overflow_irq", if i.long_events { "64-bit counters: not armed" } else { "not wired" });
+    }
 
     // The cycle counter.
     let c0 = pmu.cycles();

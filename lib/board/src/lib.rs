@@ -211,6 +211,19 @@ pub struct Timer {
     pub hyp_phys: Option<u32>,
 }
 
+/// The CPUs' performance monitors (`arm,armv8-pmuv3`, or a core's own `arm,cortex-a76-pmu`,
+/// `arm,neoverse-n1-pmu`, ...): the GIC interrupt ids of their overflow interrupt, in the
+/// binding's order. One PPI (INTID 16-31) serves every CPU (QEMU `virt`: PPI 7 = INTID 23);
+/// some SoCs give one SPI per CPU instead, in the order of `interrupt-affinity`. Empty when the
+/// node lists none (counting works, overflow interrupts do not).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pmu {
+    /// Node path, e.g. `/pmu`.
+    pub path: String,
+    /// The overflow interrupts' INTIDs.
+    pub interrupts: Vec<u32>,
+}
+
 /// How a secondary CPU is started.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EnableMethod {
@@ -326,6 +339,8 @@ pub struct Board {
     pub psci: Option<Psci>,
     /// The generic timer's interrupts.
     pub timer: Option<Timer>,
+    /// The PMU node's interrupts.
+    pub pmu: Option<Pmu>,
     /// CPUs in tree order.
     pub cpus: Vec<Cpu>,
     /// `/chosen/bootargs`.
@@ -360,6 +375,7 @@ impl Board {
         let gic = parse_gic(&t)?;
         let psci = parse_psci(&t)?;
         let timer = parse_timer(&t)?;
+        let pmu = parse_pmu(&t)?;
         let chosen = t.find_path("/chosen").filter(|&c| t.nodes[c].parent == Some(0));
         let (bootargs, initrd) = match chosen {
             Some(c) => parse_chosen(&t, c)?,
@@ -378,6 +394,7 @@ impl Board {
             gic,
             psci,
             timer,
+            pmu,
             cpus,
             bootargs,
             initrd,
@@ -717,6 +734,22 @@ fn parse_timer(t: &Tree) -> Result<Option<Timer>, BoardError> {
         virt: ids.get(2).copied(),
         hyp_phys: ids.get(3).copied(),
     }))
+}
+
+/// `arm,armv8-pmuv3`, or an Arm core's own PMU compatible (`arm,cortex-a76-pmu`,
+/// `arm,neoverse-n1-pmu`; not the cluster's `arm,dsu-pmu` nor an SMMU's PMCG).
+fn is_pmu_compatible(c: &str) -> bool {
+    c == "arm,armv8-pmuv3" || (["arm,cortex-", "arm,neoverse-"].iter().any(|p| c.starts_with(p)) && c.ends_with("-pmu"))
+}
+
+fn parse_pmu(t: &Tree) -> Result<Option<Pmu>, BoardError> {
+    let found = (0..t.nodes.len())
+        .find(|&i| t.prop_strs(i, "compatible").ok().flatten().is_some_and(|c| c.iter().any(|c| is_pmu_compatible(c))));
+    let Some(i) = found else {
+        return Ok(None);
+    };
+    let interrupts = if t.prop(i, "interrupts").is_some() { gic_interrupts(t, i)? } else { Vec::new() };
+    Ok(Some(Pmu { path: t.path(i).to_string(), interrupts }))
 }
 
 const PSCI: &[&str] = &["arm,psci", "arm,psci-0.2", "arm,psci-1.0"];

@@ -64,6 +64,9 @@ fn check_common(q: &Qemu, b: &Board) {
     let timer = b.timer.as_ref().expect("timer");
     assert_eq!(timer.path, "/timer", "{what}");
     assert_eq!((timer.secure_phys, timer.phys, timer.virt, timer.hyp_phys), (Some(29), Some(30), Some(27), Some(26)));
+    // QEMU's /pmu: the overflow interrupt is PPI 7 = INTID 23.
+    let pmu = b.pmu.as_ref().expect("pmu");
+    assert_eq!((pmu.path.as_str(), pmu.interrupts.as_slice()), ("/pmu", &[23][..]), "{what}");
 
     let psci = b.psci.as_ref().expect("psci");
     let method = if q.virtualization { PsciMethod::Smc } else { PsciMethod::Hvc };

@@ -721,3 +721,33 @@ fn timer_interrupts() {
     assert_eq!(err(&t), bad_prop("/timer", "interrupts", "no interrupt-parent"));
     assert_eq!(parse(&base_tree()).unwrap().timer, None);
 }
+
+#[test]
+fn pmu_interrupts() {
+    let pmu = |compatible: &str, ints: Option<&[u32]>| {
+        let mut t = base_tree();
+        let mut n = N::new("pmu").p("compatible", s(compatible));
+        if let Some(i) = ints {
+            n = n.p("interrupts", cells(i));
+        }
+        t.kids.push(n);
+        t
+    };
+    // QEMU's: one PPI for every CPU.
+    let p = parse(&pmu("arm,armv8-pmuv3", Some(&[1, 7, 4]))).unwrap().pmu.unwrap();
+    assert_eq!((p.path.as_str(), p.interrupts.as_slice()), ("/pmu", &[23][..]));
+    // A core's own compatible, one SPI per CPU.
+    let p = parse(&pmu("arm,cortex-a76-pmu", Some(&[0, 16, 4, 0, 17, 4]))).unwrap().pmu.unwrap();
+    assert_eq!(p.interrupts, [48, 49]);
+    // No interrupts: counting only.
+    assert_eq!(parse(&pmu("arm,armv8-pmuv3", None)).unwrap().pmu.unwrap().interrupts, []);
+    assert_eq!(
+        err(&pmu("arm,armv8-pmuv3", Some(&[1, 7]))),
+        bad_prop("/pmu", "interrupts", "not a whole number of interrupt specifiers")
+    );
+    // Not a CPU PMU: the DynamIQ cluster's, an Arm SMMU's PMCG, another vendor's.
+    assert_eq!(parse(&pmu("arm,dsu-pmu", Some(&[0, 1, 4]))).unwrap().pmu, None);
+    assert_eq!(parse(&pmu("arm,smmu-v3-pmcg", Some(&[0, 1, 4]))).unwrap().pmu, None);
+    assert_eq!(parse(&pmu("vendor,some-pmu", Some(&[0, 1, 4]))).unwrap().pmu, None);
+    assert_eq!(parse(&base_tree()).unwrap().pmu, None);
+}
