@@ -136,11 +136,23 @@ fn no_stale_translation_while_asids_roll_over() {
 
 #[test]
 fn mprotect_benchmark_counts_its_tlbis() {
-    let r = run("max", 2, "bench=mprotect mprotect.rounds=2");
+    // Under -icount: instructions retired are counted (event counter 0, read at EL0) and exact.
+    let r = boot(config(|c| {
+        c.smp = 2;
+        c.icount = Some(0);
+        c.bootargs = "bench=mprotect mprotect.rounds=2".into();
+    }));
     r.expect_exit(0);
     let rows = r.records("bench");
     assert_eq!(rows.len(), 25, "{}", r.dump());
+    assert!(rows.iter().all(|b| b.u64("median_insns").unwrap() > 0), "instructions not counted at EL0\n{}", r.dump());
     let row = |case: &str| *rows.iter().find(|b| b.str("case") == Some(case)).unwrap_or_else(|| panic!("{case}"));
+    let insns = |case: &str| row(case).u64("median_insns").unwrap();
+    assert!(
+        insns("NONE->RW 1 pages, flush elision") < insns("NONE->RW 1 pages, baseline (flush everything)"),
+        "the elided flush saves instructions\n{}",
+        r.dump()
+    );
     for pages in [1, 16, 512] {
         let tlbi = |case: String| row(&case).f64("tlbi_per_step").unwrap();
         assert_eq!(tlbi(format!("NONE->RW {pages} pages, flush elision")), 0.0);

@@ -62,6 +62,30 @@ pub fn arm_overflow(p: &pmu::Pmu<'static, SysRegs>, c: &pmu::Counter) {
     }
 }
 
+/// Programs this CPU's event counter 0 for instructions retired at every EL and keeps it
+/// claimed for good: EL0 programs read it directly (PMUSERENR_EL0.ER; `user/src/time.rs`), so
+/// it must stay counter 0 and never be released. Returns whether it counts them (false: no
+/// PMUv3, instructions not counted here (QEMU without `-icount`), or counter 0 already taken).
+pub fn claim_el0_instructions() -> bool {
+    let Some(p) = driver() else {
+        return false;
+    };
+    let Some(ev) = p.info().core.lookup("INST_RETIRED") else {
+        return false;
+    };
+    match p.claim(ev, ElFilter::ALL) {
+        Ok(c) if c.idx == 0 => {
+            arm_overflow(&p, &c);
+            true
+        }
+        Ok(c) => {
+            p.release(c);
+            false
+        }
+        Err(_) => false,
+    }
+}
+
 /// Nanoseconds since boot.
 pub fn now_ns() -> u64 {
     let (t, f) = (CNTVCT_EL0.get() as u128, CNTFRQ_EL0.get().max(1) as u128);

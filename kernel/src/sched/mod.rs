@@ -487,7 +487,7 @@ pub fn cpu_loop(cpu: usize) {
     c.online.store(true, Ordering::Release);
     if !c.ready.swap(true, Ordering::AcqRel) {
         user::init_cpu();
-        crate::perf::Pmu::enable();
+        crate::perf::claim_el0_instructions();
         timer::start(cpu, TICK_HZ.load(Ordering::Relaxed));
     }
     loop {
