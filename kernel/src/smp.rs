@@ -47,7 +47,20 @@ pub fn start_secondaries() -> Result<usize, String> {
             core::hint::spin_loop();
         }
     }
-    Ok(ONLINE.load(Ordering::Acquire))
+    // A CPU counts itself online just before it parks in `work::secondary_loop`: wait until each
+    // has parked, so `work::cpus()` (what the self-tests run on) agrees with the CPUs online.
+    let online = ONLINE.load(Ordering::Acquire);
+    let deadline = CNTPCT_EL0.get() + WAIT_SECONDS * CNTFRQ_EL0.get();
+    while crate::work::cpus() < online {
+        if CNTPCT_EL0.get() > deadline {
+            return Err(format!(
+                "{online} CPUs online but only {} parked within {WAIT_SECONDS} s",
+                crate::work::cpus()
+            ));
+        }
+        core::hint::spin_loop();
+    }
+    Ok(online)
 }
 
 /// Where a CPU started by PSCI CPU_ON begins: `rt`'s secondary entry at its physical address
