@@ -211,33 +211,32 @@ fn detect_host(board: &Board) -> Host {
 pub fn banner(cpu: usize) {
     let i = CpuInfo::read();
     let k = KERNEL.get().expect("banner after boot");
-    let (bbml2, why) = mm::banner_decision();
+    let decision = mm::bbml2_decision();
+    let pa_bits =
+        i.pa_bits().map_or_else(|| alloc::format!("reserved PARange {}", i.parange), |b| alloc::format!("{b}-bit PA"));
     rt::println!(
-        "kernel: CPU {cpu} up at EL{} | MIDR {:#010x} ({} r{}p{}) | MPIDR {:#x} | BBM level {} | {} MiB | bbml2 {} ({why}) | {} | tlbi-range {} | PMUv{} | {}-bit PA",
+        "kernel: CPU {cpu} up at EL{} | MIDR {:#010x} ({}) | MPIDR {:#x} | BBM level {} | {} MiB | bbml2 {} ({decision}) | {} | tlbi-range {} | PMUv{} | {pa_bits}",
         i.el,
+        i.midr.0,
         i.midr,
-        i.core_name(),
-        i.variant(),
-        i.revision(),
         i.mpidr,
-        i.bbm,
+        i.bbm(),
         k.mem_bytes >> 20,
-        if bbml2 { "yes" } else { "no" },
+        if decision.enabled { "yes" } else { "no" },
         mm::banner_modes(),
         if i.tlbi_range() { "yes" } else { "no" },
         i.pmuver,
-        i.pa_bits()
     );
     let mut r = abi::report::Record::new("banner");
     r.u64("cpu", cpu as u64)
         .u64("el", i.el)
-        .hex("midr", i.midr)
-        .str("core", i.core_name())
+        .hex("midr", i.midr.0)
+        .str("core", i.midr.name())
         .hex("mpidr", i.mpidr)
-        .u64("bbm", i.bbm)
+        .u64("bbm", i.bbm().into())
         .u64("mem_mib", k.mem_bytes >> 20)
-        .bool("bbml2", bbml2)
-        .bool("bbml2_capable", i.bbml2().0)
+        .bool("bbml2", decision.enabled)
+        .bool("bbml2_capable", i.bbml2().is_ok())
         .str("rodata", mm::info().rodata.as_str())
         .bool("contpte", mm::contpte())
         .u64("linear_table_pages", mm::info().linear_table_pages)

@@ -35,9 +35,8 @@ pub fn start_secondaries() -> Result<usize, String> {
             }
             if let Some((why, midr)) = crate::mm::early::refusal_of(idx) {
                 rt::println!(
-                    "kernel: CPU {idx} refused: the system uses BBML2 but this CPU ({}, MIDR {midr:#x}) is not allowed: {}; it powers off",
-                    crate::cpuinfo::core_name(midr),
-                    why.text()
+                    "kernel: CPU {idx} refused: the system uses BBML2 but this CPU ({}, MIDR {midr:#x}) is not allowed: {why}; it powers off",
+                    pgtable::cpu::Midr(midr),
                 );
                 break;
             }

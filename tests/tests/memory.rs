@@ -48,7 +48,7 @@ fn a76_never_takes_the_bbml2_path() {
         // PTE-only: one table page per 2 MiB of RAM.
         assert!(b.u64("linear_table_pages").unwrap() > 400, "{}", run.dump());
     }
-    run.expect_output("bbml2 no (ID_AA64MMFR2_EL1.BBM < 2)");
+    run.expect_output("bbml2 no (no FEAT_BBM)");
     run.expect_output("linear map PTE-only");
     let r = run.record("mem_perms");
     assert_eq!(r.u64("alias_level_before"), Some(3));
@@ -59,7 +59,7 @@ fn a76_never_takes_the_bbml2_path() {
 #[test]
 fn a76_forced_bbml2_is_refused_without_the_override() {
     let run = perms("cortex-a76", "bbml2=on");
-    run.expect_output("kernel: bbml2=on refused: this core is not allowed (add bbml2_unsafe_override to force it)");
+    run.expect_output("kernel: bbml2=on refused: no FEAT_BBM (add bbml2_unsafe_override to force it)");
     for b in run.records("banner") {
         assert_eq!(b.bool("bbml2"), Some(false), "{}", run.dump());
     }
@@ -149,7 +149,10 @@ fn a_late_cpu_that_disagrees_about_bbml2_is_refused() {
 #[test]
 fn the_bbml2_allow_list_decides_through_the_boots_own_check() {
     // QEMU's only BBM-2 CPU is allow-listed: feed the boot's decision other MIDRs.
-    for (midr, allowed) in [("0x410fd823", true), ("0x410fd822", false), ("0x410fd0c0", false)] {
+    for (midr, core) in
+        [("0x410fd823", None), ("0x410fd822", Some("Cortex-X4 r0p2")), ("0x410fd0c0", Some("Neoverse-N1 r0p0"))]
+    {
+        let allowed = core.is_none();
         let run = boot(config(|c| {
             c.smp = 1;
             c.bootargs = format!("bbml2_test_midr={midr}");
@@ -157,10 +160,9 @@ fn the_bbml2_allow_list_decides_through_the_boots_own_check() {
         run.expect_exit(0);
         let b = run.record("banner");
         assert_eq!(b.bool("bbml2"), Some(allowed), "MIDR {midr}\n{}", run.dump());
-        run.expect_output(if allowed {
-            "bbml2 yes (BBM level 2 on an allow-listed core)"
-        } else {
-            "bbml2 no (BBM level 2 but the core is not on the allow-list)"
+        run.expect_output(&match core {
+            None => "bbml2 yes (BBM level 2 on an allow-listed core)".to_string(),
+            Some(core) => format!("bbml2 no (CPU {core} not on the BBML2 allow-list)"),
         });
         run.expect_output(if allowed { "linear map blocks" } else { "linear map PTE-only" });
     }

@@ -318,7 +318,7 @@ pub fn secondary(cpu: usize, cont_pc_now: usize) -> ! {
 /// Why a later CPU stays out (recorded with its MIDR for the boot CPU to print).
 #[repr(C, align(64))]
 pub struct Refusal {
-    /// 0: not refused; else a [`RefusalReason`] + 1.
+    /// 0: not refused; else a [`RefusalReason`]'s code.
     pub reason: u64,
     /// The refused CPU's MIDR_EL1.
     pub midr: u64,
@@ -326,27 +326,41 @@ pub struct Refusal {
 
 /// Why a CPU's BBML2 capability disagrees with the system's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u64)]
 pub enum RefusalReason {
     /// `bbml2_test_disallow_cpu` names it.
-    TestDisallowed = 0,
-    /// ID_AA64MMFR2_EL1.BBM < 2.
-    NoBbm2 = 1,
-    /// BBM level 2 but not on the allow-list.
-    NotAllowListed = 2,
+    TestDisallowed,
+    /// `pgtable::cpu::capability` refused it.
+    Capability(pgtable::cpu::Refusal),
+}
+
+impl core::fmt::Display for RefusalReason {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            RefusalReason::TestDisallowed => f.write_str("disallowed by bbml2_test_disallow_cpu"),
+            RefusalReason::Capability(why) => write!(f, "{why}"),
+        }
+    }
 }
 
 impl RefusalReason {
-    /// In words.
-    pub fn text(self) -> &'static str {
+    /// The code a CPU with its MMU off records (never 0: that is "not refused"); the MIDR
+    /// travels beside it.
+    fn code(self) -> u64 {
+        use pgtable::cpu::Refusal;
         match self {
-            RefusalReason::TestDisallowed => "disallowed by bbml2_test_disallow_cpu",
-            RefusalReason::NoBbm2 => "ID_AA64MMFR2_EL1.BBM < 2",
-            RefusalReason::NotAllowListed => "BBM level 2 but the core is not on the allow-list",
+            RefusalReason::TestDisallowed => 1,
+            RefusalReason::Capability(Refusal::NotAllowListed(_)) => 2,
+            RefusalReason::Capability(Refusal::BbmLevel(level)) => 3 + level as u64,
         }
     }
-    fn from_code(c: u64) -> Option<Self> {
-        [RefusalReason::TestDisallowed, RefusalReason::NoBbm2, RefusalReason::NotAllowListed].get(c as usize).copied()
+    fn from_code(c: u64, midr: u64) -> Option<Self> {
+        use pgtable::cpu::{Midr, Refusal};
+        match c {
+            1 => Some(RefusalReason::TestDisallowed),
+            2 => Some(RefusalReason::Capability(Refusal::NotAllowListed(Midr(midr)))),
+            3..=4 => Some(RefusalReason::Capability(Refusal::BbmLevel((c - 3) as u8))),
+            _ => None,
+        }
     }
 }
 
@@ -360,14 +374,8 @@ pub fn accept_cpu(cpu: usize, boot: &SecondaryBoot) -> Result<(), RefusalReason>
     if boot.disallow_cpu == cpu as u64 {
         return Err(RefusalReason::TestDisallowed);
     }
-    let mmfr2 = ID_AA64MMFR2_EL1.get();
-    if (mmfr2 >> 52) & 0xf < 2 {
-        return Err(RefusalReason::NoBbm2);
-    }
-    if !pgtable::bbml2_allowed(effective_midr(boot), mmfr2, false) {
-        return Err(RefusalReason::NotAllowListed);
-    }
-    Ok(())
+    pgtable::cpu::capability(pgtable::cpu::Midr(effective_midr(boot)), ID_AA64MMFR2_EL1.get())
+        .map_err(RefusalReason::Capability)
 }
 
 /// This CPU's MIDR as the allow-list check sees it (`bbml2_test_midr=` stands in for it).
@@ -385,7 +393,7 @@ pub fn record_refusal(slot: *mut Refusal, why: RefusalReason, midr: u64) {
     // SAFETY: `slot` is this CPU's own refusal slot (a static the boot CPU only reads).
     unsafe {
         core::ptr::addr_of_mut!((*slot).midr).write_volatile(midr);
-        core::ptr::addr_of_mut!((*slot).reason).write_volatile(why as u64 + 1);
+        core::ptr::addr_of_mut!((*slot).reason).write_volatile(why.code());
     }
     aarch64_cpu::asm::barrier::dsb(aarch64_cpu::asm::barrier::SY);
 }
@@ -399,8 +407,5 @@ pub fn read_refusal(slot: *const Refusal) -> Option<(RefusalReason, u64)> {
     let (reason, midr) = unsafe {
         (core::ptr::addr_of!((*slot).reason).read_volatile(), core::ptr::addr_of!((*slot).midr).read_volatile())
     };
-    match reason {
-        0 => None,
-        r => RefusalReason::from_code(r - 1).map(|why| (why, midr)),
-    }
+    RefusalReason::from_code(reason, midr).map(|why| (why, midr))
 }

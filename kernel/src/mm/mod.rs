@@ -171,17 +171,9 @@ fn parse_args(args: &[String]) -> Result<Args, String> {
 fn cpu_info() -> CpuInfo {
     let mut i = CpuInfo::read();
     if let Some(midr) = crate::cmdline::args().uint("bbml2_test_midr") {
-        i.midr = midr;
+        i.midr = pgtable::cpu::Midr(midr);
     }
     i
-}
-
-/// This CPU's BBML2 capability as `bbml2_decide` wants it.
-pub fn cpu_capability(i: &CpuInfo) -> Result<(), &'static str> {
-    match i.bbml2() {
-        (true, _) => Ok(()),
-        (false, why) => Err(why),
-    }
 }
 
 /// One mapping of the kernel's tables, with `what` naming it in the error.
@@ -206,9 +198,9 @@ fn map(
 pub fn init(board: &Board, dtb: (u64, u64), args: &[String]) -> Result<(), String> {
     let a = parse_args(args)?;
     let cpu = cpu_info();
-    let decision = kmem::bbml2_decide(cpu_capability(&cpu), a.bbml2, a.unsafe_override);
+    let decision = kmem::bbml2_decide(cpu.bbml2(), a.bbml2, a.unsafe_override);
     if decision.refused {
-        rt::println!("kernel: {}", decision.reason);
+        rt::println!("kernel: {decision}");
     }
     CONTPTE.store(a.contpte, Ordering::Relaxed);
     let l = rt::start::image_layout();
@@ -463,10 +455,9 @@ pub fn ioremap(pa: u64, size: u64) -> Result<u64, String> {
     Ok(va + (pa - s))
 }
 
-/// The BBML2 decision for the banner: (in use, why).
-pub fn banner_decision() -> (bool, &'static str) {
-    let d = &info().bbml2;
-    (d.enabled, d.reason)
+/// The boot-time BBML2 decision (prints why, for the banner).
+pub fn bbml2_decision() -> kmem::Bbml2Decision {
+    info().bbml2
 }
 
 /// `rodata=… | contpte …` for the banner.

@@ -150,7 +150,7 @@ pub fn around(f: impl FnOnce() -> Result<(), String>) -> Result<(), String> {
             info.str("core", "no PMUv3");
         }
     }
-    info.str("bbml2", if mm::banner_decision().0 { "on" } else { "off" })
+    info.str("bbml2", if mm::bbml2_decision().enabled { "on" } else { "off" })
         .str("contpte", if mm::contpte() { "on" } else { "off" })
         .str("rodata", mm::info().rodata.as_str())
         .bool("hypervisor", own.el2.is_some());

@@ -13,8 +13,11 @@
 //!   with contpte, the 64 KiB groups at the two ends of the range are folded again where they
 //!   became uniform.
 
+use core::fmt;
+
 use crate::addr::{align_down, VirtAddr, CONT_ENTRIES, PAGE_SIZE};
 use crate::attrs::{Constraints, Perms};
+use crate::cpu::Refusal;
 use crate::frame::FrameAlloc;
 use crate::table::PageTable;
 use crate::tlb::TlbMaintenance;
@@ -75,7 +78,7 @@ impl Bbml2Arg {
     }
 }
 
-/// The outcome of [`bbml2_decide`].
+/// The outcome of [`bbml2_decide`]; prints why (for the banner).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Bbml2Decision {
     /// Whether the kernel uses BBML2.
@@ -84,30 +87,41 @@ pub struct Bbml2Decision {
     pub forced: bool,
     /// `bbml2=on` was asked for and refused.
     pub refused: bool,
-    /// Why, in words for the banner.
-    pub reason: &'static str,
+    /// The boot argument.
+    pub arg: Bbml2Arg,
+    /// The boot CPU's capability ([`crate::cpu::capability`]).
+    pub cpu: Result<(), Refusal>,
 }
 
-/// Decides whether to use BBML2. `cpu` is the boot CPU's capability: `Ok(())` when
-/// [`crate::bbml2_allowed`] holds, else why not. `unsafe_override` lets `bbml2=on` force it on a
-/// CPU that is not allowed (it may raise TLB conflict aborts there).
-pub fn bbml2_decide(cpu: Result<(), &'static str>, arg: Bbml2Arg, unsafe_override: bool) -> Bbml2Decision {
-    let d = |enabled, forced, refused, reason| Bbml2Decision { enabled, forced, refused, reason };
-    match (arg, cpu) {
-        (Bbml2Arg::Off, _) => d(false, false, false, "bbml2=off"),
-        (Bbml2Arg::Auto, Ok(())) => d(true, false, false, "BBM level 2 on an allow-listed core"),
-        (Bbml2Arg::Auto, Err(why)) => d(false, false, false, why),
-        (Bbml2Arg::On, Ok(())) => d(true, false, false, "bbml2=on, BBM level 2 on an allow-listed core"),
-        (Bbml2Arg::On, Err(_)) if unsafe_override => d(
-            true,
-            true,
-            false,
-            "bbml2=on FORCED by bbml2_unsafe_override on a core that is not allowed (TLB conflict aborts possible)",
-        ),
-        (Bbml2Arg::On, Err(_)) => {
-            d(false, false, true, "bbml2=on refused: this core is not allowed (add bbml2_unsafe_override to force it)")
+impl fmt::Display for Bbml2Decision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.arg, self.cpu) {
+            (Bbml2Arg::Off, _) => f.write_str("bbml2=off"),
+            (Bbml2Arg::Auto, Ok(())) => f.write_str("BBM level 2 on an allow-listed core"),
+            (Bbml2Arg::Auto, Err(why)) => write!(f, "{why}"),
+            (Bbml2Arg::On, Ok(())) => f.write_str("bbml2=on, BBM level 2 on an allow-listed core"),
+            (Bbml2Arg::On, Err(why)) if self.forced => {
+                write!(f, "bbml2=on FORCED by bbml2_unsafe_override although {why} (TLB conflict aborts possible)")
+            }
+            (Bbml2Arg::On, Err(why)) => {
+                write!(f, "bbml2=on refused: {why} (add bbml2_unsafe_override to force it)")
+            }
         }
     }
+}
+
+/// Decides whether to use BBML2. `cpu` is the boot CPU's capability
+/// ([`crate::cpu::capability`]). `unsafe_override` lets `bbml2=on` force it on a CPU that is not
+/// allowed (it may raise TLB conflict aborts there).
+pub fn bbml2_decide(cpu: Result<(), Refusal>, arg: Bbml2Arg, unsafe_override: bool) -> Bbml2Decision {
+    let (enabled, forced, refused) = match (arg, cpu) {
+        (Bbml2Arg::Off, _) => (false, false, false),
+        (Bbml2Arg::Auto, Ok(())) | (Bbml2Arg::On, Ok(())) => (true, false, false),
+        (Bbml2Arg::Auto, Err(_)) => (false, false, false),
+        (Bbml2Arg::On, Err(_)) if unsafe_override => (true, true, false),
+        (Bbml2Arg::On, Err(_)) => (false, false, true),
+    };
+    Bbml2Decision { enabled, forced, refused, arg, cpu }
 }
 
 /// Whether a CPU that comes up after the decision may join: with BBML2 in use every CPU must be
@@ -310,17 +324,23 @@ mod tests {
 
     #[test]
     fn decision_table() {
-        let no: Result<(), &'static str> = Err("ID_AA64MMFR2_EL1.BBM < 2");
+        use alloc::string::ToString;
+        let no = Err(Refusal::BbmLevel(0));
         let a = bbml2_decide(Ok(()), Bbml2Arg::Auto, false);
         assert!(a.enabled && !a.forced && !a.refused);
+        assert_eq!(a.to_string(), "BBM level 2 on an allow-listed core");
         let a = bbml2_decide(no, Bbml2Arg::Auto, false);
         assert!(!a.enabled && !a.refused);
-        assert_eq!(a.reason, "ID_AA64MMFR2_EL1.BBM < 2");
-        assert!(!bbml2_decide(Ok(()), Bbml2Arg::Off, true).enabled);
+        assert_eq!(a.to_string(), "no FEAT_BBM");
+        let off = bbml2_decide(Ok(()), Bbml2Arg::Off, true);
+        assert!(!off.enabled);
+        assert_eq!(off.to_string(), "bbml2=off");
         let r = bbml2_decide(no, Bbml2Arg::On, false);
-        assert!(!r.enabled && r.refused && r.reason.contains("refused"));
+        assert!(!r.enabled && r.refused);
+        assert_eq!(r.to_string(), "bbml2=on refused: no FEAT_BBM (add bbml2_unsafe_override to force it)");
         let f = bbml2_decide(no, Bbml2Arg::On, true);
         assert!(f.enabled && f.forced && !f.refused);
+        assert!(f.to_string().starts_with("bbml2=on FORCED"), "{f}");
         assert!(bbml2_decide(Ok(()), Bbml2Arg::On, false).enabled);
     }
 
@@ -331,7 +351,7 @@ mod tests {
         assert!(!late_cpu_accepted(&on, false), "a late CPU without BBML2 must be refused");
         let off = bbml2_decide(Ok(()), Bbml2Arg::Off, false);
         assert!(late_cpu_accepted(&off, false));
-        let forced = bbml2_decide(Err("x"), Bbml2Arg::On, true);
+        let forced = bbml2_decide(Err(Refusal::BbmLevel(1)), Bbml2Arg::On, true);
         assert!(late_cpu_accepted(&forced, false));
     }
 

@@ -10,6 +10,7 @@
 //!   the target.
 //! - [`asid`]: ASIDs for user address spaces, with generation roll-over.
 //! - [`kmem`]: the EL1 kernel's policy: BBML2 decision, linear-map constraints, `set_memory`.
+//! - [`cpu`]: MIDR decoding, the BBML2 capability (allow-list) and other ID-register fields.
 //! - [`walker`]: the one walker; [`gather`]: the TLB gather; [`PageTable`] and its operations.
 //!
 //! Page-table code never prints; [`PageTable::dump`] writes into a caller's `fmt::Write`.
@@ -32,7 +33,7 @@ pub mod hw;
 pub mod kmem;
 #[cfg(test)]
 mod model;
-#[cfg(test)]
+#[cfg(any(test, feature = "seeded-bugs"))]
 pub mod mutation;
 mod ops;
 pub mod regime;
@@ -42,7 +43,7 @@ pub mod walker;
 
 pub use addr::{IntermPhysAddr, PhysAddr, VirtAddr, PAGE_SIZE};
 pub use attrs::{Attributes, Constraints, MemType, Perms};
-pub use cpu::bbml2_allowed;
+pub use cpu::{Midr, Refusal};
 pub use frame::{FrameAlloc, HeapFrames};
 pub use gather::{FlushPolicy, TlbGather};
 pub use regime::{Regime, VaHalf, MAIR};
