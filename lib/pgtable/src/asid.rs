@@ -56,8 +56,9 @@ struct Pool {
     cursor: u64,
 }
 
-/// Seeded bugs of the allocator (host tests only), to show the model checker notices them.
-#[cfg(test)]
+/// Seeded bugs of the allocator (tests and the `seeded-bugs` feature only), to show the model
+/// checker notices them.
+#[cfg(any(test, feature = "seeded-bugs"))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum AsidMutation {
     /// The allocator as written.
@@ -76,7 +77,7 @@ pub struct AsidAllocator {
     active: [AtomicU64; MAX_CPUS],
     rollovers: AtomicU64,
     pool: Mutex<Pool>,
-    #[cfg(test)]
+    #[cfg(any(test, feature = "seeded-bugs"))]
     pub(crate) mutation: AsidMutation,
 }
 
@@ -95,9 +96,15 @@ impl AsidAllocator {
             active: [const { AtomicU64::new(0) }; MAX_CPUS],
             rollovers: AtomicU64::new(0),
             pool: Mutex::new(Pool { map, reserved: [0; MAX_CPUS], flush_pending: 0, cursor: 1 }),
-            #[cfg(test)]
+            #[cfg(any(test, feature = "seeded-bugs"))]
             mutation: AsidMutation::None,
         }
+    }
+
+    /// Seeds a bug for the model checker to find (tests and the `seeded-bugs` feature only).
+    #[cfg(any(test, feature = "seeded-bugs"))]
+    pub fn seed_bug(&mut self, m: AsidMutation) {
+        self.mutation = m;
     }
 
     /// ASID width.
@@ -204,9 +211,9 @@ impl AsidAllocator {
     fn flush_context(&self, pool: &mut Pool) {
         pool.map.iter_mut().for_each(|w| *w = 0);
         pool.map[0] = 1;
-        #[cfg(test)]
+        #[cfg(any(test, feature = "seeded-bugs"))]
         let reserve = self.mutation != AsidMutation::NoReserveActive;
-        #[cfg(not(test))]
+        #[cfg(not(any(test, feature = "seeded-bugs")))]
         let reserve = true;
         for cpu in 0..MAX_CPUS {
             let mut id = self.active[cpu].swap(0, Ordering::Relaxed);
@@ -221,9 +228,9 @@ impl AsidAllocator {
             }
             pool.reserved[cpu] = if reserve { id } else { 0 };
         }
-        #[cfg(test)]
+        #[cfg(any(test, feature = "seeded-bugs"))]
         let flush = self.mutation != AsidMutation::NoFlushOnRollover;
-        #[cfg(not(test))]
+        #[cfg(not(any(test, feature = "seeded-bugs")))]
         let flush = true;
         if flush {
             pool.flush_pending = u64::MAX;

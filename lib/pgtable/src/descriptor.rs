@@ -183,6 +183,10 @@ impl Desc {
     pub const fn addr(self) -> PhysAddr {
         PhysAddr::new(self.0 & OA_MASK)
     }
+    /// Stage 1: nG is set (the entry is tagged with an ASID; clear means global).
+    pub const fn is_not_global(self) -> bool {
+        self.0 & NG != 0
+    }
     /// The contiguous bit.
     pub const fn is_contiguous(self) -> bool {
         self.0 & CONT_BIT != 0
@@ -227,9 +231,20 @@ impl core::fmt::Debug for Desc {
     }
 }
 
+/// Stage-1 AP[2]: read-only at every privilege it grants.
+pub const AP_RO: u64 = 1 << 7;
+/// Stage-1 AP[1]: EL0 may access (EL1&0 only; RES1 at EL2).
+pub const AP_USER: u64 = 1 << 6;
+/// Stage-1 nG: the entry is tagged with the ASID (EL1&0 only); clear = global.
+pub const NG: u64 = 1 << 11;
+/// Stage-1 PXN: not executable at EL1 (EL1&0 only).
+pub const PXN: u64 = 1 << 53;
+/// Stage-1 UXN: not executable at EL0 (EL1&0) / execute never (EL2).
+pub const UXN: u64 = 1 << 54;
+
 /// Leaf bits that hold access permissions, at the same positions in both stages: AP[2:1] /
 /// S2AP (7:6), PXN / XN[0] (53), UXN / XN[1] (54).
-pub const PERM_BITS: u64 = (0b11 << 6) | (0b11 << 53);
+pub const PERM_BITS: u64 = AP_RO | AP_USER | PXN | UXN;
 
 /// Whether `old` -> `new` changes only the permissions of a valid leaf: both valid, differing
 /// only in [`PERM_BITS`] and hardware-ignored bits (same output address, descriptor type,
@@ -258,10 +273,6 @@ pub const fn needs_flush(old: Desc, new: Desc) -> bool {
 /// takes a permission fault, which the kernel recognises as spurious (the tables allow the
 /// access) and fixes with a local TLBI. This is what `Policy::lazy_relax` leaves unflushed.
 pub const fn is_user_relaxation(old: Desc, new: Desc) -> bool {
-    const AP_RO: u64 = 1 << 7;
-    const AP_USER: u64 = 1 << 6;
-    const PXN: u64 = 1 << 53;
-    const UXN: u64 = 1 << 54;
     if !is_permission_only_change(old, new) || old.0 & AP_USER == 0 || new.0 & AP_USER == 0 {
         return false;
     }

@@ -50,6 +50,9 @@ pub struct TlbGather {
     written: bool,
     /// Unlinked tables to free once the flush has completed.
     freed: Vec<(PhysAddr, usize)>,
+    /// Seeded bug `Mutation::NoDsbBeforeTlbi` (tests and the `seeded-bugs` feature only).
+    #[cfg(any(test, feature = "seeded-bugs"))]
+    pub(crate) skip_dsb_before_tlbi: bool,
 }
 
 impl TlbGather {
@@ -64,6 +67,8 @@ impl TlbGather {
             tables: Vec::new(),
             written: false,
             freed: Vec::new(),
+            #[cfg(any(test, feature = "seeded-bugs"))]
+            skip_dsb_before_tlbi: false,
         }
     }
 
@@ -103,11 +108,6 @@ impl TlbGather {
         self.freed.push((table, pages));
     }
 
-    /// Tables waiting to be freed.
-    pub fn pending_frees(&self) -> usize {
-        self.freed.len()
-    }
-
     /// Issues what was gathered (if `live`), then frees the deferred tables. Leaves the gather
     /// empty and reusable.
     pub fn finish<T: TlbMaintenance + ?Sized, A: FrameAlloc + ?Sized>(
@@ -115,13 +115,16 @@ impl TlbGather {
         regime: Regime,
         live: bool,
         policy: &FlushPolicy,
-        skip_dsb_before_tlbi: bool,
         tlb: &mut T,
         frames: &mut A,
     ) {
         if live {
             if self.needs_tlbi() {
-                if !skip_dsb_before_tlbi {
+                #[cfg(any(test, feature = "seeded-bugs"))]
+                let skip_dsb = self.skip_dsb_before_tlbi;
+                #[cfg(not(any(test, feature = "seeded-bugs")))]
+                let skip_dsb = false;
+                if !skip_dsb {
                     tlb.dsb(Barrier::IshSt);
                 }
                 let req = FlushRequest {

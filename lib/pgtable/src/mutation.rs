@@ -1,9 +1,9 @@
-//! Seeded bugs for the mutation tests (compiled into test builds only): each variant makes the
-//! library skip one piece of maintenance, and a test shows the model checker notices.
+//! Seeded bugs for the mutation tests: each variant makes the library skip one piece of
+//! maintenance, and a test shows the model checker notices. Compiled only into the crate's own
+//! tests or with the `seeded-bugs` feature (host test and model builds); the target build has
+//! neither the enum nor the checks, see `table::seeded_bug!`.
 
-use crate::table::MutationId;
-
-/// A seeded bug, set on a table with `PageTable::mutation` in tests.
+/// A seeded bug, set on a table with [`crate::PageTable::seed_bug`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Mutation {
     /// The library as written.
@@ -24,24 +24,46 @@ pub enum Mutation {
 }
 
 impl Mutation {
-    /// All seeded bugs.
-    pub const ALL: [Mutation; 5] = [
+    /// Every seeded bug (all variants but `None`, in declaration order; a test keeps the list
+    /// complete).
+    pub const ALL: [Mutation; 6] = [
         Mutation::SkipBbmOnSplit,
         Mutation::ElideTlbiRwToRo,
         Mutation::ElideTlbiOaChange,
         Mutation::FreeTableBeforeTlbi,
         Mutation::NoDsbBeforeTlbi,
+        Mutation::LazyRelaxAnyPermission,
     ];
 
-    pub(crate) fn id(self) -> Option<MutationId> {
-        match self {
-            Mutation::None => None,
-            Mutation::SkipBbmOnSplit => Some(MutationId::SkipBbmOnSplit),
-            Mutation::ElideTlbiRwToRo => Some(MutationId::ElideTlbiRwToRo),
-            Mutation::ElideTlbiOaChange => Some(MutationId::ElideTlbiOaChange),
-            Mutation::FreeTableBeforeTlbi => Some(MutationId::FreeTableBeforeTlbi),
-            Mutation::NoDsbBeforeTlbi => Some(MutationId::NoDsbBeforeTlbi),
-            Mutation::LazyRelaxAnyPermission => Some(MutationId::LazyRelaxAnyPermission),
+    /// Whether the bug can only show with `Policy::lazy_relax` on a user (EL1&0 lower half)
+    /// table: a run that hunts it must turn lazy relaxation on.
+    pub const fn needs_lazy_relax(self) -> bool {
+        matches!(self, Mutation::LazyRelaxAnyPermission)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Mutation;
+
+    /// `ALL` holds every variant but `None`: a new variant does not compile here until it is
+    /// given its place, and the test fails until `ALL` has it there.
+    #[test]
+    fn all_lists_every_seeded_bug() {
+        fn position(m: Mutation) -> Option<usize> {
+            match m {
+                Mutation::None => None,
+                Mutation::SkipBbmOnSplit => Some(0),
+                Mutation::ElideTlbiRwToRo => Some(1),
+                Mutation::ElideTlbiOaChange => Some(2),
+                Mutation::FreeTableBeforeTlbi => Some(3),
+                Mutation::NoDsbBeforeTlbi => Some(4),
+                Mutation::LazyRelaxAnyPermission => Some(5),
+            }
         }
+        for (i, m) in Mutation::ALL.into_iter().enumerate() {
+            assert_eq!(position(m), Some(i), "{m:?}");
+        }
+        assert_eq!(position(Mutation::LazyRelaxAnyPermission).map(|p| p + 1), Some(Mutation::ALL.len()));
     }
 }

@@ -13,12 +13,26 @@ use crate::tlb::{Barrier, TlbMaintenance};
 use crate::walker::{walk, Entry, ReadOnly, WalkFlags, WalkState, WalkStats};
 use crate::Error;
 
-#[cfg(test)]
+#[cfg(any(test, feature = "seeded-bugs"))]
 pub use crate::mutation::Mutation;
+
+/// Whether the seeded bug `Mutation::$bug` is active in `$ctx` (a [`PageTable`] or a [`Ctx`]):
+/// a constant `false`, with no field read, unless built for tests or with the `seeded-bugs`
+/// feature.
+macro_rules! seeded_bug {
+    ($ctx:expr, $bug:ident) => {{
+        #[cfg(any(test, feature = "seeded-bugs"))]
+        let on = $ctx.mutation == crate::mutation::Mutation::$bug;
+        #[cfg(not(any(test, feature = "seeded-bugs")))]
+        let on = false;
+        on
+    }};
+}
+pub(crate) use seeded_bug;
 
 /// Run-time switches of the mechanisms (docs/ARCHITECTURE.md, "The mechanisms"). Defaults are the optimised
 /// behaviour, except `bbml2`, which the caller turns on only after checking the CPU
-/// (see [`crate::bbml2_allowed`]).
+/// (see [`crate::cpu::capability`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Policy {
     /// Trust FEAT_BBM level 2 without TLB conflict aborts: a block may be replaced by a table
@@ -119,7 +133,7 @@ pub struct PageTable<A: FrameAlloc> {
     live: bool,
     policy: Policy,
     stats: Stats,
-    #[cfg(test)]
+    #[cfg(any(test, feature = "seeded-bugs"))]
     pub(crate) mutation: Mutation,
 }
 
@@ -146,7 +160,7 @@ impl<A: FrameAlloc> PageTable<A> {
             live: false,
             policy: Policy::default(),
             stats,
-            #[cfg(test)]
+            #[cfg(any(test, feature = "seeded-bugs"))]
             mutation: Mutation::None,
         })
     }
@@ -379,6 +393,12 @@ impl<A: FrameAlloc> PageTable<A> {
 
     /// The per-operation context.
     pub(crate) fn ctx<'a, T: TlbMaintenance + ?Sized>(&'a mut self, tlb: &'a mut T) -> Ctx<'a, A, T> {
+        #[allow(unused_mut)] // mutated only with seeded bugs compiled in
+        let mut gather = TlbGather::new();
+        #[cfg(any(test, feature = "seeded-bugs"))]
+        {
+            gather.skip_dsb_before_tlbi = self.mutation == Mutation::NoDsbBeforeTlbi;
+        }
         Ctx {
             regime: self.regime,
             live: self.live,
@@ -386,10 +406,16 @@ impl<A: FrameAlloc> PageTable<A> {
             frames: &mut self.frames,
             tlb,
             stats: &mut self.stats,
-            gather: TlbGather::new(),
-            #[cfg(test)]
+            gather,
+            #[cfg(any(test, feature = "seeded-bugs"))]
             mutation: self.mutation,
         }
+    }
+
+    /// Seeds a bug for the model checker to find (tests and the `seeded-bugs` feature only).
+    #[cfg(any(test, feature = "seeded-bugs"))]
+    pub fn seed_bug(&mut self, m: Mutation) {
+        self.mutation = m;
     }
 
     pub(crate) fn root_and_regime(&self) -> (PhysAddr, Regime) {
@@ -427,7 +453,7 @@ pub(crate) struct Ctx<'a, A: FrameAlloc, T: TlbMaintenance + ?Sized> {
     pub tlb: &'a mut T,
     pub stats: &'a mut Stats,
     pub gather: TlbGather,
-    #[cfg(test)]
+    #[cfg(any(test, feature = "seeded-bugs"))]
     pub mutation: Mutation,
 }
 
@@ -441,19 +467,6 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> WalkState for Ctx<'_, A, T> {
 }
 
 impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
-    /// Whether a seeded bug is active (tests only; always false otherwise).
-    #[inline(always)]
-    pub fn mutated(&self, _m: MutationId) -> bool {
-        #[cfg(test)]
-        {
-            self.mutation.id() == Some(_m)
-        }
-        #[cfg(not(test))]
-        {
-            false
-        }
-    }
-
     pub fn read_desc(&self, table: PhysAddr, index: usize) -> Desc {
         Desc(self.frames.read_desc(table, index))
     }
@@ -492,7 +505,7 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
     pub fn free_after_flush(&mut self, table: PhysAddr) {
         self.stats.table_pages -= 1;
         self.stats.tables_freed += 1;
-        if self.live && self.mutated(MutationId::FreeTableBeforeTlbi) {
+        if self.live && seeded_bug!(self, FreeTableBeforeTlbi) {
             self.frames.free(table, 1);
             return;
         }
@@ -501,7 +514,7 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
 
     /// Whether a stage-1 EL1&0 entry is global.
     pub fn is_global(&self, d: Desc) -> bool {
-        matches!(self.regime, Regime::El1 { .. }) && d.0 & (1 << 11) == 0
+        matches!(self.regime, Regime::El1 { .. }) && !d.is_not_global()
     }
 
     /// Records a changed leaf for the gather, applying the flush-elision rule.
@@ -516,16 +529,16 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
         }
         let user_table = matches!(self.regime, Regime::El1 { half: crate::regime::VaHalf::Lower, .. });
         let relaxation = crate::descriptor::is_user_relaxation(old, new)
-            || (self.mutated(MutationId::LazyRelaxAnyPermission) && old.is_valid() && new.is_valid());
+            || (seeded_bug!(self, LazyRelaxAnyPermission) && old.is_valid() && new.is_valid());
         if self.policy.lazy_relax && user_table && relaxation {
             self.stats.lazy_relaxed += 1;
             return;
         }
-        if self.mutated(MutationId::ElideTlbiRwToRo)
+        if seeded_bug!(self, ElideTlbiRwToRo)
             && old.is_valid()
             && new.is_valid()
             && old.addr() == new.addr()
-            && (old.0 ^ new.0) == 1 << 7
+            && (old.0 ^ new.0) == crate::descriptor::AP_RO
         {
             return;
         }
@@ -540,7 +553,7 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
             return;
         }
         self.stats.bbm += 1;
-        if !self.mutated(MutationId::NoDsbBeforeTlbi) {
+        if !seeded_bug!(self, NoDsbBeforeTlbi) {
             self.tlb.dsb(Barrier::IshSt);
         }
         let req = FlushRequest { range: off..off + size, stride, leaf_only, global, tables: &[] };
@@ -550,8 +563,7 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
 
     /// Issues the gathered maintenance and frees deferred tables.
     pub fn finish(&mut self) {
-        let skip_dsb = self.mutated(MutationId::NoDsbBeforeTlbi);
-        self.gather.finish(self.regime, self.live, &self.policy.flush, skip_dsb, self.tlb, self.frames);
+        self.gather.finish(self.regime, self.live, &self.policy.flush, self.tlb, self.frames);
     }
 
     /// Index of the first entry of the contiguous group holding `index`.
@@ -563,16 +575,4 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
     pub fn group_off(e: &Entry) -> u64 {
         e.off & !(cont_size(e.level) - 1)
     }
-}
-
-/// Identifies a seeded bug (the enum with data lives in [`crate::mutation`], tests only).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[allow(dead_code)]
-pub(crate) enum MutationId {
-    SkipBbmOnSplit,
-    ElideTlbiRwToRo,
-    ElideTlbiOaChange,
-    FreeTableBeforeTlbi,
-    NoDsbBeforeTlbi,
-    LazyRelaxAnyPermission,
 }

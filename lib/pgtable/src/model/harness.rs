@@ -34,7 +34,7 @@ impl Harness {
 
     /// Seeds a bug.
     pub fn mutate(&mut self, m: Mutation) {
-        self.pt.mutation = m;
+        self.pt.seed_bug(m);
     }
 
     /// Installs the table: from now on the model TLBs cache and every rule applies.

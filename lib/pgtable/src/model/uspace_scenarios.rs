@@ -147,7 +147,7 @@ fn asid_rollover_with_two_cpus_is_clean() {
 #[test]
 fn a_rollover_without_local_flushes_is_caught() {
     let mut m = UModel::new(5, 2, false);
-    m.asids.mutation = AsidMutation::NoFlushOnRollover;
+    m.asids.seed_bug(AsidMutation::NoFlushOnRollover);
     rollover(&mut m);
     let e = m.verdict().expect_err("space 3 reuses space 0's ASID over its stale entries");
     assert!(e.contains("read from space 0"), "{e}");
@@ -156,7 +156,7 @@ fn a_rollover_without_local_flushes_is_caught() {
 #[test]
 fn a_rollover_that_forgets_running_asids_is_caught() {
     let mut m = UModel::new(5, 2, false);
-    m.asids.mutation = AsidMutation::NoReserveActive;
+    m.asids.seed_bug(AsidMutation::NoReserveActive);
     m.switch(0, Some(4));
     rollover(&mut m);
     let e = m.verdict().expect_err("two CPUs under one ASID");
@@ -279,8 +279,8 @@ fn random_sequences_over_more_spaces_than_asids() {
 fn random_sequences_catch_every_seeded_bug() {
     type Seed = (&'static str, bool, fn(&mut UModel));
     let seeds: [Seed; 4] = [
-        ("no flush on roll-over", false, |m| m.asids.mutation = AsidMutation::NoFlushOnRollover),
-        ("no reserved ASIDs", false, |m| m.asids.mutation = AsidMutation::NoReserveActive),
+        ("no flush on roll-over", false, |m| m.asids.seed_bug(AsidMutation::NoFlushOnRollover)),
+        ("no reserved ASIDs", false, |m| m.asids.seed_bug(AsidMutation::NoReserveActive)),
         ("stale ASID in the table", false, |m| m.sync_asid = false),
         ("lazy relaxation of restrictions", true, |m| {
             for s in m.spaces.iter_mut() {

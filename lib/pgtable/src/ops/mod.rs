@@ -12,7 +12,7 @@ mod unmap;
 use crate::addr::{level_size, PhysAddr, CONT_ENTRIES, ENTRIES_PER_TABLE};
 use crate::descriptor::{cont_level, cont_size, is_permission_only_change, needs_flush, Desc};
 use crate::frame::FrameAlloc;
-use crate::table::{Ctx, MutationId};
+use crate::table::{seeded_bug, Ctx};
 use crate::tlb::TlbMaintenance;
 use crate::walker::Entry;
 use crate::Error;
@@ -74,7 +74,7 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
             return;
         }
         self.tlb.dsb(crate::tlb::Barrier::IshSt);
-        if !old.is_valid() || self.policy.bbml2 || self.mutated(MutationId::SkipBbmOnSplit) {
+        if !old.is_valid() || self.policy.bbml2 || seeded_bug!(self, SkipBbmOnSplit) {
             self.write(e.table, e.index, new);
             return;
         }

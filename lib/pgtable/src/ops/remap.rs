@@ -4,7 +4,7 @@ use crate::addr::{InputAddress, PhysAddr};
 use crate::attrs::{Attributes, Constraints};
 use crate::descriptor::{decode_leaf, encode_leaf, sw, Desc};
 use crate::frame::FrameAlloc;
-use crate::table::{MutationId, PageTable};
+use crate::table::{seeded_bug, PageTable};
 use crate::tlb::TlbMaintenance;
 use crate::walker::{walk, Visit, WalkFlags};
 use crate::Error;
@@ -58,7 +58,7 @@ impl<A: FrameAlloc> PageTable<A> {
                 && (d.addr().as_u64() != out || old_attrs.mem != attrs.mem || ctx.is_global(d) != ctx.is_global(new));
             if bbm && ctx.live {
                 ctx.write(en.table, en.index, Desc::INVALID);
-                if !ctx.mutated(MutationId::ElideTlbiOaChange) {
+                if !seeded_bug!(ctx, ElideTlbiOaChange) {
                     let global = ctx.is_global(d);
                     ctx.flush_now(en.off, en.size(), en.size(), true, global);
                 }
