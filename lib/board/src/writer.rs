@@ -148,12 +148,6 @@ impl FdtWriter {
         self.property(name, &value.to_be_bytes())
     }
 
-    /// A property made of 32-bit cells.
-    pub fn property_cells(&mut self, name: &str, cells: &[u32]) -> Result<(), BoardError> {
-        let bytes: Vec<u8> = cells.iter().flat_map(|c| c.to_be_bytes()).collect();
-        self.property(name, &bytes)
-    }
-
     /// A NUL-terminated string property.
     pub fn property_str(&mut self, name: &str, value: &str) -> Result<(), BoardError> {
         self.property_strs(name, &[value])

@@ -26,11 +26,6 @@ pub struct HwTlb {
 }
 
 impl HwTlb {
-    /// With explicitly given features (e.g. range operations forced off for a baseline run).
-    pub const fn new(features: TlbFeatures) -> Self {
-        HwTlb { features }
-    }
-
     /// Reads ID_AA64ISAR0_EL1 for FEAT_TLBIRANGE.
     pub fn detect() -> Self {
         let isar0: u64;

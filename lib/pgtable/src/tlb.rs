@@ -267,11 +267,6 @@ impl Barrier {
     pub const fn is_inner_shareable(self) -> bool {
         matches!(self, Barrier::Sy | Barrier::Ish | Barrier::IshSt)
     }
-    /// Whether the barrier waits for TLBIs (all DSBs do: a DSB of any access type completes
-    /// prior TLB maintenance in its domain).
-    pub const fn completes_tlbi(self) -> bool {
-        true
-    }
 }
 
 /// What a TLB-maintenance implementation can do.

@@ -174,10 +174,6 @@ struct Walker {
 }
 
 impl Walker {
-    fn read<S: WalkState>(&self, state: &S, table: PhysAddr, index: usize) -> Desc {
-        state.read(table, index)
-    }
-
     fn table<S: WalkState, F>(
         &self,
         state: &mut S,
@@ -212,7 +208,7 @@ impl Walker {
         e.visit = visit;
         state.walk_stats().visits[e.level][visit as usize] += 1;
         cb(state, &e)?;
-        Ok(self.read(state, e.table, e.index))
+        Ok(state.read(e.table, e.index))
     }
 
     fn entry<S: WalkState, F>(
@@ -227,7 +223,7 @@ impl Walker {
     where
         F: FnMut(&mut S, &Entry) -> Result<(), Error>,
     {
-        let mut desc = self.read(state, table, index);
+        let mut desc = state.read(table, index);
         let mut e = Entry { table, index, level, off, desc, visit: Visit::Leaf };
         if desc.is_table(level) && self.flags.contains(WalkFlags::TABLE_PRE) {
             desc = self.visit(state, e, Visit::TablePre, cb)?;
@@ -251,7 +247,7 @@ impl Walker {
         }
         self.table(state, desc.addr(), level + 1, off, ENTRIES_PER_TABLE, cb)?;
         if self.flags.contains(WalkFlags::TABLE_POST) {
-            let desc = self.read(state, table, index);
+            let desc = state.read(table, index);
             if desc.is_table(level) {
                 e.desc = desc;
                 self.visit(state, e, Visit::TablePost, cb)?;

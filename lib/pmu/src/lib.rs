@@ -338,12 +338,6 @@ impl<'s, R: PmuRegs> Pmu<'s, R> {
         &self.regs
     }
 
-    /// Sets where the cycle counter counts (shared by every reader of it).
-    pub fn set_cycle_filter(&self, f: ElFilter) {
-        self.regs.set_ccfiltr(f.bits());
-        self.regs.sync();
-    }
-
     /// The cycle counter (64-bit; free-running since the PMU was first enabled).
     pub fn cycles(&self) -> u64 {
         self.regs.sync();

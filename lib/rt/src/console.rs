@@ -21,11 +21,6 @@ pub unsafe fn init(base: usize) {
     *CONSOLE.lock() = Some(uart);
 }
 
-/// Whether [`init`] has run.
-pub fn is_ready() -> bool {
-    CONSOLE.lock().is_some()
-}
-
 #[doc(hidden)]
 pub fn _print(args: core::fmt::Arguments) {
     if let Some(uart) = CONSOLE.lock().as_mut() {

@@ -5,11 +5,6 @@ pub fn class(esr: u64) -> u8 {
     ((esr >> 26) & 0x3f) as u8
 }
 
-/// Instruction-specific syndrome: ESR bits [24:0].
-pub fn iss(esr: u64) -> u32 {
-    (esr & 0x1ff_ffff) as u32
-}
-
 /// Unknown reason: an undefined or unallocated instruction.
 pub const EC_UNKNOWN: u8 = 0x00;
 /// A trapped WFI or WFE.
