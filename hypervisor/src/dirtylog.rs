@@ -95,7 +95,7 @@ pub fn enable_slot(id: u64, flags: u64, internal: bool) -> Result<(), HypError> 
         let mut guard = STAGE2.lock();
         let s2 = guard.as_mut().ok_or(HypError::NoMemory)?;
         let mut tlb = HwTlb::detect();
-        split::write_protect(s2, &mut tlb, slot.range(), SlotMapping::of(slot).read_only())?;
+        split::write_protect(s2, &mut tlb, slot.range())?;
         if eager {
             let r = split::split_range(s2, &mut tlb, slot.range(), opts, Some(SlotMapping::of(slot)));
             s2.frames_mut().drain();
@@ -221,10 +221,10 @@ pub mod internal {
     pub fn protect_all(id: u64) -> Result<(), HypError> {
         let mut st = SLOTS.lock();
         let slot = st.get_any_mut(id)?;
-        let (r, perms) = (slot.range(), SlotMapping::of(slot).read_only());
+        let r = slot.range();
         let mut guard = STAGE2.lock();
         let s2 = guard.as_mut().ok_or(HypError::NoMemory)?;
-        split::write_protect(s2, &mut HwTlb::detect(), r, perms)
+        split::write_protect(s2, &mut HwTlb::detect(), r)
     }
 }
 
@@ -255,7 +255,7 @@ fn clear_words(
         if split_here {
             split::split_range(s2, tlb, r, opts, None)?;
         }
-        split::write_protect(s2, tlb, r, slot.read_only())?;
+        split::write_protect(s2, tlb, r)?;
         if split_here {
             split::check_split(s2, r, slot);
         }

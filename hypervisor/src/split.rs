@@ -72,14 +72,6 @@ impl SlotMapping {
     pub fn of(slot: &crate::memslot::Slot) -> SlotMapping {
         SlotMapping { base: slot.base, backing_size: slot.backing_size(), identity: slot.guest_ram }
     }
-    /// Permissions of a write-protected page: the guest's RAM stays executable.
-    pub fn read_only(&self) -> Perms {
-        if self.identity {
-            Perms::RX
-        } else {
-            Perms::RO
-        }
-    }
     /// Permissions of a page made writable again.
     pub fn writable(&self) -> Perms {
         if self.identity {
@@ -106,9 +98,13 @@ pub fn split_range(
     opts: WalkerOpts,
     check: Option<SlotMapping>,
 ) -> Result<(), HypError> {
-    let policy = s2.policy_mut();
-    policy.split_skip_target_level = opts.mode != WalkerMode::Baseline;
-    policy.split_summary = opts.mode == WalkerMode::Summary;
+    // The walker mode goes with each call: nothing of it stays on the table (a later split on
+    // the fault path takes the defaults, whatever a benchmark chose here).
+    let split_opts = pgtable::SplitOpts {
+        skip_target_level: opts.mode != WalkerMode::Baseline,
+        summary: opts.mode == WalkerMode::Summary,
+        ..pgtable::SplitOpts::to(3)
+    };
     let (t0, i0) = (now_ns(), pmu_insns());
     let before = s2.stats().walk;
     let mut a = r.start;
@@ -120,7 +116,7 @@ pub fn split_range(
             result = Err(HypError::NoMemory);
             break;
         }
-        if let Err(e) = s2.split(tlb, ipa(a), next - a, 3, false) {
+        if let Err(e) = s2.split_with(tlb, ipa(a), next - a, split_opts) {
             result = Err(map_err(e));
             break;
         }
@@ -144,11 +140,12 @@ pub fn split_range(
     Ok(())
 }
 
-/// Write-protects `r` (to `perms`: read-only, executable for the guest's RAM), counting the
-/// walk's visits.
-pub fn write_protect(s2: &mut S2, tlb: &mut HwTlb, r: Range, perms: Perms) -> Result<(), HypError> {
+/// Write-protects `r`: clears write access and keeps the rest (the guest's RAM stays
+/// executable), as KVM's `kvm_pgtable_stage2_wrprotect`; tables already without a writable
+/// page below are skipped whole. Counts the walk's visits.
+pub fn write_protect(s2: &mut S2, tlb: &mut HwTlb, r: Range) -> Result<(), HypError> {
     let before = s2.stats().walk;
-    let res = s2.protect(tlb, ipa(r.start), r.len(), perms);
+    let res = s2.write_protect(tlb, ipa(r.start), r.len());
     DIRTY.add_protect_visits(&before, &s2.stats().walk);
     res.map_err(map_err)
 }

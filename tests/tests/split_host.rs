@@ -66,12 +66,12 @@ fn split_keeps_every_translation_and_skip_level3_never_visits_level3() {
             let (mut pt, mut tlb) = slot(backing);
             let before_blocks = check_pages(&pt);
             assert_eq!(before_blocks, if backing == Backing::Pages { 0 } else { pages }, "{backing:?}");
-            pt.policy_mut().split_skip_target_level = skip;
             pt.reset_stats();
             let mut split = 0;
             let mut a = SLOT;
             while a < SLOT + SLOT_SIZE {
-                split += pt.split(&mut tlb, IntermPhysAddr::new(a), GIB, 3, false).unwrap();
+                let opts = pgtable::SplitOpts { skip_target_level: skip, ..pgtable::SplitOpts::to(3) };
+                split += pt.split_with(&mut tlb, IntermPhysAddr::new(a), GIB, opts).unwrap();
                 a += GIB;
             }
             let s = *pt.stats();

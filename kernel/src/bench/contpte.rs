@@ -4,20 +4,21 @@
 //! contiguous ranges). Per group, interleaved between the variants, on the kernel's live TTBR1
 //! table:
 //!
-//! * `convert (unfold)`: [`PageTable::unfold`] of the group: clear the 16 entries, TLBI the range
-//!   only without BBML2, write the 16;
-//! * `convert (fold)`: [`PageTable::fold`] of it again;
+//! * `convert (unfold)`: [`PageTable::leaf`] of the group's first page, then
+//!   [`Leaf::convert_group`]: clear the 16 entries, TLBI the range only without BBML2, write the
+//!   16 (the leaf found by one look-up, no walk of the range);
+//! * `convert (fold)`: the same folding it again;
 //! * `ro+rw one page`: `set_memory_ro` on one page of the folded group (unfold, then the page's
 //!   own change) and `set_memory_rw` on it (the change, then the refold), the workload the seed
 //!   measures;
 //! * `ro+rw one page of an unfolded group, no refold`: the same with no convert at all (what
 //!   `contpte=off` does), for scale.
 //!
-//! Variants: `with TLBI` (policy.bbml2 off: the baseline) on every CPU; `no TLBI (BBML2)` only
+//! Variants: `with TLBI` (`Opts::FORCE_BBM` per call: the baseline) on every CPU; `no TLBI (BBML2)` only
 //! where the kernel runs with BBML2 (on a CPU without it, skipping the TLBI would be a bug).
 //!
-//! [`PageTable::unfold`]: pgtable::PageTable::unfold
-//! [`PageTable::fold`]: pgtable::PageTable::fold
+//! [`PageTable::leaf`]: pgtable::PageTable::leaf
+//! [`Leaf::convert_group`]: pgtable::Leaf::convert_group
 
 use super::stats::{ratio, timing_fields, Summary};
 use crate::mm::frames::PAGE;
@@ -28,7 +29,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use pgtable::hw::HwTlb;
 use pgtable::kmem::{self, MemChange};
-use pgtable::VirtAddr;
+use pgtable::{Opts, VirtAddr};
 
 const GROUPS: usize = 64;
 const ROUNDS: usize = 40;
@@ -84,24 +85,27 @@ pub fn run() -> Result<(), String> {
                 for (si, &(step, _)) in STEPS.iter().enumerate() {
                     let mut g = TABLES.lock();
                     let Tables { kernel, tlb, .. } = g.as_mut().unwrap();
-                    kernel.policy_mut().bbml2 = no_tlbi;
+                    // The baseline forces break-before-make per call; the table keeps its BBML2.
+                    let opts = if no_tlbi { Opts::DEFAULT } else { Opts::FORCE_BBM };
                     let c0 = HwTlb::counters();
                     let (t0, (_, i0)) = (now_ns(), pmu.read());
                     let r = match step {
-                        Step::Unfold => kernel.unfold(tlb, VirtAddr::new(gva), GROUP).map(|n| n == 1),
-                        Step::Fold => kernel.fold(tlb, VirtAddr::new(gva), GROUP).map(|n| n == 1),
+                        // The convert straight from the leaf (as Linux holds the ptep): one look-up
+                        // down the table, then the 16 entries; no walk of the range.
+                        Step::Unfold | Step::Fold => kernel
+                            .leaf(VirtAddr::new(gva))
+                            .map(|mut leaf| leaf.convert_group(tlb, step == Step::Fold, opts))
+                            .ok_or(pgtable::Error::OutOfRange),
                         Step::RoRw | Step::RoRwNoFold => {
                             let fold = step == Step::RoRw;
-                            kmem::set_memory(kernel, tlb, VirtAddr::new(page), PAGE, MemChange::Ro, fold)
-                                .and_then(|()| {
-                                    kmem::set_memory(kernel, tlb, VirtAddr::new(page), PAGE, MemChange::Rw, fold)
-                                })
+                            let v = VirtAddr::new(page);
+                            kmem::set_memory_with(kernel, tlb, v, PAGE, MemChange::Ro, fold, opts)
+                                .and_then(|()| kmem::set_memory_with(kernel, tlb, v, PAGE, MemChange::Rw, fold, opts))
                                 .map(|()| true)
                         }
                     };
                     let ((_, i1), t1) = (pmu.read(), now_ns());
                     let c1 = HwTlb::counters();
-                    kernel.policy_mut().bbml2 = bbml2;
                     drop(g);
                     match r {
                         Ok(true) => {}

@@ -77,8 +77,9 @@ pub fn run() -> Result<(), String> {
     ];
     let mut variants: Vec<Variant> = Vec::new();
     for (name, bbml2, c, contpte, refold, uses, report) in layouts {
-        let mut pt = PageTable::new(Regime::El1 { asid: 0, half: VaHalf::Upper }, KFrames).map_err(e)?;
-        pt.policy_mut().bbml2 = bbml2;
+        let config = pgtable::Config { bbml2 };
+        let mut pt =
+            PageTable::with_config(Regime::El1 { asid: 0, half: VaHalf::Upper }, config, KFrames).map_err(e)?;
         pt.policy_mut().split_contiguous = contpte;
         let t0 = now_ns();
         for &(s, end) in &ram {

@@ -220,9 +220,9 @@ pub fn init(board: &Board, dtb: (u64, u64), args: &[String]) -> Result<(), Strin
 
     let mut tlb = HwTlb::detect();
     let e = |what: &str, err: pgtable::Error| format!("{what}: {err}");
-    let mut k =
-        PageTable::new(Regime::El1 { asid: 0, half: VaHalf::Upper }, KFrames).map_err(|x| e("TTBR1 table", x))?;
-    k.policy_mut().bbml2 = decision.enabled;
+    let config = pgtable::Config { bbml2: decision.enabled };
+    let mut k = PageTable::with_config(Regime::El1 { asid: 0, half: VaHalf::Upper }, config, KFrames)
+        .map_err(|x| e("TTBR1 table", x))?;
     k.policy_mut().split_contiguous = a.contpte;
     let normal = Attributes::normal;
     // The linear map (first: `linear_table_pages` counts its pages alone).

@@ -67,8 +67,7 @@ fn changes() -> Vec<(u64, bool)> {
 
 fn ours(constraints: Constraints, bbml2: bool, range: bool, work: &[(u64, bool)]) -> [Phase; 3] {
     let regime = Regime::El1 { asid: ASID, half: VaHalf::Lower };
-    let mut pt = PageTable::new(regime, HeapFrames::new()).expect("root");
-    pt.policy_mut().bbml2 = bbml2;
+    let mut pt = PageTable::with_config(regime, pgtable::Config { bbml2 }, HeapFrames::new()).expect("root");
     let mut tlb = CountingTlb { features: TlbFeatures { range }, ..Default::default() };
     let attrs = Attributes::normal(Perms::RW);
     let mut phases = [Phase::default(); 3];

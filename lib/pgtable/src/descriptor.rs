@@ -126,6 +126,14 @@ pub mod sw {
     /// [`crate::walker::WalkFlags::SKIP_NO_BLOCKS`] uses). Set only by `split` after it split
     /// the whole subtree; cleared by `map` / `remap` before they may place a block below.
     pub const TABLE_NO_BLOCKS: u64 = 1 << 55;
+    /// In a *table* descriptor: no valid leaf below this entry grants write access, so a
+    /// write-protect walk need not descend ([`crate::PageTable::write_protect`]). Set by
+    /// `write_protect` / `protect` to a read-only permission on the tables whose subtree they
+    /// covered entirely; cleared on the way down by every operation that may install a
+    /// writable leaf below (`map`, `remap`, `protect` to a writable permission).
+    pub const TABLE_NO_WRITABLE: u64 = 1 << 56;
+    /// Both table summary bits.
+    pub const TABLE_SUMMARY: u64 = TABLE_NO_BLOCKS | TABLE_NO_WRITABLE;
 }
 
 /// Bits that are ignored by the hardware in a leaf descriptor: the four software bits and bit 63.
@@ -178,6 +186,11 @@ impl Desc {
     /// A table descriptor at `level` whose subtree holds no block ([`sw::TABLE_NO_BLOCKS`]).
     pub const fn is_table_without_blocks(self, level: usize) -> bool {
         self.is_table(level) && self.0 & sw::TABLE_NO_BLOCKS != 0
+    }
+    /// A table descriptor at `level` whose subtree holds no writable leaf
+    /// ([`sw::TABLE_NO_WRITABLE`]).
+    pub const fn is_table_without_writable(self, level: usize) -> bool {
+        self.is_table(level) && self.0 & sw::TABLE_NO_WRITABLE != 0
     }
     /// Output address (leaf) or next-level table address (table).
     pub const fn addr(self) -> PhysAddr {
@@ -245,6 +258,70 @@ pub const UXN: u64 = 1 << 54;
 /// Leaf bits that hold access permissions, at the same positions in both stages: AP[2:1] /
 /// S2AP (7:6), PXN / XN[0] (53), UXN / XN[1] (54).
 pub const PERM_BITS: u64 = AP_RO | AP_USER | PXN | UXN;
+
+/// The bit that grants write access in a leaf of `regime`: stage 2 S2AP[1] (set: writable),
+/// stage 1 AP[2] (set: read-only). Same position (7) in both.
+pub const WRITE_BIT: u64 = 1 << 7;
+
+/// Whether the valid leaf `d` grants write access in `regime`.
+#[inline(always)]
+pub const fn grants_write(regime: Regime, d: Desc) -> bool {
+    d.is_valid()
+        && match regime {
+            Regime::Stage2 { .. } => d.0 & WRITE_BIT != 0,
+            _ => d.0 & WRITE_BIT == 0,
+        }
+}
+
+/// `d` without write access (everything else kept): stage 2 clears S2AP[1] (as KVM's
+/// `kvm_pgtable_stage2_wrprotect`), stage 1 sets AP[2].
+#[inline(always)]
+pub const fn without_write(regime: Regime, d: Desc) -> Desc {
+    match regime {
+        Regime::Stage2 { .. } => Desc(d.0 & !WRITE_BIT),
+        _ => Desc(d.0 | WRITE_BIT),
+    }
+}
+
+/// Whether leaf `d` has a device memory type in `regime`.
+pub const fn is_device(regime: Regime, d: Desc) -> bool {
+    match regime {
+        Regime::Stage2 { .. } => (d.0 >> 2) & 0xf == 0,
+        _ => ((d.0 >> 2) & 0b111) as u8 == MAIR_DEVICE_NGNRNE,
+    }
+}
+
+/// A permission change as a mask, for valid leaves: `new = (old & !PERM_BITS) | bits`. Built
+/// once per call by [`PermMask::new`]; equal to decoding, changing the permissions and
+/// re-encoding a valid leaf (see the test), without either.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PermMask {
+    /// The permission bits of the new permissions.
+    pub bits: u64,
+    /// The new permissions execute (device memory then refuses them).
+    pub exec: bool,
+}
+
+impl PermMask {
+    /// The mask for `perms` (not `Perms::NONE`, which makes an entry invalid) in `regime`;
+    /// `None` for `Perms::NONE` or permissions `regime` cannot express.
+    pub fn new(regime: Regime, perms: Perms) -> Option<PermMask> {
+        if perms.is_none() {
+            return None;
+        }
+        let t = encode_leaf(regime, PhysAddr::new(0), Attributes::normal(perms), 3, false).ok()?;
+        Some(PermMask { bits: t.0 & PERM_BITS, exec: !(perms & (Perms::EXEC | Perms::USER_EXEC)).is_none() })
+    }
+    /// The valid leaf `d` with the new permissions, or `None` where the mask does not apply
+    /// (`d` not a valid leaf of `level`, or executable device memory: the slow path reports it).
+    #[inline(always)]
+    pub fn apply(self, regime: Regime, level: usize, d: Desc) -> Option<Desc> {
+        if !d.is_valid_leaf(level) || (self.exec && is_device(regime, d)) {
+            return None;
+        }
+        Some(Desc((d.0 & !PERM_BITS) | self.bits))
+    }
+}
 
 /// Whether `old` -> `new` changes only the permissions of a valid leaf: both valid, differing
 /// only in [`PERM_BITS`] and hardware-ignored bits (same output address, descriptor type,

@@ -19,7 +19,7 @@ use crate::addr::{align_down, VirtAddr, CONT_ENTRIES, PAGE_SIZE};
 use crate::attrs::{Constraints, Perms};
 use crate::cpu::Refusal;
 use crate::frame::FrameAlloc;
-use crate::table::PageTable;
+use crate::table::{Opts, PageTable};
 use crate::tlb::TlbMaintenance;
 use crate::Error;
 
@@ -190,6 +190,10 @@ impl MemChange {
 /// ends of the range are split. With `fold`, the aligned 64 KiB groups holding the two ends of
 /// the range are folded back into contiguous ranges where all 16 entries became identical (only
 /// ask for it under BBML2, or where a transiently invalid group is harmless). Holes are skipped.
+///
+/// # Errors
+/// `Misaligned` (start or size not 4 KiB aligned), `OutOfRange`, and what
+/// [`PageTable::protect`] and [`PageTable::fold`] return (changes made before stay).
 pub fn set_memory<A: FrameAlloc, T: TlbMaintenance + ?Sized>(
     pt: &mut PageTable<A>,
     tlb: &mut T,
@@ -197,6 +201,23 @@ pub fn set_memory<A: FrameAlloc, T: TlbMaintenance + ?Sized>(
     size: u64,
     change: MemChange,
     fold: bool,
+) -> Result<(), Error> {
+    set_memory_with(pt, tlb, start, size, change, fold, Opts::DEFAULT)
+}
+
+/// [`set_memory`] with per-call options for every operation it makes (`Opts::FORCE_BBM`: as
+/// without BBML2, the baseline of a benchmark, without touching the table).
+///
+/// # Errors
+/// As [`set_memory`].
+pub fn set_memory_with<A: FrameAlloc, T: TlbMaintenance + ?Sized>(
+    pt: &mut PageTable<A>,
+    tlb: &mut T,
+    start: VirtAddr,
+    size: u64,
+    change: MemChange,
+    fold: bool,
+    opts: Opts,
 ) -> Result<(), Error> {
     if !start.is_page_aligned() || !size.is_multiple_of(PAGE_SIZE) {
         return Err(Error::Misaligned);
@@ -208,7 +229,7 @@ pub fn set_memory<A: FrameAlloc, T: TlbMaintenance + ?Sized>(
     while a < e {
         let Some(t) = pt.translate(VirtAddr::new(a)) else {
             if let Some((rs, re, p)) = run.take() {
-                pt.protect(tlb, VirtAddr::new(rs), re - rs, p)?;
+                pt.protect_with(tlb, VirtAddr::new(rs), re - rs, p, opts)?;
             }
             a += PAGE_SIZE;
             continue;
@@ -219,7 +240,7 @@ pub fn set_memory<A: FrameAlloc, T: TlbMaintenance + ?Sized>(
             Some((rs, re, p)) if re == a && p == new => Some((rs, leaf_end, p)),
             other => {
                 if let Some((rs, re, p)) = other {
-                    pt.protect(tlb, VirtAddr::new(rs), re - rs, p)?;
+                    pt.protect_with(tlb, VirtAddr::new(rs), re - rs, p, opts)?;
                 }
                 Some((a, leaf_end, new))
             }
@@ -227,16 +248,16 @@ pub fn set_memory<A: FrameAlloc, T: TlbMaintenance + ?Sized>(
         a = leaf_end;
     }
     if let Some((rs, re, p)) = run {
-        pt.protect(tlb, VirtAddr::new(rs), re - rs, p)?;
+        pt.protect_with(tlb, VirtAddr::new(rs), re - rs, p, opts)?;
     }
     if fold && e > s {
         // Groups inside the range that were folded stayed folded (repainted whole); only the
         // groups holding the two ends can have become uniform again.
         let group = CONT_ENTRIES as u64 * PAGE_SIZE;
         let (first, last) = (align_down(s, group), align_down(e - 1, group));
-        pt.fold(tlb, VirtAddr::new(first), group)?;
+        pt.fold_with(tlb, VirtAddr::new(first), group, opts)?;
         if last != first {
-            pt.fold(tlb, VirtAddr::new(last), group)?;
+            pt.fold_with(tlb, VirtAddr::new(last), group, opts)?;
         }
     }
     Ok(())

@@ -25,6 +25,7 @@ pub mod addr;
 pub mod asid;
 pub mod attrs;
 pub mod cpu;
+mod ctx;
 pub mod descriptor;
 pub mod frame;
 pub mod gather;
@@ -46,8 +47,9 @@ pub use attrs::{Attributes, Constraints, MemType, Perms};
 pub use cpu::{Midr, Refusal};
 pub use frame::{FrameAlloc, HeapFrames};
 pub use gather::{FlushPolicy, TlbGather};
+pub use ops::Leaf;
 pub use regime::{Regime, VaHalf, MAIR};
-pub use table::{PageTable, Policy, Stats, Translation};
+pub use table::{Config, Opts, PageTable, Policy, SplitOpts, Stats, Translation};
 pub use tlb::{Barrier, CountingTlb, Shareability, TlbCounters, TlbFeatures, TlbMaintenance, Tlbi, TlbiOp, TlbiRange};
 
 /// Why an operation failed.

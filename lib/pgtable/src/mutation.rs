@@ -21,18 +21,22 @@ pub enum Mutation {
     NoDsbBeforeTlbi,
     /// Lazy relaxation also leaves restrictions of user pages unflushed (RW -> RO).
     LazyRelaxAnyPermission,
+    /// `map` / `remap` / `protect` forget to clear a table's "no writable leaf below" summary
+    /// when they install a writable leaf under it (a later write-protect then skips it).
+    KeepNoWritable,
 }
 
 impl Mutation {
     /// Every seeded bug (all variants but `None`, in declaration order; a test keeps the list
     /// complete).
-    pub const ALL: [Mutation; 6] = [
+    pub const ALL: [Mutation; 7] = [
         Mutation::SkipBbmOnSplit,
         Mutation::ElideTlbiRwToRo,
         Mutation::ElideTlbiOaChange,
         Mutation::FreeTableBeforeTlbi,
         Mutation::NoDsbBeforeTlbi,
         Mutation::LazyRelaxAnyPermission,
+        Mutation::KeepNoWritable,
     ];
 
     /// Whether the bug can only show with `Policy::lazy_relax` on a user (EL1&0 lower half)
@@ -59,11 +63,12 @@ mod tests {
                 Mutation::FreeTableBeforeTlbi => Some(3),
                 Mutation::NoDsbBeforeTlbi => Some(4),
                 Mutation::LazyRelaxAnyPermission => Some(5),
+                Mutation::KeepNoWritable => Some(6),
             }
         }
         for (i, m) in Mutation::ALL.into_iter().enumerate() {
             assert_eq!(position(m), Some(i), "{m:?}");
         }
-        assert_eq!(position(Mutation::LazyRelaxAnyPermission).map(|p| p + 1), Some(Mutation::ALL.len()));
+        assert_eq!(position(Mutation::KeepNoWritable).map(|p| p + 1), Some(Mutation::ALL.len()));
     }
 }

@@ -1,24 +1,25 @@
-//! [`PageTable`]: a root, its regime, its frames, its policy and its counters; plus the
-//! per-operation context that every operation in [`crate::ops`] works through.
+//! [`PageTable`]: a root, its regime, its frames, its configuration, its policy and its
+//! counters; the options one call takes ([`Opts`], [`SplitOpts`]). The per-operation context
+//! every operation works through is in [`crate::ctx`].
 
 use core::fmt;
 
-use crate::addr::{level_size, InputAddress, PhysAddr, CONT_ENTRIES, ENTRIES_PER_TABLE, MAX_PA_BITS, PAGE_SIZE};
+use crate::addr::{level_size, InputAddress, PhysAddr, ENTRIES_PER_TABLE, MAX_PA_BITS, PAGE_SIZE};
 use crate::attrs::Attributes;
-use crate::descriptor::{cont_size, decode_leaf, needs_flush, Desc};
+use crate::descriptor::{decode_leaf, Desc};
 use crate::frame::FrameAlloc;
-use crate::gather::{emit_invalidation, FlushPolicy, FlushRequest, TlbGather};
+use crate::gather::FlushPolicy;
 use crate::regime::Regime;
 use crate::tlb::{Barrier, TlbMaintenance};
-use crate::walker::{walk, Entry, ReadOnly, WalkFlags, WalkState, WalkStats};
+use crate::walker::{walk, Entry, ReadOnly, WalkFlags, WalkStats};
 use crate::Error;
 
 #[cfg(any(test, feature = "seeded-bugs"))]
 pub use crate::mutation::Mutation;
 
-/// Whether the seeded bug `Mutation::$bug` is active in `$ctx` (a [`PageTable`] or a [`Ctx`]):
-/// a constant `false`, with no field read, unless built for tests or with the `seeded-bugs`
-/// feature.
+/// Whether the seeded bug `Mutation::$bug` is active in `$ctx` (a [`PageTable`] or a
+/// [`crate::ctx::Ctx`]): a constant `false`, with no field read, unless built for tests or with
+/// the `seeded-bugs` feature.
 macro_rules! seeded_bug {
     ($ctx:expr, $bug:ident) => {{
         #[cfg(any(test, feature = "seeded-bugs"))]
@@ -30,31 +31,71 @@ macro_rules! seeded_bug {
 }
 pub(crate) use seeded_bug;
 
-/// Run-time switches of the mechanisms (docs/ARCHITECTURE.md, "The mechanisms"). Defaults are the optimised
-/// behaviour, except `bbml2`, which the caller turns on only after checking the CPU
-/// (see [`crate::cpu::capability`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Policy {
+/// What a table is created with and keeps for its life: facts about the CPUs that will walk it,
+/// not switches (a switch flipped on a live table would leak into every later operation).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Config {
     /// Trust FEAT_BBM level 2 without TLB conflict aborts: a block may be replaced by a table
     /// mapping the same output with the same attributes (and contiguous ranges converted)
-    /// without break-before-make and without TLBI.
+    /// without break-before-make and without TLBI. Set only after [`crate::cpu::capability`] allowed it.
     pub bbml2: bool,
+}
+
+/// Options of one call (`*_with` operations): how this call walks and changes entries. Nothing
+/// of it stays on the table.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Opts {
+    /// Break-before-make even where the table's BBML2 would allow a live change (a benchmark's
+    /// baseline; the model checker accepts both).
+    pub force_bbm: bool,
+}
+
+impl Opts {
+    /// The table's own behaviour.
+    pub const DEFAULT: Opts = Opts { force_bbm: false };
+    /// Break-before-make everywhere, as without BBML2.
+    pub const FORCE_BBM: Opts = Opts { force_bbm: true };
+}
+
+/// Options of one [`PageTable::split_with`] call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SplitOpts {
+    /// No leaf larger than this level is left (2: 2 MiB, 3: 4 KiB).
+    pub to_level: usize,
+    /// The new leaves get the contiguous bit.
+    pub contiguous: bool,
+    /// Never visit the entries of `to_level` (KVM's SKIP_LEVEL); off visits them all (the
+    /// baseline).
+    pub skip_target_level: bool,
+    /// With `to_level` 3: do not descend into tables whose summary bit says they hold no block
+    /// ([`crate::descriptor::sw::TABLE_NO_BLOCKS`]), and set the bit on every table whose subtree
+    /// this call split entirely, so an already-split range costs O(blocks), not O(size / 2 MiB).
+    pub summary: bool,
+    /// Break-before-make even under BBML2.
+    pub force_bbm: bool,
+}
+
+impl SplitOpts {
+    /// Split to `to_level` (2 or 3), no contiguous bit, SKIP_LEVEL on, no summary.
+    pub const fn to(to_level: usize) -> SplitOpts {
+        SplitOpts { to_level, contiguous: false, skip_target_level: true, summary: false, force_bbm: false }
+    }
+}
+
+/// Run-time switches of the mechanisms that belong to a table (docs/ARCHITECTURE.md, "The
+/// mechanisms"): each applies to every later operation on it. Defaults are the optimised
+/// behaviour. BBML2 is fixed at creation ([`Config`]); how one call walks is in [`Opts`] /
+/// [`SplitOpts`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Policy {
     /// Skip maintenance for changes `needs_flush` says are free (invalid -> valid, software
     /// bits). Off: every changed entry is flushed (the baseline).
     pub flush_elision: bool,
     /// How gathered invalidations become instructions.
     pub flush: FlushPolicy,
-    /// `split`: never visit the entries of the target level (SKIP_LEVEL); off visits them all
-    /// (the baseline).
-    pub split_skip_target_level: bool,
     /// Subtrees built when an operation must split a block at a range end use contiguous
     /// ranges where possible (PUD -> contiguous PMDs -> PMDs -> contiguous PTEs -> PTEs).
     pub split_contiguous: bool,
-    /// `split` to 4 KiB pages keeps and uses the per-table summary bit
-    /// ([`crate::descriptor::sw::TABLE_NO_BLOCKS`]): tables known to hold no block are not
-    /// descended, so an already-split range costs O(blocks) instead of O(size / 2 MiB). Off (the
-    /// default): the bit is neither set nor read by `split`.
-    pub split_summary: bool,
     /// Lazy permission relaxation: a change that only widens a user page's rights
     /// ([`crate::descriptor::is_user_relaxation`]: RO -> RW, NX -> X) gets no TLB maintenance,
     /// whatever `flush_elision` says. A CPU may keep the old, narrower entry; the access it
@@ -65,15 +106,7 @@ pub struct Policy {
 
 impl Default for Policy {
     fn default() -> Self {
-        Policy {
-            bbml2: false,
-            flush_elision: true,
-            flush: FlushPolicy::default(),
-            split_skip_target_level: true,
-            split_contiguous: true,
-            split_summary: false,
-            lazy_relax: false,
-        }
+        Policy { flush_elision: true, flush: FlushPolicy::default(), split_contiguous: true, lazy_relax: false }
     }
 }
 
@@ -131,6 +164,7 @@ pub struct PageTable<A: FrameAlloc> {
     root: PhysAddr,
     frames: A,
     live: bool,
+    config: Config,
     policy: Policy,
     stats: Stats,
     #[cfg(any(test, feature = "seeded-bugs"))]
@@ -148,8 +182,14 @@ impl<A: FrameAlloc> fmt::Debug for PageTable<A> {
 }
 
 impl<A: FrameAlloc> PageTable<A> {
-    /// Allocates an empty root (two concatenated pages for stage 2). The table is not live.
-    pub fn new(regime: Regime, mut frames: A) -> Result<Self, Error> {
+    /// Allocates an empty root (two concatenated pages for stage 2), with the default
+    /// [`Config`] (no BBML2). The table is not live.
+    pub fn new(regime: Regime, frames: A) -> Result<Self, Error> {
+        Self::with_config(regime, Config::default(), frames)
+    }
+
+    /// Allocates an empty root with `config`. The table is not live.
+    pub fn with_config(regime: Regime, config: Config, mut frames: A) -> Result<Self, Error> {
         let pages = regime.root_pages();
         let root = frames.alloc_zeroed(pages).ok_or(Error::OutOfMemory)?;
         let stats = Stats { table_pages: pages as u64, tables_allocated: pages as u64, ..Stats::default() };
@@ -158,6 +198,7 @@ impl<A: FrameAlloc> PageTable<A> {
             root,
             frames,
             live: false,
+            config,
             policy: Policy::default(),
             stats,
             #[cfg(any(test, feature = "seeded-bugs"))]
@@ -202,6 +243,10 @@ impl<A: FrameAlloc> PageTable<A> {
         if let Regime::El1 { half, .. } = self.regime {
             self.regime = Regime::El1 { asid, half };
         }
+    }
+    /// What the table was created with.
+    pub fn config(&self) -> &Config {
+        &self.config
     }
     /// The mechanism switches.
     pub fn policy(&self) -> &Policy {
@@ -259,6 +304,37 @@ impl<A: FrameAlloc> PageTable<A> {
             return Err(Error::OutOfRange);
         }
         Ok((off, end))
+    }
+
+    /// The entry holding the leaf (a mapping, PROT_NONE included) of `addr`, found by one walk
+    /// down from the root.
+    pub(crate) fn find_leaf<I: InputAddress>(&self, addr: I) -> Option<Entry> {
+        if I::KIND != self.regime.input_kind() {
+            return None;
+        }
+        let off = addr.raw().checked_sub(self.regime.input_base())?;
+        if off >= self.regime.input_span() {
+            return None;
+        }
+        let mut table = self.root;
+        let mut level = self.regime.start_level();
+        let mut entries = self.regime.root_entries() as u64;
+        loop {
+            let size = level_size(level);
+            let index = ((off / size) % entries) as usize;
+            let desc = Desc(self.frames.read_desc(table, index));
+            if desc.is_table(level) {
+                table = desc.addr();
+                level += 1;
+                entries = ENTRIES_PER_TABLE as u64;
+                continue;
+            }
+            if !desc.is_mapping(level) {
+                return None;
+            }
+            let off = off & !(size - 1);
+            return Some(Entry { table, index, level, off, desc, visit: crate::walker::Visit::Leaf });
+        }
     }
 
     /// Looks up one input address in the tables (software view, no TLB involved).
@@ -391,35 +467,14 @@ impl<A: FrameAlloc> PageTable<A> {
         Ok(())
     }
 
-    /// The per-operation context.
-    pub(crate) fn ctx<'a, T: TlbMaintenance + ?Sized>(&'a mut self, tlb: &'a mut T) -> Ctx<'a, A, T> {
-        #[allow(unused_mut)] // mutated only with seeded bugs compiled in
-        let mut gather = TlbGather::new();
-        #[cfg(any(test, feature = "seeded-bugs"))]
-        {
-            gather.skip_dsb_before_tlbi = self.mutation == Mutation::NoDsbBeforeTlbi;
-        }
-        Ctx {
-            regime: self.regime,
-            live: self.live,
-            policy: self.policy,
-            frames: &mut self.frames,
-            tlb,
-            stats: &mut self.stats,
-            gather,
-            #[cfg(any(test, feature = "seeded-bugs"))]
-            mutation: self.mutation,
-        }
-    }
-
     /// Seeds a bug for the model checker to find (tests and the `seeded-bugs` feature only).
     #[cfg(any(test, feature = "seeded-bugs"))]
     pub fn seed_bug(&mut self, m: Mutation) {
         self.mutation = m;
     }
 
-    pub(crate) fn root_and_regime(&self) -> (PhysAddr, Regime) {
-        (self.root, self.regime)
+    pub(crate) fn frames_and_stats(&mut self) -> (&mut A, &mut Stats) {
+        (&mut self.frames, &mut self.stats)
     }
 }
 
@@ -434,145 +489,12 @@ pub(crate) fn check_output(pa: PhysAddr, size: u64) -> Result<(), Error> {
     }
 }
 
-fn free_subtree<A: FrameAlloc>(frames: &mut A, table: PhysAddr, level: usize, entries: usize) {
+pub(crate) fn free_subtree<A: FrameAlloc>(frames: &mut A, table: PhysAddr, level: usize, entries: usize) {
     for i in 0..entries {
         let d = Desc(frames.read_desc(table, i));
         if d.is_table(level) {
             free_subtree(frames, d.addr(), level + 1, ENTRIES_PER_TABLE);
             frames.free(d.addr(), 1);
         }
-    }
-}
-
-/// Everything one operation works with.
-pub(crate) struct Ctx<'a, A: FrameAlloc, T: TlbMaintenance + ?Sized> {
-    pub regime: Regime,
-    pub live: bool,
-    pub policy: Policy,
-    pub frames: &'a mut A,
-    pub tlb: &'a mut T,
-    pub stats: &'a mut Stats,
-    pub gather: TlbGather,
-    #[cfg(any(test, feature = "seeded-bugs"))]
-    pub mutation: Mutation,
-}
-
-impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> WalkState for Ctx<'_, A, T> {
-    fn read(&self, table: PhysAddr, index: usize) -> Desc {
-        Desc(self.frames.read_desc(table, index))
-    }
-    fn walk_stats(&mut self) -> &mut WalkStats {
-        &mut self.stats.walk
-    }
-}
-
-impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
-    pub fn read_desc(&self, table: PhysAddr, index: usize) -> Desc {
-        Desc(self.frames.read_desc(table, index))
-    }
-
-    pub fn write(&mut self, table: PhysAddr, index: usize, d: Desc) {
-        self.frames.write_desc(table, index, d.0);
-        self.stats.desc_writes += 1;
-        self.gather.note_write();
-    }
-
-    pub fn alloc_table(&mut self) -> Result<PhysAddr, Error> {
-        let t = self.frames.alloc_zeroed(1).ok_or(Error::OutOfMemory)?;
-        self.stats.table_pages += 1;
-        self.stats.tables_allocated += 1;
-        Ok(t)
-    }
-
-    /// Clears the summary bit of the table entry `e` (before something may place a block
-    /// below it). Only an ignored bit changes: no TLB maintenance.
-    pub fn clear_table_summary(&mut self, e: &Entry) {
-        let d = self.read_desc(e.table, e.index);
-        if d.is_table_without_blocks(e.level) {
-            self.write(e.table, e.index, Desc(d.0 & !crate::descriptor::sw::TABLE_NO_BLOCKS));
-        }
-    }
-
-    /// Frees a table that was never linked (no maintenance needed).
-    pub fn free_unlinked(&mut self, table: PhysAddr, level: usize) {
-        free_subtree(self.frames, table, level, ENTRIES_PER_TABLE);
-        self.frames.free(table, 1);
-        self.stats.table_pages -= 1;
-        self.stats.tables_freed += 1;
-    }
-
-    /// Frees an unlinked table once the gathered invalidation has completed.
-    pub fn free_after_flush(&mut self, table: PhysAddr) {
-        self.stats.table_pages -= 1;
-        self.stats.tables_freed += 1;
-        if self.live && seeded_bug!(self, FreeTableBeforeTlbi) {
-            self.frames.free(table, 1);
-            return;
-        }
-        self.gather.defer_free(table, 1);
-    }
-
-    /// Whether a stage-1 EL1&0 entry is global.
-    pub fn is_global(&self, d: Desc) -> bool {
-        matches!(self.regime, Regime::El1 { .. }) && !d.is_not_global()
-    }
-
-    /// Records a changed leaf for the gather, applying the flush-elision rule.
-    pub fn record_leaf_change(&mut self, off: u64, level: usize, old: Desc, new: Desc) {
-        if !self.live || old == new {
-            return;
-        }
-        let needed = if self.policy.flush_elision { needs_flush(old, new) } else { true };
-        if !needed {
-            self.stats.flushes_elided += 1;
-            return;
-        }
-        let user_table = matches!(self.regime, Regime::El1 { half: crate::regime::VaHalf::Lower, .. });
-        let relaxation = crate::descriptor::is_user_relaxation(old, new)
-            || (seeded_bug!(self, LazyRelaxAnyPermission) && old.is_valid() && new.is_valid());
-        if self.policy.lazy_relax && user_table && relaxation {
-            self.stats.lazy_relaxed += 1;
-            return;
-        }
-        if seeded_bug!(self, ElideTlbiRwToRo)
-            && old.is_valid()
-            && new.is_valid()
-            && old.addr() == new.addr()
-            && (old.0 ^ new.0) == crate::descriptor::AP_RO
-        {
-            return;
-        }
-        let global = self.is_global(old);
-        self.gather.add_leaf(off, level_size(level), global);
-    }
-
-    /// Invalidates one entry (or contiguous range) now: `DSB ISHST`, TLBI, `DSB ISH`. The
-    /// middle of a break-before-make sequence.
-    pub fn flush_now(&mut self, off: u64, size: u64, stride: u64, leaf_only: bool, global: bool) {
-        if !self.live {
-            return;
-        }
-        self.stats.bbm += 1;
-        if !seeded_bug!(self, NoDsbBeforeTlbi) {
-            self.tlb.dsb(Barrier::IshSt);
-        }
-        let req = FlushRequest { range: off..off + size, stride, leaf_only, global, tables: &[] };
-        emit_invalidation(self.regime, &req, &self.policy.flush, self.tlb);
-        self.tlb.dsb(Barrier::Ish);
-    }
-
-    /// Issues the gathered maintenance and frees deferred tables.
-    pub fn finish(&mut self) {
-        self.gather.finish(self.regime, self.live, &self.policy.flush, self.tlb, self.frames);
-    }
-
-    /// Index of the first entry of the contiguous group holding `index`.
-    pub fn group_start(index: usize) -> usize {
-        index & !(CONT_ENTRIES - 1)
-    }
-
-    /// Input offset of the group holding entry `e`.
-    pub fn group_off(e: &Entry) -> u64 {
-        e.off & !(cont_size(e.level) - 1)
     }
 }

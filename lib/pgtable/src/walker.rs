@@ -4,10 +4,17 @@
 //! `TABLE_PRE` / `TABLE_POST` visit table entries before / after their children, and
 //! `skip_level(n)` never visits entries of level `n` (nor descends into tables holding them);
 //! `SKIP_NO_BLOCKS` does not descend into tables whose summary bit says they hold no block.
-//! After a callback the entry is re-read: a block the callback replaced by a table is then
-//! descended, an entry it removed is not.
+//! After a callback that wrote a descriptor the entry is re-read (as KVM's walker does): a block
+//! the callback replaced by a table is then descended, an entry it removed is not. A callback
+//! that wrote nothing costs no second load.
+//!
+//! Per entry the walker does one load, the decision and the callback; visit counts are kept in
+//! registers and added once per table. Level-3 tables (which hold no tables) are walked by a
+//! tight loop of their own. A callback may also handle a whole subtree itself (e.g. a level-3
+//! table as one loop over its 512 raw descriptors) and tell the walker not to descend
+//! ([`WalkState::take_skip`]).
 
-use crate::addr::{level_size, PhysAddr, ENTRIES_PER_TABLE};
+use crate::addr::{level_size, PhysAddr, ENTRIES_PER_TABLE, PAGE_SIZE};
 use crate::descriptor::Desc;
 use crate::frame::FrameAlloc;
 use crate::regime::Regime;
@@ -15,7 +22,7 @@ use crate::Error;
 
 /// Which entries a walk visits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub struct WalkFlags(u8);
+pub struct WalkFlags(u16);
 
 impl WalkFlags {
     /// Visit non-table entries (blocks, pages, invalid entries).
@@ -32,6 +39,12 @@ impl WalkFlags {
     pub const fn skip_level(level: usize) -> WalkFlags {
         WalkFlags(1 << (4 + level))
     }
+    /// Visit the non-table entries at `level` (0..=3) without calling the callback for them:
+    /// each is loaded and counted, and the walk goes on (for a callback that ignores that level,
+    /// e.g. a split's target level: no entry struct built, no call).
+    pub const fn quiet_level(level: usize) -> WalkFlags {
+        WalkFlags(1 << (8 + level))
+    }
     /// Union.
     pub const fn with(self, other: WalkFlags) -> WalkFlags {
         WalkFlags(self.0 | other.0)
@@ -43,6 +56,10 @@ impl WalkFlags {
     /// Whether entries of `level` are skipped.
     pub const fn skips(self, level: usize) -> bool {
         self.contains(WalkFlags::skip_level(level))
+    }
+    /// Whether leaves of `level` are visited without the callback.
+    pub const fn quiet(self, level: usize) -> bool {
+        self.contains(WalkFlags::quiet_level(level))
     }
 }
 
@@ -123,6 +140,18 @@ pub trait WalkState {
     fn read(&self, table: PhysAddr, index: usize) -> Desc;
     /// The visit counters.
     fn walk_stats(&mut self) -> &mut WalkStats;
+    /// A number that changes whenever a descriptor is written through this state (e.g. a write
+    /// counter): the walker re-reads an entry after a callback only when it changed. A state
+    /// whose callbacks may write must implement it; the default (nothing is ever written) suits
+    /// read-only walks.
+    fn writes(&self) -> u64 {
+        0
+    }
+    /// Whether the callback just called asked the walker not to descend into the entry it
+    /// visited (it handled the subtree itself); the request is consumed.
+    fn take_skip(&mut self) -> bool {
+        false
+    }
 }
 
 /// A read-only [`WalkState`] over a frame allocator.
@@ -195,20 +224,80 @@ impl Walker {
         }
         let first = ((lo - base) / size) as usize;
         let last = ((hi - 1 - base) / size) as usize;
+        if level == 3 {
+            return self.leaf_table(state, table, base, first, last, cb);
+        }
         for index in first..=last {
             self.entry(state, table, index, level, base + index as u64 * size, cb)?;
         }
         Ok(())
     }
 
-    fn visit<S: WalkState, F>(&self, state: &mut S, mut e: Entry, visit: Visit, cb: &mut F) -> Result<Desc, Error>
+    /// Entries `first..=last` of a level-3 table: one load and the callback each, no re-read
+    /// (a level-3 entry is never descended), visits counted once for the table.
+    #[inline(always)]
+    fn leaf_table<S: WalkState, F>(
+        &self,
+        state: &mut S,
+        table: PhysAddr,
+        base: u64,
+        first: usize,
+        last: usize,
+        cb: &mut F,
+    ) -> Result<(), Error>
+    where
+        F: FnMut(&mut S, &Entry) -> Result<(), Error>,
+    {
+        if !self.flags.contains(WalkFlags::LEAF) {
+            return Ok(());
+        }
+        if self.flags.quiet(3) {
+            // Visited, not called back: one load each (the decision is the flag's).
+            for index in first..=last {
+                // A volatile load: never elided, whatever becomes of the value.
+                let _ = state.read(table, index);
+            }
+            state.walk_stats().visits[3][Visit::Leaf as usize] += (last + 1 - first) as u64;
+            return Ok(());
+        }
+        let mut result = Ok(());
+        let mut index = first;
+        while index <= last {
+            let desc = state.read(table, index);
+            let e = Entry { table, index, level: 3, off: base + index as u64 * PAGE_SIZE, desc, visit: Visit::Leaf };
+            if let Err(err) = cb(state, &e) {
+                result = Err(err);
+                index += 1;
+                break;
+            }
+            index += 1;
+        }
+        state.walk_stats().visits[3][Visit::Leaf as usize] += (index - first) as u64;
+        result
+    }
+
+    /// Calls `cb` for `e`; returns the entry as it is afterwards (re-read only when the callback
+    /// wrote something) and whether the callback asked not to descend.
+    #[inline(always)]
+    fn visit<S: WalkState, F>(
+        &self,
+        state: &mut S,
+        mut e: Entry,
+        visit: Visit,
+        cb: &mut F,
+    ) -> Result<(Desc, bool), Error>
     where
         F: FnMut(&mut S, &Entry) -> Result<(), Error>,
     {
         e.visit = visit;
         state.walk_stats().visits[e.level][visit as usize] += 1;
+        let w = state.writes();
         cb(state, &e)?;
-        Ok(state.read(e.table, e.index))
+        let skip = state.take_skip();
+        if state.writes() == w {
+            return Ok((e.desc, skip));
+        }
+        Ok((state.read(e.table, e.index), skip))
     }
 
     fn entry<S: WalkState, F>(
@@ -226,12 +315,22 @@ impl Walker {
         let mut desc = state.read(table, index);
         let mut e = Entry { table, index, level, off, desc, visit: Visit::Leaf };
         if desc.is_table(level) && self.flags.contains(WalkFlags::TABLE_PRE) {
-            desc = self.visit(state, e, Visit::TablePre, cb)?;
+            let skip;
+            (desc, skip) = self.visit(state, e, Visit::TablePre, cb)?;
+            if skip {
+                return Ok(());
+            }
             e.desc = desc;
         }
         if !desc.is_table(level) {
-            if self.flags.contains(WalkFlags::LEAF) {
-                desc = self.visit(state, e, Visit::Leaf, cb)?;
+            if self.flags.contains(WalkFlags::LEAF) && self.flags.quiet(level) {
+                state.walk_stats().visits[level][Visit::Leaf as usize] += 1;
+            } else if self.flags.contains(WalkFlags::LEAF) {
+                let skip;
+                (desc, skip) = self.visit(state, e, Visit::Leaf, cb)?;
+                if skip {
+                    return Ok(());
+                }
                 e.desc = desc;
             }
             if !desc.is_table(level) {
@@ -268,6 +367,7 @@ mod tests {
         frames: HeapFrames,
         stats: WalkStats,
         log: Vec<(usize, Visit, u64)>,
+        writes: u64,
     }
 
     impl WalkState for State {
@@ -276,6 +376,9 @@ mod tests {
         }
         fn walk_stats(&mut self) -> &mut WalkStats {
             &mut self.stats
+        }
+        fn writes(&self) -> u64 {
+            self.writes
         }
     }
 
@@ -291,7 +394,7 @@ mod tests {
         frames.write_desc(l2, 0, 0x4000_0000 | 0b01); // block
         frames.write_desc(l2, 1, Desc::table(l3).0);
         frames.write_desc(l3, 5, 0x5000_0000 | 0b11); // page
-        (State { frames, stats: WalkStats::default(), log: Vec::new() }, root)
+        (State { frames, stats: WalkStats::default(), log: Vec::new(), writes: 0 }, root)
     }
 
     #[test]
@@ -326,6 +429,7 @@ mod tests {
             if e.level == 2 && e.off == 0 && !replaced {
                 let t = s.frames.alloc_zeroed(1).unwrap();
                 s.frames.write_desc(e.table, e.index, Desc::table(t).0);
+                s.writes += 1;
                 replaced = true;
             }
             Ok(())

@@ -239,3 +239,38 @@ fn checker_rejects_other_in_place_changes_of_a_group() {
         "misprogrammed contiguous range",
     );
 }
+
+/// The direct convert ([`crate::PageTable::leaf`] + [`crate::Leaf::convert_group`]): from the
+/// leaf, without a walk; under BBML2 in place without TLBI, with `Opts::FORCE_BBM` (or
+/// without BBML2) break-before-make with one TLBI of the group; the checker stays silent.
+#[test]
+fn direct_convert_from_the_leaf() {
+    use crate::Opts;
+    for bbml2 in [true, false] {
+        for opts in [Opts::DEFAULT, Opts::FORCE_BBM] {
+            let mut h = folded(2, bbml2, false);
+            let page = VirtAddr::new(VA + GROUP + 5 * PAGE_SIZE);
+            h.pt.reset_stats();
+            let c0 = h.tlb.counters;
+            let mut leaf = h.pt.leaf(page).expect("mapped");
+            assert_eq!(leaf.level(), 3);
+            assert!(leaf.convert_group(&mut h.tlb, false, opts), "unfolded");
+            assert!(!leaf.convert_group(&mut h.tlb, false, opts), "already unfolded");
+            h.check().expect("unfold");
+            assert!(!h.pt.translate(page).unwrap().contiguous);
+            assert!(h.pt.translate(VirtAddr::new(VA)).unwrap().contiguous, "the other group stays");
+            let want: &[(&str, u64)] = if bbml2 && !opts.force_bbm { &[] } else { &[("VAALE1IS", 16)] };
+            assert_eq!(tlbis(&h, &c0), want, "bbml2 {bbml2} {opts:?}");
+            assert_eq!(h.pt.stats().walk.total(), 0, "no walk");
+            let c1 = h.tlb.counters;
+            assert!(h.pt.leaf(page).unwrap().convert_group(&mut h.tlb, true, opts), "folded back");
+            h.check().expect("fold");
+            assert!(h.pt.translate(page).unwrap().contiguous);
+            assert_eq!(tlbis(&h, &c1), want);
+            // A group whose members differ does not fold.
+            h.pt.protect(&mut h.tlb, page, PAGE_SIZE, Perms::RO).unwrap();
+            assert!(!h.pt.leaf(page).unwrap().convert_group(&mut h.tlb, true, opts));
+            h.check().expect("refused fold");
+        }
+    }
+}

@@ -10,13 +10,15 @@ use super::state::Model;
 use crate::mutation::Mutation;
 use crate::regime::Regime;
 use crate::tlb::{TlbCounters, TlbFeatures};
-use crate::PageTable;
+use crate::{Config, PageTable, SplitOpts};
 
 /// A table whose frames and TLB maintenance go through one [`Model`].
 pub struct Harness {
     pub pt: PageTable<ModelFrames>,
     pub tlb: ModelTlb,
     pub model: Rc<RefCell<Model>>,
+    /// What `split` calls of the scenarios pass (SKIP_LEVEL3 by default).
+    pub split_opts: SplitOpts,
 }
 
 impl Harness {
@@ -25,11 +27,10 @@ impl Harness {
         let model = Rc::new(RefCell::new(Model::new(regime)));
         model.borrow_mut().bbml2 = bbml2;
         let frames = ModelFrames { model: model.clone(), limit: None };
-        let mut pt = PageTable::new(regime, frames).expect("root");
-        pt.policy_mut().bbml2 = bbml2;
+        let pt = PageTable::with_config(regime, Config { bbml2 }, frames).expect("root");
         model.borrow_mut().set_root(pt.root());
         let tlb = ModelTlb { model: model.clone(), features: TlbFeatures { range }, counters: TlbCounters::default() };
-        Harness { pt, tlb, model }
+        Harness { pt, tlb, model, split_opts: SplitOpts::to(3) }
     }
 
     /// Seeds a bug.

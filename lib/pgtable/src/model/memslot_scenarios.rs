@@ -44,7 +44,7 @@ fn sizes(b: Backing) -> (u64, u64) {
 
 fn memslot(b: Backing, bbml2: bool, skip: bool) -> Harness {
     let mut h = Harness::new(Regime::Stage2 { vmid: 1 }, bbml2, false);
-    h.pt.policy_mut().split_skip_target_level = skip;
+    h.split_opts.skip_target_level = skip;
     h.go_live();
     let (size, pool) = sizes(b);
     let cons = match b {
@@ -85,7 +85,7 @@ fn scenario1_write_protect_then_split_in_chunks() {
                 let chunk = size.min(GIB);
                 let mut a = 0;
                 while a < size {
-                    h.pt.split(&mut h.tlb, IntermPhysAddr::new(SLOT + a), chunk, 3, false).unwrap();
+                    h.pt.split_with(&mut h.tlb, IntermPhysAddr::new(SLOT + a), chunk, h.split_opts).unwrap();
                     ok(&mut h, "split chunk");
                     a += chunk;
                 }
@@ -113,7 +113,7 @@ fn scenario2_split_then_protect_each_64_page_word() {
             while a < cleared {
                 let ipa = IntermPhysAddr::new(SLOT + a);
                 let before = h.pt.stats().walk.at_level(3);
-                h.pt.split(&mut h.tlb, ipa, word, 3, false).unwrap();
+                h.pt.split_with(&mut h.tlb, ipa, word, h.split_opts).unwrap();
                 split_l3 += h.pt.stats().walk.at_level(3) - before;
                 h.pt.protect(&mut h.tlb, ipa, word, Perms::RO).unwrap();
                 a += word;
@@ -133,18 +133,18 @@ fn scenario2_split_then_protect_each_64_page_word() {
 fn summary_bit_skips_split_subtrees_and_map_clears_it() {
     for b in [Backing::Pages, Backing::Blocks2M, Backing::Blocks1G] {
         let mut h = memslot(b, false, true);
-        h.pt.policy_mut().split_summary = true;
+        h.split_opts.summary = true;
         let (size, _) = sizes(b);
         let slot = IntermPhysAddr::new(SLOT);
         assert!(size <= GIB);
         h.pt.protect(&mut h.tlb, slot, size, Perms::RO).unwrap();
         // The summary covers a whole level-1 entry: split its whole 1 GiB (the rest is empty).
-        h.pt.split(&mut h.tlb, slot, GIB, 3, false).unwrap();
+        h.pt.split_with(&mut h.tlb, slot, GIB, h.split_opts).unwrap();
         ok(&mut h, "first split (marks the level-1 entry)");
         check_pages(&h, b);
         // Already split: the second walk does not descend below level 1 at all.
         h.pt.reset_stats();
-        assert_eq!(h.pt.split(&mut h.tlb, slot, GIB, 3, false).unwrap(), 0);
+        assert_eq!(h.pt.split_with(&mut h.tlb, slot, GIB, h.split_opts).unwrap(), 0);
         let w = h.pt.stats().walk;
         assert_eq!(w.skipped[1], 1, "{b:?}: the level-1 table entry is skipped");
         assert_eq!((w.at_level(2), w.at_level(3)), (0, 0), "{b:?}");
@@ -157,7 +157,7 @@ fn summary_bit_skips_split_subtrees_and_map_clears_it() {
         h.pt.map(&mut h.tlb, hole, 2 * MIB, pa, Attributes::normal(Perms::RO), blocks).unwrap();
         ok(&mut h, "map a 2 MiB block below a marked entry");
         assert_eq!(h.pt.translate(hole).unwrap().level, 2);
-        assert_eq!(h.pt.split(&mut h.tlb, slot, GIB, 3, false).unwrap(), 1, "{b:?}: the new block is split");
+        assert_eq!(h.pt.split_with(&mut h.tlb, slot, GIB, h.split_opts).unwrap(), 1, "{b:?}: the new block is split");
         ok(&mut h, "split again");
         check_pages(&h, b);
     }

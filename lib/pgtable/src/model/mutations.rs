@@ -46,12 +46,24 @@ fn free_table(h: &mut Harness) {
     h.pt.unmap(&mut h.tlb, VirtAddr::new(0x80_0000), 8 * PAGE_SIZE).unwrap();
 }
 
-/// Every operation of the mutation tests, each correct without a mutation.
+/// Write-protects the 2 MiB holding the pages (the level-2 entry gets "no writable below"),
+/// then makes one page writable again (which must clear it).
+fn writable_below_summary(h: &mut Harness) {
+    h.pt.write_protect(&mut h.tlb, VirtAddr::new(0x80_0000), 2 * MIB).unwrap();
+    h.pt.protect(&mut h.tlb, VirtAddr::new(0x80_1000), PAGE_SIZE, Perms::RW | Perms::USER).unwrap();
+}
+
 /// One operation of the mutation tests.
 type TestOp = fn(&mut Harness);
 
-const OPS: [(&str, TestOp); 4] =
-    [("split", split), ("rw_to_ro", rw_to_ro), ("change_output", change_output), ("free_table", free_table)];
+/// Every operation of the mutation tests, each correct without a mutation.
+const OPS: [(&str, TestOp); 5] = [
+    ("split", split),
+    ("rw_to_ro", rw_to_ro),
+    ("change_output", change_output),
+    ("free_table", free_table),
+    ("writable_below_summary", writable_below_summary),
+];
 
 #[test]
 fn unmutated_operations_are_clean() {
@@ -90,6 +102,11 @@ fn mutation_free_table_before_tlbi_is_caught() {
 #[test]
 fn mutation_no_dsb_before_tlbi_is_caught() {
     caught(Mutation::NoDsbBeforeTlbi, rw_to_ro, "stale TLB entry");
+}
+
+#[test]
+fn mutation_keep_no_writable_is_caught() {
+    caught(Mutation::KeepNoWritable, writable_below_summary, "stale summary");
 }
 
 #[test]

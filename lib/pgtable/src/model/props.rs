@@ -28,6 +28,7 @@ enum Op {
     Map { at: u64, len: u64, out: u64, perms: u8, cons: u8 },
     Unmap { at: u64, len: u64 },
     Protect { at: u64, len: u64, perms: u8 },
+    WriteProtect { at: u64, len: u64 },
     Remap { at: u64, len: u64, out: u64, perms: u8 },
     Split { at: u64, len: u64, to: usize },
     Fold { at: u64, len: u64 },
@@ -131,6 +132,7 @@ fn op(scale: Scale) -> impl Strategy<Value = Op> {
         }),
         2 => range(scale).prop_map(|(at, len)| Op::Unmap { at, len }),
         4 => (range(scale), any::<u8>()).prop_map(|((at, len), perms)| Op::Protect { at, len, perms }),
+        2 => range(scale).prop_map(|(at, len)| Op::WriteProtect { at, len }),
         1 => (range(scale), out_for(scale), any::<u8>()).prop_map(|((at, len), out, perms)| Op::Remap {
             at,
             len,
@@ -222,6 +224,7 @@ impl Case {
             }
             Op::Unmap { at, len } => h.pt.unmap(&mut h.tlb, a(at), len * unit),
             Op::Protect { at, len, perms } => h.pt.protect(&mut h.tlb, a(at), len * unit, perms_for(regime, perms)),
+            Op::WriteProtect { at, len } => h.pt.write_protect(&mut h.tlb, a(at), len * unit),
             Op::Remap { at, len, out: o, perms } => h.pt.remap(
                 &mut h.tlb,
                 a(at),
@@ -248,6 +251,7 @@ impl Case {
             Op::Map { at, len, .. }
             | Op::Unmap { at, len }
             | Op::Protect { at, len, .. }
+            | Op::WriteProtect { at, len }
             | Op::Remap { at, len, .. }
             | Op::Split { at, len, .. }
             | Op::Fold { at, len }
@@ -279,6 +283,12 @@ impl Case {
                 let p = perms_for(self.regime, perms);
                 for (_, v) in r.range_mut(at..at + len) {
                     v.1 = p;
+                }
+            }
+            Op::WriteProtect { .. } => {
+                prop_assert_eq!(res, Ok(()), "{:?}", op);
+                for (_, v) in r.range_mut(at..at + len) {
+                    v.1 = v.1.difference(Perms::WRITE);
                 }
             }
             Op::Remap { out: o, perms, .. } => {

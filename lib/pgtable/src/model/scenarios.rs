@@ -4,6 +4,7 @@ use super::harness::Harness;
 use crate::addr::{IntermPhysAddr, PhysAddr, VirtAddr, PAGE_SIZE};
 use crate::attrs::{Attributes, Constraints, Perms};
 use crate::regime::{Regime, VaHalf};
+use crate::SplitOpts;
 
 const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;
@@ -157,13 +158,13 @@ fn user_space_prot_none_and_contpte() {
 fn baseline_policies_are_checked_too() {
     let mut h = Harness::new(Regime::El2, false, false);
     h.pt.policy_mut().flush_elision = false;
-    h.pt.policy_mut().split_skip_target_level = false;
     h.pt.policy_mut().split_contiguous = false;
     h.pt.policy_mut().flush.whole_threshold = u64::MAX;
     h.pt.map(&mut h.tlb, VirtAddr::new(0), 8 * MIB, PhysAddr::new(0), Attributes::normal(Perms::RW), Constraints::NONE)
         .unwrap();
     h.go_live();
-    h.pt.split(&mut h.tlb, VirtAddr::new(0), 8 * MIB, 3, false).unwrap();
+    let baseline = SplitOpts { skip_target_level: false, ..SplitOpts::to(3) };
+    h.pt.split_with(&mut h.tlb, VirtAddr::new(0), 8 * MIB, baseline).unwrap();
     ok(&mut h, "split");
     h.pt.protect(&mut h.tlb, VirtAddr::new(0), 8 * MIB, Perms::NONE).unwrap();
     h.pt.protect(&mut h.tlb, VirtAddr::new(0), 8 * MIB, Perms::RW).unwrap();

@@ -636,9 +636,61 @@ impl Model {
         }
     }
 
+    /// Whether some valid leaf below `table` (at `level`) grants write access (`writable`) or
+    /// is a block (not `writable`).
+    fn subtree_has(&self, table: u64, level: usize, writable: bool) -> bool {
+        (0..ENTRIES_PER_TABLE).any(|i| {
+            let d = Desc(self.peek(table, i));
+            if d.is_table(level) {
+                return self.subtree_has(d.addr().as_u64(), level + 1, writable);
+            }
+            if writable {
+                d.is_valid_leaf(level) && decode_leaf(self.regime, d).perms.contains(crate::Perms::WRITE)
+            } else {
+                level < 3 && d.is_mapping(level)
+            }
+        })
+    }
+
+    /// The table summary bits say the truth: no writable leaf below a table descriptor with
+    /// "no writable" (a write-protect skips it), no block below one with "no blocks" (a split
+    /// skips it).
+    fn check_summaries(&mut self) {
+        let mut msgs = Vec::new();
+        let mut tables: Vec<(u64, usize, u64)> = self.placement.iter().map(|(&t, &(l, b))| (t, l, b)).collect();
+        tables.sort_unstable();
+        for (table, level, base) in tables {
+            if level >= 3 {
+                continue;
+            }
+            for i in 0..ENTRIES_PER_TABLE {
+                let d = Desc(self.peek(table, i));
+                if !d.is_table(level) {
+                    continue;
+                }
+                let off = base + i as u64 * level_size(level);
+                let child = d.addr().as_u64();
+                if d.is_table_without_writable(level) && self.subtree_has(child, level + 1, true) {
+                    msgs.push(format!(
+                        "stale summary: table entry {off:#x} (level {level}) says no writable leaf below, but one is"
+                    ));
+                }
+                if d.is_table_without_blocks(level) && self.subtree_has(child, level + 1, false) {
+                    msgs.push(format!(
+                        "stale summary: table entry {off:#x} (level {level}) says no block below, but one is"
+                    ));
+                }
+            }
+        }
+        for m in msgs.into_iter().take(4) {
+            self.violation(m);
+        }
+    }
+
     /// The checks that hold once an operation has returned.
     pub fn check_quiescent(&mut self) {
         self.check_unsettled_groups();
+        self.check_summaries();
         if !self.pending.is_empty() {
             self.violation(format!(
                 "{} TLBI(s) not completed by a DSB at the end of the operation",

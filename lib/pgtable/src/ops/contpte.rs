@@ -1,74 +1,167 @@
 //! contpte: `fold` 16 compatible entries into a contiguous range, `unfold` them back.
 
-use crate::addr::{level_size, InputAddress, CONT_ENTRIES};
+use crate::addr::{level_size, InputAddress, PhysAddr, CONT_ENTRIES};
+use crate::ctx::Ctx;
 use crate::descriptor::{cont_level, cont_size, Desc};
 use crate::frame::FrameAlloc;
-use crate::table::{Ctx, PageTable};
+use crate::table::{Opts, PageTable};
 use crate::tlb::TlbMaintenance;
-use crate::walker::{walk, WalkFlags};
+use crate::walker::{Entry, WalkFlags};
 use crate::Error;
 
+impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
+    /// Whether the 16 entries of `table` from `first` (the head of a group, at `level`) can be
+    /// folded: all mappings, none contiguous yet, consecutive output aligned to the group,
+    /// identical attributes.
+    pub(crate) fn group_foldable(&self, table: PhysAddr, first: usize, level: usize) -> bool {
+        let head = self.read_desc(table, first);
+        if !head.is_mapping(level) || head.is_contiguous() || !head.addr().as_u64().is_multiple_of(cont_size(level)) {
+            return false;
+        }
+        let size = level_size(level);
+        (1..CONT_ENTRIES).all(|k| {
+            let d: Desc = self.read_desc(table, first + k);
+            d.is_mapping(level)
+                && !d.is_contiguous()
+                && d.leaf_attr_bits() == head.leaf_attr_bits()
+                && d.addr().as_u64() == head.addr().as_u64() + k as u64 * size
+        })
+    }
+}
+
+/// One leaf of a table, found once ([`PageTable::leaf`]) and then changed directly, without a
+/// walk from the root (as Linux's contpte code holds the `ptep`). It borrows the table: nothing
+/// else can change the tables while it lives.
+pub struct Leaf<'a, A: FrameAlloc> {
+    pt: &'a mut PageTable<A>,
+    entry: Entry,
+}
+
+impl<A: FrameAlloc> core::fmt::Debug for Leaf<'_, A> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Leaf").field("level", &self.entry.level).field("desc", &self.entry.desc).finish()
+    }
+}
+
+impl<A: FrameAlloc> Leaf<'_, A> {
+    /// Level of the leaf (2: 2 MiB block, 3: 4 KiB page; 1 never folds).
+    pub fn level(&self) -> usize {
+        self.entry.level
+    }
+    /// The descriptor as it is now.
+    pub fn desc(&self) -> Desc {
+        Desc(self.pt.frames().read_desc(self.entry.table, self.entry.index))
+    }
+
+    /// contpte convert of the group of 16 holding this leaf, folding (`fold`) or unfolding it:
+    /// one read of the 16, one flush decision for the group (break-before-make with one TLBI of
+    /// the range without BBML2 or with `opts.force_bbm`; under BBML2 a rewrite in place), the
+    /// operation's closing barriers. A fold happens only if the 16 are foldable (see
+    /// [`PageTable::fold`]). Returns whether the group was converted.
+    pub fn convert_group<T: TlbMaintenance + ?Sized>(&mut self, tlb: &mut T, fold: bool, opts: Opts) -> bool {
+        let e = self.entry;
+        if !cont_level(e.level) {
+            return false;
+        }
+        let mut ctx = self.pt.ctx(tlb, opts);
+        let first = Ctx::<A, T>::group_start(e.index);
+        let go = if fold {
+            ctx.group_foldable(e.table, first, e.level)
+        } else {
+            ctx.read_desc(e.table, e.index).is_contiguous()
+        };
+        let done = go && ctx.convert_group(&e, fold);
+        ctx.finish();
+        done
+    }
+}
+
 impl<A: FrameAlloc> PageTable<A> {
+    /// The leaf (block or page, PROT_NONE included) mapping `addr`, as a handle for direct
+    /// changes ([`Leaf::convert_group`]); `None` where nothing is mapped or `addr` is of the
+    /// wrong kind or outside the regime.
+    pub fn leaf<I: InputAddress>(&mut self, addr: I) -> Option<Leaf<'_, A>> {
+        let entry = self.find_leaf(addr)?;
+        Some(Leaf { pt: self, entry })
+    }
+
     /// Sets the contiguous bit on every aligned group of 16 entries (64 KiB of pages or 32 MiB
     /// of 2 MiB blocks) inside the range whose members all map consecutive output (aligned to
     /// the group) with identical attributes. Each fold is a contpte convert: without BBML2
     /// clear the 16, TLBI the range, write the 16; with BBML2 rewrite the 16 in place, no TLBI.
     /// Returns the number of groups folded.
+    ///
+    /// # Errors
+    /// Range errors (`Misaligned`, `OutOfRange`, `WrongAddressKind`).
     pub fn fold<I: InputAddress, T: TlbMaintenance + ?Sized>(
         &mut self,
         tlb: &mut T,
         start: I,
         size: u64,
     ) -> Result<u64, Error> {
+        self.fold_with(tlb, start, size, Opts::DEFAULT)
+    }
+
+    /// [`fold`](Self::fold) with per-call options (`Opts::FORCE_BBM`: the convert with its
+    /// TLBI even under BBML2).
+    ///
+    /// # Errors
+    /// As [`fold`](Self::fold).
+    pub fn fold_with<I: InputAddress, T: TlbMaintenance + ?Sized>(
+        &mut self,
+        tlb: &mut T,
+        start: I,
+        size: u64,
+        opts: Opts,
+    ) -> Result<u64, Error> {
         let (s, e) = self.offsets(start, size)?;
-        let (root, regime) = self.root_and_regime();
         let mut count = 0;
-        let mut ctx = self.ctx(tlb);
-        let r = walk(&mut ctx, regime, root, s, e, WalkFlags::LEAF, &mut |ctx, en| {
+        let r = self.run(tlb, opts, s, e, WalkFlags::LEAF, |ctx, en| {
             let level = en.level;
             if !cont_level(level) || en.index % CONT_ENTRIES != 0 || !Ctx::<A, T>::group_inside(en, s, e) {
                 return Ok(());
             }
-            let first = en.desc;
-            if !first.is_mapping(level) || first.is_contiguous() || first.addr().as_u64() % cont_size(level) != 0 {
-                return Ok(());
-            }
-            let size = level_size(level);
-            let compatible = (1..CONT_ENTRIES).all(|k| {
-                let d: Desc = ctx.read_desc(en.table, en.index + k);
-                d.is_mapping(level)
-                    && !d.is_contiguous()
-                    && d.leaf_attr_bits() == first.leaf_attr_bits()
-                    && d.addr().as_u64() == first.addr().as_u64() + k as u64 * size
-            });
-            if compatible && ctx.convert_group(en, true) {
+            if ctx.group_foldable(en.table, en.index, level) && ctx.convert_group(en, true) {
                 count += 1;
             }
             Ok(())
         });
-        ctx.finish();
         r.map(|()| count)
     }
 
     /// Clears the contiguous bit of every group with a member in the range (whole groups, even
     /// where they extend past it). Returns the number of groups unfolded.
+    ///
+    /// # Errors
+    /// Range errors (`Misaligned`, `OutOfRange`, `WrongAddressKind`).
     pub fn unfold<I: InputAddress, T: TlbMaintenance + ?Sized>(
         &mut self,
         tlb: &mut T,
         start: I,
         size: u64,
     ) -> Result<u64, Error> {
+        self.unfold_with(tlb, start, size, Opts::DEFAULT)
+    }
+
+    /// [`unfold`](Self::unfold) with per-call options.
+    ///
+    /// # Errors
+    /// As [`unfold`](Self::unfold).
+    pub fn unfold_with<I: InputAddress, T: TlbMaintenance + ?Sized>(
+        &mut self,
+        tlb: &mut T,
+        start: I,
+        size: u64,
+        opts: Opts,
+    ) -> Result<u64, Error> {
         let (s, e) = self.offsets(start, size)?;
-        let (root, regime) = self.root_and_regime();
         let mut count = 0;
-        let mut ctx = self.ctx(tlb);
-        let r = walk(&mut ctx, regime, root, s, e, WalkFlags::LEAF, &mut |ctx, en| {
+        let r = self.run(tlb, opts, s, e, WalkFlags::LEAF, |ctx, en| {
             if en.desc.is_mapping(en.level) && en.desc.is_contiguous() && ctx.convert_group(en, false) {
                 count += 1;
             }
             Ok(())
         });
-        ctx.finish();
         r.map(|()| count)
     }
 }

@@ -1,13 +1,14 @@
 //! `map`: install a range with the largest leaves the constraints allow.
 
-use crate::addr::{InputAddress, PhysAddr, CONT_ENTRIES};
-use crate::attrs::{Attributes, Constraints};
-use crate::descriptor::{cont_level, cont_size, encode_leaf, validate, Desc};
+use crate::addr::{InputAddress, PhysAddr, CONT_ENTRIES, ENTRIES_PER_TABLE, PAGE_SIZE};
+use crate::attrs::{Attributes, Constraints, Perms};
+use crate::ctx::Ctx;
+use crate::descriptor::{cont_level, cont_size, encode_leaf, sw, validate, Desc};
 use crate::frame::FrameAlloc;
 use crate::regime::Regime;
-use crate::table::{check_output, Ctx, PageTable};
+use crate::table::{check_output, seeded_bug, Opts, PageTable};
 use crate::tlb::TlbMaintenance;
-use crate::walker::{walk, Entry, Visit, WalkFlags};
+use crate::walker::{Entry, Visit, WalkFlags};
 use crate::Error;
 
 /// What a map-like walk installs.
@@ -65,6 +66,22 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
         head.is_contiguous() && head.is_mapping(e.level) && head.addr().as_u64() + k as u64 * e.size() == out
     }
 
+    /// Writes the 512 pages mapping `out..out + 2 MiB` into the new, unlinked level-3 table `t`
+    /// (contiguous where the constraints and the output's alignment allow: every group is then
+    /// whole and aligned).
+    fn fill_leaf_table(&mut self, t: PhysAddr, m: &MapArgs, out: u64) {
+        let cont = !m.constraints.no_contiguous && out.is_multiple_of(cont_size(3));
+        let first = m.leaf(3, out, cont).0;
+        for i in 0..ENTRIES_PER_TABLE {
+            self.frames.write_desc(t, i, first + i as u64 * PAGE_SIZE);
+        }
+        self.stats.desc_writes += ENTRIES_PER_TABLE as u64;
+        if self.live {
+            // Invalid -> valid: no maintenance, as record_leaf_change would count it.
+            self.stats.flushes_elided += ENTRIES_PER_TABLE as u64;
+        }
+    }
+
     /// For an entry that holds nothing: writes the leaf if one fits here (aligned, allowed by
     /// the constraints, entirely inside the range), else links a new empty table so the walker
     /// descends into it.
@@ -84,6 +101,14 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
             self.record_leaf_change(e.off, level, e.desc, d);
         } else {
             let t = self.alloc_table()?;
+            if level == 2 && e.inside(m.start, m.end) {
+                // A whole level-3 table of the range: filled while unreachable (plain writes, no
+                // maintenance: nothing can have cached it), then linked; not walked.
+                self.fill_leaf_table(t, m, m.out(e.off));
+                self.write(e.table, e.index, Desc::table(t));
+                self.skip_children();
+                return Ok(());
+            }
             // A new table for a mapping without blocks holds none: say so in its summary bit
             // (only where its children could be blocks), so a later split need not descend.
             let mut d = Desc::table(t);
@@ -93,6 +118,31 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
             self.write(e.table, e.index, d);
         }
         Ok(())
+    }
+}
+
+/// The table summary bits a mapping with `attrs` and `constraints` invalidates on the tables
+/// above it: "no blocks below" where blocks may be placed, "no writable leaf below" where the
+/// mapping writes.
+pub(crate) fn summary_bits_to_clear(attrs: Attributes, constraints: Constraints) -> u64 {
+    let mut bits = 0;
+    if !constraints.no_blocks {
+        bits |= sw::TABLE_NO_BLOCKS;
+    }
+    if attrs.perms.contains(Perms::WRITE) {
+        bits |= sw::TABLE_NO_WRITABLE;
+    }
+    bits
+}
+
+impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
+    /// `bits`, less the "no writable" summary under the seeded bug that forgets to clear it.
+    pub(crate) fn summary_to_clear(&self, bits: u64) -> u64 {
+        if seeded_bug!(self, KeepNoWritable) {
+            bits & !sw::TABLE_NO_WRITABLE
+        } else {
+            bits
+        }
     }
 }
 
@@ -132,26 +182,20 @@ impl<A: FrameAlloc> PageTable<A> {
         constraints: Constraints,
     ) -> Result<(), Error> {
         let (s, e, m) = self.map_args(start, size, pa, attrs, constraints)?;
-        let (root, regime) = self.root_and_regime();
         let mut reached = s;
-        let res = {
-            let mut ctx = self.ctx(tlb);
-            // Blocks may land below existing tables: clear their "no blocks" summary on the way.
-            let flags = if constraints.no_blocks { WalkFlags::LEAF } else { WalkFlags::LEAF | WalkFlags::TABLE_PRE };
-            let r = walk(&mut ctx, regime, root, s, e, flags, &mut |ctx, en| {
-                if en.visit == Visit::TablePre {
-                    ctx.clear_table_summary(en);
-                    return Ok(());
-                }
-                reached = reached.max(en.off);
-                if en.desc.is_mapping(en.level) {
-                    return Err(Error::AlreadyMapped);
-                }
-                ctx.map_into_empty(en, &m)
-            });
-            ctx.finish();
-            r
-        };
+        let clear = summary_bits_to_clear(attrs, constraints);
+        let flags = if clear == 0 { WalkFlags::LEAF } else { WalkFlags::LEAF | WalkFlags::TABLE_PRE };
+        let res = self.run(tlb, Opts::DEFAULT, s, e, flags, |ctx, en| {
+            if en.visit == Visit::TablePre {
+                ctx.clear_table_summary(en, ctx.summary_to_clear(clear));
+                return Ok(());
+            }
+            reached = reached.max(en.off);
+            if en.desc.is_mapping(en.level) {
+                return Err(Error::AlreadyMapped);
+            }
+            ctx.map_into_empty(en, &m)
+        });
         if let Err(err) = res {
             // Everything below `reached` was empty before and is ours now.
             self.unmap_offsets(tlb, s, reached)?;

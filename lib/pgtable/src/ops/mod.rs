@@ -3,6 +3,7 @@
 //! and converting a contiguous range (contpte fold / unfold).
 
 mod contpte;
+pub use contpte::Leaf;
 mod map;
 mod protect;
 mod remap;
@@ -10,9 +11,10 @@ mod split;
 mod unmap;
 
 use crate::addr::{level_size, PhysAddr, CONT_ENTRIES, ENTRIES_PER_TABLE};
+use crate::ctx::Ctx;
 use crate::descriptor::{cont_level, cont_size, is_permission_only_change, needs_flush, Desc};
 use crate::frame::FrameAlloc;
-use crate::table::{seeded_bug, Ctx};
+use crate::table::seeded_bug;
 use crate::tlb::TlbMaintenance;
 use crate::walker::Entry;
 use crate::Error;
@@ -41,6 +43,17 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
         let table = self.alloc_table()?;
         let child = level + 1;
         let size = level_size(child);
+        if child >= to_level {
+            // Leaves only: one loop of plain stores into the unreachable table (the output
+            // advances by `size`, everything else is the block's).
+            let first = Self::child_leaf(block, child, block.addr(), contiguous && cont_level(child)).0;
+            for i in 0..ENTRIES_PER_TABLE {
+                self.frames.write_desc(table, i, first + i as u64 * size);
+            }
+            self.stats.desc_writes += ENTRIES_PER_TABLE as u64;
+            self.gather.note_write();
+            return Ok(table);
+        }
         for i in 0..ENTRIES_PER_TABLE {
             let pa = PhysAddr::new(block.addr().as_u64() + i as u64 * size);
             let d = if child >= to_level {
@@ -74,13 +87,9 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
             return;
         }
         self.tlb.dsb(crate::tlb::Barrier::IshSt);
-        if !old.is_valid() || self.policy.bbml2 || seeded_bug!(self, SkipBbmOnSplit) {
-            self.write(e.table, e.index, new);
-            return;
+        if !(self.bbml2 || seeded_bug!(self, SkipBbmOnSplit)) {
+            self.break_entries(e.table, e.index, e.level, e.off, &[old]);
         }
-        self.write(e.table, e.index, Desc::INVALID);
-        let global = self.is_global(old);
-        self.flush_now(e.off, e.size(), e.size(), true, global);
         self.write(e.table, e.index, new);
     }
 
@@ -127,27 +136,9 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
         } else {
             self.stats.unfolds += 1;
         }
-        let any_valid = old.iter().any(|d| d.is_valid());
-        if self.live && any_valid && self.policy.bbml2 {
-            for k in 0..CONT_ENTRIES {
-                if new[k] != old[k] {
-                    self.write(e.table, first + k, new[k]);
-                }
-            }
-            return true;
-        }
-        if self.live && any_valid {
-            let global = old.iter().any(|&d| self.is_global(d));
-            for k in 0..CONT_ENTRIES {
-                if old[k].is_valid() {
-                    self.write(e.table, first + k, Desc::INVALID);
-                }
-            }
-            let off = Ctx::<A, T>::group_off(e);
-            self.flush_now(off, cont_size(e.level), level_size(e.level), true, global);
-        }
+        let broken = !self.bbml2 && self.break_entries(e.table, first, e.level, Ctx::<A, T>::group_off(e), &old);
         for k in 0..CONT_ENTRIES {
-            if new[k] != old[k] || (self.live && any_valid && old[k].is_valid()) {
+            if new[k] != old[k] || (broken && old[k].is_valid()) {
                 self.write(e.table, first + k, new[k]);
             }
         }
@@ -184,7 +175,7 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
             permission_only &= !flush || is_permission_only_change(o, n);
         }
         let needs_maintenance = self.live && changed;
-        let in_place = needs_maintenance && self.policy.bbml2 && permission_only;
+        let in_place = needs_maintenance && self.bbml2 && permission_only;
         if in_place {
             let off = Ctx::<A, T>::group_off(e);
             let size = level_size(e.level);
@@ -196,18 +187,9 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
             }
             return Ok(());
         }
-        if needs_maintenance {
-            let global = old.iter().any(|&d| self.is_global(d));
-            for k in 0..CONT_ENTRIES {
-                if old[k].is_valid() {
-                    self.write(e.table, first + k, Desc::INVALID);
-                }
-            }
-            let off = Ctx::<A, T>::group_off(e);
-            self.flush_now(off, cont_size(e.level), level_size(e.level), true, global);
-        }
+        let broken = needs_maintenance && self.break_entries(e.table, first, e.level, Ctx::<A, T>::group_off(e), &old);
         for k in 0..CONT_ENTRIES {
-            if new[k] != old[k] || (needs_maintenance && old[k].is_valid()) {
+            if new[k] != old[k] || (broken && old[k].is_valid()) {
                 self.write(e.table, first + k, new[k]);
             }
         }

@@ -1,13 +1,15 @@
-//! `protect`: change the permissions of a range; `set_software_bits`.
+//! `protect`: change the permissions of a range; `write_protect`: remove write access only
+//! (dirty logging); `set_software_bits`.
 
-use crate::addr::InputAddress;
+use crate::addr::{InputAddress, PAGE_SIZE};
 use crate::attrs::{Attributes, Perms};
-use crate::descriptor::{decode_leaf, encode_leaf, sw, validate, Desc};
+use crate::ctx::Ctx;
+use crate::descriptor::{decode_leaf, encode_leaf, grants_write, sw, validate, without_write, Desc, PermMask};
 use crate::frame::FrameAlloc;
 use crate::regime::Regime;
-use crate::table::{Ctx, PageTable};
+use crate::table::{seeded_bug, Opts, PageTable};
 use crate::tlb::TlbMaintenance;
-use crate::walker::{walk, WalkFlags};
+use crate::walker::{Entry, Visit, WalkFlags};
 use crate::Error;
 
 /// Software bits a permission change carries over (PROT_NONE follows the new permissions).
@@ -21,6 +23,130 @@ pub(crate) fn with_perms(regime: Regime, level: usize, old: Desc, perms: Perms) 
     Ok(new.with_sw_bits(SW_KEEP, old.sw_bits()))
 }
 
+/// Indices of the entries of the level-3 table below the level-2 table entry `en` that lie in
+/// `[s, e)`.
+fn leaf_indices(en: &Entry, s: u64, e: u64) -> core::ops::Range<usize> {
+    let lo = s.max(en.off);
+    let hi = e.min(en.end());
+    if lo >= hi {
+        return 0..0;
+    }
+    ((lo - en.off) / PAGE_SIZE) as usize..((hi - en.off).div_ceil(PAGE_SIZE)) as usize
+}
+
+/// What one `protect` call sets, resolved once per call.
+#[derive(Clone, Copy)]
+struct ProtectArgs {
+    regime: Regime,
+    perms: Perms,
+    /// The permission bits as a mask (valid, non-contiguous leaves take this path).
+    mask: Option<PermMask>,
+    /// Input offsets `[s, e)` of the range.
+    s: u64,
+    e: u64,
+}
+
+impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
+    /// `protect` of one entry (the walker's callback for leaves, and the slow path of the leaf
+    /// table loop).
+    #[inline(always)]
+    fn protect_entry(&mut self, en: &Entry, p: &ProtectArgs) -> Result<(), Error> {
+        let mut d = en.desc;
+        let level = en.level;
+        if !d.is_mapping(level) {
+            return Ok(());
+        }
+        if !en.inside(p.s, p.e) {
+            return self.split_one_level(en);
+        }
+        if !d.is_contiguous() {
+            // A permission-only change of a valid leaf: one mask, no decode, no encode. The
+            // flush decision (elision, lazy relaxation of user pages) stays with
+            // record_leaf_change, as on every other path.
+            if let Some(new) = p.mask.and_then(|m| m.apply(p.regime, level, d)) {
+                if new != d {
+                    self.write(en.table, en.index, new);
+                    self.record_leaf_change(en.off, level, d, new);
+                }
+                return Ok(());
+            }
+        }
+        let new = with_perms(p.regime, level, d, p.perms)?;
+        if new == d {
+            return Ok(());
+        }
+        if d.is_contiguous() {
+            if Ctx::<A, T>::group_inside(en, p.s, p.e) {
+                let (regime, perms) = (p.regime, p.perms);
+                return self.repaint_group(en, |o| with_perms(regime, level, o, perms).unwrap_or(o));
+            }
+            self.convert_group(en, false);
+            d = self.read_desc(en.table, en.index);
+        }
+        let new = with_perms(p.regime, level, d, p.perms)?;
+        self.write(en.table, en.index, new);
+        self.record_leaf_change(en.off, level, d, new);
+        Ok(())
+    }
+
+    /// `protect` of the entries of the level-3 table below the level-2 entry `en` that lie in the
+    /// range: one loop over raw descriptors, valid non-contiguous pages by the mask, the rest
+    /// through [`Self::protect_entry`]. The walker does not descend.
+    fn protect_leaf_table(&mut self, en: &Entry, p: &ProtectArgs) -> Result<(), Error> {
+        let t = en.desc.addr();
+        for i in leaf_indices(en, p.s, p.e) {
+            let d = self.read_desc(t, i);
+            if d.is_empty() {
+                continue;
+            }
+            let off = en.off + i as u64 * PAGE_SIZE;
+            if !d.is_contiguous() {
+                if let Some(new) = p.mask.and_then(|m| m.apply(p.regime, 3, d)) {
+                    if new != d {
+                        self.write(t, i, new);
+                        self.record_leaf_change(off, 3, d, new);
+                    }
+                    continue;
+                }
+            }
+            let sub = Entry { table: t, index: i, level: 3, off, desc: d, visit: Visit::Leaf };
+            self.protect_entry(&sub, p)?;
+        }
+        Ok(())
+    }
+
+    /// `write_protect` of the entries of the level-3 table below the level-2 entry `en` that lie
+    /// in `[s, e)`: clears write access in every valid page, one loop over raw descriptors.
+    fn write_protect_leaf_table(&mut self, en: &Entry, s: u64, e: u64) -> Result<(), Error> {
+        let t = en.desc.addr();
+        let regime = self.regime;
+        for i in leaf_indices(en, s, e) {
+            let d = self.read_desc(t, i);
+            if !grants_write(regime, d) {
+                continue;
+            }
+            let off = en.off + i as u64 * PAGE_SIZE;
+            if d.is_contiguous() {
+                let sub = Entry { table: t, index: i, level: 3, off, desc: d, visit: Visit::Leaf };
+                if Ctx::<A, T>::group_inside(&sub, s, e) {
+                    self.repaint_group(&sub, |o| if o.is_valid() { without_write(regime, o) } else { o })?;
+                    continue;
+                }
+                self.convert_group(&sub, false);
+                let d = self.read_desc(t, i);
+                let new = without_write(regime, d);
+                self.write(t, i, new);
+                self.record_leaf_change(off, 3, d, new);
+                continue;
+            }
+            let new = without_write(regime, d);
+            self.write(t, i, new);
+            self.record_leaf_change(off, 3, d, new);
+        }
+        Ok(())
+    }
+}
+
 impl<A: FrameAlloc> PageTable<A> {
     /// Sets the permissions of every mapping in `[start, start + size)` to `perms`
     /// (`Perms::NONE` makes them PROT_NONE; PROT_NONE -> accessible needs no TLBI). Blocks
@@ -28,8 +154,18 @@ impl<A: FrameAlloc> PageTable<A> {
     /// ranges crossing them are unfolded; a contiguous range entirely inside is rewritten as a
     /// whole and stays contiguous: under BBML2 in place, with one flush for the whole operation
     /// (range TLBI, per page, or whole context past the threshold), else with break-before-make
-    /// on the group. Holes are skipped. Errors: range errors, `InvalidAttributes` (e.g. execute on
-    /// device memory), `OutOfMemory` (splitting).
+    /// on the group. Holes are skipped.
+    ///
+    /// Valid leaves change by a mask of their permission bits; a level-3 table inside the
+    /// range is one loop over its descriptors. Tables on the way get their "no writable leaf
+    /// below" summary cleared when `perms` writes, set when it does not and the table lies
+    /// inside the range.
+    ///
+    /// # Errors
+    /// Range errors (`Misaligned`, `OutOfRange`, `WrongAddressKind`), `InvalidAttributes`
+    /// (`perms` not expressible in the regime, or execute on device memory), `OutOfMemory`
+    /// (splitting at the range ends). Entries changed before the error keep their new
+    /// permissions, and the TLBs are consistent with the tables.
     pub fn protect<I: InputAddress, T: TlbMaintenance + ?Sized>(
         &mut self,
         tlb: &mut T,
@@ -37,37 +173,112 @@ impl<A: FrameAlloc> PageTable<A> {
         size: u64,
         perms: Perms,
     ) -> Result<(), Error> {
+        self.protect_with(tlb, start, size, perms, Opts::DEFAULT)
+    }
+
+    /// [`protect`](Self::protect) with per-call options.
+    ///
+    /// # Errors
+    /// As [`protect`](Self::protect).
+    pub fn protect_with<I: InputAddress, T: TlbMaintenance + ?Sized>(
+        &mut self,
+        tlb: &mut T,
+        start: I,
+        size: u64,
+        perms: Perms,
+        opts: Opts,
+    ) -> Result<(), Error> {
         let (s, e) = self.offsets(start, size)?;
-        let (root, regime) = self.root_and_regime();
+        let regime = self.regime();
         validate(regime, Attributes::normal(perms))?;
-        let mut ctx = self.ctx(tlb);
-        let r = walk(&mut ctx, regime, root, s, e, WalkFlags::LEAF, &mut |ctx, en| {
-            let mut d = en.desc;
-            if !d.is_mapping(en.level) {
-                return Ok(());
-            }
-            if !en.inside(s, e) {
-                return ctx.split_one_level(en);
-            }
-            let level = en.level;
-            let new = with_perms(regime, level, d, perms)?;
-            if new == d {
-                return Ok(());
-            }
-            if d.is_contiguous() {
-                if Ctx::<A, T>::group_inside(en, s, e) {
-                    return ctx.repaint_group(en, |o| with_perms(regime, level, o, perms).unwrap_or(o));
+        let p = ProtectArgs { regime, perms, mask: PermMask::new(regime, perms), s, e };
+        let writable = perms.contains(Perms::WRITE);
+        let flags = WalkFlags::LEAF | WalkFlags::TABLE_PRE | WalkFlags::TABLE_POST;
+        self.run(tlb, opts, s, e, flags, |ctx, en| match en.visit {
+            Visit::Leaf => ctx.protect_entry(en, &p),
+            Visit::TablePre => {
+                if writable && !seeded_bug!(ctx, KeepNoWritable) {
+                    ctx.clear_table_summary(en, sw::TABLE_NO_WRITABLE);
                 }
-                ctx.convert_group(en, false);
-                d = ctx.read_desc(en.table, en.index);
+                if en.level == 2 {
+                    ctx.protect_leaf_table(en, &p)?;
+                    if !writable && en.inside(s, e) {
+                        ctx.set_table_summary(en, sw::TABLE_NO_WRITABLE);
+                    }
+                    ctx.skip_children();
+                }
+                Ok(())
             }
-            let new = with_perms(regime, level, d, perms)?;
-            ctx.write(en.table, en.index, new);
-            ctx.record_leaf_change(en.off, level, d, new);
-            Ok(())
-        });
-        ctx.finish();
-        r
+            Visit::TablePost => {
+                if !writable && en.inside(s, e) {
+                    ctx.set_table_summary(en, sw::TABLE_NO_WRITABLE);
+                }
+                Ok(())
+            }
+        })
+    }
+
+    /// Removes write access from every mapping in `[start, start + size)`, keeping every other
+    /// permission (KVM's `kvm_pgtable_stage2_wrprotect`: stage 2 clears S2AP[1], stage 1 sets
+    /// AP[2]); the write-protect of dirty logging. Blocks crossing the ends are split one level
+    /// (as `protect`); blocks inside stay blocks. Tables whose "no writable leaf below" summary
+    /// is set are not descended ([`crate::walker::WalkStats::skipped`] counts them), and every
+    /// table inside the range gets the summary: write-protecting an already read-only range
+    /// costs O(tables), not O(pages).
+    ///
+    /// # Errors
+    /// Range errors (`Misaligned`, `OutOfRange`, `WrongAddressKind`), `OutOfMemory` (splitting
+    /// at the range ends).
+    pub fn write_protect<I: InputAddress, T: TlbMaintenance + ?Sized>(
+        &mut self,
+        tlb: &mut T,
+        start: I,
+        size: u64,
+    ) -> Result<(), Error> {
+        let (s, e) = self.offsets(start, size)?;
+        let regime = self.regime();
+        let flags = WalkFlags::LEAF | WalkFlags::TABLE_PRE | WalkFlags::TABLE_POST;
+        self.run(tlb, Opts::DEFAULT, s, e, flags, |ctx, en| match en.visit {
+            Visit::Leaf => {
+                let d = en.desc;
+                if !grants_write(regime, d) || !d.is_valid_leaf(en.level) {
+                    return Ok(());
+                }
+                if !en.inside(s, e) {
+                    return ctx.split_one_level(en);
+                }
+                if d.is_contiguous() {
+                    if Ctx::<A, T>::group_inside(en, s, e) {
+                        return ctx.repaint_group(en, |o| if o.is_valid() { without_write(regime, o) } else { o });
+                    }
+                    ctx.convert_group(en, false);
+                }
+                let d = ctx.read_desc(en.table, en.index);
+                let new = without_write(regime, d);
+                ctx.write(en.table, en.index, new);
+                ctx.record_leaf_change(en.off, en.level, d, new);
+                Ok(())
+            }
+            Visit::TablePre => {
+                if en.desc.is_table_without_writable(en.level) {
+                    ctx.stats.walk.skipped[en.level] += 1;
+                    ctx.skip_children();
+                } else if en.level == 2 {
+                    ctx.write_protect_leaf_table(en, s, e)?;
+                    if en.inside(s, e) {
+                        ctx.set_table_summary(en, sw::TABLE_NO_WRITABLE);
+                    }
+                    ctx.skip_children();
+                }
+                Ok(())
+            }
+            Visit::TablePost => {
+                if en.inside(s, e) {
+                    ctx.set_table_summary(en, sw::TABLE_NO_WRITABLE);
+                }
+                Ok(())
+            }
+        })
     }
 
     /// Sets the software bits selected by `mask` (of [`sw::DIRTY`], [`sw::WRITABLE`],
@@ -85,9 +296,7 @@ impl<A: FrameAlloc> PageTable<A> {
             return Err(Error::InvalidAttributes);
         }
         let (s, e) = self.offsets(start, size)?;
-        let (root, regime) = self.root_and_regime();
-        let mut ctx = self.ctx(tlb);
-        let r = walk(&mut ctx, regime, root, s, e, WalkFlags::LEAF, &mut |ctx, en| {
+        self.run(tlb, Opts::DEFAULT, s, e, WalkFlags::LEAF, |ctx, en| {
             let d = en.desc;
             if d.is_mapping(en.level) {
                 let new = d.with_sw_bits(mask, value);
@@ -97,8 +306,6 @@ impl<A: FrameAlloc> PageTable<A> {
                 }
             }
             Ok(())
-        });
-        ctx.finish();
-        r
+        })
     }
 }

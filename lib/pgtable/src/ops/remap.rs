@@ -4,9 +4,10 @@ use crate::addr::{InputAddress, PhysAddr};
 use crate::attrs::{Attributes, Constraints};
 use crate::descriptor::{decode_leaf, encode_leaf, sw, Desc};
 use crate::frame::FrameAlloc;
-use crate::table::{seeded_bug, PageTable};
+use crate::ops::map::summary_bits_to_clear;
+use crate::table::{seeded_bug, Opts, PageTable};
 use crate::tlb::TlbMaintenance;
-use crate::walker::{walk, Visit, WalkFlags};
+use crate::walker::{Visit, WalkFlags};
 use crate::Error;
 
 impl<A: FrameAlloc> PageTable<A> {
@@ -26,13 +27,14 @@ impl<A: FrameAlloc> PageTable<A> {
         constraints: Constraints,
     ) -> Result<(), Error> {
         let (s, e, m) = self.map_args(start, size, pa, attrs, constraints)?;
-        let (root, regime) = self.root_and_regime();
-        let mut ctx = self.ctx(tlb);
-        // Blocks may land below existing tables: clear their "no blocks" summary on the way.
-        let flags = if constraints.no_blocks { WalkFlags::LEAF } else { WalkFlags::LEAF | WalkFlags::TABLE_PRE };
-        let r = walk(&mut ctx, regime, root, s, e, flags, &mut |ctx, en| {
+        let regime = self.regime();
+        // Blocks or writable leaves may land below existing tables: clear their summary bits on
+        // the way.
+        let clear = summary_bits_to_clear(attrs, constraints);
+        let flags = if clear == 0 { WalkFlags::LEAF } else { WalkFlags::LEAF | WalkFlags::TABLE_PRE };
+        self.run(tlb, Opts::DEFAULT, s, e, flags, |ctx, en| {
             if en.visit == Visit::TablePre {
-                ctx.clear_table_summary(en);
+                ctx.clear_table_summary(en, ctx.summary_to_clear(clear));
                 return Ok(());
             }
             let mut d = en.desc;
@@ -57,10 +59,10 @@ impl<A: FrameAlloc> PageTable<A> {
             let bbm = d.is_valid()
                 && (d.addr().as_u64() != out || old_attrs.mem != attrs.mem || ctx.is_global(d) != ctx.is_global(new));
             if bbm && ctx.live {
-                ctx.write(en.table, en.index, Desc::INVALID);
-                if !seeded_bug!(ctx, ElideTlbiOaChange) {
-                    let global = ctx.is_global(d);
-                    ctx.flush_now(en.off, en.size(), en.size(), true, global);
+                if seeded_bug!(ctx, ElideTlbiOaChange) {
+                    ctx.write(en.table, en.index, Desc::INVALID);
+                } else {
+                    ctx.break_entries(en.table, en.index, level, en.off, &[d]);
                 }
                 ctx.write(en.table, en.index, new);
             } else {
@@ -68,8 +70,6 @@ impl<A: FrameAlloc> PageTable<A> {
                 ctx.record_leaf_change(en.off, level, d, new);
             }
             Ok(())
-        });
-        ctx.finish();
-        r
+        })
     }
 }

@@ -1,21 +1,21 @@
 //! `split`: eager splitting of every block in a range (dirty logging), with SKIP_LEVEL.
 
 use crate::addr::InputAddress;
-use crate::descriptor::{sw, Desc};
+use crate::descriptor::sw;
 use crate::frame::FrameAlloc;
-use crate::table::PageTable;
+use crate::table::{Opts, PageTable, SplitOpts};
 use crate::tlb::TlbMaintenance;
-use crate::walker::{walk, Visit, WalkFlags};
+use crate::walker::{Visit, WalkFlags};
 use crate::Error;
 
 impl<A: FrameAlloc> PageTable<A> {
     /// Splits every block overlapping `[start, start + size)` until no leaf is larger than
     /// level `to_level` (2: 2 MiB, 3: 4 KiB); `contiguous` sets the contiguous bit in the new
-    /// leaves. Each subtree is built unlinked, then installed with break-before-make, or
-    /// directly under BBML2. Entries of `to_level` itself are never visited (SKIP_LEVEL) unless
-    /// `Policy::split_skip_target_level` is off. With `Policy::split_summary` (and `to_level`
-    /// 3), tables whose summary bit says they hold no block are not descended, and tables this
-    /// call split entirely get the bit. Returns the number of blocks split.
+    /// leaves. SKIP_LEVEL on, no summary: [`split_with`](Self::split_with) with
+    /// [`SplitOpts::to`]. Returns the number of blocks split.
+    ///
+    /// # Errors
+    /// As [`split_with`](Self::split_with).
     pub fn split<I: InputAddress, T: TlbMaintenance + ?Sized>(
         &mut self,
         tlb: &mut T,
@@ -24,29 +24,52 @@ impl<A: FrameAlloc> PageTable<A> {
         to_level: usize,
         contiguous: bool,
     ) -> Result<u64, Error> {
+        self.split_with(tlb, start, size, SplitOpts { contiguous, ..SplitOpts::to(to_level) })
+    }
+
+    /// Splits every block overlapping `[start, start + size)` as `opts` says. Each subtree is
+    /// built unlinked, then installed with break-before-make, or directly under BBML2 (unless
+    /// `opts.force_bbm`). Entries of the target level itself are never visited (SKIP_LEVEL)
+    /// unless `opts.skip_target_level` is off. With `opts.summary` (and target level 3),
+    /// tables whose summary bit says they hold no block are not descended, and tables this call
+    /// split entirely get the bit. Returns the number of blocks split.
+    ///
+    /// # Errors
+    /// `InvalidLevel` (target level not 2 or 3), range errors (`Misaligned`, `OutOfRange`,
+    /// `WrongAddressKind`), `OutOfMemory` (blocks split before it stay split).
+    pub fn split_with<I: InputAddress, T: TlbMaintenance + ?Sized>(
+        &mut self,
+        tlb: &mut T,
+        start: I,
+        size: u64,
+        opts: SplitOpts,
+    ) -> Result<u64, Error> {
+        let to_level = opts.to_level;
         if !(2..=3).contains(&to_level) {
             return Err(Error::InvalidLevel);
         }
         let (s, e) = self.offsets(start, size)?;
-        let (root, regime) = self.root_and_regime();
         let mut flags = WalkFlags::LEAF;
-        if self.policy().split_skip_target_level {
+        if opts.skip_target_level {
             flags = flags | WalkFlags::skip_level(to_level);
+        } else {
+            // The baseline visits the target level's entries, but the callback has nothing to do
+            // there: the walker loads and counts them without calling it.
+            flags = flags | WalkFlags::quiet_level(to_level);
         }
-        let summary = self.policy().split_summary && to_level == 3;
+        let summary = opts.summary && to_level == 3;
         if summary {
             flags = flags | WalkFlags::SKIP_NO_BLOCKS | WalkFlags::TABLE_POST;
         }
+        let contiguous = opts.contiguous;
         let mut count = 0;
-        let mut ctx = self.ctx(tlb);
-        let r = walk(&mut ctx, regime, root, s, e, flags, &mut |ctx, en| {
+        let r = self.run(tlb, Opts { force_bbm: opts.force_bbm }, s, e, flags, |ctx, en| {
             if en.visit == Visit::TablePost {
                 // The whole subtree was inside the range and is split to pages now: record that
                 // it holds no block (an ignored bit: no TLB maintenance). Only tables whose
                 // children could be blocks (level + 1 < 3) carry the summary.
-                let d = ctx.read_desc(en.table, en.index);
-                if en.level + 1 < to_level && en.inside(s, e) && !d.is_table_without_blocks(en.level) {
-                    ctx.write(en.table, en.index, Desc(d.0 | sw::TABLE_NO_BLOCKS));
+                if en.level + 1 < to_level && en.inside(s, e) {
+                    ctx.set_table_summary(en, sw::TABLE_NO_BLOCKS);
                 }
                 return Ok(());
             }
@@ -56,7 +79,6 @@ impl<A: FrameAlloc> PageTable<A> {
             }
             Ok(())
         });
-        ctx.finish();
         r.map(|()| count)
     }
 }

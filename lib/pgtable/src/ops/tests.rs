@@ -7,7 +7,7 @@ use crate::attrs::{Attributes, Constraints, MemType, Perms};
 use crate::frame::HeapFrames;
 use crate::regime::{Regime, VaHalf};
 use crate::tlb::CountingTlb;
-use crate::{Error, PageTable};
+use crate::{Config, Error, PageTable, SplitOpts};
 
 const GIB: u64 = 1 << 30;
 const MIB: u64 = 1 << 20;
@@ -130,10 +130,10 @@ fn kernel_upper_half_and_contiguous() {
 
 #[test]
 fn protect_splits_at_range_ends_and_unmap_frees_tables() {
-    let (mut pt, mut tlb) = el2();
+    let mut pt = PageTable::with_config(Regime::El2, Config { bbml2: true }, HeapFrames::new()).unwrap();
+    let mut tlb = CountingTlb::default();
     pt.map(&mut tlb, VirtAddr::new(0), GIB, PhysAddr::new(0), Attributes::normal(Perms::RW), Constraints::NONE)
         .unwrap();
-    pt.policy_mut().bbml2 = true;
     pt.set_live(&mut tlb);
     pt.protect(&mut tlb, VirtAddr::new(0x20_3000), PAGE_SIZE, Perms::RO).unwrap();
     let t = pt.translate(VirtAddr::new(0x20_3000)).unwrap();
@@ -197,8 +197,8 @@ fn split_skips_target_level() {
     pt.reset_stats();
     assert_eq!(pt.split(&mut tlb, IntermPhysAddr::new(0), 4 * GIB, 3, false).unwrap(), 0);
     assert_eq!(pt.stats().walk.at_level(3), 0);
-    pt.policy_mut().split_skip_target_level = false;
-    pt.split(&mut tlb, IntermPhysAddr::new(0), GIB, 3, false).unwrap();
+    let baseline = SplitOpts { skip_target_level: false, ..SplitOpts::to(3) };
+    pt.split_with(&mut tlb, IntermPhysAddr::new(0), GIB, baseline).unwrap();
     assert_eq!(pt.stats().walk.at_level(3), 512 * 512);
     assert_eq!(level_size(1), GIB);
 }
@@ -235,4 +235,135 @@ fn out_of_memory_rolls_back() {
     assert_eq!(pt.stats().table_pages, 1);
     let frames = pt.destroy().unwrap();
     assert_eq!(frames.in_use, 0);
+}
+
+#[test]
+fn lazy_relaxation_holds_on_the_fast_protect_paths() {
+    // The mask path for valid pages and the whole-leaf-table loop must leave the flush decision
+    // to record_leaf_change: RO -> RW of user pages stays unflushed under lazy relaxation, a
+    // restriction is flushed.
+    let regime = Regime::El1 { asid: 7, half: VaHalf::Lower };
+    let mut pt = PageTable::new(regime, HeapFrames::new()).unwrap();
+    let mut tlb = CountingTlb::default();
+    let va = VirtAddr::new(0x40_0000);
+    let ro = Attributes::normal(Perms::READ | Perms::USER);
+    pt.map(&mut tlb, va, 2 * MIB + PAGE_SIZE, PhysAddr::new(0x9000_0000), ro, Constraints::PAGES_ONLY).unwrap();
+    pt.set_live(&mut tlb);
+    pt.policy_mut().lazy_relax = true;
+    let rw = Perms::RW | Perms::USER;
+    let c0 = tlb.counters;
+    // A whole level-3 table (the leaf-table loop) and one page of the next (the per-entry mask).
+    pt.protect(&mut tlb, va, 2 * MIB + PAGE_SIZE, rw).unwrap();
+    assert_eq!(tlb.counters.since(&c0).tlbi_total(), 0, "RO -> RW of user pages is relaxed lazily");
+    assert_eq!(pt.stats().lazy_relaxed, 513);
+    assert_eq!(pt.translate(VirtAddr::new(0x40_0000 + 2 * MIB)).unwrap().attrs.perms, rw);
+    let c1 = tlb.counters;
+    pt.protect(&mut tlb, VirtAddr::new(0x40_0000 + 2 * MIB), PAGE_SIZE, Perms::READ | Perms::USER).unwrap();
+    assert_eq!(tlb.counters.since(&c1).tlbi_total(), 1, "RW -> RO is flushed");
+    let c2 = tlb.counters;
+    pt.protect(&mut tlb, va, 2 * MIB, Perms::READ | Perms::USER).unwrap();
+    assert!(tlb.counters.since(&c2).tlbi_total() >= 1, "a restriction of a whole table is flushed");
+    // Without lazy relaxation the upgrade is flushed too.
+    pt.policy_mut().lazy_relax = false;
+    let c3 = tlb.counters;
+    pt.protect(&mut tlb, va, PAGE_SIZE, rw).unwrap();
+    assert_eq!(tlb.counters.since(&c3).tlbi_total(), 1);
+}
+
+#[test]
+fn permission_mask_equals_decode_and_encode() {
+    use super::protect::with_perms;
+    use crate::descriptor::{encode_leaf, PermMask};
+    let regimes = [
+        Regime::El2,
+        Regime::El1 { asid: 1, half: VaHalf::Lower },
+        Regime::El1 { asid: 0, half: VaHalf::Upper },
+        Regime::Stage2 { vmid: 1 },
+    ];
+    let all: alloc::vec::Vec<Perms> = (0..64u8).map(Perms::from_bits).collect();
+    for regime in regimes {
+        for mem in [MemType::Normal, MemType::NormalNc, MemType::Device] {
+            for &old in &all {
+                for level in 1..=3 {
+                    for global in [None, Some(true), Some(false)] {
+                        let attrs = Attributes { mem, perms: old, global };
+                        let Ok(d) = encode_leaf(regime, PhysAddr::new(0x4000_0000), attrs, level, level == 3) else {
+                            continue;
+                        };
+                        if !d.is_valid() {
+                            continue;
+                        }
+                        let d = d.with_sw_bits(crate::descriptor::sw::DIRTY, !0);
+                        for &new in &all {
+                            let Some(m) = PermMask::new(regime, new) else { continue };
+                            let slow = with_perms(regime, level, d, new);
+                            match m.apply(regime, level, d) {
+                                Some(fast) => {
+                                    assert_eq!(Ok(fast), slow, "{regime:?} {mem:?} {old:?} -> {new:?} L{level}")
+                                }
+                                None => assert!(slow.is_err(), "{regime:?} {mem:?} {old:?} -> {new:?}: mask refused"),
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn write_protect_skips_read_only_subtrees_and_writable_pages_clear_the_summary() {
+    let mut pt = PageTable::new(Regime::Stage2 { vmid: 3 }, HeapFrames::new()).unwrap();
+    let mut tlb = CountingTlb::default();
+    let ipa = IntermPhysAddr::new;
+    let rwx = Attributes::normal(Perms::RWX);
+    pt.map(&mut tlb, ipa(0), GIB, PhysAddr::new(0), rwx, Constraints::PAGES_ONLY).unwrap();
+    pt.set_live(&mut tlb);
+    pt.write_protect(&mut tlb, ipa(0), GIB).unwrap();
+    assert_eq!(pt.translate(ipa(0x1234_5000)).unwrap().attrs.perms, Perms::RX, "execute kept");
+    assert_eq!(pt.stats().walk.at_level(3), 0, "whole leaf tables: no per-entry visits");
+    // Already read-only: one level-1 entry, skipped; nothing written, nothing flushed.
+    pt.reset_stats();
+    let c0 = tlb.counters;
+    pt.write_protect(&mut tlb, ipa(0), GIB).unwrap();
+    let s = *pt.stats();
+    assert_eq!((s.walk.skipped[1], s.walk.total(), s.desc_writes), (1, 1, 0));
+    assert_eq!(tlb.counters.since(&c0).tlbi_total(), 0);
+    // One page made writable clears the summary on its path only.
+    pt.protect(&mut tlb, ipa(0x20_3000), PAGE_SIZE, Perms::RWX).unwrap();
+    pt.reset_stats();
+    pt.write_protect(&mut tlb, ipa(0), GIB).unwrap();
+    let s = *pt.stats();
+    assert_eq!(s.walk.skipped[2], 511, "the other level-3 tables are skipped");
+    assert_eq!(pt.translate(ipa(0x20_3000)).unwrap().attrs.perms, Perms::RX);
+    // Blocks keep their size.
+    let mut pt2 = PageTable::new(Regime::Stage2 { vmid: 4 }, HeapFrames::new()).unwrap();
+    pt2.map(&mut tlb, ipa(0), GIB, PhysAddr::new(0), rwx, Constraints::NONE).unwrap();
+    pt2.write_protect(&mut tlb, ipa(2 * MIB), 4 * MIB).unwrap();
+    let t = pt2.translate(ipa(2 * MIB)).unwrap();
+    assert_eq!((t.level, t.attrs.perms), (2, Perms::RX));
+    assert_eq!(pt2.translate(ipa(0)).unwrap().attrs.perms, Perms::RWX);
+}
+
+#[test]
+fn whole_leaf_tables_map_and_unmap_in_one_loop() {
+    let (mut pt, mut tlb) = el2();
+    let rw = Attributes::normal(Perms::RW);
+    pt.map(&mut tlb, VirtAddr::new(0x1000), 8 * MIB, PhysAddr::new(0x4000_2000), rw, Constraints::NONE).unwrap();
+    // Unaligned output: pages only; the three whole 2 MiB tables are filled without visits.
+    assert_eq!(pt.stats().walk.at_level(3), 511 + 1);
+    for a in [0x1000u64, 0x20_0000, 0x7f_f000, 0x80_0000] {
+        let t = pt.translate(VirtAddr::new(a)).unwrap();
+        assert_eq!((t.phys.as_u64(), t.level), (0x4000_1000 + a, 3), "{a:#x}");
+    }
+    assert!(pt.translate(VirtAddr::new(0x80_1000)).is_none());
+    assert_eq!(
+        pt.map(&mut tlb, VirtAddr::new(0x40_0000), PAGE_SIZE, PhysAddr::new(0), rw, Constraints::NONE),
+        Err(Error::AlreadyMapped)
+    );
+    pt.set_live(&mut tlb);
+    pt.reset_stats();
+    pt.unmap(&mut tlb, VirtAddr::new(0), 16 * MIB).unwrap();
+    assert_eq!(pt.stats().table_pages, 1, "every table freed");
+    assert!(pt.translate(VirtAddr::new(0x40_0000)).is_none());
 }

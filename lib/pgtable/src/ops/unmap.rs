@@ -1,11 +1,12 @@
 //! `unmap`: clear a range, splitting blocks at its ends and freeing tables left empty.
 
-use crate::addr::{InputAddress, ENTRIES_PER_TABLE};
+use crate::addr::{InputAddress, ENTRIES_PER_TABLE, PAGE_SIZE};
+use crate::ctx::Ctx;
 use crate::descriptor::Desc;
 use crate::frame::FrameAlloc;
-use crate::table::{Ctx, PageTable};
+use crate::table::{Opts, PageTable};
 use crate::tlb::TlbMaintenance;
-use crate::walker::{walk, Entry, Visit, WalkFlags};
+use crate::walker::{Entry, Visit, WalkFlags};
 use crate::Error;
 
 impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
@@ -20,6 +21,26 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
             self.gather.add_table(e.off.max(start), e.size());
         }
         self.free_after_flush(child);
+    }
+
+    /// `unmap` of a whole level-3 table (the level-2 entry `e` lies inside the range): every
+    /// mapping cleared in one loop (whole contiguous groups: no unfold), then the table unlinked
+    /// and freed after the flush. The walker does not descend.
+    fn unmap_leaf_table(&mut self, e: &Entry, start: u64) {
+        let t = e.desc.addr();
+        for i in 0..ENTRIES_PER_TABLE {
+            let d = self.read_desc(t, i);
+            if d.is_mapping(3) {
+                self.write(t, i, Desc::INVALID);
+                self.record_leaf_change(e.off + i as u64 * PAGE_SIZE, 3, d, Desc::INVALID);
+            }
+        }
+        self.write(e.table, e.index, Desc::INVALID);
+        if self.live {
+            self.gather.add_table(e.off.max(start), e.size());
+        }
+        self.free_after_flush(t);
+        self.skip_children();
     }
 }
 
@@ -44,10 +65,8 @@ impl<A: FrameAlloc> PageTable<A> {
         s: u64,
         e: u64,
     ) -> Result<(), Error> {
-        let (root, regime) = self.root_and_regime();
-        let mut ctx = self.ctx(tlb);
-        let flags = WalkFlags::LEAF | WalkFlags::TABLE_POST;
-        let r = walk(&mut ctx, regime, root, s, e, flags, &mut |ctx, en| {
+        let flags = WalkFlags::LEAF | WalkFlags::TABLE_PRE | WalkFlags::TABLE_POST;
+        self.run(tlb, Opts::DEFAULT, s, e, flags, |ctx, en| {
             match en.visit {
                 Visit::Leaf => {
                     let mut d = en.desc;
@@ -65,12 +84,14 @@ impl<A: FrameAlloc> PageTable<A> {
                     ctx.record_leaf_change(en.off, en.level, d, Desc::INVALID);
                 }
                 Visit::TablePost => ctx.free_if_empty(en, s),
-                Visit::TablePre => {}
+                Visit::TablePre => {
+                    if en.level == 2 && en.inside(s, e) {
+                        ctx.unmap_leaf_table(en, s);
+                    }
+                }
             }
             Ok(())
-        });
-        ctx.finish();
-        r
+        })
     }
 
     /// Frees the empty tables under `[s, e)`.
@@ -80,13 +101,9 @@ impl<A: FrameAlloc> PageTable<A> {
         s: u64,
         e: u64,
     ) -> Result<(), Error> {
-        let (root, regime) = self.root_and_regime();
-        let mut ctx = self.ctx(tlb);
-        let r = walk(&mut ctx, regime, root, s, e, WalkFlags::TABLE_POST, &mut |ctx, en| {
+        self.run(tlb, Opts::DEFAULT, s, e, WalkFlags::TABLE_POST, |ctx, en| {
             ctx.free_if_empty(en, s);
             Ok(())
-        });
-        ctx.finish();
-        r
+        })
     }
 }

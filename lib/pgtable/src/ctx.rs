@@ -1,0 +1,260 @@
+//! The per-operation context: what one `PageTable` operation works with (the frames, the TLB
+//! maintenance, the gather, the counters, the options of this call), and the one place where an
+//! operation is set up, walked and finished ([`PageTable::run`]: one flush at the end).
+//!
+//! Also the shared steps every operation uses: descriptor writes that the walker and the gather
+//! see, the flush-elision decision per changed leaf ([`Ctx::record_leaf_change`]), and
+//! break-before-make by name ([`Ctx::break_entries`], then the caller's write is the "make";
+//! cf. KVM's `stage2_try_break_pte` / `stage2_make_pte`).
+
+use crate::addr::{level_size, PhysAddr, CONT_ENTRIES, ENTRIES_PER_TABLE};
+use crate::descriptor::{cont_size, needs_flush, Desc};
+use crate::frame::FrameAlloc;
+use crate::gather::{emit_invalidation, FlushRequest, TlbGather};
+use crate::regime::Regime;
+use crate::table::{free_subtree, seeded_bug, Opts, PageTable, Policy, Stats};
+use crate::tlb::{Barrier, TlbMaintenance};
+use crate::walker::{walk, Entry, WalkFlags, WalkState, WalkStats};
+use crate::Error;
+
+#[cfg(any(test, feature = "seeded-bugs"))]
+use crate::mutation::Mutation;
+
+/// Everything one operation works with.
+pub(crate) struct Ctx<'a, A: FrameAlloc, T: TlbMaintenance + ?Sized> {
+    pub regime: Regime,
+    pub live: bool,
+    pub policy: Policy,
+    /// Whether BBML2 may be relied on in this call: the table's [`crate::Config::bbml2`] unless
+    /// the call forces break-before-make ([`Opts::force_bbm`]).
+    pub bbml2: bool,
+    pub frames: &'a mut A,
+    pub tlb: &'a mut T,
+    pub stats: &'a mut Stats,
+    pub gather: TlbGather,
+    /// Set by a callback that handled a subtree itself: the walker does not descend.
+    pub skip: bool,
+    #[cfg(any(test, feature = "seeded-bugs"))]
+    pub mutation: Mutation,
+}
+
+impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> WalkState for Ctx<'_, A, T> {
+    #[inline(always)]
+    fn read(&self, table: PhysAddr, index: usize) -> Desc {
+        Desc(self.frames.read_desc(table, index))
+    }
+    #[inline(always)]
+    fn walk_stats(&mut self) -> &mut WalkStats {
+        &mut self.stats.walk
+    }
+    #[inline(always)]
+    fn writes(&self) -> u64 {
+        self.stats.desc_writes
+    }
+    #[inline(always)]
+    fn take_skip(&mut self) -> bool {
+        core::mem::take(&mut self.skip)
+    }
+}
+
+impl<A: FrameAlloc> PageTable<A> {
+    /// The per-operation context for one call with `opts`.
+    pub(crate) fn ctx<'a, T: TlbMaintenance + ?Sized>(&'a mut self, tlb: &'a mut T, opts: Opts) -> Ctx<'a, A, T> {
+        let (regime, live, policy, bbml2) = (self.regime(), self.is_live(), *self.policy(), self.config().bbml2);
+        #[cfg(any(test, feature = "seeded-bugs"))]
+        let mutation = self.mutation;
+        #[allow(unused_mut)] // changed only with seeded bugs compiled in
+        let mut gather = TlbGather::new();
+        #[cfg(any(test, feature = "seeded-bugs"))]
+        {
+            gather.skip_dsb_before_tlbi = mutation == Mutation::NoDsbBeforeTlbi;
+        }
+        let (frames, stats) = self.frames_and_stats();
+        Ctx {
+            regime,
+            live,
+            policy,
+            bbml2: bbml2 && !opts.force_bbm,
+            frames,
+            tlb,
+            stats,
+            gather,
+            skip: false,
+            #[cfg(any(test, feature = "seeded-bugs"))]
+            mutation,
+        }
+    }
+
+    /// One operation: sets up the context, walks input offsets `[s, e)` with `flags` calling
+    /// `cb`, then finishes (the one flush of the operation, deferred frees), whether the walk
+    /// succeeded or not.
+    pub(crate) fn run<T, F>(
+        &mut self,
+        tlb: &mut T,
+        opts: Opts,
+        s: u64,
+        e: u64,
+        flags: WalkFlags,
+        mut cb: F,
+    ) -> Result<(), Error>
+    where
+        T: TlbMaintenance + ?Sized,
+        F: FnMut(&mut Ctx<'_, A, T>, &Entry) -> Result<(), Error>,
+    {
+        let (root, regime) = (self.root(), self.regime());
+        let mut ctx = self.ctx(tlb, opts);
+        let r = walk(&mut ctx, regime, root, s, e, flags, &mut cb);
+        ctx.finish();
+        r
+    }
+}
+
+impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
+    /// Tells the walker not to descend into the entry just visited (the callback handled it).
+    pub fn skip_children(&mut self) {
+        self.skip = true;
+    }
+
+    #[inline(always)]
+    pub fn read_desc(&self, table: PhysAddr, index: usize) -> Desc {
+        Desc(self.frames.read_desc(table, index))
+    }
+
+    #[inline(always)]
+    pub fn write(&mut self, table: PhysAddr, index: usize, d: Desc) {
+        self.frames.write_desc(table, index, d.0);
+        self.stats.desc_writes += 1;
+        self.gather.note_write();
+    }
+
+    pub fn alloc_table(&mut self) -> Result<PhysAddr, Error> {
+        let t = self.frames.alloc_zeroed(1).ok_or(Error::OutOfMemory)?;
+        self.stats.table_pages += 1;
+        self.stats.tables_allocated += 1;
+        Ok(t)
+    }
+
+    /// Clears the summary bits `bits` of the table entry `e` (before something may place a
+    /// block, or a writable leaf, below it). Only ignored bits change: no TLB maintenance.
+    pub fn clear_table_summary(&mut self, e: &Entry, bits: u64) {
+        let d = self.read_desc(e.table, e.index);
+        if d.is_table(e.level) && d.0 & bits != 0 {
+            self.write(e.table, e.index, Desc(d.0 & !bits));
+        }
+    }
+
+    /// Sets the summary bits `bits` on the table entry `e` (its subtree was just made so).
+    pub fn set_table_summary(&mut self, e: &Entry, bits: u64) {
+        let d = self.read_desc(e.table, e.index);
+        if d.is_table(e.level) && d.0 & bits != bits {
+            self.write(e.table, e.index, Desc(d.0 | bits));
+        }
+    }
+
+    /// Frees a table that was never linked (no maintenance needed).
+    pub fn free_unlinked(&mut self, table: PhysAddr, level: usize) {
+        free_subtree(self.frames, table, level, ENTRIES_PER_TABLE);
+        self.frames.free(table, 1);
+        self.stats.table_pages -= 1;
+        self.stats.tables_freed += 1;
+    }
+
+    /// Frees an unlinked table once the gathered invalidation has completed.
+    pub fn free_after_flush(&mut self, table: PhysAddr) {
+        self.stats.table_pages -= 1;
+        self.stats.tables_freed += 1;
+        if self.live && seeded_bug!(self, FreeTableBeforeTlbi) {
+            self.frames.free(table, 1);
+            return;
+        }
+        self.gather.defer_free(table, 1);
+    }
+
+    /// Whether a stage-1 EL1&0 entry is global.
+    pub fn is_global(&self, d: Desc) -> bool {
+        matches!(self.regime, Regime::El1 { .. }) && !d.is_not_global()
+    }
+
+    /// Records a changed leaf for the gather, applying the flush-elision rule and lazy
+    /// relaxation of user pages. Every path that changes a leaf goes through here (the fast
+    /// paths included: none may decide the flush itself).
+    #[inline]
+    pub fn record_leaf_change(&mut self, off: u64, level: usize, old: Desc, new: Desc) {
+        if !self.live || old == new {
+            return;
+        }
+        let needed = if self.policy.flush_elision { needs_flush(old, new) } else { true };
+        if !needed {
+            self.stats.flushes_elided += 1;
+            return;
+        }
+        let user_table = matches!(self.regime, Regime::El1 { half: crate::regime::VaHalf::Lower, .. });
+        let relaxation = crate::descriptor::is_user_relaxation(old, new)
+            || (seeded_bug!(self, LazyRelaxAnyPermission) && old.is_valid() && new.is_valid());
+        if self.policy.lazy_relax && user_table && relaxation {
+            self.stats.lazy_relaxed += 1;
+            return;
+        }
+        if seeded_bug!(self, ElideTlbiRwToRo)
+            && old.is_valid()
+            && new.is_valid()
+            && old.addr() == new.addr()
+            && (old.0 ^ new.0) == crate::descriptor::AP_RO
+        {
+            return;
+        }
+        let global = self.is_global(old);
+        self.gather.add_leaf(off, level_size(level), global);
+    }
+
+    /// Invalidates one entry (or contiguous range) now: `DSB ISHST`, TLBI, `DSB ISH`. The
+    /// middle of a break-before-make sequence.
+    pub fn flush_now(&mut self, off: u64, size: u64, stride: u64, leaf_only: bool, global: bool) {
+        if !self.live {
+            return;
+        }
+        self.stats.bbm += 1;
+        if !seeded_bug!(self, NoDsbBeforeTlbi) {
+            self.tlb.dsb(Barrier::IshSt);
+        }
+        let req = FlushRequest { range: off..off + size, stride, leaf_only, global, tables: &[] };
+        emit_invalidation(self.regime, &req, &self.policy.flush, self.tlb);
+        self.tlb.dsb(Barrier::Ish);
+    }
+
+    /// Break-before-make, the "break": the live entries `first..first + olds.len()` of `table`
+    /// (one entry, or the 16 of a contiguous group), currently `olds`, at `level`, covering
+    /// input from `off`, are written invalid where valid, then `DSB ISHST`, TLBI of what they
+    /// covered, `DSB ISH`: no TLB holds them any more. Returns whether anything was broken (a
+    /// live table with a valid entry among them); the caller then writes the new entries (the
+    /// "make"). The one place break-before-make is written.
+    pub fn break_entries(&mut self, table: PhysAddr, first: usize, level: usize, off: u64, olds: &[Desc]) -> bool {
+        if !self.live || !olds.iter().any(|d| d.is_valid()) {
+            return false;
+        }
+        let global = olds.iter().any(|&d| self.is_global(d));
+        for (k, d) in olds.iter().enumerate() {
+            if d.is_valid() {
+                self.write(table, first + k, Desc::INVALID);
+            }
+        }
+        let size = level_size(level);
+        self.flush_now(off, size * olds.len() as u64, size, true, global);
+        true
+    }
+
+    /// Issues the gathered maintenance and frees deferred tables.
+    pub fn finish(&mut self) {
+        self.gather.finish(self.regime, self.live, &self.policy.flush, self.tlb, self.frames);
+    }
+
+    /// Index of the first entry of the contiguous group holding `index`.
+    pub fn group_start(index: usize) -> usize {
+        index & !(CONT_ENTRIES - 1)
+    }
+
+    /// Input offset of the group holding entry `e`.
+    pub fn group_off(e: &Entry) -> u64 {
+        e.off & !(cont_size(e.level) - 1)
+    }
+}
