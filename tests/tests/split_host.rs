@@ -83,8 +83,13 @@ fn split_keeps_every_translation_and_skip_level3_never_visits_level3() {
             table_pages.push(s.table_pages);
             // A second split finds nothing to do and, with SKIP_LEVEL3, still visits no page.
             pt.reset_stats();
-            assert_eq!(pt.split(&mut tlb, IntermPhysAddr::new(SLOT), SLOT_SIZE, 3, false).unwrap(), 0);
+            let opts = pgtable::SplitOpts { skip_target_level: skip, ..pgtable::SplitOpts::to(3) };
+            assert_eq!(pt.split_with(&mut tlb, IntermPhysAddr::new(SLOT), SLOT_SIZE, opts).unwrap(), 0);
             assert_eq!(pt.stats().walk.at_level(3), if skip { 0 } else { pages });
+            // The options went with the calls: a plain split (the fault path's) skips level 3.
+            pt.reset_stats();
+            assert_eq!(pt.split(&mut tlb, IntermPhysAddr::new(SLOT), SLOT_SIZE, 3, false).unwrap(), 0);
+            assert_eq!(pt.stats().walk.at_level(3), 0, "a later split inherits nothing");
         }
         assert_eq!(table_pages[0], table_pages[1], "{backing:?}: same tables either way");
     }
