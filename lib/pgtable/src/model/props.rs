@@ -383,6 +383,10 @@ fn property_test_catches_every_mutation() {
             failure_persistence: None,
             max_shrink_iters: 0,
             rng_algorithm: proptest::test_runner::RngAlgorithm::ChaCha,
+            // A fixed seed: whether a seeded bug is found must not depend on the run (the
+            // summary-bit bug needs a whole level-3 table write-protected, then a writable
+            // leaf below it, and a random seed missed it in about one run in twelve).
+            rng_seed: proptest::test_runner::RngSeed::Fixed(0x11_5eed),
             ..Config::default()
         });
         let r = runner.run(&setup(FINE, 8), |s| {

@@ -1,33 +1,13 @@
 //! contpte: `fold` 16 compatible entries into a contiguous range, `unfold` them back.
 
-use crate::addr::{level_size, InputAddress, PhysAddr, CONT_ENTRIES};
+use crate::addr::{InputAddress, CONT_ENTRIES};
 use crate::ctx::Ctx;
-use crate::descriptor::{cont_level, cont_size, Desc};
+use crate::descriptor::{cont_level, Desc};
 use crate::frame::FrameAlloc;
 use crate::table::{Opts, PageTable};
 use crate::tlb::TlbMaintenance;
 use crate::walker::{Entry, WalkFlags};
 use crate::Error;
-
-impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
-    /// Whether the 16 entries of `table` from `first` (the head of a group, at `level`) can be
-    /// folded: all mappings, none contiguous yet, consecutive output aligned to the group,
-    /// identical attributes.
-    pub(crate) fn group_foldable(&self, table: PhysAddr, first: usize, level: usize) -> bool {
-        let head = self.read_desc(table, first);
-        if !head.is_mapping(level) || head.is_contiguous() || !head.addr().as_u64().is_multiple_of(cont_size(level)) {
-            return false;
-        }
-        let size = level_size(level);
-        (1..CONT_ENTRIES).all(|k| {
-            let d: Desc = self.read_desc(table, first + k);
-            d.is_mapping(level)
-                && !d.is_contiguous()
-                && d.leaf_attr_bits() == head.leaf_attr_bits()
-                && d.addr().as_u64() == head.addr().as_u64() + k as u64 * size
-        })
-    }
-}
 
 /// One leaf of a table, found once ([`PageTable::leaf`]) and then changed directly, without a
 /// walk from the root (as Linux's contpte code holds the `ptep`). It borrows the table: nothing
@@ -64,13 +44,7 @@ impl<A: FrameAlloc> Leaf<'_, A> {
             return false;
         }
         let mut ctx = self.pt.ctx(tlb, opts);
-        let first = Ctx::<A, T>::group_start(e.index);
-        let go = if fold {
-            ctx.group_foldable(e.table, first, e.level)
-        } else {
-            ctx.read_desc(e.table, e.index).is_contiguous()
-        };
-        let done = go && ctx.convert_group(&e, fold);
+        let done = ctx.convert_group(&e, fold);
         ctx.finish();
         done
     }
@@ -121,7 +95,7 @@ impl<A: FrameAlloc> PageTable<A> {
             if !cont_level(level) || en.index % CONT_ENTRIES != 0 || !Ctx::<A, T>::group_inside(en, s, e) {
                 return Ok(());
             }
-            if ctx.group_foldable(en.table, en.index, level) && ctx.convert_group(en, true) {
+            if ctx.convert_group(en, true) {
                 count += 1;
             }
             Ok(())

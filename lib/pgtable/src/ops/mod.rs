@@ -119,30 +119,85 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
     /// range is never unmapped (this matters for the kernel's live linear map, whose own tables
     /// and stacks may lie in the group; our tables never get hardware AF/dirty updates, so there
     /// is nothing to collect by clearing). Entries that are not mappings are left alone.
-    /// Returns whether anything was rewritten.
-    #[allow(clippy::needless_range_loop)]
+    /// A fold happens only when the 16 are foldable: all mappings, none contiguous yet,
+    /// consecutive output aligned to the group, identical attributes (checked in the same pass
+    /// that reads them). Returns whether anything was rewritten.
     pub(crate) fn convert_group(&mut self, e: &Entry, fold: bool) -> bool {
+        let (table, level) = (e.table, e.level);
         let first = Self::group_start(e.index);
-        let mut old = [Desc::INVALID; CONT_ENTRIES];
-        for (k, o) in old.iter_mut().enumerate() {
-            *o = self.read_desc(e.table, first + k);
-        }
-        let new = old.map(|d| if d.is_mapping(e.level) { d.with_contiguous(fold) } else { d });
-        if new == old {
+        if fold && !self.group_foldable(table, first, level) {
             return false;
         }
-        if fold {
-            self.stats.folds += 1;
+        let changed = if self.bbml2 || !self.live {
+            // In place (only the contiguous bit changes: BBML2 needs no break-before-make, and
+            // nothing caches a table that is not live): one pass, read, flip, write.
+            let mut written = 0;
+            for k in 0..CONT_ENTRIES {
+                let d = self.read_desc(table, first + k);
+                if d.is_mapping(level) && d.is_contiguous() != fold {
+                    self.frames.write_desc(table, first + k, d.with_contiguous(fold).0);
+                    written += 1;
+                }
+            }
+            // The write accounting of `Ctx::write`, once for the group.
+            self.stats.desc_writes += written;
+            if written != 0 {
+                self.gather.note_write();
+            }
+            written != 0
         } else {
-            self.stats.unfolds += 1;
+            self.convert_group_bbm(e, first, fold)
+        };
+        if changed {
+            if fold {
+                self.stats.folds += 1;
+            } else {
+                self.stats.unfolds += 1;
+            }
         }
-        let broken = !self.bbml2 && self.break_entries(e.table, first, e.level, Ctx::<A, T>::group_off(e), &old);
-        for k in 0..CONT_ENTRIES {
-            if new[k] != old[k] || (broken && old[k].is_valid()) {
-                self.write(e.table, first + k, new[k]);
+        changed
+    }
+
+    /// [`Self::convert_group`] without BBML2 on a live table: break the valid members (one TLBI
+    /// of the range), then write all 16.
+    fn convert_group_bbm(&mut self, e: &Entry, first: usize, fold: bool) -> bool {
+        let level = e.level;
+        let mut old = [Desc::INVALID; CONT_ENTRIES];
+        let mut changed = false;
+        for (k, o) in old.iter_mut().enumerate() {
+            let d = self.read_desc(e.table, first + k);
+            changed |= d.is_mapping(level) && d.is_contiguous() != fold;
+            *o = d;
+        }
+        if !changed {
+            return false;
+        }
+        let broken = self.break_entries(e.table, first, level, Ctx::<A, T>::group_off(e), &old);
+        for (k, &d) in old.iter().enumerate() {
+            let n = if d.is_mapping(level) { d.with_contiguous(fold) } else { d };
+            if n != d || (broken && d.is_valid()) {
+                self.write(e.table, first + k, n);
             }
         }
         true
+    }
+
+    /// Whether the 16 entries of `table` from `first` (the head of a group, at `level`) can be
+    /// folded: all mappings, none contiguous yet, consecutive output aligned to the group,
+    /// identical attributes.
+    pub(crate) fn group_foldable(&self, table: PhysAddr, first: usize, level: usize) -> bool {
+        let head = self.read_desc(table, first);
+        if !head.is_mapping(level) || head.is_contiguous() || !head.addr().as_u64().is_multiple_of(cont_size(level)) {
+            return false;
+        }
+        let size = level_size(level);
+        (1..CONT_ENTRIES).all(|k| {
+            let d = self.read_desc(table, first + k);
+            d.is_mapping(level)
+                && !d.is_contiguous()
+                && d.leaf_attr_bits() == head.leaf_attr_bits()
+                && d.addr().as_u64() == head.addr().as_u64() + k as u64 * size
+        })
     }
 
     /// Rewrites all entries of the contiguous group holding `e` through `f` (the whole group lies
