@@ -12,9 +12,8 @@ use crate::qemu::{self, QemuConfig};
 use crate::report::{self, table};
 use crate::{system, toolchain, workspace_root};
 use abi::report::ParsedRecord;
-use anyhow::{bail, ensure, Context, Result};
+use anyhow::{bail, ensure, Result};
 use std::fmt::Write as _;
-use std::process::Command;
 use std::time::Duration;
 
 /// A machine a guest benchmark runs on.
@@ -117,14 +116,7 @@ pub fn run(which: &str, icount: bool) -> Result<()> {
         return crate::guest_boot::run(icount);
     }
     if which == "pgtable" {
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let status = Command::new(cargo)
-            .current_dir(workspace_root())
-            .args(["bench", "-p", "pgtable", "--bench", "peer"])
-            .status()
-            .context("running cargo bench")?;
-        ensure!(status.success(), "benchmark failed");
-        return Ok(());
+        return crate::peer::run();
     }
     let Some(b) = GUEST_BENCHES.iter().find(|b| b.name == which) else {
         let mut list = String::new();
