@@ -80,7 +80,19 @@ pub const GUEST_BENCHES: &[GuestBench] = &[
         about: "stage-2 eager split for dirty logging, 64 GiB memslot: baseline walker, SKIP_LEVEL3, summary bit",
         // One CPU, 4 GiB: the hypervisor's frame pool follows RAM (256 MiB), the slot pool is 1 GiB.
         machines: &[Machine { label: "max-4G", smp: 1, mem: "4G", ..MAX }],
-        compare: &["median_us", "split_us", "split_visits_l3", "insns", "ratio", "split_ratio", "insn_ratio"],
+        compare: &[
+            "median_us",
+            "split_us",
+            "split_visits_l3",
+            "insns",
+            "ratio",
+            "split_ratio",
+            "insn_ratio",
+            "split_ns_per_visit",
+            "split_insns_per_visit",
+            "ns_per_pte",
+            "insns_per_pte",
+        ],
         timeout_s: 3600,
     },
     GuestBench {
@@ -98,10 +110,12 @@ pub const GUEST_BENCHES: &[GuestBench] = &[
     },
 ];
 
-/// Boot arguments a guest benchmark needs besides `bench=NAME` (the memslot pool for `split`).
-pub fn extra_bootargs(name: &str) -> &'static str {
-    match name {
-        "split" => " hyp.slotpool=1G",
+/// Boot arguments a guest benchmark needs besides `bench=NAME`: the memslot pool for `split`,
+/// and one iteration under `--icount` (its counts are deterministic; several without).
+pub fn extra_bootargs(name: &str, icount: bool) -> &'static str {
+    match (name, icount) {
+        ("split", true) => " hyp.slotpool=1G split.iters=1",
+        ("split", false) => " hyp.slotpool=1G",
         _ => "",
     }
 }
@@ -143,6 +157,7 @@ pub fn run_guest(b: &GuestBench, qemu: &std::path::Path, images: &Images, icount
         "QEMU TCG (wall time)"
     };
     let mut per_machine: Vec<(&str, Vec<ParsedRecord>)> = Vec::new();
+    let mut wall: Vec<(&str, u64)> = Vec::new();
     let mut jsonl = String::new();
     for m in b.machines {
         let cfg = QemuConfig {
@@ -151,10 +166,11 @@ pub fn run_guest(b: &GuestBench, qemu: &std::path::Path, images: &Images, icount
             smp: m.smp,
             mem: m.mem.into(),
             icount: icount.then_some(0),
-            bootargs: format!("bench={}{}", b.name, extra_bootargs(b.name)),
+            bootargs: format!("bench={}{}", b.name, extra_bootargs(b.name, icount)),
             ..QemuConfig::default()
         };
         eprintln!("xtask: bench {} on {} ({})", b.name, m.label, cfg.describe());
+        let started = std::time::Instant::now();
         let out =
             qemu::run(qemu, &cfg, images, Duration::from_secs(b.timeout_s), Some(Duration::from_secs(60)), |l| {
                 if !l.contains(abi::report::PREFIX) {
@@ -181,11 +197,13 @@ pub fn run_guest(b: &GuestBench, qemu: &std::path::Path, images: &Images, icount
             let _ = writeln!(jsonl, "{}", serde_json::Value::Object(obj));
         }
         per_machine.push((m.label, rows));
+        wall.push((m.label, started.elapsed().as_secs()));
+        eprintln!("xtask: bench {} on {} took {} s (wall)", b.name, m.label, started.elapsed().as_secs());
     }
     let mut text = format!("benchmark {} — {mode}\n", b.name);
-    for (label, rows) in &per_machine {
+    for ((label, rows), (_, secs)) in per_machine.iter().zip(&wall) {
         let refs: Vec<&ParsedRecord> = rows.iter().collect();
-        let _ = write!(text, "\n== {label} ==\n{}", table(&refs));
+        let _ = write!(text, "\n== {label} (boot took {secs} s wall) ==\n{}", table(&refs));
     }
     if per_machine.len() > 1 {
         let _ = write!(text, "\n== side by side ==\n{}", side_by_side(&per_machine, b.compare));
