@@ -12,7 +12,7 @@ use crate::qemu::{self, QemuConfig};
 use crate::report::{self, table};
 use crate::{system, toolchain, workspace_root};
 use abi::report::ParsedRecord;
-use anyhow::{bail, ensure, Result};
+use anyhow::{bail, ensure, Context, Result};
 use std::fmt::Write as _;
 use std::time::Duration;
 
@@ -190,6 +190,9 @@ pub fn run_guest(b: &GuestBench, qemu: &std::path::Path, images: &Images, icount
         let rows: Vec<ParsedRecord> =
             records.into_iter().filter(|r| r.kind == "bench" && r.str("bench") == Some(b.name)).collect();
         ensure!(!rows.is_empty(), "the guest printed no bench records for {}", b.name);
+        if b.name == "split" {
+            check_split(&rows, icount).with_context(|| format!("benchmark split on {}", m.label))?;
+        }
         for r in &rows {
             let mut obj = r.fields.clone();
             obj.insert("machine".into(), m.label.into());
@@ -252,4 +255,72 @@ pub fn side_by_side(per_machine: &[(&str, Vec<ParsedRecord>)], compare: &[&str])
         rows.push(row);
     }
     report::aligned(&header, &rows, 1)
+}
+
+/// A split run counts only when it is complete: every scenario and backing with each of the
+/// three walkers once, every row with a ratio against the baseline, and under `--icount` every
+/// row with its instructions counted (a run that counted none measured nothing).
+pub fn check_split(rows: &[ParsedRecord], icount: bool) -> Result<()> {
+    for scenario in ["enable", "manual-clear"] {
+        for backing in ["4K", "2M", "1G"] {
+            for walker in ["baseline", "skip_level3", "summary"] {
+                let found: Vec<&ParsedRecord> = rows
+                    .iter()
+                    .filter(|r| {
+                        r.str("scenario") == Some(scenario)
+                            && r.str("backing") == Some(backing)
+                            && r.str("walker") == Some(walker)
+                    })
+                    .collect();
+                ensure!(found.len() == 1, "{} rows for {scenario} {backing} {walker} (one expected)", found.len());
+                let r = found[0];
+                ensure!(r.f64("ratio").is_some(), "{scenario} {backing} {walker}: no ratio");
+                if icount {
+                    ensure!(
+                        r.u64("insns").unwrap_or(0) > 0,
+                        "{scenario} {backing} {walker}: no instructions counted under --icount"
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rows(insns: u64) -> Vec<ParsedRecord> {
+        let mut out = String::new();
+        for scenario in ["enable", "manual-clear"] {
+            for backing in ["4K", "2M", "1G"] {
+                for walker in ["baseline", "skip_level3", "summary"] {
+                    out += &format!(
+                        "@@report {{\"kind\":\"bench\",\"bench\":\"split\",\"scenario\":\"{scenario}\",\"backing\":\"{backing}\",\"walker\":\"{walker}\",\"insns\":{insns},\"ratio\":1.0}}\n"
+                    );
+                }
+            }
+        }
+        report::collect(&out).0
+    }
+
+    #[test]
+    fn an_incomplete_split_run_is_refused() {
+        assert!(check_split(&rows(5), true).is_ok());
+        let mut missing = rows(5);
+        missing.retain(|r| !(r.str("backing") == Some("1G") && r.str("walker") == Some("summary")));
+        let e = check_split(&missing, false).unwrap_err().to_string();
+        assert!(e.contains("0 rows for enable 1G summary"), "{e}");
+        let mut twice = rows(5);
+        twice.push(twice[0].clone());
+        assert!(check_split(&twice, false).unwrap_err().to_string().contains("2 rows for enable 4K baseline"));
+    }
+
+    #[test]
+    fn a_split_run_without_instructions_is_refused_under_icount_only() {
+        assert!(check_split(&rows(0), false).is_ok(), "without --icount QEMU counts none");
+        let e = check_split(&rows(0), true).unwrap_err().to_string();
+        assert!(e.contains("no instructions counted"), "{e}");
+    }
 }
