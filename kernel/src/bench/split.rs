@@ -216,11 +216,12 @@ fn report(scenario: u8, backing: &str, size: u64, samples: &mut [Samples; 3]) {
         for (c, v) in &s.counters {
             r.u64(c.name(), *v);
         }
-        r.u64("insns", med[w].2)
-            .u64("split_insns", med[w].3)
-            .f64("ratio", ratio(med[w].0, med[0].0), 3)
-            .f64("split_ratio", ratio(med[w].1, med[0].1), 3)
-            .f64("insn_ratio", ratio(med[w].2, med[0].2), 3);
+        r.u64("insns", med[w].2).u64("split_insns", med[w].3);
+        r.f64("ratio", ratio(med[w].0, med[0].0), 3).f64("split_ratio", ratio(med[w].1, med[0].1), 3);
+        // Without -icount QEMU counts no instructions: no ratio of zeros.
+        if med[0].2 != 0 {
+            r.f64("insn_ratio", ratio(med[w].2, med[0].2), 3);
+        }
         // Unit costs beside the ratios (a field is left out where it would be 0/0: no visits, or
         // no instructions counted without -icount).
         let visits: u64 = s
