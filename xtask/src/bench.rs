@@ -14,7 +14,6 @@ use crate::{system, toolchain, workspace_root};
 use abi::report::ParsedRecord;
 use anyhow::{bail, ensure, Context, Result};
 use std::fmt::Write as _;
-use std::process::Command;
 use std::time::Duration;
 
 /// A machine a guest benchmark runs on.
@@ -81,7 +80,19 @@ pub const GUEST_BENCHES: &[GuestBench] = &[
         about: "stage-2 eager split for dirty logging, 64 GiB memslot: baseline walker, SKIP_LEVEL3, summary bit",
         // One CPU, 4 GiB: the hypervisor's frame pool follows RAM (256 MiB), the slot pool is 1 GiB.
         machines: &[Machine { label: "max-4G", smp: 1, mem: "4G", ..MAX }],
-        compare: &["median_us", "split_us", "split_visits_l3", "insns", "ratio", "split_ratio", "insn_ratio"],
+        compare: &[
+            "median_us",
+            "split_us",
+            "split_visits_l3",
+            "insns",
+            "ratio",
+            "split_ratio",
+            "insn_ratio",
+            "split_ns_per_visit",
+            "split_insns_per_visit",
+            "ns_per_pte",
+            "insns_per_pte",
+        ],
         timeout_s: 3600,
     },
     GuestBench {
@@ -99,10 +110,12 @@ pub const GUEST_BENCHES: &[GuestBench] = &[
     },
 ];
 
-/// Boot arguments a guest benchmark needs besides `bench=NAME` (the memslot pool for `split`).
-pub fn extra_bootargs(name: &str) -> &'static str {
-    match name {
-        "split" => " hyp.slotpool=1G",
+/// Boot arguments a guest benchmark needs besides `bench=NAME`: the memslot pool for `split`,
+/// and one iteration under `--icount` (its counts are deterministic; several without).
+pub fn extra_bootargs(name: &str, icount: bool) -> &'static str {
+    match (name, icount) {
+        ("split", true) => " hyp.slotpool=1G split.iters=1",
+        ("split", false) => " hyp.slotpool=1G",
         _ => "",
     }
 }
@@ -117,14 +130,7 @@ pub fn run(which: &str, icount: bool) -> Result<()> {
         return crate::guest_boot::run(icount);
     }
     if which == "pgtable" {
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let status = Command::new(cargo)
-            .current_dir(workspace_root())
-            .args(["bench", "-p", "pgtable", "--bench", "peer"])
-            .status()
-            .context("running cargo bench")?;
-        ensure!(status.success(), "benchmark failed");
-        return Ok(());
+        return crate::peer::run();
     }
     let Some(b) = GUEST_BENCHES.iter().find(|b| b.name == which) else {
         let mut list = String::new();
@@ -151,6 +157,7 @@ pub fn run_guest(b: &GuestBench, qemu: &std::path::Path, images: &Images, icount
         "QEMU TCG (wall time)"
     };
     let mut per_machine: Vec<(&str, Vec<ParsedRecord>)> = Vec::new();
+    let mut wall: Vec<(&str, u64)> = Vec::new();
     let mut jsonl = String::new();
     for m in b.machines {
         let cfg = QemuConfig {
@@ -159,10 +166,11 @@ pub fn run_guest(b: &GuestBench, qemu: &std::path::Path, images: &Images, icount
             smp: m.smp,
             mem: m.mem.into(),
             icount: icount.then_some(0),
-            bootargs: format!("bench={}{}", b.name, extra_bootargs(b.name)),
+            bootargs: format!("bench={}{}", b.name, extra_bootargs(b.name, icount)),
             ..QemuConfig::default()
         };
         eprintln!("xtask: bench {} on {} ({})", b.name, m.label, cfg.describe());
+        let started = std::time::Instant::now();
         let out =
             qemu::run(qemu, &cfg, images, Duration::from_secs(b.timeout_s), Some(Duration::from_secs(60)), |l| {
                 if !l.contains(abi::report::PREFIX) {
@@ -182,6 +190,9 @@ pub fn run_guest(b: &GuestBench, qemu: &std::path::Path, images: &Images, icount
         let rows: Vec<ParsedRecord> =
             records.into_iter().filter(|r| r.kind == "bench" && r.str("bench") == Some(b.name)).collect();
         ensure!(!rows.is_empty(), "the guest printed no bench records for {}", b.name);
+        if b.name == "split" {
+            check_split(&rows, icount).with_context(|| format!("benchmark split on {}", m.label))?;
+        }
         for r in &rows {
             let mut obj = r.fields.clone();
             obj.insert("machine".into(), m.label.into());
@@ -189,11 +200,13 @@ pub fn run_guest(b: &GuestBench, qemu: &std::path::Path, images: &Images, icount
             let _ = writeln!(jsonl, "{}", serde_json::Value::Object(obj));
         }
         per_machine.push((m.label, rows));
+        wall.push((m.label, started.elapsed().as_secs()));
+        eprintln!("xtask: bench {} on {} took {} s (wall)", b.name, m.label, started.elapsed().as_secs());
     }
     let mut text = format!("benchmark {} — {mode}\n", b.name);
-    for (label, rows) in &per_machine {
+    for ((label, rows), (_, secs)) in per_machine.iter().zip(&wall) {
         let refs: Vec<&ParsedRecord> = rows.iter().collect();
-        let _ = write!(text, "\n== {label} ==\n{}", table(&refs));
+        let _ = write!(text, "\n== {label} (boot took {secs} s wall) ==\n{}", table(&refs));
     }
     if per_machine.len() > 1 {
         let _ = write!(text, "\n== side by side ==\n{}", side_by_side(&per_machine, b.compare));
@@ -242,4 +255,72 @@ pub fn side_by_side(per_machine: &[(&str, Vec<ParsedRecord>)], compare: &[&str])
         rows.push(row);
     }
     report::aligned(&header, &rows, 1)
+}
+
+/// A split run counts only when it is complete: every scenario and backing with each of the
+/// three walkers once, every row with a ratio against the baseline, and under `--icount` every
+/// row with its instructions counted (a run that counted none measured nothing).
+pub fn check_split(rows: &[ParsedRecord], icount: bool) -> Result<()> {
+    for scenario in ["enable", "manual-clear"] {
+        for backing in ["4K", "2M", "1G"] {
+            for walker in ["baseline", "skip_level3", "summary"] {
+                let found: Vec<&ParsedRecord> = rows
+                    .iter()
+                    .filter(|r| {
+                        r.str("scenario") == Some(scenario)
+                            && r.str("backing") == Some(backing)
+                            && r.str("walker") == Some(walker)
+                    })
+                    .collect();
+                ensure!(found.len() == 1, "{} rows for {scenario} {backing} {walker} (one expected)", found.len());
+                let r = found[0];
+                ensure!(r.f64("ratio").is_some(), "{scenario} {backing} {walker}: no ratio");
+                if icount {
+                    ensure!(
+                        r.u64("insns").unwrap_or(0) > 0,
+                        "{scenario} {backing} {walker}: no instructions counted under --icount"
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rows(insns: u64) -> Vec<ParsedRecord> {
+        let mut out = String::new();
+        for scenario in ["enable", "manual-clear"] {
+            for backing in ["4K", "2M", "1G"] {
+                for walker in ["baseline", "skip_level3", "summary"] {
+                    out += &format!(
+                        "@@report {{\"kind\":\"bench\",\"bench\":\"split\",\"scenario\":\"{scenario}\",\"backing\":\"{backing}\",\"walker\":\"{walker}\",\"insns\":{insns},\"ratio\":1.0}}\n"
+                    );
+                }
+            }
+        }
+        report::collect(&out).0
+    }
+
+    #[test]
+    fn an_incomplete_split_run_is_refused() {
+        assert!(check_split(&rows(5), true).is_ok());
+        let mut missing = rows(5);
+        missing.retain(|r| !(r.str("backing") == Some("1G") && r.str("walker") == Some("summary")));
+        let e = check_split(&missing, false).unwrap_err().to_string();
+        assert!(e.contains("0 rows for enable 1G summary"), "{e}");
+        let mut twice = rows(5);
+        twice.push(twice[0].clone());
+        assert!(check_split(&twice, false).unwrap_err().to_string().contains("2 rows for enable 4K baseline"));
+    }
+
+    #[test]
+    fn a_split_run_without_instructions_is_refused_under_icount_only() {
+        assert!(check_split(&rows(0), false).is_ok(), "without --icount QEMU counts none");
+        let e = check_split(&rows(0), true).unwrap_err().to_string();
+        assert!(e.contains("no instructions counted"), "{e}");
+    }
 }

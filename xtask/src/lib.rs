@@ -28,6 +28,7 @@ pub mod guest_boot;
 pub mod lint;
 pub mod linux;
 pub mod outcome;
+pub mod peer;
 pub mod perf;
 pub mod plot;
 pub mod plugin;

@@ -108,7 +108,7 @@ pub fn scenario(name: &str, cpu: &str) -> Result<Scenario> {
             b.machines.iter().find(|m| m.cpu == cpu).or(b.machines.first()).context("benchmark without machines")?;
         return Ok(Scenario {
             name: name.into(),
-            bootargs: format!("bench={}{}", b.name, extra_bootargs(b.name)),
+            bootargs: format!("bench={}{}", b.name, extra_bootargs(b.name, false)),
             mem: m.mem.into(),
             smp: m.smp,
             timeout: Duration::from_secs(b.timeout_s),

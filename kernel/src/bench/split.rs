@@ -12,12 +12,16 @@
 //! of the timed calls (guest clock, median and spread), the hypervisor's own split-walk time,
 //! walker visits by level (split walks, and level 3 of the write-protect walks), TLBIs, DSBs,
 //! page-table pages, blocks split, instructions (meaningful with `--icount`), and the ratios
-//! against the baseline. Blocks are restored between iterations by deleting and re-creating the
+//! against the baseline; beside them the unit costs a ratio is read against: the split walk's
+//! time and instructions per visit (`split_ns_per_visit`, `split_insns_per_visit`) and the whole
+//! operation's per 4 KiB page of the slot, i.e. per final PTE (`ns_per_pte`, `insns_per_pte`,
+//! and `insns_per_gib` to set beside KVM's figures). Blocks are restored between iterations by deleting and re-creating the
 //! slot (untimed); the 4 KiB slot is kept (after one untimed warm-up run, its pages stay
 //! write-protected, as after a first enable in KVM).
 //!
-//! Options: `split.iters=N` (default 5), `split.gib=N` (slot size, default 64),
-//! `split.chunk=MIB` (eager-split chunk, default the hypervisor's 1 GiB).
+//! Options: `split.iters=N` (default 3; `cargo xtask bench split --icount` passes 1: counts are
+//! deterministic), `split.gib=N` (slot size, default 64), `split.chunk=MIB` (eager-split chunk,
+//! default the hypervisor's 1 GiB). Progress goes to the console: a line per timed run.
 
 use super::stats::{ratio, Summary};
 use crate::perf::{now_ns, Pmu};
@@ -119,7 +123,7 @@ pub fn run() -> Result<(), String> {
     if KERNEL.get().unwrap().host != Host::Hypervisor {
         return Err("bench=split needs the hypervisor".into());
     }
-    let iters = arg("split.iters=").unwrap_or(5).max(1) as usize;
+    let iters = arg("split.iters=").unwrap_or(3).max(1) as usize;
     let size = arg("split.gib=").unwrap_or(64).max(1) * GIB;
     if let Some(mib) = arg("split.chunk=") {
         hyp::walker_mode(WalkerMode::SkipLevel3, mib << 20).map_err(e("chunk"))?;
@@ -140,6 +144,11 @@ pub fn run() -> Result<(), String> {
         {
             let mut slot = Slot { id: None, base, size, backing };
             let mut samples: [Samples; 3] = Default::default();
+            rt::println!(
+                "kernel: split: scenario {scenario} ({}), {bname} backing: {} walkers x {iters}",
+                if scenario == 1 { "enable" } else { "manual clear" },
+                WALKERS.len()
+            );
             if backing == hc::MEMSLOT_BACKING_4K {
                 // Warm-up (untimed): the first enable of an already-split slot write-protects
                 // every page; later ones find them protected, as a re-enable in KVM does.
@@ -151,6 +160,13 @@ pub fn run() -> Result<(), String> {
                     let w = (k + it) % WALKERS.len();
                     hyp::walker_mode(WALKERS[w], 0).map_err(e("walker"))?;
                     let (ns, insns) = once(&pmu, &mut slot, scenario, &mask)?;
+                    rt::println!(
+                        "kernel: split:   s{scenario} {bname} {} {}/{iters}: {} us, {} instructions",
+                        WALKERS[w].name(),
+                        it + 1,
+                        ns / 1000,
+                        insns
+                    );
                     let s = &mut samples[w];
                     s.ns.push(ns);
                     s.insns.push(insns);
@@ -200,11 +216,36 @@ fn report(scenario: u8, backing: &str, size: u64, samples: &mut [Samples; 3]) {
         for (c, v) in &s.counters {
             r.u64(c.name(), *v);
         }
-        r.u64("insns", med[w].2)
-            .u64("split_insns", med[w].3)
-            .f64("ratio", ratio(med[w].0, med[0].0), 3)
-            .f64("split_ratio", ratio(med[w].1, med[0].1), 3)
-            .f64("insn_ratio", ratio(med[w].2, med[0].2), 3);
+        r.u64("insns", med[w].2).u64("split_insns", med[w].3);
+        r.f64("ratio", ratio(med[w].0, med[0].0), 3).f64("split_ratio", ratio(med[w].1, med[0].1), 3);
+        // Without -icount QEMU counts no instructions: no ratio of zeros.
+        if med[0].2 != 0 {
+            r.f64("insn_ratio", ratio(med[w].2, med[0].2), 3);
+        }
+        // Unit costs beside the ratios (a field is left out where it would be 0/0: no visits, or
+        // no instructions counted without -icount).
+        let visits: u64 = s
+            .counters
+            .iter()
+            .filter(|(c, _)| {
+                matches!(
+                    c,
+                    Counter::SplitVisitsL0 | Counter::SplitVisitsL1 | Counter::SplitVisitsL2 | Counter::SplitVisitsL3
+                )
+            })
+            .map(|(_, v)| v)
+            .sum();
+        let ptes = size / PAGE;
+        let mut per = |name: &str, a: u64, b: u64, decimals: usize| {
+            if a != 0 && b != 0 {
+                r.f64(name, a as f64 / b as f64, decimals);
+            }
+        };
+        per("split_ns_per_visit", med[w].1, visits, 1);
+        per("split_insns_per_visit", med[w].3, visits, 1);
+        per("ns_per_pte", med[w].0, ptes, 2);
+        per("insns_per_pte", med[w].2, ptes, 1);
+        per("insns_per_gib", med[w].2, size / GIB, 0);
         rt::println!("{r}");
     }
 }

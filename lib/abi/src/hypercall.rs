@@ -407,12 +407,6 @@ impl Call {
             Call::MaintCounts => "MAINT_COUNTS",
         }
     }
-
-    /// Numbered but not implemented yet (answers NOT_SUPPORTED). None today: every numbered
-    /// call is implemented.
-    pub const fn is_reserved(self) -> bool {
-        false
-    }
 }
 
 impl TryFrom<u64> for Call {
@@ -454,8 +448,7 @@ mod tests {
     }
 
     #[test]
-    fn nothing_reserved_and_enums_round_trip() {
-        assert!(Call::ALL.iter().all(|c| !c.is_reserved()));
+    fn enums_round_trip() {
         assert_eq!(WalkerMode::try_from(1), Ok(WalkerMode::SkipLevel3));
         assert_eq!(WalkerMode::try_from(2), Ok(WalkerMode::Summary));
         assert_eq!(WalkerMode::try_from(3), Err(3));
