@@ -112,6 +112,11 @@ fn cli_usage_errors_and_qemu_refusals_have_their_own_codes() {
     assert_eq!(code, exit::USAGE as i32, "{out}");
     let (code, out) = xtask_cli(&["run", "--no-such-option"]);
     assert_eq!(code, exit::USAGE as i32, "{out}");
+    let (code, out) = xtask_cli(&["perf", "mem-perms", "--mechanism", "bbml2=auto"]);
+    assert_eq!(code, exit::USAGE as i32, "{out}");
+    assert!(out.contains("\"auto\" is not one of on, off"), "{out}");
+    let (code, out) = xtask_cli(&["perf", "no-such-scenario"]);
+    assert_eq!(code, exit::USAGE as i32, "{out}");
 }
 
 #[test]

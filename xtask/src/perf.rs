@@ -285,8 +285,10 @@ pub fn side_by_side(runs: &[SettingRun]) -> String {
 
 /// Runs `perf SCENARIO`.
 pub fn run(a: &PerfArgs) -> Result<()> {
-    let sc = scenario(&a.scenario, &a.cpu)?;
-    let sets = settings(&a.mechanisms)?;
+    // A scenario or mechanism the xtask does not know is a usage error (exit 64), not its own.
+    let refused = |e: anyhow::Error| anyhow::Error::new(crate::outcome::Refused(format!("{e:#}")));
+    let sc = scenario(&a.scenario, &a.cpu).map_err(refused)?;
+    let sets = settings(&a.mechanisms).map_err(refused)?;
     let tc = toolchain::find()?;
     let qemu_bin = system::qemu()?;
     let images = build::build(&tc, &[])?;
