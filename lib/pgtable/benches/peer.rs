@@ -107,7 +107,7 @@ struct Ours {
 impl Ours {
     fn new(constraints: Constraints, bbml2: bool, range: bool) -> Self {
         let regime = Regime::El1 { asid: ASID, half: VaHalf::Lower };
-        let mut pt = PageTable::with_config(regime, pgtable::Config { bbml2 }, HeapFrames::new()).expect("root");
+        let pt = PageTable::with_config(regime, pgtable::Config { bbml2 }, HeapFrames::new()).expect("root");
         Ours { pt, tlb: CountOnly { range }, constraints }
     }
 }
