@@ -126,10 +126,10 @@ pub fn ipa(a: u64) -> IntermPhysAddr {
 
 /// A page-table error as the hypercall's error code.
 pub fn map_err(e: pgtable::Error) -> HypError {
-    match e {
-        pgtable::Error::OutOfMemory => HypError::NoMemory,
-        pgtable::Error::Misaligned => HypError::Misaligned,
-        pgtable::Error::OutOfRange => HypError::OutOfRange,
+    match e.kind() {
+        pgtable::ErrorKind::OutOfMemory => HypError::NoMemory,
+        pgtable::ErrorKind::Misaligned => HypError::Misaligned,
+        pgtable::ErrorKind::OutOfRange => HypError::OutOfRange,
         _ => HypError::InvalidParameter,
     }
 }

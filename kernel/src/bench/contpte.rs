@@ -95,13 +95,14 @@ pub fn run() -> Result<(), String> {
                         Step::Unfold | Step::Fold => kernel
                             .leaf(VirtAddr::new(gva))
                             .map(|mut leaf| leaf.convert_group(tlb, step == Step::Fold, opts))
-                            .ok_or(pgtable::Error::OutOfRange),
+                            .ok_or_else(|| format!("group {gva:#x} is not mapped")),
                         Step::RoRw | Step::RoRwNoFold => {
                             let fold = step == Step::RoRw;
                             let v = VirtAddr::new(page);
                             kmem::set_memory_with(kernel, tlb, v, PAGE, MemChange::Ro, fold, opts)
                                 .and_then(|()| kmem::set_memory_with(kernel, tlb, v, PAGE, MemChange::Rw, fold, opts))
                                 .map(|()| true)
+                                .map_err(|e| format!("{e}"))
                         }
                     };
                     let ((_, i1), t1) = (pmu.read(), now_ns());

@@ -127,8 +127,11 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
         self.gather.note_write();
     }
 
-    pub fn alloc_table(&mut self) -> Result<PhysAddr, Error> {
-        let t = self.frames.alloc_zeroed(1).ok_or(Error::OutOfMemory)?;
+    /// A zeroed frame for a table below the entry at input offset `off`, level `level` (named in
+    /// the error when there is none).
+    pub fn alloc_table(&mut self, off: u64, level: usize) -> Result<PhysAddr, Error> {
+        let addr = self.regime.input_base().wrapping_add(off);
+        let t = self.frames.alloc_zeroed(1).ok_or(Error::OutOfMemory { addr, level })?;
         self.stats.table_pages += 1;
         self.stats.tables_allocated += 1;
         Ok(t)

@@ -18,10 +18,10 @@ use core::fmt;
 use crate::addr::{align_down, VirtAddr, CONT_ENTRIES, PAGE_SIZE};
 use crate::attrs::{Constraints, Perms};
 use crate::cpu::Refusal;
+use crate::error::{Arg, Error};
 use crate::frame::FrameAlloc;
 use crate::table::{Opts, PageTable};
 use crate::tlb::TlbMaintenance;
-use crate::Error;
 
 /// The `rodata=` boot argument.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -220,10 +220,11 @@ pub fn set_memory_with<A: FrameAlloc, T: TlbMaintenance + ?Sized>(
     opts: Opts,
 ) -> Result<(), Error> {
     if !start.is_page_aligned() || !size.is_multiple_of(PAGE_SIZE) {
-        return Err(Error::Misaligned);
+        let (arg, value) = if start.is_page_aligned() { (Arg::Size, size) } else { (Arg::Start, start.as_u64()) };
+        return Err(Error::Misaligned { arg, value, align: PAGE_SIZE });
     }
     let s = start.as_u64();
-    let e = s.checked_add(size).ok_or(Error::OutOfRange)?;
+    let e = s.checked_add(size).ok_or(Error::OutOfRange { arg: Arg::End, value: s, limit: u64::MAX })?;
     let mut run: Option<(u64, u64, Perms)> = None;
     let mut a = s;
     while a < e {

@@ -27,6 +27,7 @@ pub mod attrs;
 pub mod cpu;
 mod ctx;
 pub mod descriptor;
+pub mod error;
 pub mod frame;
 pub mod gather;
 #[cfg(target_arch = "aarch64")]
@@ -45,44 +46,10 @@ pub mod walker;
 pub use addr::{IntermPhysAddr, PhysAddr, VirtAddr, PAGE_SIZE};
 pub use attrs::{Attributes, Constraints, MemType, Perms};
 pub use cpu::{Midr, Refusal};
+pub use error::{Arg, Error, ErrorKind};
 pub use frame::{FrameAlloc, HeapFrames};
 pub use gather::{FlushPolicy, TlbGather};
 pub use ops::Leaf;
 pub use regime::{Regime, VaHalf, MAIR};
 pub use table::{Config, Opts, PageTable, Policy, SplitOpts, Stats, Translation};
 pub use tlb::{Barrier, CountingTlb, Shareability, TlbCounters, TlbFeatures, TlbMaintenance, Tlbi, TlbiOp, TlbiRange};
-
-/// Why an operation failed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Error {
-    /// An address or size is not 4 KiB aligned (or an output not aligned to its leaf).
-    Misaligned,
-    /// The range leaves the regime's input space or the 48-bit output space.
-    OutOfRange,
-    /// A `VirtAddr` given to a stage-2 table or an `IntermPhysAddr` to a stage-1 table.
-    WrongAddressKind,
-    /// `map` found something already mapped in the range.
-    AlreadyMapped,
-    /// The frame allocator has no frame left.
-    OutOfMemory,
-    /// Attributes the regime cannot express (EL0 rights at EL2 or stage 2, write without read
-    /// at stage 1, execute on device memory, ...).
-    InvalidAttributes,
-    /// A level argument outside what the operation supports.
-    InvalidLevel,
-}
-
-impl core::fmt::Display for Error {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        let s = match self {
-            Error::Misaligned => "address or size not aligned",
-            Error::OutOfRange => "range outside the address space",
-            Error::WrongAddressKind => "address of the wrong kind for this regime",
-            Error::AlreadyMapped => "range already mapped",
-            Error::OutOfMemory => "out of page-table frames",
-            Error::InvalidAttributes => "attributes not expressible in this regime",
-            Error::InvalidLevel => "unsupported level",
-        };
-        f.write_str(s)
-    }
-}

@@ -7,12 +7,12 @@ use core::fmt;
 use crate::addr::{level_size, InputAddress, PhysAddr, ENTRIES_PER_TABLE, MAX_PA_BITS, PAGE_SIZE};
 use crate::attrs::Attributes;
 use crate::descriptor::{decode_leaf, Desc};
+use crate::error::{Arg, Error};
 use crate::frame::FrameAlloc;
 use crate::gather::FlushPolicy;
 use crate::regime::Regime;
 use crate::tlb::{Barrier, TlbMaintenance};
 use crate::walker::{walk, Entry, ReadOnly, WalkFlags, WalkStats};
-use crate::Error;
 
 #[cfg(any(test, feature = "seeded-bugs"))]
 pub use crate::mutation::Mutation;
@@ -184,14 +184,22 @@ impl<A: FrameAlloc> fmt::Debug for PageTable<A> {
 impl<A: FrameAlloc> PageTable<A> {
     /// Allocates an empty root (two concatenated pages for stage 2), with the default
     /// [`Config`] (no BBML2). The table is not live.
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`] when `frames` has no root.
     pub fn new(regime: Regime, frames: A) -> Result<Self, Error> {
         Self::with_config(regime, Config::default(), frames)
     }
 
     /// Allocates an empty root with `config`. The table is not live.
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`] when `frames` has no root.
     pub fn with_config(regime: Regime, config: Config, mut frames: A) -> Result<Self, Error> {
         let pages = regime.root_pages();
-        let root = frames.alloc_zeroed(pages).ok_or(Error::OutOfMemory)?;
+        let root = frames
+            .alloc_zeroed(pages)
+            .ok_or(Error::OutOfMemory { addr: regime.input_base(), level: regime.start_level() })?;
         let stats = Stats { table_pages: pages as u64, tables_allocated: pages as u64, ..Stats::default() };
         Ok(PageTable {
             regime,
@@ -288,20 +296,24 @@ impl<A: FrameAlloc> PageTable<A> {
     /// Checks and converts an input range to offsets relative to the regime's base.
     pub(crate) fn offsets<I: InputAddress>(&self, start: I, size: u64) -> Result<(u64, u64), Error> {
         if I::KIND != self.regime.input_kind() {
-            return Err(Error::WrongAddressKind);
+            return Err(Error::WrongAddressKind { stage2: self.regime.is_stage2() });
         }
         let raw = start.raw();
-        if !raw.is_multiple_of(PAGE_SIZE) || !size.is_multiple_of(PAGE_SIZE) {
-            return Err(Error::Misaligned);
+        if !raw.is_multiple_of(PAGE_SIZE) {
+            return Err(Error::Misaligned { arg: Arg::Start, value: raw, align: PAGE_SIZE });
+        }
+        if !size.is_multiple_of(PAGE_SIZE) {
+            return Err(Error::Misaligned { arg: Arg::Size, value: size, align: PAGE_SIZE });
         }
         let base = self.regime.input_base();
+        let limit = base.wrapping_add(self.regime.input_span());
         if raw < base {
-            return Err(Error::OutOfRange);
+            return Err(Error::OutOfRange { arg: Arg::Start, value: raw, limit: base });
         }
         let off = raw - base;
-        let end = off.checked_add(size).ok_or(Error::OutOfRange)?;
+        let end = off.checked_add(size).ok_or(Error::OutOfRange { arg: Arg::End, value: raw, limit })?;
         if end > self.regime.input_span() {
-            return Err(Error::OutOfRange);
+            return Err(Error::OutOfRange { arg: Arg::End, value: raw.wrapping_add(size), limit });
         }
         Ok((off, end))
     }
@@ -376,6 +388,10 @@ impl<A: FrameAlloc> PageTable<A> {
 
     /// Read-only walk of `[start, start + size)`; returns the visit counts of this walk (they are
     /// not added to [`stats`](Self::stats)).
+    ///
+    /// # Errors
+    /// Range errors ([`Error::Misaligned`], [`Error::OutOfRange`], [`Error::WrongAddressKind`]),
+    /// or the first error `cb` returns (the walk stops there).
     pub fn walk<I, F>(&self, start: I, size: u64, flags: WalkFlags, mut cb: F) -> Result<WalkStats, Error>
     where
         I: InputAddress,
@@ -481,11 +497,13 @@ impl<A: FrameAlloc> PageTable<A> {
 /// Checks that an output range fits the 48-bit PA space and is page aligned.
 pub(crate) fn check_output(pa: PhysAddr, size: u64) -> Result<(), Error> {
     if !pa.is_page_aligned() {
-        return Err(Error::Misaligned);
+        return Err(Error::Misaligned { arg: Arg::Output, value: pa.as_u64(), align: PAGE_SIZE });
     }
     match pa.as_u64().checked_add(size) {
         Some(end) if end <= 1 << MAX_PA_BITS => Ok(()),
-        _ => Err(Error::OutOfRange),
+        end => {
+            Err(Error::OutOfRange { arg: Arg::OutputEnd, value: end.unwrap_or(pa.as_u64()), limit: 1 << MAX_PA_BITS })
+        }
     }
 }
 

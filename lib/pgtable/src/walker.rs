@@ -190,7 +190,12 @@ where
         return Ok(());
     }
     if end > regime.input_span() {
-        return Err(Error::OutOfRange);
+        let base = regime.input_base();
+        return Err(Error::OutOfRange {
+            arg: crate::error::Arg::End,
+            value: base.wrapping_add(end),
+            limit: base.wrapping_add(regime.input_span()),
+        });
     }
     let w = Walker { flags, start, end };
     w.table(state, root, regime.start_level(), 0, regime.root_entries(), cb)
@@ -450,6 +455,6 @@ mod tests {
     fn ranges_outside_the_regime_are_refused() {
         let (mut s, root) = build();
         let r = walk(&mut s, Regime::Stage2 { vmid: 1 }, root, 0, (1 << 40) + 1, WalkFlags::LEAF, &mut |_, _| Ok(()));
-        assert_eq!(r, Err(Error::OutOfRange));
+        assert_eq!(r.map_err(|e| e.kind()), Err(crate::ErrorKind::OutOfRange));
     }
 }

@@ -173,8 +173,8 @@ fn need(a: Access) -> Perms {
 }
 
 fn pt_err(e: pgtable::Error) -> i64 {
-    match e {
-        pgtable::Error::OutOfMemory => errno::ENOMEM,
+    match e.kind() {
+        pgtable::ErrorKind::OutOfMemory => errno::ENOMEM,
         _ => errno::EINVAL,
     }
 }

@@ -20,7 +20,7 @@ use crate::attrs::{Attributes, Constraints, Perms};
 use crate::descriptor::{sw, validate};
 use crate::mutation::Mutation;
 use crate::regime::{Regime, VaHalf};
-use crate::Error;
+use crate::{Error, ErrorKind};
 
 /// One step of a sequence; ranges in units of the scale.
 #[derive(Clone, Debug)]
@@ -263,7 +263,7 @@ impl Case {
             Op::Map { out: o, perms, .. } => {
                 let clash = r.range(at..at + len).next().is_some();
                 if clash {
-                    prop_assert_eq!(res, Err(Error::AlreadyMapped), "{:?}", op);
+                    prop_assert_eq!(res.map_err(|e| e.kind()), Err(ErrorKind::AlreadyMapped), "{:?}", op);
                 } else {
                     prop_assert_eq!(res, Ok(()), "{:?}", op);
                     for u in 0..len {

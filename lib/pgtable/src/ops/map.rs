@@ -100,7 +100,7 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
             self.write(e.table, e.index, d);
             self.record_leaf_change(e.off, level, e.desc, d);
         } else {
-            let t = self.alloc_table()?;
+            let t = self.alloc_table(e.off, level)?;
             if level == 2 && e.inside(m.start, m.end) {
                 // A whole level-3 table of the range: filled while unreachable (plain writes, no
                 // maintenance: nothing can have cached it), then linked; not walked.
@@ -166,12 +166,20 @@ impl<A: FrameAlloc> PageTable<A> {
     /// Maps `[start, start + size)` to `[pa, pa + size)` with `attrs`, using 1 GiB / 2 MiB blocks
     /// and contiguous ranges where alignment and `constraints` allow, 4 KiB pages elsewhere.
     ///
-    /// Errors: `Misaligned` (start, size or pa not 4 KiB aligned), `OutOfRange`,
-    /// `WrongAddressKind`, `InvalidAttributes`, `AlreadyMapped` (something, even PROT_NONE, is
-    /// mapped in the range), `OutOfMemory`. On error nothing of the range stays mapped.
-    ///
     /// Installing entries over invalid ones needs no TLBI; a live table gets `DSB ISHST; ISB`
     /// at the end so the new entries are visible before this returns.
+    ///
+    /// # Errors
+    /// - [`Error::Misaligned`]: start, size or pa not 4 KiB aligned (which one, and its value);
+    /// - [`Error::OutOfRange`]: the input range leaves the regime's space, or the output the
+    ///   48-bit space;
+    /// - [`Error::WrongAddressKind`]: a `VirtAddr` for stage 2 or an `IntermPhysAddr` for stage 1;
+    /// - [`Error::InvalidAttributes`]: `attrs` not expressible in the regime (the rule broken);
+    /// - [`Error::AlreadyMapped`]: something, even PROT_NONE, is mapped in the range (its
+    ///   address, level and descriptor);
+    /// - [`Error::OutOfMemory`]: no frame for a table (the entry it was for).
+    ///
+    /// On error nothing of the range stays mapped.
     pub fn map<I: InputAddress, T: TlbMaintenance + ?Sized>(
         &mut self,
         tlb: &mut T,
@@ -192,7 +200,8 @@ impl<A: FrameAlloc> PageTable<A> {
             }
             reached = reached.max(en.off);
             if en.desc.is_mapping(en.level) {
-                return Err(Error::AlreadyMapped);
+                let addr = ctx.regime.input_base().wrapping_add(en.off);
+                return Err(Error::AlreadyMapped { addr, level: en.level, found: en.desc });
             }
             ctx.map_into_empty(en, &m)
         });

@@ -32,15 +32,17 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
     }
 
     /// Builds, in frames no walker can reach, the subtree that maps exactly what the leaf
-    /// `block` at `level` maps, with leaves at `to_level` (contiguous where `contiguous`).
+    /// `block` at `level` (input offset `off`) maps, with leaves at `to_level` (contiguous where
+    /// `contiguous`).
     fn build_subtree(
         &mut self,
         block: Desc,
         level: usize,
+        off: u64,
         to_level: usize,
         contiguous: bool,
     ) -> Result<PhysAddr, Error> {
-        let table = self.alloc_table()?;
+        let table = self.alloc_table(off, level)?;
         let child = level + 1;
         let size = level_size(child);
         if child >= to_level {
@@ -56,16 +58,12 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
         }
         for i in 0..ENTRIES_PER_TABLE {
             let pa = PhysAddr::new(block.addr().as_u64() + i as u64 * size);
-            let d = if child >= to_level {
-                Self::child_leaf(block, child, pa, contiguous && cont_level(child))
-            } else {
-                let inner = Self::child_leaf(block, child, pa, false);
-                match self.build_subtree(inner, child, to_level, contiguous) {
-                    Ok(t) => Desc::table(t),
-                    Err(e) => {
-                        self.free_unlinked(table, child);
-                        return Err(e);
-                    }
+            let inner = Self::child_leaf(block, child, pa, false);
+            let d = match self.build_subtree(inner, child, off + i as u64 * size, to_level, contiguous) {
+                Ok(t) => Desc::table(t),
+                Err(e) => {
+                    self.free_unlinked(table, child);
+                    return Err(e);
                 }
             };
             self.write(table, i, d);
@@ -101,7 +99,7 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
             self.convert_group(e, false);
             old = self.read_desc(e.table, e.index);
         }
-        let table = self.build_subtree(old, e.level, to_level, contiguous)?;
+        let table = self.build_subtree(old, e.level, e.off, to_level, contiguous)?;
         self.install_table(e, old, table);
         Ok(())
     }

@@ -284,6 +284,10 @@ impl<A: FrameAlloc> PageTable<A> {
     /// Sets the software bits selected by `mask` (of [`sw::DIRTY`], [`sw::WRITABLE`],
     /// [`sw::OWNER`]) to those of `value` in every mapping of the range. The hardware ignores
     /// these bits: no TLB maintenance. Blocks are not split (the bits apply to whole leaves).
+    ///
+    /// # Errors
+    /// [`Error::InvalidAttributes`] (a bit of `mask` outside those three), range errors
+    /// ([`Error::Misaligned`], [`Error::OutOfRange`], [`Error::WrongAddressKind`]).
     pub fn set_software_bits<I: InputAddress, T: TlbMaintenance + ?Sized>(
         &mut self,
         tlb: &mut T,
@@ -293,7 +297,10 @@ impl<A: FrameAlloc> PageTable<A> {
         value: u64,
     ) -> Result<(), Error> {
         if mask & !SW_KEEP != 0 {
-            return Err(Error::InvalidAttributes);
+            return Err(Error::InvalidAttributes {
+                perms: Perms::NONE,
+                why: "software bits other than DIRTY, WRITABLE and OWNER are the library's",
+            });
         }
         let (s, e) = self.offsets(start, size)?;
         self.run(tlb, Opts::DEFAULT, s, e, WalkFlags::LEAF, |ctx, en| {

@@ -17,6 +17,11 @@ impl<A: FrameAlloc> PageTable<A> {
     /// lose the contiguous bit. A leaf whose output address, memory type or global bit changes
     /// goes through break-before-make (invalidate, TLBI, then write); a permission-only change
     /// is gathered like `protect`.
+    ///
+    /// # Errors
+    /// As [`map`](Self::map), except `AlreadyMapped`. Entries changed before an error
+    /// (`OutOfMemory` while splitting) keep their new mapping; the TLBs are consistent with the
+    /// tables.
     pub fn remap<I: InputAddress, T: TlbMaintenance + ?Sized>(
         &mut self,
         tlb: &mut T,

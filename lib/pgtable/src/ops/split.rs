@@ -46,7 +46,7 @@ impl<A: FrameAlloc> PageTable<A> {
     ) -> Result<u64, Error> {
         let to_level = opts.to_level;
         if !(2..=3).contains(&to_level) {
-            return Err(Error::InvalidLevel);
+            return Err(Error::InvalidLevel { level: to_level });
         }
         let (s, e) = self.offsets(start, size)?;
         let mut flags = WalkFlags::LEAF;

@@ -7,7 +7,7 @@ use crate::attrs::{Attributes, Constraints, MemType, Perms};
 use crate::frame::HeapFrames;
 use crate::regime::{Regime, VaHalf};
 use crate::tlb::CountingTlb;
-use crate::{Config, Error, PageTable, SplitOpts};
+use crate::{Arg, Config, Error, PageTable, SplitOpts};
 
 const GIB: u64 = 1 << 30;
 const MIB: u64 = 1 << 20;
@@ -40,17 +40,22 @@ fn el2_identity_map_uses_largest_blocks() {
     assert_eq!(pt.stats().table_pages, 4);
     // Not live: no maintenance at all.
     assert_eq!(tlb.counters.tlbi_total() + tlb.counters.dsb_total(), 0);
-    assert_eq!(
-        pt.map(
-            &mut tlb,
-            VirtAddr::new(start + GIB),
-            PAGE_SIZE,
-            PhysAddr::new(0),
-            Attributes::normal(Perms::RW),
-            Constraints::NONE,
-        ),
-        Err(Error::AlreadyMapped)
+    let r = pt.map(
+        &mut tlb,
+        VirtAddr::new(start + GIB),
+        PAGE_SIZE,
+        PhysAddr::new(0),
+        Attributes::normal(Perms::RW),
+        Constraints::NONE,
     );
+    // The error names the entry in the way: the 2 MiB block, its level, its descriptor.
+    match r {
+        Err(Error::AlreadyMapped { addr, level: 2, found }) => {
+            assert_eq!(addr, start + GIB);
+            assert!(found.is_valid_leaf(2), "{found:?}");
+        }
+        other => panic!("{other:?}"),
+    }
     let mut s = String::new();
     pt.dump(&mut s).unwrap();
     assert!(s.contains("L1 Normal rw---"), "{s}");
@@ -84,7 +89,7 @@ fn stage2_identity_map_and_root() {
             Attributes::normal(Perms::RW),
             Constraints::NONE
         ),
-        Err(Error::OutOfRange)
+        Err(Error::OutOfRange { arg: Arg::End, value: (1 << 40) + PAGE_SIZE, limit: 1 << 40 })
     );
     assert_eq!(
         pt.map(
@@ -95,7 +100,7 @@ fn stage2_identity_map_and_root() {
             Attributes::normal(Perms::RW),
             Constraints::NONE
         ),
-        Err(Error::WrongAddressKind)
+        Err(Error::WrongAddressKind { stage2: true })
     );
 }
 
@@ -230,7 +235,9 @@ fn out_of_memory_rolls_back() {
         Attributes::normal(Perms::RW),
         Constraints::NONE,
     );
-    assert_eq!(r, Err(Error::OutOfMemory));
+    // The error names the entry whose table could not be allocated: the level-2 entry at 0.
+    assert_eq!(r, Err(Error::OutOfMemory { addr: 0, level: 2 }));
+    assert_eq!(alloc::format!("{}", r.unwrap_err()), "out of page-table frames (table below 0x0, level 2)");
     assert!(pt.translate(VirtAddr::new(0x1f_f000)).is_none());
     assert_eq!(pt.stats().table_pages, 1);
     let frames = pt.destroy().unwrap();
@@ -359,7 +366,11 @@ fn whole_leaf_tables_map_and_unmap_in_one_loop() {
     assert!(pt.translate(VirtAddr::new(0x80_1000)).is_none());
     assert_eq!(
         pt.map(&mut tlb, VirtAddr::new(0x40_0000), PAGE_SIZE, PhysAddr::new(0), rw, Constraints::NONE),
-        Err(Error::AlreadyMapped)
+        Err(Error::AlreadyMapped {
+            addr: 0x40_0000,
+            level: 3,
+            found: pt.leaf(VirtAddr::new(0x40_0000)).unwrap().desc()
+        })
     );
     pt.set_live(&mut tlb);
     pt.reset_stats();

@@ -49,6 +49,11 @@ impl<A: FrameAlloc> PageTable<A> {
     /// split first; contiguous ranges crossing them are unfolded; tables left empty are unlinked
     /// and freed after the TLBI that removes them from the walk caches. Unmapping holes is not
     /// an error.
+    ///
+    /// # Errors
+    /// Range errors ([`Error::Misaligned`], [`Error::OutOfRange`], [`Error::WrongAddressKind`]),
+    /// [`Error::OutOfMemory`] (splitting a block across an end; what was unmapped before stays
+    /// unmapped and flushed).
     pub fn unmap<I: InputAddress, T: TlbMaintenance + ?Sized>(
         &mut self,
         tlb: &mut T,
