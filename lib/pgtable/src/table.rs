@@ -351,39 +351,17 @@ impl<A: FrameAlloc> PageTable<A> {
 
     /// Looks up one input address in the tables (software view, no TLB involved).
     pub fn translate<I: InputAddress>(&self, addr: I) -> Option<Translation> {
-        if I::KIND != self.regime.input_kind() {
-            return None;
-        }
-        let raw = addr.raw();
-        let off = raw.checked_sub(self.regime.input_base())?;
-        if off >= self.regime.input_span() {
-            return None;
-        }
-        let mut table = self.root;
-        let mut level = self.regime.start_level();
-        let mut entries = self.regime.root_entries() as u64;
-        loop {
-            let size = level_size(level);
-            let index = ((off / size) % entries) as usize;
-            let d = Desc(self.frames.read_desc(table, index));
-            if d.is_table(level) {
-                table = d.addr();
-                level += 1;
-                entries = ENTRIES_PER_TABLE as u64;
-                continue;
-            }
-            if !d.is_mapping(level) {
-                return None;
-            }
-            return Some(Translation {
-                phys: PhysAddr::new(d.addr().as_u64() + (off & (size - 1))),
-                attrs: decode_leaf(self.regime, d),
-                level,
-                size,
-                contiguous: d.is_contiguous(),
-                sw: d.sw_bits(),
-            });
-        }
+        let off = addr.raw().checked_sub(self.regime.input_base())?;
+        let e = self.find_leaf(addr)?;
+        let d = e.desc;
+        Some(Translation {
+            phys: PhysAddr::new(d.addr().as_u64() + (off - e.off)),
+            attrs: decode_leaf(self.regime, d),
+            level: e.level,
+            size: level_size(e.level),
+            contiguous: d.is_contiguous(),
+            sw: d.sw_bits(),
+        })
     }
 
     /// Read-only walk of `[start, start + size)`; returns the visit counts of this walk (they are
