@@ -4,7 +4,9 @@ use crate::addr::{InputAddress, CONT_ENTRIES};
 use crate::ctx::Ctx;
 use crate::descriptor::{cont_level, Desc};
 use crate::frame::FrameAlloc;
+use crate::ops::flip_group;
 use crate::table::{Opts, PageTable};
+use crate::tlb::Barrier;
 use crate::tlb::TlbMaintenance;
 use crate::walker::{Entry, WalkFlags};
 use crate::Error;
@@ -42,6 +44,29 @@ impl<A: FrameAlloc> Leaf<'_, A> {
         let e = self.entry;
         if !cont_level(e.level) {
             return false;
+        }
+        let live = self.pt.is_live();
+        if !live || (self.pt.config().bbml2 && !opts.force_bbm) {
+            // In place, without an operation context: what `Ctx::convert_group` and the gather's
+            // finish do for this case (the writes, their accounting, and on a live table
+            // `DSB ISHST; ISB` so the new entries are visible before this returns).
+            let first = Ctx::<A, T>::group_start(e.index);
+            let (frames, stats) = self.pt.frames_and_stats();
+            let written = flip_group(frames, e.table, first, e.level, fold);
+            if written == 0 {
+                return false;
+            }
+            stats.desc_writes += written;
+            if fold {
+                stats.folds += 1;
+            } else {
+                stats.unfolds += 1;
+            }
+            if live {
+                tlb.dsb(Barrier::IshSt);
+                tlb.isb();
+            }
+            return true;
         }
         let mut ctx = self.pt.ctx(tlb, opts);
         let done = ctx.convert_group(&e, fold);

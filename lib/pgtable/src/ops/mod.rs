@@ -12,7 +12,7 @@ mod unmap;
 
 use crate::addr::{level_size, PhysAddr, CONT_ENTRIES, ENTRIES_PER_TABLE};
 use crate::ctx::Ctx;
-use crate::descriptor::{cont_level, cont_size, is_permission_only_change, needs_flush, Desc};
+use crate::descriptor::{cont_level, cont_size, is_permission_only_change, needs_flush, sw, Desc, IGNORED_LEAF_BITS};
 use crate::frame::FrameAlloc;
 use crate::table::seeded_bug;
 use crate::tlb::TlbMaintenance;
@@ -123,20 +123,10 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
     pub(crate) fn convert_group(&mut self, e: &Entry, fold: bool) -> bool {
         let (table, level) = (e.table, e.level);
         let first = Self::group_start(e.index);
-        if fold && !self.group_foldable(table, first, level) {
-            return false;
-        }
         let changed = if self.bbml2 || !self.live {
             // In place (only the contiguous bit changes: BBML2 needs no break-before-make, and
             // nothing caches a table that is not live): one pass, read, flip, write.
-            let mut written = 0;
-            for k in 0..CONT_ENTRIES {
-                let d = self.read_desc(table, first + k);
-                if d.is_mapping(level) && d.is_contiguous() != fold {
-                    self.frames.write_desc(table, first + k, d.with_contiguous(fold).0);
-                    written += 1;
-                }
-            }
+            let written = flip_group(self.frames, table, first, level, fold);
             // The write accounting of `Ctx::write`, once for the group.
             self.stats.desc_writes += written;
             if written != 0 {
@@ -144,6 +134,9 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
             }
             written != 0
         } else {
+            if fold && !group_foldable(&*self.frames, table, first, level) {
+                return false;
+            }
             self.convert_group_bbm(e, first, fold)
         };
         if changed {
@@ -178,24 +171,6 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
             }
         }
         true
-    }
-
-    /// Whether the 16 entries of `table` from `first` (the head of a group, at `level`) can be
-    /// folded: all mappings, none contiguous yet, consecutive output aligned to the group,
-    /// identical attributes.
-    pub(crate) fn group_foldable(&self, table: PhysAddr, first: usize, level: usize) -> bool {
-        let head = self.read_desc(table, first);
-        if !head.is_mapping(level) || head.is_contiguous() || !head.addr().as_u64().is_multiple_of(cont_size(level)) {
-            return false;
-        }
-        let size = level_size(level);
-        (1..CONT_ENTRIES).all(|k| {
-            let d = self.read_desc(table, first + k);
-            d.is_mapping(level)
-                && !d.is_contiguous()
-                && d.leaf_attr_bits() == head.leaf_attr_bits()
-                && d.addr().as_u64() == head.addr().as_u64() + k as u64 * size
-        })
     }
 
     /// Rewrites all entries of the contiguous group holding `e` through `f` (the whole group lies
@@ -254,6 +229,95 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
         let g = Ctx::<A, T>::group_off(e);
         g >= start && g + cont_size(e.level) <= end
     }
+}
+
+/// Whether the 16 entries of `table` from `first` (the head of a group, at `level`, 2 or 3) can
+/// be folded: all mappings, none contiguous yet, consecutive output aligned to the group,
+/// identical attributes.
+pub(crate) fn group_foldable<A: FrameAlloc + ?Sized>(frames: &A, table: PhysAddr, first: usize, level: usize) -> bool {
+    if level == 3 {
+        foldable_at::<A, 3>(frames, table, first)
+    } else {
+        foldable_at::<A, 2>(frames, table, first)
+    }
+}
+
+#[inline(always)]
+fn foldable_at<A: FrameAlloc + ?Sized, const LEVEL: usize>(frames: &A, table: PhysAddr, first: usize) -> bool {
+    let mut group = [Desc::INVALID; CONT_ENTRIES];
+    for (k, d) in group.iter_mut().enumerate() {
+        *d = Desc(frames.read_desc(table, first + k));
+    }
+    foldable::<LEVEL>(&group)
+}
+
+/// Whether the 16 descriptors of a group at `LEVEL` can be folded. Member k must be the head
+/// with output head + k * size: the same kind (valid leaf or PROT_NONE), attributes and
+/// contiguous bit (clear); only software bits may differ. The head is a mapping, not contiguous,
+/// its output aligned to the group.
+#[inline(always)]
+fn foldable<const LEVEL: usize>(group: &[Desc; CONT_ENTRIES]) -> bool {
+    const SAME: u64 = !IGNORED_LEAF_BITS | sw::PROT_NONE;
+    let head = group[0];
+    if !head.is_mapping(LEVEL) || head.is_contiguous() || !head.addr().as_u64().is_multiple_of(cont_size(LEVEL)) {
+        return false;
+    }
+    let (bits, mut out) = (head.with_addr(PhysAddr::new(0)).0, head.addr().as_u64());
+    for d in &group[1..] {
+        out += level_size(LEVEL);
+        if (d.0 ^ (bits | out)) & SAME != 0 {
+            return false;
+        }
+    }
+    true
+}
+
+/// The in-place contpte convert of the group of `table` from `first` at `level` (2 or 3): sets
+/// (`fold`, only if the 16 are foldable, see [`group_foldable`]) or clears the contiguous bit of
+/// every mapping, no maintenance (for BBML2 or a table that is not live). A fold reads the 16
+/// once (check), then writes them; an unfold is one pass of read / flip / write. Returns the
+/// number of entries written.
+pub(crate) fn flip_group<A: FrameAlloc + ?Sized>(
+    frames: &mut A,
+    table: PhysAddr,
+    first: usize,
+    level: usize,
+    fold: bool,
+) -> u64 {
+    match (level, fold) {
+        (3, true) => fold_at::<A, 3>(frames, table, first),
+        (_, true) => fold_at::<A, 2>(frames, table, first),
+        (3, false) => unfold_at::<A, 3>(frames, table, first),
+        (_, false) => unfold_at::<A, 2>(frames, table, first),
+    }
+}
+
+#[inline(always)]
+fn fold_at<A: FrameAlloc + ?Sized, const LEVEL: usize>(frames: &mut A, table: PhysAddr, first: usize) -> u64 {
+    let mut group = [Desc::INVALID; CONT_ENTRIES];
+    for (k, d) in group.iter_mut().enumerate() {
+        *d = Desc(frames.read_desc(table, first + k));
+    }
+    if !foldable::<LEVEL>(&group) {
+        return 0;
+    }
+    for (k, d) in group.iter().enumerate() {
+        frames.write_desc(table, first + k, d.with_contiguous(true).0);
+    }
+    CONT_ENTRIES as u64
+}
+
+#[inline(always)]
+fn unfold_at<A: FrameAlloc + ?Sized, const LEVEL: usize>(frames: &mut A, table: PhysAddr, first: usize) -> u64 {
+    let mut written = 0;
+    for k in 0..CONT_ENTRIES {
+        let d = Desc(frames.read_desc(table, first + k));
+        if d.is_contiguous() && d.is_mapping(LEVEL) {
+            frames.write_desc(table, first + k, d.with_contiguous(false).0);
+            written += 1;
+        }
+    }
+    written
 }
 
 #[cfg(test)]
