@@ -78,9 +78,7 @@ pub fn build_el0_programs(tc: &CrossToolchain) -> Result<PathBuf> {
         let bytes = std::fs::read(&elf).with_context(|| format!("reading {}", elf.display()))?;
         let small = strip_to_segments(&bytes).with_context(|| format!("stripping {}", elf.display()))?;
         let dst = el0_programs_dir().join(name);
-        if std::fs::read(&dst).ok().as_deref() != Some(&small[..]) {
-            std::fs::write(&dst, small)?;
-        }
+        crate::write_if_changed(&dst, &small)?;
     }
     Ok(el0_programs_dir())
 }
@@ -137,7 +135,8 @@ pub fn build(tc: &CrossToolchain, features: &[String]) -> Result<Images> {
             check_no_fp_simd(&bytes).with_context(|| format!("checking {}", elf.display()))?;
         }
         let image = elf_to_image(&bytes).with_context(|| format!("turning {} into an Image", elf.display()))?;
-        std::fs::write(&img, &image)?;
+        // Other runs may be booting this Image right now: never truncate it under them.
+        crate::write_if_changed(&img, &image)?;
         paths.push((img, elf));
     }
     eprintln!("xtask: images in {} ({:.1} s)", images_dir().display(), t0.elapsed().as_secs_f64());

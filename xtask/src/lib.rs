@@ -40,7 +40,60 @@ pub mod toolchain;
 
 use std::path::PathBuf;
 
+/// Writes `data` to `path` unless the file already holds exactly that: through a temporary file
+/// and a rename, so a QEMU (or another xtask) reading the file at the same time sees the old or
+/// the new contents, never a truncated one, and an unchanged file keeps its modification time.
+pub fn write_if_changed(path: &std::path::Path, data: &[u8]) -> anyhow::Result<()> {
+    if std::fs::read(path).is_ok_and(|d| d == data) {
+        return Ok(());
+    }
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    std::fs::write(&tmp, data)?;
+    std::fs::rename(&tmp, path)?;
+    Ok(())
+}
+
 /// The workspace root (parent of `xtask/`).
 pub fn workspace_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask sits in the workspace").to_path_buf()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::write_if_changed;
+
+    #[test]
+    fn a_reader_never_sees_half_a_rewritten_file_and_an_unchanged_one_is_left_alone() {
+        let dir = std::env::temp_dir().join(format!("xtask-wic-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("kernel.img");
+        let (a, b) = (vec![0xaa_u8; 1 << 20], vec![0x55_u8; (1 << 20) + 4096]);
+        write_if_changed(&path, &a).unwrap();
+        let t0 = std::fs::metadata(&path).unwrap().modified().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        write_if_changed(&path, &a).unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().modified().unwrap(), t0, "same bytes: not rewritten");
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let reader = {
+            let (path, stop, a, b) = (path.clone(), stop.clone(), a.clone(), b.clone());
+            std::thread::spawn(move || {
+                let mut reads = 0;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let got = std::fs::read(&path).unwrap();
+                    assert!(got == a || got == b, "read {} bytes: half a file", got.len());
+                    reads += 1;
+                }
+                reads
+            })
+        };
+        for i in 0..300 {
+            write_if_changed(&path, if i % 2 == 0 { &b } else { &a }).unwrap();
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let reads = reader.join().expect("the reader saw only whole files");
+        assert!(reads > 0);
+        let left: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().map(|e| e.file_name()).collect();
+        assert_eq!(left.len(), 1, "no temporary file left behind: {left:?}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

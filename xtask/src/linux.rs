@@ -9,7 +9,7 @@
 use crate::cpio::Archive;
 use crate::debian::{self, Apt};
 use anyhow::{bail, Context, Result};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// The line `/init` prints once user space runs.
 pub const MARKER: &str = "pgtlab-linux: user space reached";
@@ -176,7 +176,7 @@ pub fn prepare(flavour: Flavour, extra: &[(&str, PathBuf)]) -> Result<LinuxGuest
     let refs: Vec<(&str, &[u8])> = extra_bytes.iter().map(|(n, b)| (n.as_str(), b.as_slice())).collect();
     let cpio = initramfs(&bb, &refs)?;
     let initramfs = dir.join("initramfs.cpio");
-    write_if_changed(&initramfs, &cpio)?;
+    crate::write_if_changed(&initramfs, &cpio)?;
     Ok(LinuxGuest { kernel, initramfs, package })
 }
 
@@ -184,18 +184,6 @@ pub fn prepare(flavour: Flavour, extra: &[(&str, PathBuf)]) -> Result<LinuxGuest
 pub fn extra_programs() -> Result<Vec<(&'static str, PathBuf)>> {
     let tc = crate::toolchain::find()?;
     Ok(vec![("bin/pgtlab-dirty", crate::build::linux_user(&tc)?)])
-}
-
-/// Writes `data` to `path` unless it already holds exactly that (atomically: a parallel reader
-/// never sees half a file).
-pub fn write_if_changed(path: &Path, data: &[u8]) -> Result<()> {
-    if std::fs::read(path).is_ok_and(|d| d == data) {
-        return Ok(());
-    }
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    std::fs::write(&tmp, data)?;
-    std::fs::rename(&tmp, path)?;
-    Ok(())
 }
 
 #[cfg(test)]

@@ -95,7 +95,7 @@ impl Guest {
         let b =
             abi::bundle::write(&kernel, initrd.as_deref(), append).map_err(|e| anyhow::anyhow!("guest bundle: {e}"))?;
         std::fs::create_dir_all(path.parent().unwrap())?;
-        crate::linux::write_if_changed(&path, &b)?;
+        crate::write_if_changed(&path, &b)?;
         Ok(path)
     }
 }
