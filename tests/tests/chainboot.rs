@@ -1,4 +1,4 @@
-//! The serial chainloader in QEMU (`-cpu cortex-a76 -M virt,gic-version=2`, its PL011 on a pty)
+//! The serial chainloader in QEMU (`-cpu cortex-a76 -M virt,gic-version=2`, its PL011 on a unix socket)
 //! against the xtask's host side: a transfer with a damaged byte is refused and nothing starts;
 //! the real hypervisor and kernel then go through, boot, and the run's final line reaches the
 //! host with its code, which is also QEMU's exit status.
@@ -22,7 +22,7 @@ fn tiny_image(len: usize) -> Vec<u8> {
 fn start(cfg: &QemuConfig) -> (chainboot::qemu::LoaderVm, Session) {
     let vm =
         chainboot::qemu::start(qemu_binary(), cfg, &xtask::build::chainloader_image()).expect("QEMU with the loader");
-    let link = chainboot::link::open(&vm.pty.display().to_string(), 115_200).expect("opening the pty");
+    let link = chainboot::link::open(&vm.serial(), 115_200).expect("connecting to the serial socket");
     (vm, Session::new(link, |_| {}, false))
 }
 

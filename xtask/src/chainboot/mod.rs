@@ -3,7 +3,7 @@
 //! hypervisor and the kernel with a progress line, and then shows the board's console until the
 //! run's final `@@exit CODE` line, whose code becomes its own exit status.
 //!
-//! [`qemu`] runs the same loader in QEMU on a pty, so all of it can be tried without a board.
+//! [`qemu`] runs the same loader in QEMU (its UART on a unix socket), so all of it can be tried without a board.
 
 pub mod link;
 pub mod qemu;
@@ -300,7 +300,7 @@ pub fn rate_line(sent: &Sent, baud: u32, emulated: bool) -> String {
         line / 1024.0
     );
     if emulated {
-        s.push_str("; QEMU's PL011 and a pty both ignore the baud rate, so this is the emulator's speed");
+        s.push_str("; QEMU's PL011 ignores the baud rate, so this is the emulator's speed");
     }
     s
 }
@@ -361,7 +361,7 @@ mod tests {
         let s = Sent::Booted { bytes: 11_520, elapsed: Duration::from_secs(1), entry: 0 };
         let l = rate_line(&s, 115_200, false);
         assert!(l.contains("11.2 KiB/s (100% of a 115200 baud line"), "{l}");
-        assert!(rate_line(&s, 115_200, true).contains("ignore the baud rate"));
+        assert!(rate_line(&s, 115_200, true).contains("ignores the baud rate"));
         assert_eq!(rate_line(&Sent::Refused("x".into()), 115_200, false), "no transfer");
     }
 }
@@ -376,7 +376,7 @@ pub struct Args {
     /// `init_uart_baud`, 115200 by default).
     #[arg(long, default_value_t = 115_200)]
     pub baud: u32,
-    /// Run the loader in QEMU on a pty instead of a board (with --cpu, --gic, --smp, --mem).
+    /// Run the loader in QEMU (its UART on a unix socket) instead of a board (with --cpu, --gic, --smp, --mem).
     #[arg(long)]
     pub qemu: bool,
     /// QEMU CPU model (with --qemu).
@@ -434,8 +434,8 @@ pub fn cli(a: Args) -> Result<i32> {
             ..Default::default()
         };
         let v = qemu::start(&crate::system::qemu()?, &cfg, &crate::build::chainloader_image())?;
-        eprintln!("xtask: QEMU ({}) runs the chainloader with its UART on {}", cfg.describe(), v.pty.display());
-        let link = link::open(&v.pty.display().to_string(), a.baud)?;
+        eprintln!("xtask: QEMU ({}) runs the chainloader with its UART on {}", cfg.describe(), v.socket.display());
+        let link = link::open(&v.serial(), a.baud)?;
         vm = Some(v);
         (link, secs(a.ready_timeout.unwrap_or(30)))
     } else {

@@ -1,33 +1,47 @@
-//! The chainloader in QEMU with its UART on a pty: `cargo xtask chainboot --qemu`, and the
-//! integration test. QEMU's PL011 ignores the baud rate (it only computes it for a trace event)
-//! and a pty ignores termios speeds, so bytes move as fast as QEMU and the loader take them.
+//! The chainloader in QEMU with its UART on a unix socket: `cargo xtask chainboot --qemu`, and
+//! the integration test. QEMU's PL011 ignores the baud rate (it only computes it for a trace
+//! event), so bytes move as fast as QEMU and the loader take them.
+//!
+//! A socket, not a pty: when QEMU exits right after the run's final line (the hypervisor ends the
+//! run through semihosting), a pty's hang-up throws away what the host has not read yet, and a
+//! busy host then never sees the `@@exit` line; a socket keeps every byte until it is read. The
+//! raw-tty path of a real serial adapter is tested on a pty by `link`'s own tests.
 
 use crate::qemu::QemuConfig;
 use anyhow::{bail, Context, Result};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-/// A QEMU running the loader, its serial port on a pty.
+/// A QEMU running the loader, its serial port on a unix socket.
 pub struct LoaderVm {
     /// The QEMU process (killed on drop).
     pub child: Child,
-    /// The pty QEMU made (`/dev/pts/N`).
-    pub pty: PathBuf,
-    /// QEMU's own messages after the pty line.
+    /// The socket QEMU listens on for its serial port.
+    pub socket: PathBuf,
+    /// QEMU's own messages.
     pub messages: mpsc::Receiver<String>,
+}
+
+impl LoaderVm {
+    /// The serial line as [`super::link::open`] takes it (`unix:PATH`).
+    pub fn serial(&self) -> String {
+        format!("unix:{}", self.socket.display())
+    }
 }
 
 impl Drop for LoaderVm {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.socket);
     }
 }
 
-/// QEMU arguments for the loader with `serial` as its console (`pty`, `chardev:ID`, ...).
+/// QEMU arguments for the loader with `serial` as its console (`chardev:ID`, `pty`, ...).
 pub fn args(cfg: &QemuConfig, loader: &Path, serial: &str) -> Vec<String> {
     let mut a = cfg.machine_args();
     a.extend(
@@ -50,10 +64,20 @@ pub fn args(cfg: &QemuConfig, loader: &Path, serial: &str) -> Vec<String> {
     a
 }
 
-/// Starts QEMU with the loader on a new pty and returns once QEMU said which pty it is.
+/// Starts QEMU with the loader, its serial port a unix socket QEMU listens on (and waits for the
+/// first connection before it runs the guest), and returns once the socket is there.
 pub fn start(qemu: &Path, cfg: &QemuConfig, loader: &Path) -> Result<LoaderVm> {
+    static RUNS: AtomicU32 = AtomicU32::new(0);
+    let socket = std::env::temp_dir().join(format!(
+        "pgtlab-chainboot-{}-{}.sock",
+        std::process::id(),
+        RUNS.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_file(&socket);
     let mut child = Command::new(qemu)
-        .args(args(cfg, loader, "pty"))
+        .args(args(cfg, loader, "chardev:serial0"))
+        .arg("-chardev")
+        .arg(format!("socket,id=serial0,path={},server=on,wait=on", socket.display()))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -74,28 +98,19 @@ pub fn start(qemu: &Path, cfg: &QemuConfig, loader: &Path) -> Result<LoaderVm> {
         });
     }
     drop(tx);
-    let mut early = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        match rx.recv_timeout(Duration::from_secs(30)) {
-            Ok(line) => {
-                if let Some(pty) = pty_of(&line) {
-                    return Ok(LoaderVm { child, pty, messages: rx });
-                }
-                early.push(line);
-            }
-            Err(_) => {
-                let _ = child.kill();
-                bail!("QEMU named no pty for the serial port; it said:\n{}", early.join("\n"));
-            }
+        if socket.exists() {
+            return Ok(LoaderVm { child, socket, messages: rx });
         }
+        let exited = child.try_wait()?;
+        if exited.is_some() || Instant::now() > deadline {
+            let _ = child.kill();
+            let said: Vec<String> = rx.try_iter().collect();
+            bail!("QEMU opened no socket for the serial port ({:?}); it said:\n{}", exited, said.join("\n"));
+        }
+        std::thread::sleep(Duration::from_millis(20));
     }
-}
-
-/// The pty in QEMU's `char device redirected to /dev/pts/N (label serial0)`.
-pub fn pty_of(line: &str) -> Option<PathBuf> {
-    let rest = line.split("char device redirected to ").nth(1)?;
-    let (path, label) = rest.split_once(' ')?;
-    label.starts_with("(label serial0)").then(|| PathBuf::from(path))
 }
 
 #[cfg(test)]
@@ -103,18 +118,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn finds_the_pty() {
-        assert_eq!(pty_of("char device redirected to /dev/pts/7 (label serial0)"), Some(PathBuf::from("/dev/pts/7")));
-        assert_eq!(pty_of("char device redirected to /dev/pts/7 (label compat_monitor0)"), None);
-        assert_eq!(pty_of("qemu-system-aarch64: warning: something"), None);
-    }
-
-    #[test]
     fn loader_args_put_the_serial_on_the_given_chardev() {
         let cfg = QemuConfig { cpu: "cortex-a76".into(), gic: 2, ..QemuConfig::default() };
-        let a = args(&cfg, Path::new("l.img"), "pty");
+        let a = args(&cfg, Path::new("l.img"), "chardev:serial0");
         let after = |f: &str| a.iter().position(|x| x == f).map(|i| a[i + 1].as_str());
-        assert_eq!(after("-serial"), Some("pty"));
+        assert_eq!(after("-serial"), Some("chardev:serial0"));
         assert_eq!(after("-kernel"), Some("l.img"));
         assert_eq!(after("-M"), Some("virt,gic-version=2,virtualization=on"));
         assert_eq!(after("-initrd"), None);
