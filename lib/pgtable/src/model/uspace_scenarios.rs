@@ -248,6 +248,12 @@ fn run(ops: &[Op], lazy: bool, setup: impl Fn(&mut UModel)) -> Result<(u64, u64,
     Ok((m.rollovers, m.spurious, m.spaces.iter().map(|s| s.h.pt.stats().lazy_relaxed).sum::<u64>()))
 }
 
+/// A runner configuration with a fixed seed: tests that assert a seeded bug is found or a case
+/// is exercised must not depend on the luck of a random seed.
+fn fixed_seed(cases: u32) -> Config {
+    Config { cases, failure_persistence: None, rng_seed: proptest::test_runner::RngSeed::Fixed(1), ..Config::default() }
+}
+
 fn cases() -> u32 {
     let long = std::env::var("PGTABLE_LONG").is_ok_and(|v| v == "1");
     std::env::var("PGTABLE_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(if long { 20_000 } else { 300 })
@@ -257,7 +263,9 @@ fn cases() -> u32 {
 fn random_sequences_over_more_spaces_than_asids() {
     let seen = std::cell::Cell::new((0u64, 0u64, 0u64));
     for lazy in [false, true] {
-        let mut runner = TestRunner::new(Config { cases: cases(), failure_persistence: None, ..Config::default() });
+        // A fixed seed: the test also asserts what the sequences exercised, which a random
+        // seed can miss (spurious faults are rare: one seed in four saw none in 600 sequences).
+        let mut runner = TestRunner::new(fixed_seed(cases()));
         runner
             .run(&proptest::collection::vec(op(), 1..120), |ops| {
                 let (r, s, l) =
@@ -289,7 +297,7 @@ fn random_sequences_catch_every_seeded_bug() {
         }),
     ];
     for (name, lazy, seed) in seeds {
-        let mut runner = TestRunner::new(Config { cases: 2000, failure_persistence: None, ..Config::default() });
+        let mut runner = TestRunner::new(fixed_seed(2000));
         let found = runner.run(&proptest::collection::vec(op(), 1..80), |ops| {
             run(&ops, lazy, seed).map(|_| ()).map_err(TestCaseError::fail)
         });
