@@ -125,7 +125,7 @@ fn boot(dtb_addr: usize) -> Result<core::convert::Infallible, String> {
     memslot::init(plan.slotpool, plan.hypervisor_owned());
     dirtylog::set_check_split(opts.check_split);
     guest::set_ram(plan.guest_ram.clone());
-    let (hyp, frames_hi, slotpool, guest_ram) = (plan.hyp, plan.frames_high, plan.slotpool, &plan.guest_ram);
+    let (hyp, guest_ram) = (plan.hyp, &plan.guest_ram);
     let reserved: Vec<Range> = board.reserved_regions().map(|r| Range::new(r.base, r.end())).collect();
 
     let gic_v3 = matches!(board.gic.as_ref().map(|g| g.version), Some(board::GicVersion::V3));
@@ -145,38 +145,7 @@ fn boot(dtb_addr: usize) -> Result<core::convert::Infallible, String> {
     let loaded = guest::load(Range::new(initrd.base, initrd.end()), &reserved).map_err(|e| e.to_string())?;
     let kernel = loaded.kernel;
     let migration = if opts.migrate { Some(setup_migration(&board, &plan)?) } else { None };
-    // The bundle's command line first, then the guest's words of the boot loader's.
-    let ctl_arg = migration.as_ref().map(|m| format!("pgtlab_ctl={:#x}", m.control)).unwrap_or_default();
-    let bootargs = [loaded.cmdline.as_str(), opts.guest_bootargs.as_str(), ctl_arg.as_str()]
-        .iter()
-        .filter(|s| !s.is_empty())
-        .copied()
-        .collect::<Vec<_>>()
-        .join(" ");
-    // The guest sees only the CPUs it can run on (and no CPU topology naming the others).
-    let trimmed: Vec<String> = board.cpus.iter().skip(guest_cpus).map(|c| c.path.clone()).collect();
-    let mut spec = plan.guest_spec(bootargs, opts.conduit);
-    spec.initrd = loaded.initrd.map(|r| board::Region::new(r.start, r.len()));
-    if let Some(m) = &migration {
-        spec.remove_cpus = alloc::vec![m.worker_mpidr];
-        spec.extra_devices = alloc::vec![board::ExtraDevice {
-            name: "hyp-control".into(),
-            compatible: "pgtlab,hyp-control".into(),
-            reg: board::Region::new(m.control, mem::PAGE),
-        }];
-    }
-    spec.remove.extend(trimmed.iter().cloned());
-    if !trimmed.is_empty() {
-        spec.remove.push("/cpus/cpu-map".into());
-    }
-    let gdtb = match board::guest_dtb(&host_dtb, &spec) {
-        Err(board::BoardError::BadGuestSpec { item, .. }) if item == "/cpus/cpu-map" => {
-            spec.remove.retain(|p| p != "/cpus/cpu-map");
-            board::guest_dtb(&host_dtb, &spec)
-        }
-        r => r,
-    }
-    .map_err(|e| format!("guest device tree: {e}"))?;
+    let gdtb = guest_device_tree(&board, &host_dtb, &plan, &loaded, &opts, migration.as_ref(), guest_cpus)?;
     let mut avoid = reserved.clone();
     avoid.extend([Range::new(initrd.base, initrd.end()), kernel.range()]);
     let gdtb_at = guest::place_dtb(&gdtb, &avoid).map_err(|e| e.to_string())?;
@@ -196,28 +165,7 @@ fn boot(dtb_addr: usize) -> Result<core::convert::Infallible, String> {
             None => String::new(),
         },
     );
-    let mut r = abi::report::Record::new("hyp_boot");
-    r.u64("cpus", board.cpus.len() as u64)
-        .u64("guest_cpus", guest_cpus as u64)
-        .hex("hyp_start", hyp.start)
-        .hex("hyp_end", hyp.end)
-        .u64("guest_ram_bytes", guest_ram.iter().map(|r| r.len()).sum())
-        .u64("hyp_reserved_bytes", plan.kept_bytes())
-        .hex("kernel", kernel.entry)
-        .str("kernel_kind", if kernel.kind == guest::KernelKind::Raw { "raw" } else { "image" })
-        .bool("bundle", loaded.bundle)
-        .hex("initramfs", loaded.initrd.map_or(0, |i| i.start))
-        .u64("initramfs_bytes", loaded.initrd.map_or(0, |i| i.len()))
-        .hexes("guest_ram", &guest_ram.iter().flat_map(|r| [r.start, r.end]).collect::<Vec<_>>())
-        .hex("dtb", gdtb_at)
-        .u64("frame_pool_bytes", plan.frame_pool_bytes)
-        .hex("frame_pool_high", frames_hi.start)
-        .hex("slotpool", slotpool.start)
-        .u64("slotpool_bytes", slotpool.len())
-        .u64("stage2_table_pages", mmu::stage2_table_pages())
-        .u64("el2_table_pages", mmu::el2_table_pages())
-        .u64("boot_us", boot_us());
-    rt::println!("{r}");
+    rt::println!("{}", boot_record(&board, &plan, &loaded, guest_cpus, gdtb_at));
     if opts.test_el2_fault {
         rt::println!("hyp: hyp.test=el2-fault: reading an unmapped address at EL2");
         // SAFETY: deliberately faults (the address is unmapped) to exercise the fatal-exception
@@ -326,6 +274,86 @@ fn memory_plan(board: &Board, opts: &options::Options) -> Result<hypcore::plan::
     let mut input = hypcore::plan::PlanInput::from_board(board, image, opts.pool, opts.slotpool);
     input.mirror = opts.migrate;
     hypcore::plan::MemoryPlan::new(&input).map_err(|e| alloc::format!("memory plan: {e}"))
+}
+
+/// The guest's device tree: the host's with the guest's memory, its command line (the bundle's
+/// first, then the boot loader's words for the guest, then the migration control page), its
+/// initramfs, only the CPUs it runs on, and the hypervisor's own devices.
+fn guest_device_tree(
+    board: &Board,
+    host_dtb: &[u8],
+    plan: &hypcore::plan::MemoryPlan,
+    loaded: &guest::GuestBoot,
+    opts: &options::Options,
+    migration: Option<&Migration>,
+    guest_cpus: usize,
+) -> Result<Vec<u8>, String> {
+    use alloc::format;
+    let ctl_arg = migration.map(|m| format!("pgtlab_ctl={:#x}", m.control)).unwrap_or_default();
+    let bootargs = [loaded.cmdline.as_str(), opts.guest_bootargs.as_str(), ctl_arg.as_str()]
+        .iter()
+        .filter(|s| !s.is_empty())
+        .copied()
+        .collect::<Vec<_>>()
+        .join(" ");
+    // The guest sees only the CPUs it can run on (and no CPU topology naming the others).
+    let trimmed: Vec<String> = board.cpus.iter().skip(guest_cpus).map(|c| c.path.clone()).collect();
+    let mut spec = plan.guest_spec(bootargs, opts.conduit);
+    spec.initrd = loaded.initrd.map(|r| board::Region::new(r.start, r.len()));
+    if let Some(m) = migration {
+        spec.remove_cpus = alloc::vec![m.worker_mpidr];
+        spec.extra_devices = alloc::vec![board::ExtraDevice {
+            name: "hyp-control".into(),
+            compatible: "pgtlab,hyp-control".into(),
+            reg: board::Region::new(m.control, mem::PAGE),
+        }];
+    }
+    spec.remove.extend(trimmed.iter().cloned());
+    if !trimmed.is_empty() {
+        spec.remove.push("/cpus/cpu-map".into());
+    }
+    match board::guest_dtb(host_dtb, &spec) {
+        Err(board::BoardError::BadGuestSpec { item, .. }) if item == "/cpus/cpu-map" => {
+            spec.remove.retain(|p| p != "/cpus/cpu-map");
+            board::guest_dtb(host_dtb, &spec)
+        }
+        r => r,
+    }
+    .map_err(|e| format!("guest device tree: {e}"))
+}
+
+/// The `hyp_boot` record: where everything went.
+fn boot_record(
+    board: &Board,
+    plan: &hypcore::plan::MemoryPlan,
+    loaded: &guest::GuestBoot,
+    guest_cpus: usize,
+    gdtb_at: u64,
+) -> abi::report::Record {
+    let (hyp, frames_hi, slotpool, guest_ram) = (plan.hyp, plan.frames_high, plan.slotpool, &plan.guest_ram);
+    let kernel = &loaded.kernel;
+    let mut r = abi::report::Record::new("hyp_boot");
+    r.u64("cpus", board.cpus.len() as u64)
+        .u64("guest_cpus", guest_cpus as u64)
+        .hex("hyp_start", hyp.start)
+        .hex("hyp_end", hyp.end)
+        .u64("guest_ram_bytes", guest_ram.iter().map(|r| r.len()).sum())
+        .u64("hyp_reserved_bytes", plan.kept_bytes())
+        .hex("kernel", kernel.entry)
+        .str("kernel_kind", if kernel.kind == guest::KernelKind::Raw { "raw" } else { "image" })
+        .bool("bundle", loaded.bundle)
+        .hex("initramfs", loaded.initrd.map_or(0, |i| i.start))
+        .u64("initramfs_bytes", loaded.initrd.map_or(0, |i| i.len()))
+        .hexes("guest_ram", &guest_ram.iter().flat_map(|r| [r.start, r.end]).collect::<Vec<_>>())
+        .hex("dtb", gdtb_at)
+        .u64("frame_pool_bytes", plan.frame_pool_bytes)
+        .hex("frame_pool_high", frames_hi.start)
+        .hex("slotpool", slotpool.start)
+        .u64("slotpool_bytes", slotpool.len())
+        .u64("stage2_table_pages", mmu::stage2_table_pages())
+        .u64("el2_table_pages", mmu::el2_table_pages())
+        .u64("boot_us", boot_us());
+    r
 }
 
 /// Microseconds of the generic timer so far: since the machine started, so the hypervisor's boot
