@@ -451,6 +451,57 @@ mod tests {
         assert_eq!(level_size(3), PAGE_SIZE);
     }
 
+    /// A state that counts descriptor loads.
+    struct Counting {
+        inner: State,
+        loads: core::cell::Cell<u64>,
+    }
+
+    impl WalkState for Counting {
+        fn read(&self, table: PhysAddr, index: usize) -> Desc {
+            self.loads.set(self.loads.get() + 1);
+            self.inner.read(table, index)
+        }
+        fn walk_stats(&mut self) -> &mut WalkStats {
+            &mut self.inner.stats
+        }
+        fn writes(&self) -> u64 {
+            self.inner.writes
+        }
+    }
+
+    #[test]
+    fn one_load_per_entry_unless_the_callback_wrote() {
+        let (s, root) = build();
+        let mut c = Counting { inner: s, loads: core::cell::Cell::new(0) };
+        let flags = WalkFlags::LEAF | WalkFlags::TABLE_PRE;
+        walk(&mut c, Regime::El2, root, 0, 4 << 20, flags, &mut |_: &mut Counting, _: &Entry| Ok(())).unwrap();
+        // Root, L1, two L2 entries, 512 L3 entries: one load each, no re-read.
+        assert_eq!(c.loads.get(), 1 + 1 + 2 + 512);
+        assert_eq!(c.inner.stats.total(), 1 + 1 + 2 + 512);
+        // A callback that writes makes the walker re-read that entry (and only that one).
+        c.loads.set(0);
+        walk(&mut c, Regime::El2, root, 0, 4 << 20, flags, &mut |c: &mut Counting, e: &Entry| {
+            if e.level == 2 && e.index == 0 {
+                c.inner.writes += 1; // as a real write would count itself
+            }
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(c.loads.get(), 1 + 1 + 2 + 512 + 1);
+        // Quiet level 3: loaded and counted, never called back.
+        c.loads.set(0);
+        let mut calls = 0;
+        let quiet = WalkFlags::LEAF | WalkFlags::quiet_level(3);
+        walk(&mut c, Regime::El2, root, 0, 4 << 20, quiet, &mut |_: &mut Counting, e: &Entry| {
+            assert!(e.level < 3);
+            calls += 1;
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!((c.loads.get(), calls), (1 + 1 + 2 + 512, 1));
+    }
+
     #[test]
     fn ranges_outside_the_regime_are_refused() {
         let (mut s, root) = build();
