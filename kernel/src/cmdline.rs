@@ -38,6 +38,17 @@ pub const WORDS: &[Word] = &[
     Word::choice("lazy_relax", &["on", "off"], "user RO->RW, NX->X upgrades without a broadcast TLBI (default on)"),
     Word::uint("asid_bits", 2, 16, "use at most N ASID bits, to force ASID roll-overs (tests)"),
     Word::uint("mprotect.rounds", 1, 1_000_000, "bench=mprotect: rounds per row (default 100)"),
+    Word::choice(
+        "percpu_tables",
+        &["on", "off"],
+        "per-CPU TTBR1 roots and the this_cpu window at one fixed VA (default on; switchable at run time)",
+    ),
+    Word::uint("percpu.rounds", 1, 64, "bench=percpu: rounds (default 20)"),
+    Word::choice(
+        "percpu.seed",
+        &["no-guard", "window-plain", "no-sync-cpu1"],
+        "seed a per-CPU bug the tests must catch (tests only)",
+    ),
 ];
 
 /// The kernel's table for `lib/bootargs`.

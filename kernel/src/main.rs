@@ -13,12 +13,14 @@ mod heap;
 mod hyp;
 mod irq;
 mod mm;
+mod percpu;
 mod perf;
 mod power;
 mod sched;
 mod selftest;
 mod smccc;
 mod smp;
+mod sync;
 mod syscall;
 mod trap;
 mod user_programs;
@@ -140,6 +142,8 @@ fn boot(dtb_pa: usize) -> Result<(), String> {
     let args: Vec<String> = cmdline::args().words().map(String::from).collect();
     mm::init(&board, (dtb_pa as u64, (dtb_pa + dtb.len()) as u64), &args)?;
     mm::user::parse_args();
+    let percpu_tables = percpu::parse_args();
+    percpu::init(board.cpus.len(), percpu_tables)?;
     let programs = sched::parse_args()?;
     rt::println!(
         "kernel: pgtlab kernel, {} CPUs, {} MiB RAM in {} ranges, PSCI over {:?}, {}, bootargs {:?}",

@@ -80,6 +80,7 @@ extern "C" fn secondary_high(cpu: usize) -> ! {
     VBAR_EL1.set(rt::trap::vectors_el1());
     set_this_cpu(cpu);
     crate::mm::secondary_mmu_on();
+    crate::percpu::init_cpu(cpu);
     if let Err(e) = crate::irq::init_cpu(cpu) {
         rt::console::panic_print(format_args!("kernel: CPU {cpu}: {e}\n"));
         crate::power::exit(abi::exit::GUEST_FAILURE);
@@ -89,15 +90,18 @@ extern "C" fn secondary_high(cpu: usize) -> ! {
     crate::work::secondary_loop()
 }
 
-/// Records this CPU's kernel index (boot CPU 0, others their PSCI context id) in TPIDR_EL1.
+/// Points TPIDR_EL1 at this CPU's per-CPU area (boot CPU 0, others their PSCI context id),
+/// whose first word is its index, and SP_EL0 at its idle thread's info (`sync`).
 pub fn set_this_cpu(cpu: usize) {
-    use aarch64_cpu::registers::{Writeable, TPIDR_EL1};
-    TPIDR_EL1.set(cpu as u64);
+    crate::percpu::set_base(cpu);
+    crate::sync::set_thread(crate::sync::idle_thread(cpu));
 }
 
-/// This CPU's kernel index.
+/// This CPU's kernel index (the first word of its per-CPU area, through TPIDR_EL1).
 #[inline(always)]
 pub fn this_cpu() -> usize {
     use aarch64_cpu::registers::{Readable, TPIDR_EL1};
-    TPIDR_EL1.get() as usize
+    // SAFETY: `set_this_cpu` pointed TPIDR_EL1 at this CPU's area (mapped for good), whose
+    // first word is its index.
+    unsafe { ((TPIDR_EL1.get()) as *const u64).read() as usize }
 }

@@ -21,12 +21,18 @@ use uspace::{Access, FaultKind, FaultOutcome};
 #[no_mangle]
 extern "C" fn rt_exception(frame: &mut TrapFrame, vec: u64) {
     match vec {
-        vector::CUR_SPX_IRQ => crate::irq::handle(crate::smp::this_cpu()),
+        vector::CUR_SPX_IRQ => {
+            crate::irq::handle(crate::smp::this_cpu());
+            // A preemptible section may be switched out here (see `sync`).
+            sched::preempt::from_irq();
+        }
         vector::LOWER64_SYNC => {
+            sched::enter_from_user();
             lower_sync(frame);
             sched::return_to_user();
         }
         vector::LOWER64_IRQ => {
+            sched::enter_from_user();
             crate::irq::handle(crate::smp::this_cpu());
             sched::return_to_user();
         }

@@ -115,3 +115,16 @@ pub fn fault_handler(entry: u64, cookie: u64) -> Result<u64, i64> {
 pub fn fault_return(how: u64) -> Result<u64, i64> {
     result(nr::FAULT_RETURN, [how, 0, 0, 0, 0, 0])
 }
+
+/// `percpu(op, a, b, c)` (see `abi::syscall::percpu`).
+pub fn percpu(op: u64, a: u64, b: u64, c: u64) -> Result<u64, i64> {
+    result(nr::PERCPU, [op, a, b, c, 0, 0])
+}
+
+/// `percpu(STATS)`.
+pub fn percpu_stats() -> Result<abi::syscall::percpu::Stats, i64> {
+    use abi::syscall::percpu::{Stats, STATS, STATS_WORDS};
+    let mut w = [0u64; STATS_WORDS];
+    percpu(STATS, w.as_mut_ptr() as u64, 0, 0)?;
+    Ok(Stats::from_words(&w))
+}

@@ -108,6 +108,17 @@ pub const GUEST_BENCHES: &[GuestBench] = &[
         compare: &["median_ns", "median_insns", "tlbi_per_step", "ratio_ns", "ratio_insns"],
         timeout_s: 1200,
     },
+    GuestBench {
+        name: "percpu",
+        about: "this_cpu_add/cmpxchg, context switch, counter storm, task create/exit, syscall workload: TPIDR_EL1 + preempt guard vs the per-CPU-root window, and the roots' memory",
+        machines: &[
+            Machine { label: "max-1cpu", smp: 1, ..MAX },
+            Machine { label: "max-4cpu", ..MAX },
+            Machine { label: "max-8cpu", smp: 8, ..MAX },
+        ],
+        compare: &["ns_per", "insns_per", "ratio_ns", "ratio_insns"],
+        timeout_s: 1200,
+    },
 ];
 
 /// Boot arguments a guest benchmark needs besides `bench=NAME`: the memslot pool for `split`,

@@ -78,6 +78,10 @@ struct RunArgs {
     /// Deterministic instruction counting: -icount shift=N.
     #[arg(long)]
     icount: Option<u32>,
+    /// QEMU -singlestep: one instruction per translation block, so interrupts can land between
+    /// any two instructions (slow; the per-CPU stress test's seeded bugs need it).
+    #[arg(long)]
+    singlestep: bool,
     /// Kernel command line; words starting with `hyp.` go to the hypervisor.
     #[arg(long, default_value = "")]
     bootargs: String,
@@ -263,6 +267,7 @@ fn run(a: RunArgs) -> Result<()> {
         no_hypervisor: a.no_hypervisor,
         guest: guest(a.guest.as_deref(), a.guest_initrd, a.guest_append)?,
         mte: a.mte,
+        singlestep: a.singlestep,
         ..QemuConfig::default()
     };
     // Refuse a bad configuration before building anything.

@@ -480,7 +480,28 @@ pub const GOALS: &[Goal] = &[
         bench: "percpu",
         seed: "13-18% less system time (kernel build, 160 cores)",
         goal: "this_cpu_add <= 0.5x instructions; context switch <= +5%",
-        measure: |_, _| None,
+        measure: |wall, icount| {
+            let ratio = |rows: &Saved, case: &str, k: &str| f(find(rows, "max-4cpu", case)?, k);
+            let add = ratio(icount, "this_cpu_add, window", "ratio_insns");
+            let switch = ratio(wall, "context switch, window", "ratio_ns");
+            if add.is_none() && switch.is_none() {
+                return None;
+            }
+            let mut text = Vec::new();
+            if let Some(a) = add {
+                text.push(format!("this_cpu_add {a:.3}x instructions"));
+            }
+            if let Some(c) = switch {
+                text.push(format!("context switch {c:.3}x (wall)"));
+            }
+            let met = match (add, switch) {
+                (Some(a), Some(c)) => Some(a <= 0.5 && c <= 1.05),
+                (Some(a), None) if a > 0.5 => Some(false),
+                (None, Some(c)) if c > 1.05 => Some(false),
+                _ => None,
+            };
+            Some((text.join(", "), met))
+        },
     },
     Goal {
         mechanism: "guest exits (cost of the hypervisor)",

@@ -50,6 +50,10 @@ pub struct QemuConfig {
     pub mte: bool,
     /// `-plugin` argument (the instruction-counting plugin, see [`crate::plugin`]).
     pub plugin: Option<String>,
+    /// `-singlestep`: one guest instruction per translation block. TCG takes interrupts only
+    /// between blocks, so only then can the tick land between any two instructions (the
+    /// per-CPU stress test needs it to preempt a read-modify-write in its middle). Slow.
+    pub singlestep: bool,
 }
 
 /// A guest kernel with its initramfs and command line (`cargo xtask run --guest …`).
@@ -117,6 +121,7 @@ impl Default for QemuConfig {
             guest: None,
             mte: false,
             plugin: None,
+            singlestep: false,
         }
     }
 }
@@ -186,6 +191,9 @@ impl QemuConfig {
         }
         if let Some(p) = &self.plugin {
             a.extend(["-plugin".into(), p.clone()]);
+        }
+        if self.singlestep {
+            a.push("-singlestep".into());
         }
         a
     }

@@ -18,7 +18,7 @@ use alloc::format;
 use alloc::string::String;
 
 /// The names `bench=` accepts (the same as [`BENCHES`]; a unit check keeps them equal).
-pub const NAMES: &[&str] = &["exits", "linear-map", "contpte", "split", "mprotect"];
+pub const NAMES: &[&str] = &["exits", "linear-map", "contpte", "split", "mprotect", "percpu"];
 
 /// The benchmarks this kernel knows.
 pub const BENCHES: &[(&str, &str)] = &[
@@ -29,6 +29,10 @@ pub const BENCHES: &[(&str, &str)] = &[
     (
         "mprotect",
         "mprotect from EL0: NONE<->RW with and without flush elision, RO->RW with and without lazy relaxation",
+    ),
+    (
+        "percpu",
+        "this_cpu ops through TPIDR_EL1 + preemption guard vs the per-CPU-root window; switches, storm, tasks, syscalls",
     ),
 ];
 
@@ -42,6 +46,15 @@ pub fn run(name: &str) -> Result<(), String> {
             let failed = crate::sched::run_programs(&[("mprotect".into(), format!("rounds={rounds}"))])?;
             if failed != 0 {
                 return Err("the mprotect benchmark program failed".into());
+            }
+            Ok(())
+        }
+        "percpu" => {
+            // An EL0 program (user/src/bin/percpu_bench.rs).
+            let rounds = crate::cmdline::args().uint("percpu.rounds").unwrap_or(20);
+            let failed = crate::sched::run_programs(&[("percpu_bench".into(), format!("rounds={rounds}"))])?;
+            if failed != 0 {
+                return Err("the percpu benchmark program failed".into());
             }
             Ok(())
         }

@@ -7,13 +7,16 @@
 //!   handler unmasks them: **interrupts never nest**, and a handler runs to completion on the
 //!   stack it was taken on (the CPU's boot stack when it idles, the running task's kernel stack
 //!   otherwise).
-//! * IRQs are unmasked in exactly three places: at **EL0** (user tasks run with PSTATE.I clear; an
+//! * IRQs are unmasked in exactly four places: at **EL0** (user tasks run with PSTATE.I clear; an
 //!   IRQ then enters through the `LOWER64_IRQ` vector), in the **idle wait** of a CPU with
 //!   nothing to run (`WFI` with PSTATE.I clear; the IRQ enters through `CUR_SPX_IRQ` and returns
-//!   into the wait loop) and for an instant in [`take_pending`] (a self-test polling for an
-//!   interrupt it caused), both with no lock held. Everything else the kernel does (boot, self-tests, system calls,
-//!   fault handling, scheduling) runs with IRQs masked: the kernel is not preemptible, and a
-//!   task is preempted only on its way back to EL0 after the tick asked for it.
+//!   into the wait loop), for an instant in [`take_pending`] (a self-test polling for an
+//!   interrupt it caused, a CPU waiting to make an IPI call), and in **preemptible sections**
+//!   (`sync::IrqsOn`, e.g. the `percpu` system call's loops), all with no lock held.
+//!   Everything else the kernel does (boot, self-tests, most system calls, fault handling,
+//!   scheduling) runs with IRQs masked. A task is preempted on its way back to EL0 after the
+//!   tick asked for it, or, in a preemptible section with preemption count 0, on the way back
+//!   from the IRQ (`sched::preempt`).
 //! * Handlers only record (tick counts, wake-ups) and set flags; the scheduler acts on those
 //!   when the exception returns. A synchronous exception inside an IRQ handler is a kernel bug
 //!   (fatal); FIQ and SError are fatal.
@@ -29,6 +32,7 @@
 //! reported and left alone: the driver folds overflows on reads then). Interrupts 0-31 (SGIs,
 //! PPIs) are banked per CPU: each CPU enables its own in [`init_cpu`].
 
+pub mod call;
 pub mod gicv2;
 pub mod gicv3;
 pub mod timer;
@@ -59,6 +63,8 @@ pub enum Sgi {
     Ping = 1,
     /// Self-test: the answer to a ping.
     Pong = 2,
+    /// Run the function `call::on_cpus` published (and TLB shootdowns).
+    Call = 3,
 }
 
 /// The interrupt controller.
@@ -141,6 +147,7 @@ pub fn init(board: &Board) -> Result<(), String> {
     set_handler(Sgi::Ping as u32, ping);
     set_handler(Sgi::Pong as u32, pong);
     set_handler(Sgi::Reschedule as u32, |_, _| {});
+    set_handler(Sgi::Call as u32, call::handler);
     init_cpu(0)
 }
 
@@ -155,7 +162,7 @@ pub fn init_cpu(cpu: usize) -> Result<(), String> {
             g.init_cpu(cpu, MPIDR_EL1.get() & 0xff_00ff_ffff).map_err(|e| format!("CPU {cpu}: {e}"))?
         }
     }
-    for sgi in [Sgi::Reschedule, Sgi::Ping, Sgi::Pong] {
+    for sgi in [Sgi::Reschedule, Sgi::Ping, Sgi::Pong, Sgi::Call] {
         enable_private(cpu, sgi as u32);
     }
     if pmu_overflow_wired() {

@@ -77,6 +77,7 @@ pub fn phys_to_virt(pa: u64) -> u64 {
 }
 
 /// Page-table frames for `lib/pgtable`.
+#[derive(Clone, Copy)]
 pub struct KFrames;
 
 // SAFETY: frames come from the buddy allocator, which hands each frame out once and aligns an

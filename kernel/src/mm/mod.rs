@@ -189,7 +189,25 @@ fn map(
     c: Constraints,
 ) -> Result<(), String> {
     pt.map(tlb, VirtAddr::new(va), len, PhysAddr::new(pa), attrs, c)
-        .map_err(|e| format!("mapping {what} [{pa:#x}, {:#x}) at {va:#x}: {e}", pa + len))
+        .map_err(|e| format!("mapping {what} [{pa:#x}, {:#x}) at {va:#x}: {e}", pa + len))?;
+    // A new top-level entry goes into every CPU's root (per-CPU tables, rule 3).
+    crate::percpu::tables::sync_roots(va, len)?;
+    Ok(())
+}
+
+/// Runs `f` on the kernel table (under [`TABLES`]).
+pub fn with_kernel_table<R>(f: impl FnOnce(&PageTable<KFrames>) -> R) -> Result<R, String> {
+    let g = TABLES.lock();
+    let t = g.as_ref().ok_or("mm::init has not run")?;
+    Ok(f(&t.kernel))
+}
+
+/// Maps one page of RAM `pa` at `va` (outside the vmalloc area and the MMIO window: the
+/// per-CPU areas, a test's late mapping), RW + never executable, global.
+pub fn map_kernel_page(va: u64, pa: u64) -> Result<(), String> {
+    let mut g = TABLES.lock();
+    let t = g.as_mut().ok_or("map before mm::init")?;
+    map(&mut t.kernel, &mut t.tlb, "kernel page", va, pa, PAGE, Attributes::normal(Perms::RW), Constraints::PAGES_ONLY)
 }
 
 /// Builds the kernel's table and swaps it in for the early one (boot CPU, running at the
@@ -406,6 +424,8 @@ pub fn vfree(va: u64, pages: usize) -> Result<(), String> {
     }
     let e = |x: pgtable::Error| format!("vfree({va:#x}): {x}");
     t.kernel.unmap(&mut t.tlb, VirtAddr::new(va), size).map_err(e)?;
+    // Refused if the unmap removed a top-level entry the per-CPU roots still use (rule 3).
+    crate::percpu::tables::sync_roots(va, size)?;
     if kmem::alias_permissions(info().rodata) {
         for &pa in &frames_of {
             let alias = VirtAddr::new(LINEAR_BASE + pa);

@@ -1,25 +1,34 @@
-//! The scheduler: EL0 tasks on per-CPU run queues.
+//! The scheduler: EL0 tasks on per-CPU run queues, preemptive, migrating.
 //!
-//! * **Tasks stay on their CPU** (chosen when they start: round-robin, or the CPU `spawn`
-//!   names). Each CPU has a run queue, a list of sleepers and an idle loop on its boot stack
+//! * **Placement**: a task starts on the CPU `spawn` names or round-robin, and may move
+//!   (`preempt`): an idle or lightly loaded CPU pulls queued tasks from the busiest one (on
+//!   every tick and in the idle loop), and a task limited to other CPUs by its affinity moves
+//!   at once. Each CPU has a run queue, a list of sleepers and an idle loop on its boot stack
 //!   ([`cpu_loop`]), which runs queued tasks and otherwise waits for an interrupt.
 //! * **Switching** ([`schedule`]) happens only in the kernel, with IRQs masked: when a task
-//!   yields, sleeps, waits or ends, and when it returns to EL0 after the tick asked for a
-//!   reschedule (the kernel is not preemptible; see the nesting rules in `irq`). The switch
-//!   saves the callee-saved registers ([`switch::Context`]); the EL0 context is the exception
-//!   frame at the top of the task's kernel stack; TPIDR_EL0 is saved per task; TTBR0 changes
-//!   only when the next task belongs to another address space (`mm::user::switch_to`).
+//!   yields, sleeps, waits or ends; when it returns to EL0 after the tick asked for a
+//!   reschedule; and when an IRQ ends in a preemptible kernel section (IRQs on, preemption
+//!   count 0: see `sync` and `preempt`). The switch saves the callee-saved registers
+//!   ([`switch::Context`]); the EL0 context is the exception frame at the top of the task's
+//!   kernel stack; TPIDR_EL0 is saved per task; SP_EL0 points at the running thread's
+//!   `sync::ThreadInfo` (its preemption count); TTBR0 changes only when the next task belongs
+//!   to another address space (`mm::user::switch_to`). TTBR1 never changes on a switch: with
+//!   `percpu_tables=on` each CPU keeps its own root for good.
 //! * **Lifetimes**: a CPU keeps the task it switched away from until the next context runs
-//!   ([`finish_switch`]): only then is a dead task dropped (its kernel stack freed), never on
-//!   its own stack. A process (and its address space) goes when its last task does.
+//!   ([`finish_switch`]): only then is its context saved (`Task::on_cpu` cleared: another CPU
+//!   may now pick it), a task bound elsewhere handed to its new CPU, a dead task dropped (its
+//!   kernel stack freed), never on its own stack. A process (and its address space) goes when
+//!   its last task does.
 //! * **Wake-ups** put a task on its CPU's queue and, from another CPU, send that CPU the
 //!   reschedule SGI (out of its idle wait). The tick wakes sleepers and marks the running task
 //!   for preemption once it has had its time slice while others wait.
 //!
 //! Lock order: a CPU's queue, then its sleepers; a task's `waiters` before any queue; a
 //! process's `tasks` / `zombies` before any queue. IRQ handlers take queue and sleeper locks, so
-//! these are only ever taken with IRQs masked (always true in this kernel).
+//! these are only ever taken with IRQs masked (preemptible sections take none). Queue locks are
+//! never nested: a pull takes the victim's queue, lets go, then takes its own.
 
+pub mod preempt;
 pub mod switch;
 pub mod task;
 
@@ -57,7 +66,6 @@ struct CpuSched {
     mm: Mutex<Option<Arc<Process>>>,
     /// The idle loop's context while a task runs.
     idle: UnsafeCell<Context>,
-    need_resched: AtomicBool,
     /// Ticks the current task has run since it was last picked.
     slice: AtomicU64,
     /// Whether this CPU runs (or is about to run) its scheduler loop.
@@ -78,7 +86,6 @@ static CPUS: [CpuSched; rt::MAX_CPUS] = [const {
         prev: Mutex::new(None),
         mm: Mutex::new(None),
         idle: UnsafeCell::new(Context { x: [0; 12], sp: 0, d: [0; 8] }),
-        need_resched: AtomicBool::new(false),
         slice: AtomicU64::new(0),
         online: AtomicBool::new(false),
         ready: AtomicBool::new(false),
@@ -146,7 +153,7 @@ pub fn parse_args() -> Result<Vec<(String, String)>, String> {
 pub fn init() {
     rt::backtrace::set_stack_lookup(stack_lookup);
     timer::set_hook(on_tick);
-    irq::set_handler(Sgi::Reschedule as u32, |_, cpu| CPUS[cpu].need_resched.store(true, Ordering::Release));
+    irq::set_handler(Sgi::Reschedule as u32, |_, cpu| crate::percpu::set_need_resched(cpu, true));
 }
 
 /// Starts process `name` (an embedded program) with argument string `args`.
@@ -226,13 +233,18 @@ pub fn spawn(p: &Arc<Process>, entry: u64, sp: u64, args: [u64; 2], cpu: Option<
 
 /// Makes `t` runnable on its CPU (and wakes that CPU if it is another).
 pub fn wake(t: Arc<Task>) {
-    let cpu = t.cpu;
     t.set_state(State::Ready);
+    enqueue(t);
+}
+
+/// Puts a ready task on its CPU's queue and tells that CPU.
+fn enqueue(t: Arc<Task>) {
+    let cpu = t.cpu();
     CPUS[cpu].queue.lock().push_back(t);
     if cpu != this_cpu() {
         irq::send_sgi(1 << cpu, Sgi::Reschedule);
     } else {
-        CPUS[cpu].need_resched.store(true, Ordering::Release);
+        crate::percpu::set_need_resched(cpu, true);
     }
 }
 
@@ -244,11 +256,18 @@ pub extern "C" fn task_first_run(frame: u64) -> ! {
     unsafe { rt::trap::return_to_el1_frame(frame as *const TrapFrame) }
 }
 
-/// Runs right after every switch, in the context switched to: drops the task switched away
-/// from if it is dead (its stack is no longer in use).
+/// Runs right after every switch, in the context switched to: the task switched away from is
+/// off this CPU now (its context saved): other CPUs may pick it; one that is to run elsewhere
+/// (a new affinity) goes to its new CPU's queue; a dead one is dropped (its stack is no longer
+/// in use).
 fn finish_switch(cpu: usize) {
     let prev = CPUS[cpu].prev.lock().take();
-    drop(prev);
+    if let Some(p) = prev {
+        p.on_cpu.store(false, Ordering::Release);
+        if p.state() == State::Ready && p.cpu() != cpu {
+            enqueue(p);
+        }
+    }
 }
 
 /// Puts the TTBR0 of `p` (None: the reserved table) on this CPU if it is not there yet.
@@ -278,12 +297,13 @@ pub fn schedule() {
     prev.tpidr_el0.store(read_tpidr_el0(), Ordering::Relaxed);
     let next = {
         let mut q = c.queue.lock();
-        if prev.state() == State::Ready {
+        // A task moving to another CPU goes there in `finish_switch`, once it is off this one.
+        if prev.state() == State::Ready && prev.cpu() == cpu {
             q.push_back(prev.clone());
         }
         q.pop_front()
     };
-    c.need_resched.store(false, Ordering::Relaxed);
+    crate::percpu::set_need_resched(cpu, false);
     c.slice.store(0, Ordering::Relaxed);
     if let Some(n) = &next {
         if Arc::ptr_eq(n, &prev) {
@@ -294,6 +314,7 @@ pub fn schedule() {
         }
     }
     SWITCHES.fetch_add(1, Ordering::Relaxed);
+    crate::percpu::this_cpu_inc(crate::percpu::SWITCHES);
     let save = prev.ctx.get();
     *c.prev.lock() = Some(prev);
     let load: *const Context = match next {
@@ -305,6 +326,7 @@ pub fn schedule() {
         }
         None => {
             use_mm(cpu, None);
+            set_thread(cpu, crate::sync::idle_thread(cpu));
             c.idle.get()
         }
     };
@@ -312,12 +334,30 @@ pub fn schedule() {
     // run `finish_switch`), `load` to a task or this CPU's idle loop, all on this CPU with
     // IRQs masked; no Arc is held on this stack across the switch.
     unsafe { switch::switch(save, load) };
-    finish_switch(cpu);
+    // Back, maybe on another CPU (the task may have migrated meanwhile).
+    finish_switch(this_cpu());
 }
 
-/// Bookkeeping for `n` going on this CPU: state, TTBR0, TPIDR_EL0, time.
+/// The thread info SP_EL0 holds from now on on this CPU (`cpu`), and where the EL0 entry finds
+/// it.
+fn set_thread(cpu: usize, ti: &crate::sync::ThreadInfo) {
+    crate::percpu::static_area(cpu).thread.store(ti as *const _ as usize, Ordering::Relaxed);
+    crate::sync::set_thread(ti);
+}
+
+/// On entry from EL0 (SP_EL0 held the user's stack pointer, now saved in the frame): SP_EL0
+/// to the running task's thread info.
+pub fn enter_from_user() {
+    let cpu = this_cpu();
+    let ti = crate::percpu::static_area(cpu).thread.load(Ordering::Relaxed);
+    crate::sync::set_thread(ti as *const crate::sync::ThreadInfo);
+}
+
+/// Bookkeeping for `n` going on this CPU: state, TTBR0, TPIDR_EL0, SP_EL0, time.
 fn start_running(cpu: usize, n: &Arc<Task>) {
+    n.on_cpu.store(true, Ordering::Relaxed);
     n.set_state(State::Running);
+    set_thread(cpu, &n.thread);
     use_mm(cpu, Some(&n.process));
     write_tpidr_el0(n.tpidr_el0.load(Ordering::Relaxed));
     n.ran_since.store(timer::now(), Ordering::Relaxed);
@@ -337,12 +377,17 @@ fn write_tpidr_el0(v: u64) {
 /// slice is used up while others wait.
 fn on_tick(cpu: usize, now: u64) {
     wake_sleepers(cpu, now);
+    crate::percpu::check_window_on_tick(cpu);
     let c = &CPUS[cpu];
-    if c.current.try_lock().is_some_and(|g| g.is_some()) {
+    let running = c.current.try_lock().is_some_and(|g| g.is_some());
+    if running {
         let used = c.slice.fetch_add(1, Ordering::Relaxed) + 1;
         if used >= TIMESLICE_TICKS && !c.queue.lock().is_empty() {
-            c.need_resched.store(true, Ordering::Release);
+            crate::percpu::set_need_resched(cpu, true);
         }
+    }
+    if preempt::balance(cpu, running) {
+        crate::percpu::set_need_resched(cpu, true);
     }
 }
 
@@ -364,7 +409,7 @@ fn wake_sleepers(cpu: usize, now: u64) {
 /// The end of an exception from EL0: the preemption point.
 pub fn return_to_user() {
     let cpu = this_cpu();
-    if CPUS[cpu].need_resched.swap(false, Ordering::AcqRel) {
+    if crate::percpu::take_need_resched(cpu) {
         if let Some(t) = current() {
             t.set_state(State::Ready);
             drop(t);
@@ -500,7 +545,7 @@ pub fn cpu_loop(cpu: usize) {
         match next {
             Some(n) => {
                 c.slice.store(0, Ordering::Relaxed);
-                c.need_resched.store(false, Ordering::Relaxed);
+                crate::percpu::set_need_resched(cpu, false);
                 SWITCHES.fetch_add(1, Ordering::Relaxed);
                 start_running(cpu, &n);
                 let load = n.ctx.get() as *const Context;
@@ -509,7 +554,11 @@ pub fn cpu_loop(cpu: usize) {
                 // saved (or first) context, kept alive by `c.current`.
                 unsafe { switch::switch(c.idle.get(), load) };
             }
-            None => irq::wait_for_interrupt(),
+            None => {
+                if !preempt::balance(cpu, false) {
+                    irq::wait_for_interrupt();
+                }
+            }
         }
     }
 }

@@ -9,7 +9,7 @@ use alloc::string::String;
 use alloc::sync::{Arc, Weak};
 use alloc::vec::Vec;
 use core::cell::UnsafeCell;
-use core::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use rt::trap::FpState;
 use rt::TrapFrame;
 use spin::Mutex;
@@ -74,11 +74,20 @@ pub struct Task {
     pub tid: u64,
     /// Its process.
     pub process: Arc<Process>,
-    /// The CPU it runs on (tasks do not migrate).
-    pub cpu: usize,
+    /// Its preemption count; SP_EL0 points here while its kernel side runs (`sync`).
+    pub thread: crate::sync::ThreadInfo,
+    /// The CPU whose queue it belongs to (changes when it migrates).
+    cpu: AtomicUsize,
+    /// Whether a CPU still runs it or has not finished switching away from it (its context is
+    /// not saved yet): no other CPU may pick it then.
+    pub on_cpu: AtomicBool,
+    /// CPUs it may run on (a bit set; all by default).
+    pub affinity: AtomicU64,
+    /// Times it moved to another CPU.
+    pub migrations: AtomicU64,
     /// Kernel stack: (virtual address, pages).
     pub kstack: (u64, usize),
-    /// Saved kernel context while it is not running (only its CPU touches it).
+    /// Saved kernel context while it is not running (only the CPU switching it touches it).
     pub ctx: UnsafeCell<Context>,
     state: AtomicU8,
     /// Exit status once dead.
@@ -99,8 +108,9 @@ pub struct Task {
     pub ran_since: AtomicU64,
 }
 
-// SAFETY: every field is atomic or locked except `ctx`, which only the task's own CPU reads
-// and writes, with IRQs masked (the switch path).
+// SAFETY: every field is atomic or locked except `ctx`, which only the CPU running or switching
+// the task reads and writes, with IRQs masked (the switch path); another CPU takes it over only
+// after `on_cpu` was cleared with release ordering, once the context was saved.
 unsafe impl Sync for Task {}
 // SAFETY: as above; a task moves between CPUs' data structures only as an `Arc`.
 unsafe impl Send for Task {}
@@ -109,9 +119,13 @@ impl Task {
     /// A task (not yet queued) with the given kernel stack and first context.
     pub fn new(tid: u64, process: Arc<Process>, cpu: usize, kstack: (u64, usize), ctx: Context) -> Task {
         Task {
+            thread: crate::sync::ThreadInfo::new(),
             tid,
             process,
-            cpu,
+            cpu: AtomicUsize::new(cpu),
+            on_cpu: AtomicBool::new(false),
+            affinity: AtomicU64::new(u64::MAX),
+            migrations: AtomicU64::new(0),
             kstack,
             ctx: UnsafeCell::new(ctx),
             state: AtomicU8::new(State::Ready as u8),
@@ -123,6 +137,18 @@ impl Task {
             tpidr_el0: AtomicU64::new(0),
             cputime: AtomicU64::new(0),
             ran_since: AtomicU64::new(0),
+        }
+    }
+
+    /// The CPU whose queue it belongs to.
+    pub fn cpu(&self) -> usize {
+        self.cpu.load(Ordering::Acquire)
+    }
+
+    /// Moves it to `cpu`'s queue from now on (counted when it changes).
+    pub fn set_cpu(&self, cpu: usize) {
+        if self.cpu.swap(cpu, Ordering::AcqRel) != cpu {
+            self.migrations.fetch_add(1, Ordering::Relaxed);
         }
     }
 

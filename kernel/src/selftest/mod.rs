@@ -58,6 +58,7 @@ pub const NAMES: &[&str] = &[
     "pmu",
     "irq",
     "pan",
+    "percpu",
 ];
 
 /// Self-tests that end the run (whatever follows them would never run).
@@ -98,6 +99,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
             "mem-perms" => mem_perms::run()?,
             "irq" => irq::run()?,
             "pan" => pan::run()?,
+            "percpu" => crate::percpu::selftest::run()?,
             "memslot-errors" => memslot::errors()?,
             "dirty-log" => memslot::dirty(args)?,
             "memslot-nopool" => memslot::no_pool()?,

@@ -2,6 +2,8 @@
 //! Every argument is checked here or by `uspace`; user memory is reached only through
 //! `mm::uaccess`. Runs on the calling task's kernel stack with IRQs masked.
 
+pub mod percpu;
+
 use crate::mm::uaccess;
 use crate::mm::user;
 use crate::sched;
@@ -16,6 +18,7 @@ pub static CALLS: AtomicU64 = AtomicU64::new(0);
 /// Handles the SVC in `frame` (x8 = number, x0..x5 = arguments; x0 = result).
 pub fn dispatch(frame: &mut TrapFrame) {
     CALLS.fetch_add(1, Ordering::Relaxed);
+    crate::percpu::this_cpu_inc(crate::percpu::SYSCALLS);
     let a = [frame.x[0], frame.x[1], frame.x[2], frame.x[3], frame.x[4], frame.x[5]];
     let r = match frame.x[8] {
         nr::WRITE => write(a[0], a[1], a[2]),
@@ -46,6 +49,7 @@ pub fn dispatch(frame: &mut TrapFrame) {
             Ok(()) => return,
             Err(e) => Err(e),
         },
+        nr::PERCPU => percpu::call(a),
         _ => Err(errno::ENOSYS),
     };
     frame.x[0] = match r {

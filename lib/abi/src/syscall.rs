@@ -30,6 +30,7 @@
 //! | [`nr::SYSCTL`] | knob ([`sysctl`]), value ([`SYSCTL_GET`]: only read) | the previous value |
 //! | [`nr::FAULT_HANDLER`] | entry (0: none), cookie | the previous entry |
 //! | [`nr::FAULT_RETURN`] | [`RETRY`], [`SKIP`] or [`RETURN_TO_LR`] | does not return; resumes the faulting context |
+//! | [`nr::PERCPU`] | operation ([`percpu`]), up to four arguments | per operation |
 //!
 //! # Faults
 //!
@@ -72,8 +73,10 @@ pub mod nr {
     pub const FAULT_HANDLER: u64 = 13;
     /// `fault_return(how)`.
     pub const FAULT_RETURN: u64 = 14;
+    /// `percpu(op, a, b, c, d)`: per-CPU variables, the stress test's and benchmark's driver.
+    pub const PERCPU: u64 = 15;
     /// One past the highest call number.
-    pub const COUNT: u64 = 15;
+    pub const COUNT: u64 = 16;
     /// Names, by number.
     pub const NAMES: [&str; COUNT as usize] = [
         "write",
@@ -91,6 +94,7 @@ pub mod nr {
         "sysctl",
         "fault_handler",
         "fault_return",
+        "percpu",
     ];
 }
 
@@ -345,5 +349,120 @@ mod tests {
         assert_eq!(c.since(&c), Counters::default());
         assert_eq!(core::mem::size_of::<Counters>(), COUNTERS_WORDS * 8);
         assert_eq!(Counters::from_words(&w[..2]).tlbi_range, 0, "a short prefix reads as zeros");
+    }
+}
+
+/// [`nr::PERCPU`]: per-CPU variables from EL0 (tests and benchmarks of `this_cpu_*`).
+///
+/// A variable is named by a handle: `0..STATIC` are the kernel's static per-CPU counters, a
+/// larger one comes from [`percpu::ALLOC`] (a dynamic per-CPU allocation). The add loop runs
+/// in the kernel with IRQs on (a preemptible section): the tick preempts the calling task in
+/// the middle of it and the scheduler may move it to another CPU.
+pub mod percpu {
+    /// Static counters (handles `0..STATIC`).
+    pub const STATIC: u64 = 8;
+    /// `(ADD_LOOP, handle, n, method)`: `n` times `this_cpu_add(handle, 1)`; returns `n`.
+    pub const ADD_LOOP: u64 = 0;
+    /// `(SUM, handle)`: the sum over every CPU's copy.
+    pub const SUM: u64 = 1;
+    /// `(RESET, handle)`: every copy to 0.
+    pub const RESET: u64 = 2;
+    /// `(SET_TABLES, on)`: per-CPU roots on every CPU (1) or the shared root (0); the previous.
+    pub const SET_TABLES: u64 = 3;
+    /// `(ALLOC, bytes)`: a dynamic per-CPU variable (zeroed); its handle.
+    pub const ALLOC: u64 = 4;
+    /// `(FREE, handle, bytes)`.
+    pub const FREE: u64 = 5;
+    /// `(AFFINITY, cpu mask)`: limit the caller to those CPUs (moving it now if needed); returns
+    /// the CPU it runs on.
+    pub const AFFINITY: u64 = 6;
+    /// `(STATS, *mut [u64; STATS_WORDS])`: see [`Stats`].
+    pub const STATS: u64 = 7;
+    /// `(LATE_MAP)`: map a page at a new top-level slot of the kernel's table, then read it on
+    /// every CPU in turn; returns the CPUs that read it right (a bit set).
+    pub const LATE_MAP: u64 = 8;
+    /// `(CHECK)`: every area's canaries; 0, or an error if one is wrong.
+    pub const CHECK: u64 = 9;
+    /// `(BENCH_OP, which, n, *mut [u64; 2])`: `n` this_cpu ops of kind `which`
+    /// ([`bench_op`]) with IRQs masked; writes (instructions, counter ticks) of the whole loop.
+    pub const BENCH_OP: u64 = 10;
+    /// `(SHOOTDOWN, cpu mask)`: a local full TLB invalidation on each of those CPUs by IPI.
+    pub const SHOOTDOWN: u64 = 11;
+
+    /// The add loop's method.
+    pub mod method {
+        /// The mode the system runs (`percpu_tables`).
+        pub const SYSTEM: u64 = 0;
+        /// TPIDR_EL1 + offset with the preemption guard.
+        pub const BASE: u64 = 1;
+        /// The window (tables must be on).
+        pub const WINDOW: u64 = 2;
+        /// The bug seeded with `percpu.seed=` (no-guard: base without its guard; window-plain:
+        /// a plain load/add/store on the window); EINVAL when none is seeded.
+        pub const SEEDED: u64 = 3;
+    }
+
+    /// [`BENCH_OP`] kinds.
+    pub mod bench_op {
+        /// Baseline this_cpu_add.
+        pub const BASE_ADD: u64 = 0;
+        /// Window this_cpu_add.
+        pub const WINDOW_ADD: u64 = 1;
+        /// Baseline this_cpu_cmpxchg.
+        pub const BASE_CMPXCHG: u64 = 2;
+        /// Window this_cpu_cmpxchg.
+        pub const WINDOW_CMPXCHG: u64 = 3;
+        /// An empty loop (the loop's own cost).
+        pub const EMPTY: u64 = 4;
+    }
+
+    /// What [`STATS`] writes, in this order.
+    #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+    #[repr(C)]
+    pub struct Stats {
+        /// 1 if the per-CPU roots are on.
+        pub tables_on: u64,
+        /// Tasks preempted in a preemptible kernel section.
+        pub preemptions: u64,
+        /// Tasks pulled by load balancing.
+        pub pulls: u64,
+        /// Tasks moved by an affinity change.
+        pub pushes: u64,
+        /// Ticks that checked the window.
+        pub window_checks: u64,
+        /// Ticks that found another CPU's area (or a broken canary) in the window.
+        pub window_mismatches: u64,
+        /// Top-level entries copied into per-CPU roots after boot.
+        pub root_syncs: u64,
+        /// Page-table pages of the roots and windows.
+        pub table_pages: u64,
+        /// Pages of each area mapped.
+        pub area_pages: u64,
+        /// Dynamic allocations.
+        pub allocs: u64,
+        /// Dynamic frees.
+        pub frees: u64,
+        /// IPI calls answered.
+        pub ipi_calls: u64,
+        /// Local TLB shootdowns by IPI (one per CPU).
+        pub shootdowns: u64,
+        /// Context switches.
+        pub switches: u64,
+    }
+
+    /// Words of [`Stats`].
+    pub const STATS_WORDS: usize = core::mem::size_of::<Stats>() / 8;
+
+    impl Stats {
+        /// From the words [`STATS`] wrote.
+        pub fn from_words(w: &[u64; STATS_WORDS]) -> Stats {
+            // SAFETY: Stats is repr(C) and made of u64s only: every bit pattern is valid.
+            unsafe { core::mem::transmute_copy(w) }
+        }
+        /// As words.
+        pub fn as_words(&self) -> [u64; STATS_WORDS] {
+            // SAFETY: as above.
+            unsafe { core::mem::transmute_copy(self) }
+        }
     }
 }

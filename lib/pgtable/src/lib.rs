@@ -38,6 +38,7 @@ mod model;
 #[cfg(any(test, feature = "seeded-bugs"))]
 pub mod mutation;
 mod ops;
+pub mod percpu;
 pub mod regime;
 mod table;
 pub mod tlb;

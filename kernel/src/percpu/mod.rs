@@ -1,0 +1,625 @@
+//! Per-CPU data: one area per CPU, reached two ways.
+//!
+//! # The areas
+//!
+//! CPU `c`'s area is `[AREAS_BASE + c * AREA_SPAN, + AREA_SPAN)`, mapped globally in the
+//! kernel's table (every CPU can reach every area: sums, canaries, initial values). Page 0 is
+//! the **static** part, a [`StaticArea`] (its frame is `STATIC_AREAS[c]` in the image's data,
+//! so the boot CPU has it before the allocators run); the pages after it hold **dynamic**
+//! per-CPU variables ([`alloc`]): an allocation takes one offset, valid in every area, and
+//! maps fresh zeroed frames into every area (and every window) when the areas must grow.
+//! Pages are never unmapped: a freed offset is reused, its frames stay (see rule 4 below).
+//! A variable is a [`PerCpu`]: an offset into the area.
+//!
+//! # Two ways to reach this CPU's copy
+//!
+//! * **Baseline** ([`base`]): TPIDR_EL1 holds this CPU's area address (Linux's per-CPU offset);
+//!   an op reads it and adds the variable's offset. A read-modify-write is only correct if the
+//!   task cannot move between reading TPIDR_EL1 and the final store, so every op raises the
+//!   preemption count around it (`sync::preempt_disable`, as Linux's generic this_cpu ops
+//!   do). Works in both modes.
+//! * **Window** ([`window`], `percpu_tables=on`): every CPU has its own TTBR1 root ([`tables`])
+//!   whose top-level slot for [`WINDOW_VA`] leads to that CPU's own area. An op addresses
+//!   `WINDOW_VA + offset`, a constant: no offset register, no preemption guard. Read and
+//!   write are one load or store; add, inc and cmpxchg are one atomic read-modify-write on the
+//!   window (an LL/SC loop or one LSE instruction).
+//!
+//! # What a migration in the middle of a window op means
+//!
+//! An op's effect lands in the area of the CPU that executes its *final* access, and only
+//! there; that is the only CPU the op ever touched:
+//!
+//! * a load or a store is one instruction: it runs wholly on one CPU;
+//! * an LSE atomic (`LDADD`, `CAS`) is one instruction: the same;
+//! * an LL/SC loop (`LDXR` .. `STXR`) that is preempted between the two is moved with its
+//!   exclusive monitor lost: taking the IRQ and the `ERET` back clear the local monitor, so
+//!   the `STXR` on the new CPU fails and the loop starts again with a `LDXR` of the new CPU's
+//!   copy. The value loaded on the old CPU is thrown away; the old copy was never written.
+//!
+//! So a migration between two ops splits them over two CPUs (as with the baseline), and a
+//! migration inside one changes nothing. What must **never** be done on the window is a
+//! plain load, add and store: preempted in between, it stores the old CPU's value plus one
+//! into the new CPU's copy, losing the new CPU's updates (`percpu.seed=window-plain` seeds
+//! exactly that for the tests).
+//!
+//! # The rules that keep the window correct
+//!
+//! 1. **The window's entries are non-global** (nG = 1) and every CPU's TLB holds only its own
+//!    root's translations: TTBR1_EL1.CnP stays 0 (a TLB shared between CPUs under CnP would
+//!    hand one CPU another's window). Under a hypervisor, a vCPU moved to another physical CPU
+//!    must have its TLB entries of this VM invalidated (KVM's `last_vcpu_ran` rule; the pgtlab
+//!    hypervisor pins each vCPU to one physical CPU).
+//! 2. **All tables below a root are shared except the window's**: a root is a copy of the
+//!    kernel table's top level with the window slot pointing at the CPU's own subtree.
+//! 3. **A new top-level kernel mapping is copied into every root** before anyone may use it
+//!    ([`tables::sync_roots`], run after every change of the kernel table through `mm`). An
+//!    invalid -> table change needs no TLBI. A top-level entry is never removed (the tables
+//!    below are reachable from every root; `sync_roots` refuses it as a bug).
+//! 4. **Window pages are never unmapped or changed while the system runs**: each CPU's window
+//!    maps its own frames, so a change would need each CPU's TLB invalidated for the window VA
+//!    under every ASID (nG entries are tagged with whichever ASID TTBR0 had): TLBI VAAE1IS,
+//!    or a local TLBI by IPI ([`crate::irq::call`]). Dynamic allocation only ever adds pages
+//!    (invalid -> valid: no TLBI).
+//! 5. A window op is only issued while this CPU runs on its own root (`percpu_tables=on`):
+//!    with it off the window VA is unmapped.
+
+pub mod selftest;
+pub mod tables;
+
+use crate::mm::frames::PAGE;
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::marker::PhantomData;
+use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use spin::Mutex;
+
+/// Where CPU 0's area is mapped globally (top-level slot 254 of the upper half).
+pub const AREAS_BASE: u64 = 0xffff_7f00_0000_0000;
+/// Virtual span of one area: one level-3 table's worth (the window is one such table).
+pub const AREA_SPAN: u64 = 2 << 20;
+/// The window: this CPU's area, at the same address on every CPU (top-level slot 255).
+pub const WINDOW_VA: u64 = 0xffff_7f80_0000_0000;
+
+/// Static per-CPU counters (the stress test's and the benchmark's).
+pub const STATIC_COUNTERS: usize = 8;
+/// What every canary of CPU `c` holds: this pattern xor `c`.
+pub const CANARY: u64 = 0xc0ff_ee00_5afe_0000;
+
+/// Page 0 of every area.
+#[repr(C, align(4096))]
+pub struct StaticArea {
+    /// This CPU's kernel index (`smp::this_cpu` reads it through TPIDR_EL1).
+    pub cpu: u64,
+    /// The running thread's `sync::ThreadInfo` (put into SP_EL0 on entry from EL0).
+    pub thread: AtomicUsize,
+    /// The scheduler wants this CPU to switch tasks.
+    pub need_resched: AtomicU64,
+    /// `CANARY ^ cpu`.
+    pub canary_lo: u64,
+    /// Static per-CPU counters.
+    pub counters: [AtomicU64; STATIC_COUNTERS],
+    /// `CANARY ^ cpu`.
+    pub canary_hi: u64,
+}
+
+const _: () = assert!(core::mem::size_of::<StaticArea>() == PAGE as usize);
+
+/// The static parts, one page each, in the image (TPIDR_EL1 points here until the areas are
+/// mapped, then at the same frames through `AREAS_BASE`).
+#[no_mangle]
+pub static STATIC_AREAS: [StaticArea; rt::MAX_CPUS] = {
+    let mut a = [const {
+        StaticArea {
+            cpu: 0,
+            thread: AtomicUsize::new(0),
+            need_resched: AtomicU64::new(0),
+            canary_lo: 0,
+            counters: [const { AtomicU64::new(0) }; STATIC_COUNTERS],
+            canary_hi: 0,
+        }
+    }; rt::MAX_CPUS];
+    let mut c = 0;
+    while c < rt::MAX_CPUS {
+        a[c].cpu = c as u64;
+        a[c].canary_lo = CANARY ^ c as u64;
+        a[c].canary_hi = CANARY ^ c as u64;
+        c += 1;
+    }
+    a
+};
+
+/// A per-CPU variable of type `T`: an offset into every area.
+pub struct PerCpu<T> {
+    off: u64,
+    _t: PhantomData<T>,
+}
+
+impl<T> Clone for PerCpu<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for PerCpu<T> {}
+
+impl<T> PerCpu<T> {
+    /// The variable at byte `off` of every area.
+    pub const fn at(off: usize) -> PerCpu<T> {
+        PerCpu { off: off as u64, _t: PhantomData }
+    }
+    /// Its offset.
+    pub const fn offset(self) -> u64 {
+        self.off
+    }
+    /// CPU `cpu`'s copy, through the global mapping of its area.
+    pub fn on(self, cpu: usize) -> *mut T {
+        (area_va(cpu) + self.off) as *mut T
+    }
+}
+
+/// Static counter `i` (< [`STATIC_COUNTERS`]).
+pub const fn static_counter(i: usize) -> PerCpu<u64> {
+    PerCpu::at(core::mem::offset_of!(StaticArea, counters) + 8 * i)
+}
+
+/// System calls made on each CPU (counted with `this_cpu_inc` on every call).
+pub const SYSCALLS: PerCpu<u64> = static_counter(6);
+/// Context switches of each CPU (`this_cpu_inc` in the scheduler).
+pub const SWITCHES: PerCpu<u64> = static_counter(4);
+
+/// `need_resched` as a per-CPU variable.
+const NEED_RESCHED: PerCpu<u64> = PerCpu::at(core::mem::offset_of!(StaticArea, need_resched));
+
+/// Whether the areas are mapped at `AREAS_BASE` (then TPIDR_EL1 points there).
+static AREAS_MAPPED: AtomicBool = AtomicBool::new(false);
+/// Whether the CPUs run on their own roots and the window ops may be used.
+static TABLES_ON: AtomicBool = AtomicBool::new(false);
+/// CPUs that have areas (the device tree's, at most `MAX_CPUS`).
+static CPUS: AtomicUsize = AtomicUsize::new(1);
+
+/// CPU `cpu`'s area: through `AREAS_BASE` once mapped, else its static page in the image.
+pub fn area_va(cpu: usize) -> u64 {
+    if AREAS_MAPPED.load(Ordering::Acquire) {
+        AREAS_BASE + cpu as u64 * AREA_SPAN
+    } else {
+        &STATIC_AREAS[cpu] as *const StaticArea as u64
+    }
+}
+
+/// CPU `cpu`'s static part.
+pub fn static_area(cpu: usize) -> &'static StaticArea {
+    &STATIC_AREAS[cpu]
+}
+
+/// Whether `percpu_tables` is on.
+pub fn tables_on() -> bool {
+    TABLES_ON.load(Ordering::Acquire)
+}
+
+/// CPUs with an area.
+pub fn cpus() -> usize {
+    CPUS.load(Ordering::Relaxed)
+}
+
+/// Points TPIDR_EL1 at this CPU's area (early: at its static page).
+pub fn set_base(cpu: usize) {
+    use aarch64_cpu::registers::{Writeable, TPIDR_EL1};
+    TPIDR_EL1.set(area_va(cpu));
+}
+
+/// Whether this CPU was asked to switch tasks (read through TPIDR_EL1: a task that moves
+/// between the read of the register and the load reads its old CPU's flag, a switch at most
+/// one tick late or early).
+#[inline(always)]
+pub fn need_resched() -> bool {
+    base::read(NEED_RESCHED) != 0
+}
+
+/// Sets or clears CPU `cpu`'s `need_resched`.
+pub fn set_need_resched(cpu: usize, v: bool) {
+    STATIC_AREAS[cpu].need_resched.store(v as u64, Ordering::Release);
+}
+
+/// Takes (reads and clears) CPU `cpu`'s `need_resched`.
+pub fn take_need_resched(cpu: usize) -> bool {
+    STATIC_AREAS[cpu].need_resched.swap(0, Ordering::AcqRel) != 0
+}
+
+/// The baseline: TPIDR_EL1 + offset, preemption disabled around every read-modify-write.
+pub mod base {
+    use super::PerCpu;
+    use crate::sync::{preempt_disable, preempt_enable};
+
+    /// This CPU's area (TPIDR_EL1).
+    #[inline(always)]
+    pub fn offset() -> u64 {
+        use aarch64_cpu::registers::{Readable, TPIDR_EL1};
+        TPIDR_EL1.get()
+    }
+
+    #[inline(always)]
+    fn ptr<T>(v: PerCpu<T>) -> *mut T {
+        (offset() + v.off) as *mut T
+    }
+
+    /// `this_cpu_read`: one load (a preemption before or after it is harmless).
+    #[inline(always)]
+    pub fn read(v: PerCpu<u64>) -> u64 {
+        // SAFETY: `v` is an offset inside every area, and TPIDR_EL1 points at this CPU's.
+        unsafe { ptr(v).read_volatile() }
+    }
+
+    /// `this_cpu_write`.
+    #[inline(always)]
+    pub fn write(v: PerCpu<u64>, x: u64) {
+        preempt_disable();
+        // SAFETY: as in `read`; the task stays on this CPU until `preempt_enable`.
+        unsafe { ptr(v).write_volatile(x) };
+        preempt_enable();
+    }
+
+    /// `this_cpu_add`.
+    #[inline(always)]
+    pub fn add(v: PerCpu<u64>, x: u64) {
+        preempt_disable();
+        let p = ptr(v);
+        // SAFETY: as in `write`: nobody else writes this CPU's copy while we cannot move
+        // (IRQ handlers do not touch these variables).
+        unsafe { p.write_volatile(p.read_volatile().wrapping_add(x)) };
+        preempt_enable();
+    }
+
+    /// `this_cpu_inc`.
+    #[inline(always)]
+    pub fn inc(v: PerCpu<u64>) {
+        add(v, 1)
+    }
+
+    /// `this_cpu_cmpxchg`: stores `new` if the copy holds `old`; returns what it held.
+    #[inline(always)]
+    pub fn cmpxchg(v: PerCpu<u64>, old: u64, new: u64) -> u64 {
+        preempt_disable();
+        let p = ptr(v);
+        // SAFETY: as in `add`.
+        let cur = unsafe { p.read_volatile() };
+        if cur == old {
+            // SAFETY: as above.
+            unsafe { p.write_volatile(new) };
+        }
+        preempt_enable();
+        cur
+    }
+
+    /// `this_cpu_add` **without** the preemption guard: the seeded bug
+    /// (`percpu.seed=no-guard`); a task preempted between its load and store loses updates.
+    #[inline(always)]
+    pub fn add_unguarded(v: PerCpu<u64>, x: u64) {
+        let p = ptr(v);
+        // SAFETY: the address is valid (an area); the missing guard is the point.
+        unsafe { p.write_volatile(p.read_volatile().wrapping_add(x)) };
+    }
+}
+
+/// The window: `WINDOW_VA + offset`, no offset register, no preemption guard.
+pub mod window {
+    use super::{PerCpu, WINDOW_VA};
+    use core::sync::atomic::{AtomicU64, Ordering};
+
+    #[inline(always)]
+    fn atomic(v: PerCpu<u64>) -> &'static AtomicU64 {
+        // SAFETY: with `percpu_tables=on` (the caller's rule) WINDOW_VA maps this CPU's area
+        // read-write on every CPU; `v` is an 8-aligned offset inside it.
+        unsafe { AtomicU64::from_ptr((WINDOW_VA + v.off) as *mut u64) }
+    }
+
+    /// `this_cpu_read`: one load.
+    #[inline(always)]
+    pub fn read(v: PerCpu<u64>) -> u64 {
+        atomic(v).load(Ordering::Relaxed)
+    }
+
+    /// `this_cpu_write`: one store.
+    #[inline(always)]
+    pub fn write(v: PerCpu<u64>, x: u64) {
+        atomic(v).store(x, Ordering::Relaxed)
+    }
+
+    /// `this_cpu_add`: one atomic read-modify-write on this CPU's copy.
+    #[inline(always)]
+    pub fn add(v: PerCpu<u64>, x: u64) {
+        atomic(v).fetch_add(x, Ordering::Relaxed);
+    }
+
+    /// `this_cpu_inc`.
+    #[inline(always)]
+    pub fn inc(v: PerCpu<u64>) {
+        add(v, 1)
+    }
+
+    /// `this_cpu_cmpxchg`: returns what the copy held.
+    #[inline(always)]
+    pub fn cmpxchg(v: PerCpu<u64>, old: u64, new: u64) -> u64 {
+        match atomic(v).compare_exchange(old, new, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(x) | Err(x) => x,
+        }
+    }
+
+    /// A plain load, add and store on the window: the seeded bug (`percpu.seed=window-plain`).
+    #[inline(always)]
+    pub fn add_plain(v: PerCpu<u64>, x: u64) {
+        let p = (WINDOW_VA + v.off) as *mut u64;
+        // SAFETY: as in `atomic`; not atomic: the bug the stress test must catch.
+        unsafe { p.write_volatile(p.read_volatile().wrapping_add(x)) };
+    }
+}
+
+/// `this_cpu_read` in the mode the system runs.
+#[inline(always)]
+pub fn this_cpu_read(v: PerCpu<u64>) -> u64 {
+    if tables_on() {
+        window::read(v)
+    } else {
+        base::read(v)
+    }
+}
+
+/// `this_cpu_write` in the mode the system runs.
+#[inline(always)]
+pub fn this_cpu_write(v: PerCpu<u64>, x: u64) {
+    if tables_on() {
+        window::write(v, x)
+    } else {
+        base::write(v, x)
+    }
+}
+
+/// `this_cpu_add` in the mode the system runs.
+#[inline(always)]
+pub fn this_cpu_add(v: PerCpu<u64>, x: u64) {
+    if tables_on() {
+        window::add(v, x)
+    } else {
+        base::add(v, x)
+    }
+}
+
+/// `this_cpu_inc` in the mode the system runs.
+#[inline(always)]
+pub fn this_cpu_inc(v: PerCpu<u64>) {
+    this_cpu_add(v, 1)
+}
+
+/// `this_cpu_cmpxchg` in the mode the system runs.
+#[inline(always)]
+pub fn this_cpu_cmpxchg(v: PerCpu<u64>, old: u64, new: u64) -> u64 {
+    if tables_on() {
+        window::cmpxchg(v, old, new)
+    } else {
+        base::cmpxchg(v, old, new)
+    }
+}
+
+/// The dynamic part: free byte ranges `[start, end)` of every area, and pages mapped.
+struct Dynamic {
+    free: Vec<(u64, u64)>,
+    /// Pages of every area mapped so far (page 0, the static part, included).
+    mapped: u64,
+    /// Bytes handed out now.
+    in_use: u64,
+}
+
+static DYNAMIC: Mutex<Dynamic> = Mutex::new(Dynamic { free: Vec::new(), mapped: 1, in_use: 0 });
+
+/// Counters of the dynamic allocator.
+pub static ALLOCS: AtomicU64 = AtomicU64::new(0);
+pub static FREES: AtomicU64 = AtomicU64::new(0);
+
+/// A bug seeded for the tests (`percpu.seed=`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Seed {
+    None,
+    /// The baseline's add without its preemption guard.
+    NoGuard,
+    /// The window's add as a plain load, add and store.
+    WindowPlain,
+    /// `sync_roots` forgets CPU 1's root.
+    NoSyncCpu1,
+}
+
+static SEED: spin::Once<Seed> = spin::Once::new();
+
+/// The seeded bug (none unless `percpu.seed=` says).
+pub fn seed() -> Seed {
+    *SEED.get().unwrap_or(&Seed::None)
+}
+
+/// Boot words: `percpu_tables=on|off` (default on), `percpu.seed=...` (tests only). Returns
+/// whether the tables are on.
+pub fn parse_args() -> bool {
+    let a = crate::cmdline::args();
+    let s = match a.choice("percpu.seed") {
+        Some("no-guard") => Seed::NoGuard,
+        Some("window-plain") => Seed::WindowPlain,
+        Some("no-sync-cpu1") => Seed::NoSyncCpu1,
+        _ => Seed::None,
+    };
+    SEED.call_once(|| s);
+    tables::SEED_SKIP_CPU1.store(s == Seed::NoSyncCpu1, Ordering::Relaxed);
+    a.choice("percpu_tables") != Some("off")
+}
+
+/// Boot CPU, after `mm::init`: maps every CPU's static page at `AREAS_BASE`, builds the
+/// per-CPU roots and windows, and switches this CPU to its area (and its root when `on`).
+pub fn init(cpus: usize, on: bool) -> Result<(), String> {
+    let cpus = cpus.clamp(1, rt::MAX_CPUS);
+    CPUS.store(cpus, Ordering::Relaxed);
+    for (c, a) in STATIC_AREAS.iter().enumerate().take(cpus) {
+        let pa = crate::mm::layout::image_phys(a as *const StaticArea as u64);
+        crate::mm::map_kernel_page(AREAS_BASE + c as u64 * AREA_SPAN, pa)?;
+    }
+    tables::build(cpus)?;
+    for (c, a) in STATIC_AREAS.iter().enumerate().take(cpus) {
+        let pa = crate::mm::layout::image_phys(a as *const StaticArea as u64);
+        tables::map_window_page(c, 0, pa)?;
+    }
+    DYNAMIC.lock().free = alloc::vec![(PAGE, AREA_SPAN)];
+    AREAS_MAPPED.store(true, Ordering::Release);
+    TABLES_ON.store(on, Ordering::Release);
+    init_cpu(0);
+    Ok(())
+}
+
+/// Every CPU once it runs at its virtual address: TPIDR_EL1 to its area, TTBR1 to its root if
+/// the mode says so.
+pub fn init_cpu(cpu: usize) {
+    if !AREAS_MAPPED.load(Ordering::Acquire) {
+        return;
+    }
+    set_base(cpu);
+    tables::install(cpu, tables_on());
+}
+
+/// Switches every CPU between its own root (window ops allowed) and the shared kernel root;
+/// `on_every_cpu` runs a function on each online CPU and waits for all of them.
+pub fn set_tables(on: bool, on_every_cpu: impl FnOnce(fn(usize)) -> Result<(), String>) -> Result<(), String> {
+    if on {
+        // Roots first, then the flag: no window op before this CPU's root is in.
+        on_every_cpu(|cpu| tables::install(cpu, true))?;
+        TABLES_ON.store(true, Ordering::Release);
+    } else {
+        TABLES_ON.store(false, Ordering::Release);
+        on_every_cpu(|cpu| tables::install(cpu, false))?;
+    }
+    Ok(())
+}
+
+/// Allocates `size` bytes (8-aligned, zeroed in every area) of dynamic per-CPU memory,
+/// growing every area (and window) by fresh frames when needed. Runs with IRQs masked.
+pub fn alloc(size: u64) -> Result<PerCpu<u64>, String> {
+    if !AREAS_MAPPED.load(Ordering::Acquire) {
+        return Err("percpu::alloc before percpu::init".into());
+    }
+    let size = (size.max(8) + 7) & !7;
+    let mut d = DYNAMIC.lock();
+    let i = d.free.iter().position(|&(s, e)| e - s >= size).ok_or_else(|| {
+        format!("per-CPU areas full: {size} bytes asked, {} in use of {}", d.in_use, AREA_SPAN - PAGE)
+    })?;
+    let (s, e) = d.free[i];
+    if s + size == e {
+        d.free.remove(i);
+    } else {
+        d.free[i].0 = s + size;
+    }
+    let need = (s + size).div_ceil(PAGE);
+    while d.mapped < need {
+        let page = d.mapped;
+        for cpu in 0..cpus() {
+            let pa = crate::mm::frames::alloc(1).ok_or("out of frames for a per-CPU page")?;
+            // SAFETY: a fresh frame, reached through the linear map.
+            unsafe { core::ptr::write_bytes((crate::mm::LINEAR_BASE + pa) as *mut u8, 0, PAGE as usize) };
+            crate::mm::map_kernel_page(AREAS_BASE + cpu as u64 * AREA_SPAN + page * PAGE, pa)?;
+            tables::map_window_page(cpu, page, pa)?;
+        }
+        d.mapped += 1;
+    }
+    d.in_use += size;
+    drop(d);
+    for cpu in 0..cpus() {
+        // SAFETY: [s, s + size) lies in mapped pages of every area, handed to nobody else.
+        unsafe { core::ptr::write_bytes((area_va(cpu) + s) as *mut u8, 0, size as usize) };
+    }
+    ALLOCS.fetch_add(1, Ordering::Relaxed);
+    Ok(PerCpu::at(s as usize))
+}
+
+/// Gives back `size` bytes at `v` (from [`alloc`] with the same size).
+pub fn free(v: PerCpu<u64>, size: u64) {
+    let size = (size.max(8) + 7) & !7;
+    let (s, e) = (v.off, v.off + size);
+    let mut d = DYNAMIC.lock();
+    let i = d.free.partition_point(|&(fs, _)| fs < s);
+    d.free.insert(i, (s, e));
+    // Merge with the neighbours.
+    if i + 1 < d.free.len() && d.free[i].1 == d.free[i + 1].0 {
+        d.free[i].1 = d.free[i + 1].1;
+        d.free.remove(i + 1);
+    }
+    if i > 0 && d.free[i - 1].1 == d.free[i].0 {
+        d.free[i - 1].1 = d.free[i].1;
+        d.free.remove(i);
+    }
+    d.in_use -= size;
+    FREES.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Pages each area has mapped (the static page included).
+pub fn mapped_pages() -> u64 {
+    DYNAMIC.lock().mapped
+}
+
+/// Every canary of every area, checked: the first bad one.
+pub fn check_canaries() -> Result<(), String> {
+    for c in 0..cpus() {
+        let a = area_va(c) as *const StaticArea;
+        // SAFETY: every area's page 0 is mapped (and is `STATIC_AREAS[c]`).
+        let (lo, hi, cpu) = unsafe { ((*a).canary_lo, (*a).canary_hi, (*a).cpu) };
+        if lo != CANARY ^ c as u64 || hi != CANARY ^ c as u64 || cpu != c as u64 {
+            return Err(format!(
+                "CPU {c}'s area: canaries {lo:#x} {hi:#x}, cpu {cpu} (want {:#x}, {c})",
+                CANARY ^ c as u64
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Ticks whose window check ran, and ticks that found the window showing another CPU's area.
+pub static WINDOW_CHECKS: AtomicU64 = AtomicU64::new(0);
+pub static WINDOW_MISMATCHES: AtomicU64 = AtomicU64::new(0);
+
+/// The tick (IRQ context, so this cannot move): with the tables on, the window must show this
+/// CPU's own area (its `cpu` word and canaries).
+pub fn check_window_on_tick(cpu: usize) {
+    if !tables_on() {
+        return;
+    }
+    WINDOW_CHECKS.fetch_add(1, Ordering::Relaxed);
+    let a = WINDOW_VA as *const StaticArea;
+    // SAFETY: with the tables on, this CPU runs on its own root, whose window maps its area's
+    // page 0 (a StaticArea) read-write.
+    let (c, lo, hi) = unsafe { ((*a).cpu, (*a).canary_lo, (*a).canary_hi) };
+    let want = CANARY ^ cpu as u64;
+    if c != cpu as u64 || lo != want || hi != want {
+        WINDOW_MISMATCHES.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Where [`late_map`] maps its page: top-level slot 253 of the upper half, empty until then.
+pub const LATE_VA: u64 = 0xffff_7e80_0000_0000;
+const LATE_PATTERN: u64 = 0x1a7e_0a11_cafe_f00d;
+
+/// Maps a page at [`LATE_VA`] once (a top-level slot nothing used: the per-CPU roots get the new
+/// entry from `tables::sync_roots`) and writes a pattern through it. Returns whether this call
+/// mapped it.
+pub fn late_map() -> Result<bool, String> {
+    static MAPPED: spin::Once<Result<(), String>> = spin::Once::new();
+    let mut now = false;
+    MAPPED.call_once(|| {
+        now = true;
+        let pa = crate::mm::frames::alloc(1).ok_or("no frame for the late mapping")?;
+        crate::mm::map_kernel_page(LATE_VA, pa)?;
+        // SAFETY: the page just mapped RW at LATE_VA (in this CPU's root too).
+        unsafe { (LATE_VA as *mut u64).write_volatile(LATE_PATTERN) };
+        Ok(())
+    });
+    MAPPED.get().cloned().unwrap_or_else(|| Err("late mapping in progress".into()))?;
+    Ok(now)
+}
+
+/// Whether this CPU reads the pattern at [`LATE_VA`] (a fault is caught and counts as no).
+/// One CPU at a time: the fault probe is armed for one CPU only.
+pub fn late_read() -> bool {
+    static PROBE: Mutex<()> = Mutex::new(());
+    let _g = PROBE.lock();
+    crate::mm::fault::probe_read(LATE_VA) == Ok(LATE_PATTERN)
+}
