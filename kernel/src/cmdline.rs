@@ -43,7 +43,7 @@ pub const WORDS: &[Word] = &[
         &["on", "off"],
         "per-CPU TTBR1 roots and the this_cpu window at one fixed VA (default on; switchable at run time)",
     ),
-    Word::uint("percpu.rounds", 1, 64, "bench=percpu: rounds (default 20)"),
+    Word::uint("percpu.rounds", 1, 64, "bench=percpu: rounds (default 20, 3 under -icount)"),
     Word::choice(
         "percpu.seed",
         &["no-guard", "window-plain", "no-sync-cpu1"],

@@ -36,6 +36,7 @@ fn stress_held(r: &Run, mode: &str, cpus: u64) {
     assert_eq!(s.bool("canaries_ok"), Some(true), "{mode}: canaries");
     assert_eq!(s.u64("window_mismatches"), Some(0), "{mode}: window");
     assert_eq!(s.u64("late_map_seen"), Some(all), "{mode}: late mapping\n{}", r.dump());
+    assert_eq!(s.u64("shootdowns"), Some(cpus), "{mode}: every CPU answers a shootdown IPI");
     assert!(s.u64("preempted").unwrap() > 0, "{mode}: no task was preempted in the kernel\n{}", r.dump());
     assert!(s.u64("pulls").unwrap() + s.u64("pushes").unwrap() > 0, "{mode}: no migration\n{}", r.dump());
     if mode == "window" {

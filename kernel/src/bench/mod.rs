@@ -51,8 +51,12 @@ pub fn run(name: &str) -> Result<(), String> {
         }
         "percpu" => {
             // An EL0 program (user/src/bin/percpu_bench.rs).
-            let rounds = crate::cmdline::args().uint("percpu.rounds").unwrap_or(20);
-            let failed = crate::sched::run_programs(&[("percpu_bench".into(), format!("rounds={rounds}"))])?;
+            // `percpu.rounds=N` is passed on (the program's default: 20, or 3 under -icount).
+            let args = match crate::cmdline::args().uint("percpu.rounds") {
+                Some(r) => format!("rounds={r}"),
+                None => String::new(),
+            };
+            let failed = crate::sched::run_programs(&[("percpu_bench".into(), args)])?;
             if failed != 0 {
                 return Err("the percpu benchmark program failed".into());
             }

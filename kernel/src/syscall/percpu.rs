@@ -171,14 +171,17 @@ fn late_map() -> Result<u64, i64> {
     Ok(seen)
 }
 
-/// `n` ops of kind `which` on static counter 7 with IRQs masked; (instructions, ticks) of the
-/// whole loop to `out`.
+/// `n` ops of kind `which` on static counter 7 with IRQs masked (every cmpxchg succeeds);
+/// (instructions, ticks) of the whole loop to `out`.
 fn bench(which: u64, n: u64, out: u64) -> Result<u64, i64> {
     let v = pc::static_counter(7);
     let needs_window = matches!(which, bench_op::WINDOW_ADD | bench_op::WINDOW_CMPXCHG);
     if which > bench_op::EMPTY || (needs_window && !pc::tables_on()) {
         return Err(errno::EINVAL);
     }
+    // This CPU's copy from 0, so every cmpxchg(i, i + 1) below succeeds (IRQs are masked: the
+    // loop stays on this CPU and nothing else writes the copy).
+    base::write(v, 0);
     let pmu = crate::perf::Pmu::enable();
     let (t0, (_, i0)) = (crate::irq::timer::now(), pmu.read());
     match which {

@@ -115,6 +115,9 @@ fn run_mode(mode: &str, tasks: u64) -> bool {
     let canaries = sys::percpu(op::CHECK, 0, 0, 0).is_ok();
     let online = (1u64 << NCPUS.load(Ordering::Relaxed)) - 1;
     let late = sys::percpu(op::LATE_MAP, 0, 0, 0).unwrap_or(0);
+    // A local TLB shootdown by IPI on every CPU: each must answer.
+    let shot = sys::percpu(op::SHOOTDOWN, online, 0, 0).unwrap_or(0);
+    let shootdowns = sys::percpu_stats().map(|s| s.shootdowns - after.shootdowns).unwrap_or(0);
     let _ = sys::percpu(op::FREE, dynv, 8, 0);
     let lost = (want - sum_static.min(want)) + (want - sum_dyn.min(want));
     let extra = sum_static.saturating_sub(want) + sum_dyn.saturating_sub(want);
@@ -138,6 +141,7 @@ fn run_mode(mode: &str, tasks: u64) -> bool {
         .u64("window_mismatches", mismatches)
         .bool("canaries_ok", canaries)
         .hex("late_map_seen", late)
+        .u64("shootdowns", shootdowns)
         .u64("call_errors", errors)
         .u64("bad_exits", bad_exits)
         .u64("ms", ns / 1_000_000);
@@ -154,6 +158,7 @@ fn run_mode(mode: &str, tasks: u64) -> bool {
     why(canaries, "a canary of a per-CPU area changed");
     why(mismatches == 0, "the window showed another CPU's area on a tick");
     why(late == online, "a page mapped after boot was not read right on every CPU");
+    why(shot == NCPUS.load(Ordering::Relaxed) && shootdowns == shot, "a CPU did not answer the TLB shootdown IPI");
     why(preempted > 0, "no task was preempted inside the kernel");
     why(online == 1 || migrations > 0, "no task migrated");
     ok
