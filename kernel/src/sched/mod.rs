@@ -190,12 +190,14 @@ pub fn start_program(name: &str, args: &str) -> Result<Arc<Process>, String> {
     Ok(p)
 }
 
-/// A new task of `p` at EL0 `entry` with stack `sp` and x0/x1 = `args`, on `cpu` (None:
-/// round-robin over the online CPUs). Returns its id.
+/// A new task of `p` at EL0 `entry` with stack `sp` and x0/x1 = `args`, on `cpu` (bound to it:
+/// only an affinity change moves it) or, for None, round-robin over the online CPUs (free to
+/// migrate). Returns its id.
 pub fn spawn(p: &Arc<Process>, entry: u64, sp: u64, args: [u64; 2], cpu: Option<usize>) -> Result<u64, i64> {
     if p.live.load(Ordering::Acquire) >= MAX_TASKS {
         return Err(abi::syscall::errno::ENOMEM);
     }
+    let bound = cpu.map(|c| 1u64 << c);
     let cpu = match cpu {
         Some(c) => c,
         None => {
@@ -222,6 +224,11 @@ pub fn spawn(p: &Arc<Process>, entry: u64, sp: u64, args: [u64; 2], cpu: Option<
         f.sp_el0 = sp;
     }
     let t = Arc::new(Task::new(tid, p.clone(), cpu, (va, task::KSTACK_PAGES), switch::first_context(frame)));
+    // A task started on a named CPU stays there (load balancing leaves it alone) until it
+    // changes its affinity.
+    if let Some(m) = bound {
+        t.affinity.store(m, Ordering::Relaxed);
+    }
     p.tasks.lock().insert(tid, Arc::downgrade(&t));
     // The first task is the main one (its status is the process's): recorded before it can run.
     let _ = p.main_tid.compare_exchange(0, tid, Ordering::AcqRel, Ordering::Relaxed);

@@ -25,7 +25,7 @@
 //! | [`nr::MUNMAP`] | addr (page aligned), len | 0 (unmapping nothing is fine) |
 //! | [`nr::MPROTECT`] | addr (page aligned), len, prot | 0; ENOMEM if part of the range is not mapped |
 //! | [`nr::COUNTERS`] | `*mut Counters`, size in bytes (multiple of 8) | bytes written |
-//! | [`nr::SPAWN`] | entry, stack top (16-aligned), argument (x0 of the new task), CPU ([`ANY_CPU`] or an index) | the new task's id; it shares this task's address space |
+//! | [`nr::SPAWN`] | entry, stack top (16-aligned), argument (x0 of the new task), CPU ([`ANY_CPU`]: placed round-robin, free to migrate; or an index: bound to that CPU until its affinity changes) | the new task's id; it shares this task's address space |
 //! | [`nr::WAIT`] | task id (of this address space, not the caller) | its exit status ([`EXIT_KILLED`] if a fault ended it); reaps it |
 //! | [`nr::SYSCTL`] | knob ([`sysctl`]), value ([`SYSCTL_GET`]: only read) | the previous value |
 //! | [`nr::FAULT_HANDLER`] | entry (0: none), cookie | the previous entry |

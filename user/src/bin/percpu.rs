@@ -8,7 +8,8 @@
 //! * `seeded`: the bug `percpu.seed=` planted (no-guard, window-plain): the sum must come out
 //!   wrong, and this program fails.
 //!
-//! `tasks=N` tasks (default 3 per CPU) all start on CPU 0 (load balancing spreads them), and
+//! `tasks=N` tasks (default 3 per CPU) all start bound to CPU 0 (their affinity changes and load
+//! balancing spread them), and
 //! each runs `rounds=R` rounds of `iters=K` adds to a static and to a dynamic per-CPU counter in
 //! the kernel, where the tick preempts it (the adds run with IRQs on); every few rounds it
 //! changes its affinity to one CPU and back to all, so it migrates. Then the sums over every
@@ -92,7 +93,7 @@ fn run_mode(mode: &str, tasks: u64) -> bool {
     let mut tids = [0u64; MAX_TASKS];
     let mut started = 0;
     for (i, t) in tids.iter_mut().enumerate().take(tasks as usize) {
-        // All on CPU 0: balancing has to spread them.
+        // All on CPU 0 (bound there until their first affinity change): migration spreads them.
         match user::thread::spawn(worker, i as u64, if NCPUS.load(Ordering::Relaxed) > 1 { 0 } else { ANY_CPU }) {
             Ok(tid) => {
                 *t = tid;
