@@ -7,6 +7,9 @@
 //! 0xffff_0000_2000_0000  the kernel image (text RX, rodata R, data/BSS RW + NX)
 //! 0xffff_0000_4000_0000  vmalloc area: task kernel stacks, pages whose permissions change
 //! 0xffff_4000_0000_0000  scratch tables of the benchmarks (never installed)
+//! 0xffff_7e80_0000_0000  test=percpu's late mapping (a top-level slot of its own, 253)
+//! 0xffff_7f00_0000_0000  per-CPU areas, 2 MiB apart (slot 254; `percpu::AREAS_BASE`)
+//! 0xffff_7f80_0000_0000  the per-CPU window: this CPU's area, in its own root only (slot 255)
 //! 0xffff_8000_0000_0000  linear map: physical address pa at LINEAR_BASE + pa
 //! ```
 //!
@@ -27,7 +30,8 @@ pub const VMALLOC_START: u64 = 0xffff_0000_4000_0000;
 /// End of the vmalloc area.
 pub const VMALLOC_END: u64 = 0xffff_4000_0000_0000;
 /// Scratch tables of the benchmarks map RAM at `SCRATCH_BASE + pa` (never installed in a TTBR,
-/// so nothing walks them; the VA range is unused by the kernel's own table).
+/// so nothing walks them; the VA range is unused by the kernel's own table). The per-CPU slots
+/// 253-255 lie inside that range: no clash while RAM stays below 126 TiB.
 pub const SCRATCH_BASE: u64 = 0xffff_4000_0000_0000;
 /// Where the image's first byte (its header) is mapped.
 pub const KIMAGE_VA: u64 = 0xffff_0000_2000_0000;
