@@ -8,7 +8,8 @@
 //! * scenario 2: manual-protect with initially-set; timed: clearing the whole bitmap (each 64-page
 //!   word protects and splits its pages), 1 GiB of mask per call.
 //!
-//! For each backing (already split 4 KiB, 2 MiB blocks, 1 GiB blocks) and walker, one row: time
+//! For each backing (already split 4 KiB write-protected by a warm-up, `4K-rw` freshly mapped
+//! 4 KiB with every page writable, 2 MiB blocks, 1 GiB blocks) and walker, one row: time
 //! of the timed calls (guest clock, median and spread), the hypervisor's own split-walk time,
 //! walker visits by level (split walks, and level 3 of the write-protect walks), TLBIs, DSBs,
 //! page-table pages, blocks split, instructions (meaningful with `--icount`), and the ratios
@@ -16,8 +17,10 @@
 //! time and instructions per visit (`split_ns_per_visit`, `split_insns_per_visit`) and the whole
 //! operation's per 4 KiB page of the slot, i.e. per final PTE (`ns_per_pte`, `insns_per_pte`,
 //! and `insns_per_gib` to set beside KVM's figures). Blocks are restored between iterations by deleting and re-creating the
-//! slot (untimed); the 4 KiB slot is kept (after one untimed warm-up run, its pages stay
-//! write-protected, as after a first enable in KVM).
+//! slot (untimed); the `4K` slot is kept (after one untimed warm-up run, its pages stay
+//! write-protected, as after a first enable in KVM: a re-enable then skips its read-only
+//! tables); the `4K-rw` slot is re-created before every run (untimed), so each enable
+//! write-protects every PTE, as KVM's first enable after the guest wrote its memory.
 //!
 //! Options: `split.iters=N` (default 3; `cargo xtask bench split --icount` passes 1: counts are
 //! deterministic), `split.gib=N` (slot size, default 64), `split.chunk=MIB` (eager-split chunk,
@@ -77,6 +80,9 @@ struct Slot {
     base: u64,
     size: u64,
     backing: u64,
+    /// Re-created before every timed run even with 4 KiB backing: every page starts writable
+    /// (the state KVM's enable meets after the guest wrote its memory).
+    fresh: bool,
 }
 
 impl Slot {
@@ -94,7 +100,7 @@ impl Slot {
 fn once(pmu: &Pmu, slot: &mut Slot, scenario: u8, mask: &[u64]) -> Result<(u64, u64), String> {
     // Restore the starting state (untimed): blocks by re-creating, pages by re-creating once.
     let id = match (slot.id, slot.backing) {
-        (Some(id), hc::MEMSLOT_BACKING_4K) => id,
+        (Some(id), hc::MEMSLOT_BACKING_4K) if !slot.fresh => id,
         _ => slot.recreate()?,
     };
     let pages = slot.size / PAGE;
@@ -139,17 +145,23 @@ pub fn run() -> Result<(), String> {
     // 1 GiB of mask per CLEAR call: 32 KiB.
     let mask = vec![u64::MAX; (GIB / PAGE / 64) as usize];
     for scenario in [1u8, 2] {
-        for (backing, bname) in
-            [(hc::MEMSLOT_BACKING_4K, "4K"), (hc::MEMSLOT_BACKING_2M, "2M"), (hc::MEMSLOT_BACKING_1G, "1G")]
-        {
-            let mut slot = Slot { id: None, base, size, backing };
+        // "4K": already split and write-protected by an untimed warm-up (a re-enable: its tables
+        // say "no writable leaf below", the write-protect skips them); "4K-rw": re-created
+        // before every run, every page writable (a first enable: every PTE is write-protected).
+        for (backing, bname, fresh) in [
+            (hc::MEMSLOT_BACKING_4K, "4K", false),
+            (hc::MEMSLOT_BACKING_4K, "4K-rw", true),
+            (hc::MEMSLOT_BACKING_2M, "2M", false),
+            (hc::MEMSLOT_BACKING_1G, "1G", false),
+        ] {
+            let mut slot = Slot { id: None, base, size, backing, fresh };
             let mut samples: [Samples; 3] = Default::default();
             rt::println!(
                 "kernel: split: scenario {scenario} ({}), {bname} backing: {} walkers x {iters}",
                 if scenario == 1 { "enable" } else { "manual clear" },
                 WALKERS.len()
             );
-            if backing == hc::MEMSLOT_BACKING_4K {
+            if backing == hc::MEMSLOT_BACKING_4K && !fresh {
                 // Warm-up (untimed): the first enable of an already-split slot write-protects
                 // every page; later ones find them protected, as a re-enable in KVM does.
                 once(&pmu, &mut slot, scenario, &mask)?;

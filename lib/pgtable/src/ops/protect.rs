@@ -117,9 +117,15 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
 
     /// `write_protect` of the entries of the level-3 table below the level-2 entry `en` that lie
     /// in `[s, e)`: clears write access in every valid page, one loop over raw descriptors.
+    /// Removing write access from a valid page always needs a flush (never elided, never a
+    /// relaxation), so the loop records one range for the gather instead of deciding per entry
+    /// (per entry only under the seeded bugs that act in that decision).
     fn write_protect_leaf_table(&mut self, en: &Entry, s: u64, e: u64) -> Result<(), Error> {
         let t = en.desc.addr();
         let regime = self.regime;
+        let mut per_entry = seeded_bug!(self, ElideTlbiRwToRo);
+        per_entry |= seeded_bug!(self, LazyRelaxAnyPermission);
+        let (mut lo, mut hi, mut global, mut written) = (u64::MAX, 0u64, false, 0u64);
         for i in leaf_indices(en, s, e) {
             let d = self.read_desc(t, i);
             if !grants_write(regime, d) {
@@ -140,8 +146,25 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
                 continue;
             }
             let new = without_write(regime, d);
-            self.write(t, i, new);
-            self.record_leaf_change(off, 3, d, new);
+            self.frames.write_desc(t, i, new.0);
+            written += 1;
+            if per_entry {
+                self.record_leaf_change(off, 3, d, new);
+            } else {
+                lo = lo.min(off);
+                hi = off + PAGE_SIZE;
+                global |= self.is_global(d);
+            }
+        }
+        // The write accounting of `Ctx::write` and the gather entries of `record_leaf_change`,
+        // once for the loop.
+        self.stats.desc_writes += written;
+        if written != 0 {
+            self.gather.note_write();
+        }
+        if self.live && lo < hi {
+            self.gather.add_leaf(lo, PAGE_SIZE, global);
+            self.gather.add_leaf(hi - PAGE_SIZE, PAGE_SIZE, global);
         }
         Ok(())
     }
