@@ -240,17 +240,11 @@ fn clear_words(
 ) -> Result<(), HypError> {
     // As KVM: only with initially-set do clears split (otherwise enable already did).
     let split_here = log.manual && log.eager;
-    let words = log.dirty.words();
-    for w in 0..req.mask_words() {
-        let m = req.applied(w, mask(w));
-        if m == 0 {
-            continue;
-        }
-        words[req.bitmap_word(w)] &= !m;
-        // As KVM: protect (and split) from the first to the last cleared page of the word. Split
-        // first: `protect` would otherwise split the blocks at the range ends itself, one level
-        // at a time, instead of the split walker (KVM's write-protect walk leaves blocks whole).
-        let (lo, hi) = req.protect_span(w, m);
+    // As KVM: protect (and split) from the first to the last cleared page of each word. Split
+    // first: `protect` would otherwise split the blocks at the range ends itself, one level at a
+    // time, instead of the split walker (KVM's write-protect walk leaves blocks whole). Words
+    // whose spans touch go as one run: one walk and one flush instead of one per 64 pages.
+    let mut protect = |lo: u64, hi: u64| -> Result<(), HypError> {
         let r = Range::new(slot.base + lo * PAGE, slot.base + hi * PAGE);
         if split_here {
             split::split_range(s2, tlb, r, opts, None)?;
@@ -259,8 +253,24 @@ fn clear_words(
         if split_here {
             split::check_split(s2, r, slot);
         }
+        Ok(())
+    };
+    let words = log.dirty.words();
+    let mut run = None;
+    for w in 0..req.mask_words() {
+        let m = req.applied(w, mask(w));
+        if m == 0 {
+            continue;
+        }
+        words[req.bitmap_word(w)] &= !m;
+        if let Some((lo, hi)) = hypcore::dirty::extend_run(&mut run, req.protect_span(w, m)) {
+            protect(lo, hi)?;
+        }
     }
-    Ok(())
+    match run {
+        Some((lo, hi)) => protect(lo, hi),
+        None => Ok(()),
+    }
 }
 
 /// TLB maintenance on this CPU only: the inner-shareable forms become local ones. For a

@@ -88,9 +88,34 @@ impl ClearRequest {
     }
 }
 
+/// Adds the span `[lo, hi)` of the next mask word to the current run of pages to write-protect:
+/// a span that starts where the run ends extends it; any other span starts a new run, and the
+/// finished run is returned. Contiguous words then cost one write-protect (one walk, one flush)
+/// instead of one each, and exactly the same pages are protected.
+pub fn extend_run(run: &mut Option<(u64, u64)>, span: (u64, u64)) -> Option<(u64, u64)> {
+    match run {
+        Some((_, hi)) if *hi == span.0 => {
+            *hi = span.1;
+            None
+        }
+        _ => run.replace(span),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn contiguous_spans_make_one_run_and_a_gap_ends_it() {
+        let mut run = None;
+        let mut done = alloc::vec::Vec::new();
+        for span in [(0, 64), (64, 128), (128, 130), (192, 256), (256, 320), (330, 331)] {
+            done.extend(extend_run(&mut run, span));
+        }
+        done.extend(run);
+        assert_eq!(done, [(0, 130), (192, 320), (330, 331)]);
+    }
 
     #[test]
     fn last_word_of_an_odd_slot_is_exact() {
