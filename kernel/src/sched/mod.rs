@@ -239,8 +239,19 @@ pub fn spawn(p: &Arc<Process>, entry: u64, sp: u64, args: [u64; 2], cpu: Option<
 }
 
 /// Makes `t` runnable on its CPU (and wakes that CPU if it is another).
+///
+/// A task may be woken while it still runs: between putting itself on a wait list (or the
+/// sleepers) and its own `schedule()`. Then it is only marked ready: its `schedule()` keeps it
+/// (it requeues a ready task). Queuing it here as well would put it on the queue twice, and
+/// the second copy would run it again after it exited. `schedule` takes the task off `current`
+/// under the same lock, so the two cannot both miss or both queue it.
 pub fn wake(t: Arc<Task>) {
+    let cur = CPUS[t.cpu()].current.lock();
     t.set_state(State::Ready);
+    if cur.as_ref().is_some_and(|c| Arc::ptr_eq(c, &t)) {
+        return;
+    }
+    drop(cur);
     enqueue(t);
 }
 
@@ -296,7 +307,10 @@ fn use_mm(cpu: usize, p: Option<&Arc<Process>>) {
 pub fn schedule() {
     let cpu = this_cpu();
     let c = &CPUS[cpu];
-    let Some(prev) = c.current.lock().take() else {
+    // Held until `current` names the next task: `wake` decides under it whether the task it
+    // wakes is still running here (see there). Lock order: `current`, then `queue`.
+    let mut cur = c.current.lock();
+    let Some(prev) = cur.take() else {
         return;
     };
     let now = timer::now();
@@ -316,7 +330,7 @@ pub fn schedule() {
         if Arc::ptr_eq(n, &prev) {
             prev.set_state(State::Running);
             prev.ran_since.store(now, Ordering::Relaxed);
-            *c.current.lock() = Some(prev);
+            *cur = Some(prev);
             return;
         }
     }
@@ -328,7 +342,7 @@ pub fn schedule() {
         Some(n) => {
             start_running(cpu, &n);
             let ctx = n.ctx.get();
-            *c.current.lock() = Some(n);
+            *cur = Some(n);
             ctx
         }
         None => {
@@ -337,6 +351,7 @@ pub fn schedule() {
             c.idle.get()
         }
     };
+    drop(cur);
     // SAFETY: `save` belongs to the task kept in `c.prev` (alive until the next context has
     // run `finish_switch`), `load` to a task or this CPU's idle loop, all on this CPU with
     // IRQs masked; no Arc is held on this stack across the switch.
