@@ -21,7 +21,7 @@ use abi::hypercall as hc;
 use core::sync::atomic::Ordering;
 use hypcore::dirty::{self as bits, ClearRequest};
 use pgtable::hw::HwTlb;
-use pgtable::{Barrier, Perms, Shareability, TlbFeatures, TlbMaintenance, Tlbi, TlbiOp};
+use pgtable::{Barrier, CrossingBlocks, Perms, Shareability, TlbFeatures, TlbMaintenance, Tlbi, TlbiOp};
 
 pub use crate::split::set_check_split;
 
@@ -95,7 +95,7 @@ pub fn enable_slot(id: u64, flags: u64, internal: bool) -> Result<(), HypError> 
         let mut guard = STAGE2.lock();
         let s2 = guard.as_mut().ok_or(HypError::NoMemory)?;
         let mut tlb = HwTlb::detect();
-        split::write_protect(s2, &mut tlb, slot.range())?;
+        split::write_protect(s2, &mut tlb, slot.range(), CrossingBlocks::Split)?;
         if eager {
             let r = split::split_range(s2, &mut tlb, slot.range(), opts, Some(SlotMapping::of(slot)));
             s2.frames_mut().drain();
@@ -224,7 +224,7 @@ pub mod internal {
         let r = slot.range();
         let mut guard = STAGE2.lock();
         let s2 = guard.as_mut().ok_or(HypError::NoMemory)?;
-        split::write_protect(s2, &mut HwTlb::detect(), r)
+        split::write_protect(s2, &mut HwTlb::detect(), r, CrossingBlocks::Split)
     }
 }
 
@@ -240,18 +240,21 @@ fn clear_words(
 ) -> Result<(), HypError> {
     // As KVM: only with initially-set do clears split (otherwise enable already did).
     let split_here = log.manual && log.eager;
-    // As KVM: protect (and split) from the first to the last cleared page of each word. Split
-    // first: `protect` would otherwise split the blocks at the range ends itself, one level at a
-    // time, instead of the split walker (KVM's write-protect walk leaves blocks whole). Words
+    // As KVM: protect (and split) from the first to the last cleared page of each word. Words
     // whose spans touch go as one run: one walk and one flush instead of one per 64 pages.
+    // Splitting too: write-protect first, as KVM, with blocks crossing the run's ends protected
+    // whole (KVM's write-protect walk leaves blocks whole), then split: the split builds the
+    // pages read-only at once, instead of building them writable and then clearing write in
+    // each of them. Without the split, blocks crossing the ends are split one level, so
+    // nothing outside the run becomes read-only.
     let mut protect = |lo: u64, hi: u64| -> Result<(), HypError> {
         let r = Range::new(slot.base + lo * PAGE, slot.base + hi * PAGE);
         if split_here {
+            split::write_protect(s2, tlb, r, CrossingBlocks::ProtectWhole)?;
             split::split_range(s2, tlb, r, opts, None)?;
-        }
-        split::write_protect(s2, tlb, r)?;
-        if split_here {
             split::check_split(s2, r, slot);
+        } else {
+            split::write_protect(s2, tlb, r, CrossingBlocks::Split)?;
         }
         Ok(())
     };

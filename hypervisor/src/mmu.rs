@@ -23,8 +23,11 @@ use pgtable::{
 use spin::Mutex;
 
 /// Page-table frames from the hypervisor's pool (identity mapped), with a page cache: single
-/// frames taken (zeroed) ahead of time by [`HypFrames::top_up`] are handed out first, so a
-/// split walk allocates without going to the buddy allocator (as KVM's memory caches).
+/// frames taken ahead of time by [`HypFrames::top_up`] are handed out first, so a split walk
+/// allocates without going to the buddy allocator (as KVM's memory caches). Cached frames are
+/// not zeroed ahead: a frame is zeroed when it is handed out for a table that starts empty, and
+/// not at all for a level-3 table the library fills whole (`alloc_filled`: every new table of
+/// an eager split), nor when the cache is drained unused.
 pub struct HypFrames {
     cache: Vec<u64>,
 }
@@ -35,15 +38,17 @@ impl HypFrames {
     }
 
     fn take(pages: usize) -> Option<u64> {
-        let frame = FRAMES.lock().alloc(pages)?;
-        let pa = frame as u64 * PAGE;
-        // SAFETY: the frames were just handed to us and are mapped (identity).
-        unsafe { core::ptr::write_bytes(pa as *mut u8, 0, pages * PAGE as usize) };
-        Some(pa)
+        FRAMES.lock().alloc(pages).map(|frame| frame as u64 * PAGE)
     }
 
-    /// Fills the cache up to `pages` zeroed frames; false if the pool ran out (the frames taken
-    /// so far stay cached).
+    fn zero(pa: u64, pages: usize) {
+        // SAFETY: the frames at `pa` are ours (just taken from the pool or the cache, handed to
+        // nobody yet) and identity mapped at EL2.
+        unsafe { core::ptr::write_bytes(pa as *mut u8, 0, pages * PAGE as usize) };
+    }
+
+    /// Fills the cache up to `pages` frames; false if the pool ran out (the frames taken so far
+    /// stay cached).
     pub fn top_up(&mut self, pages: usize) -> bool {
         if self.cache.try_reserve(pages.saturating_sub(self.cache.len())).is_err() {
             return false;
@@ -64,21 +69,29 @@ impl HypFrames {
             f.dealloc((pa / PAGE) as usize, 1);
         }
     }
+
+    /// One frame, from the cache first; its contents are whatever it held.
+    fn take_one(&mut self) -> Option<u64> {
+        self.cache.pop().or_else(|| Self::take(1))
+    }
 }
 
 // SAFETY: frames come from the buddy allocator over the hypervisor's own pool, which nothing
 // else uses (cached ones included: the cache owns them until handed out here); the buddy
-// allocator aligns an n-frame block to n frames; they are zeroed (cached frames when taken, and
-// never written while cached) and identity mapped at EL2, so `pa as *mut u64` reaches the
-// whole frame.
+// allocator aligns an n-frame block to n frames; `alloc_zeroed` zeroes what it hands out and
+// `alloc_filled` writes every entry of its frame (the contract of both); frames are identity
+// mapped at EL2, so `pa as *mut u64` reaches the whole frame.
 unsafe impl FrameAlloc for HypFrames {
     fn alloc_zeroed(&mut self, pages: usize) -> Option<PhysAddr> {
-        if pages == 1 {
-            if let Some(pa) = self.cache.pop() {
-                return Some(PhysAddr::new(pa));
-            }
-        }
-        Self::take(pages).map(PhysAddr::new)
+        let pa = if pages == 1 { self.take_one()? } else { Self::take(pages)? };
+        Self::zero(pa, pages);
+        Some(PhysAddr::new(pa))
+    }
+    fn alloc_filled(&mut self, first: u64, step: u64) -> Option<PhysAddr> {
+        let pa = self.take_one()?;
+        // SAFETY: `pa` is a whole frame, ours alone and linked nowhere yet (see `take_one`).
+        unsafe { pgtable::frame::fill_unlinked(pa as *mut u64, first, step) };
+        Some(PhysAddr::new(pa))
     }
     fn free(&mut self, pa: PhysAddr, pages: usize) {
         FRAMES.lock().dealloc((pa.as_u64() / PAGE) as usize, pages);

@@ -13,7 +13,7 @@ use abi::error::HypError;
 use abi::hypercall::WalkerMode;
 use core::sync::atomic::{AtomicBool, Ordering};
 use pgtable::hw::HwTlb;
-use pgtable::Perms;
+use pgtable::{CrossingBlocks, Perms};
 use spin::Mutex;
 
 /// How splits are walked and chunked (`WALKER_MODE`).
@@ -142,10 +142,11 @@ pub fn split_range(
 
 /// Write-protects `r`: clears write access and keeps the rest (the guest's RAM stays
 /// executable), as KVM's `kvm_pgtable_stage2_wrprotect`; tables already without a writable
-/// page below are skipped whole. Counts the walk's visits.
-pub fn write_protect(s2: &mut S2, tlb: &mut HwTlb, r: Range) -> Result<(), HypError> {
+/// page below are skipped whole; blocks crossing the ends of `r` are split or protected whole
+/// (`crossing`). Counts the walk's visits.
+pub fn write_protect(s2: &mut S2, tlb: &mut HwTlb, r: Range, crossing: CrossingBlocks) -> Result<(), HypError> {
     let before = s2.stats().walk;
-    let res = s2.write_protect(tlb, ipa(r.start), r.len());
+    let res = s2.write_protect_with(tlb, ipa(r.start), r.len(), crossing);
     DIRTY.add_protect_visits(&before, &s2.stats().walk);
     res.map_err(map_err)
 }

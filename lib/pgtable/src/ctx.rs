@@ -137,6 +137,17 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
         Ok(t)
     }
 
+    /// A new level-3 table for the entry at input offset `off` (level 2), entry `i` =
+    /// `first + i * step`, filled before anything can reach it ([`FrameAlloc::alloc_filled`]).
+    pub fn alloc_filled_table(&mut self, off: u64, level: usize, first: u64, step: u64) -> Result<PhysAddr, Error> {
+        let addr = self.regime.input_base().wrapping_add(off);
+        let t = self.frames.alloc_filled(first, step).ok_or(Error::OutOfMemory { addr, level })?;
+        self.stats.table_pages += 1;
+        self.stats.tables_allocated += 1;
+        self.stats.desc_writes += ENTRIES_PER_TABLE as u64;
+        Ok(t)
+    }
+
     /// Clears the summary bits `bits` of the table entry `e` (before something may place a
     /// block, or a writable leaf, below it). Only ignored bits change: no TLB maintenance.
     pub fn clear_table_summary(&mut self, e: &Entry, bits: u64) {

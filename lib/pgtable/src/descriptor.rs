@@ -141,7 +141,7 @@ pub mod sw {
 pub const IGNORED_LEAF_BITS: u64 = sw::MASK | (1 << 63);
 
 const OA_MASK: u64 = 0x0000_ffff_ffff_f000;
-const CONT_BIT: u64 = 1 << 52;
+pub(crate) const CONT_BIT: u64 = 1 << 52;
 
 /// A raw descriptor as stored in a table.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -280,6 +280,19 @@ pub const fn without_write(regime: Regime, d: Desc) -> Desc {
     match regime {
         Regime::Stage2 { .. } => Desc(d.0 & !WRITE_BIT),
         _ => Desc(d.0 | WRITE_BIT),
+    }
+}
+
+/// The write-protect fast path's test: a valid, non-contiguous leaf of `regime` that grants
+/// write access is exactly a `d` with `d & select == want` (returned as `(select, want)`), and
+/// `d ^ WRITE_BIT` is [`without_write`] of it (stage 2 clears S2AP[1], stage 1 sets AP[2]: the
+/// same bit flips).
+#[inline(always)]
+pub const fn writable_page_test(regime: Regime) -> (u64, u64) {
+    let select = 1 | CONT_BIT | WRITE_BIT;
+    match regime {
+        Regime::Stage2 { .. } => (select, 1 | WRITE_BIT),
+        _ => (select, 1),
     }
 }
 

@@ -52,5 +52,5 @@ pub use frame::{FrameAlloc, HeapFrames};
 pub use gather::{FlushPolicy, TlbGather};
 pub use ops::Leaf;
 pub use regime::{Regime, VaHalf, MAIR};
-pub use table::{Config, Opts, PageTable, Policy, SplitOpts, Stats, Translation};
+pub use table::{Config, CrossingBlocks, Opts, PageTable, Policy, SplitOpts, Stats, Translation};
 pub use tlb::{Barrier, CountingTlb, Shareability, TlbCounters, TlbFeatures, TlbMaintenance, Tlbi, TlbiOp, TlbiRange};

@@ -57,6 +57,18 @@ impl Opts {
     pub const FORCE_BBM: Opts = Opts { force_bbm: true };
 }
 
+/// What [`PageTable::write_protect_with`] does with a block that crosses an end of its range.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CrossingBlocks {
+    /// Split it one level (as `protect`), so nothing outside the range loses write access.
+    #[default]
+    Split,
+    /// Write-protect it whole, as KVM's `kvm_pgtable_stage2_wrprotect` does: more than the range
+    /// may become read-only (for dirty logging, extra write faults, never a missed write), and
+    /// a later split of the block builds its pages read-only at once.
+    ProtectWhole,
+}
+
 /// Options of one [`PageTable::split_with`] call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SplitOpts {

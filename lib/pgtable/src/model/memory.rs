@@ -4,7 +4,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use super::state::Model;
-use crate::addr::PhysAddr;
+use crate::addr::{PhysAddr, ENTRIES_PER_TABLE};
 use crate::frame::FrameAlloc;
 
 /// Frames living in the model; every read, write, allocation and free goes through it.
@@ -42,5 +42,13 @@ unsafe impl FrameAlloc for ModelFrames {
     }
     fn write_desc(&mut self, table: PhysAddr, index: usize, value: u64) {
         self.model.borrow_mut().write(table.as_u64(), index, value)
+    }
+    /// Entry by entry through the model, so it records (and checks) every write.
+    fn alloc_filled(&mut self, first: u64, step: u64) -> Option<PhysAddr> {
+        let t = self.alloc_zeroed(1)?;
+        for i in 0..ENTRIES_PER_TABLE {
+            self.write_desc(t, i, first.wrapping_add(i as u64 * step));
+        }
+        Some(t)
     }
 }

@@ -20,7 +20,7 @@ use crate::attrs::{Attributes, Constraints, Perms};
 use crate::descriptor::{sw, validate};
 use crate::mutation::Mutation;
 use crate::regime::{Regime, VaHalf};
-use crate::{Error, ErrorKind};
+use crate::{CrossingBlocks, Error, ErrorKind};
 
 /// One step of a sequence; ranges in units of the scale.
 #[derive(Clone, Debug)]
@@ -28,7 +28,8 @@ enum Op {
     Map { at: u64, len: u64, out: u64, perms: u8, cons: u8 },
     Unmap { at: u64, len: u64 },
     Protect { at: u64, len: u64, perms: u8 },
-    WriteProtect { at: u64, len: u64 },
+    /// `whole`: blocks crossing the ends are write-protected whole ([`CrossingBlocks::ProtectWhole`]).
+    WriteProtect { at: u64, len: u64, whole: bool },
     Remap { at: u64, len: u64, out: u64, perms: u8 },
     Split { at: u64, len: u64, to: usize },
     Fold { at: u64, len: u64 },
@@ -132,7 +133,7 @@ fn op(scale: Scale) -> impl Strategy<Value = Op> {
         }),
         2 => range(scale).prop_map(|(at, len)| Op::Unmap { at, len }),
         4 => (range(scale), any::<u8>()).prop_map(|((at, len), perms)| Op::Protect { at, len, perms }),
-        2 => range(scale).prop_map(|(at, len)| Op::WriteProtect { at, len }),
+        2 => (range(scale), any::<bool>()).prop_map(|((at, len), whole)| Op::WriteProtect { at, len, whole }),
         1 => (range(scale), out_for(scale), any::<u8>()).prop_map(|((at, len), out, perms)| Op::Remap {
             at,
             len,
@@ -224,7 +225,10 @@ impl Case {
             }
             Op::Unmap { at, len } => h.pt.unmap(&mut h.tlb, a(at), len * unit),
             Op::Protect { at, len, perms } => h.pt.protect(&mut h.tlb, a(at), len * unit, perms_for(regime, perms)),
-            Op::WriteProtect { at, len } => h.pt.write_protect(&mut h.tlb, a(at), len * unit),
+            Op::WriteProtect { at, len, whole } => {
+                let crossing = if whole { CrossingBlocks::ProtectWhole } else { CrossingBlocks::Split };
+                h.pt.write_protect_with(&mut h.tlb, a(at), len * unit, crossing)
+            }
             Op::Remap { at, len, out: o, perms } => h.pt.remap(
                 &mut h.tlb,
                 a(at),
@@ -242,7 +246,39 @@ impl Case {
         }
     }
 
+    /// The units a write-protect of `[at, at + len)` makes read-only: the range, and with
+    /// `whole` also the rest of a leaf crossing either end (read before the call).
+    fn write_protected_units(&self, at: u64, len: u64, whole: bool) -> core::ops::Range<u64> {
+        let unit = self.scale.unit;
+        let (mut lo, mut hi) = (at, at + len);
+        if whole && len > 0 {
+            let leaf = |u: u64| {
+                let addr = self.base + u * unit;
+                let t = if self.regime.is_stage2() {
+                    self.h.pt.translate(IntermPhysAddr::new(addr))
+                } else {
+                    self.h.pt.translate(VirtAddr::new(addr))
+                };
+                t.filter(|t| t.size > unit).map(|t| {
+                    let start = (addr & !(t.size - 1)) - self.base;
+                    (start / unit, (start + t.size) / unit)
+                })
+            };
+            if let Some((s, _)) = leaf(at) {
+                lo = s;
+            }
+            if let Some((_, e)) = leaf(at + len - 1) {
+                hi = e;
+            }
+        }
+        lo..hi
+    }
+
     fn step(&mut self, op: &Op) -> Result<(), TestCaseError> {
+        let protected = match *op {
+            Op::WriteProtect { at, len, whole } => self.write_protected_units(at, len, whole),
+            _ => 0..0,
+        };
         let res =
             if self.regime.is_stage2() { self.call(op, IntermPhysAddr::new) } else { self.call(op, VirtAddr::new) };
         let unit = self.scale.unit;
@@ -251,7 +287,7 @@ impl Case {
             Op::Map { at, len, .. }
             | Op::Unmap { at, len }
             | Op::Protect { at, len, .. }
-            | Op::WriteProtect { at, len }
+            | Op::WriteProtect { at, len, .. }
             | Op::Remap { at, len, .. }
             | Op::Split { at, len, .. }
             | Op::Fold { at, len }
@@ -287,7 +323,7 @@ impl Case {
             }
             Op::WriteProtect { .. } => {
                 prop_assert_eq!(res, Ok(()), "{:?}", op);
-                for (_, v) in r.range_mut(at..at + len) {
+                for (_, v) in r.range_mut(protected.clone()) {
                     v.1 = v.1.difference(Perms::WRITE);
                 }
             }
@@ -379,7 +415,8 @@ fn property_test_catches_every_mutation() {
     let mut report = String::new();
     for m in Mutation::ALL {
         let mut runner = TestRunner::new(Config {
-            cases: 2000,
+            // A run stops at the first failure: only a bug that is hard to reach runs long.
+            cases: 6000,
             failure_persistence: None,
             max_shrink_iters: 0,
             rng_algorithm: proptest::test_runner::RngAlgorithm::ChaCha,

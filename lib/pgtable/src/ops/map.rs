@@ -66,20 +66,17 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
         head.is_contiguous() && head.is_mapping(e.level) && head.addr().as_u64() + k as u64 * e.size() == out
     }
 
-    /// Writes the 512 pages mapping `out..out + 2 MiB` into the new, unlinked level-3 table `t`
+    /// A new level-3 table for the level-2 entry `e`, its 512 pages mapping `out..out + 2 MiB`
     /// (contiguous where the constraints and the output's alignment allow: every group is then
-    /// whole and aligned).
-    fn fill_leaf_table(&mut self, t: PhysAddr, m: &MapArgs, out: u64) {
+    /// whole and aligned), filled before anything can reach it.
+    fn filled_leaf_table(&mut self, e: &Entry, m: &MapArgs, out: u64) -> Result<PhysAddr, Error> {
         let cont = !m.constraints.no_contiguous && out.is_multiple_of(cont_size(3));
-        let first = m.leaf(3, out, cont).0;
-        for i in 0..ENTRIES_PER_TABLE {
-            self.frames.write_desc(t, i, first + i as u64 * PAGE_SIZE);
-        }
-        self.stats.desc_writes += ENTRIES_PER_TABLE as u64;
+        let t = self.alloc_filled_table(e.off, e.level, m.leaf(3, out, cont).0, PAGE_SIZE)?;
         if self.live {
             // Invalid -> valid: no maintenance, as record_leaf_change would count it.
             self.stats.flushes_elided += ENTRIES_PER_TABLE as u64;
         }
+        Ok(t)
     }
 
     /// For an entry that holds nothing: writes the leaf if one fits here (aligned, allowed by
@@ -100,15 +97,15 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
             self.write(e.table, e.index, d);
             self.record_leaf_change(e.off, level, e.desc, d);
         } else {
-            let t = self.alloc_table(e.off, level)?;
             if level == 2 && e.inside(m.start, m.end) {
                 // A whole level-3 table of the range: filled while unreachable (plain writes, no
                 // maintenance: nothing can have cached it), then linked; not walked.
-                self.fill_leaf_table(t, m, m.out(e.off));
+                let t = self.filled_leaf_table(e, m, m.out(e.off))?;
                 self.write(e.table, e.index, Desc::table(t));
                 self.skip_children();
                 return Ok(());
             }
+            let t = self.alloc_table(e.off, level)?;
             // A new table for a mapping without blocks holds none: say so in its summary bit
             // (only where its children could be blocks), so a later split need not descend.
             let mut d = Desc::table(t);

@@ -42,20 +42,18 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
         to_level: usize,
         contiguous: bool,
     ) -> Result<PhysAddr, Error> {
-        let table = self.alloc_table(off, level)?;
         let child = level + 1;
         let size = level_size(child);
         if child >= to_level {
-            // Leaves only: one loop of plain stores into the unreachable table (the output
-            // advances by `size`, everything else is the block's).
+            // Leaves only: the table is filled while unreachable, plain stores into a frame
+            // that needs no zeroing (the output advances by `size`, everything else is the
+            // block's).
             let first = Self::child_leaf(block, child, block.addr(), contiguous && cont_level(child)).0;
-            for i in 0..ENTRIES_PER_TABLE {
-                self.frames.write_desc(table, i, first + i as u64 * size);
-            }
-            self.stats.desc_writes += ENTRIES_PER_TABLE as u64;
+            let table = self.alloc_filled_table(off, level, first, size)?;
             self.gather.note_write();
             return Ok(table);
         }
+        let table = self.alloc_table(off, level)?;
         for i in 0..ENTRIES_PER_TABLE {
             let pa = PhysAddr::new(block.addr().as_u64() + i as u64 * size);
             let inner = Self::child_leaf(block, child, pa, false);

@@ -4,10 +4,12 @@
 use crate::addr::{InputAddress, PAGE_SIZE};
 use crate::attrs::{Attributes, Perms};
 use crate::ctx::Ctx;
-use crate::descriptor::{decode_leaf, encode_leaf, grants_write, sw, validate, without_write, Desc, PermMask};
+use crate::descriptor::{
+    decode_leaf, encode_leaf, grants_write, sw, validate, without_write, writable_page_test, Desc, PermMask, WRITE_BIT,
+};
 use crate::frame::FrameAlloc;
 use crate::regime::Regime;
-use crate::table::{seeded_bug, Opts, PageTable};
+use crate::table::{seeded_bug, CrossingBlocks, Opts, PageTable};
 use crate::tlb::TlbMaintenance;
 use crate::walker::{Entry, Visit, WalkFlags};
 use crate::Error;
@@ -119,55 +121,104 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
     /// in `[s, e)`: clears write access in every valid page, one loop over raw descriptors.
     /// Removing write access from a valid page always needs a flush (never elided, never a
     /// relaxation), so the loop records one range for the gather instead of deciding per entry
-    /// (per entry only under the seeded bugs that act in that decision).
+    /// (per entry only under the seeded bugs that act in that decision). Per writable page: a
+    /// load, one masked compare ([`writable_page_test`]), a bit flip and a store; contiguous
+    /// pages (rare: a group is protected whole) take the slow path.
     fn write_protect_leaf_table(&mut self, en: &Entry, s: u64, e: u64) -> Result<(), Error> {
         let t = en.desc.addr();
         let regime = self.regime;
         let mut per_entry = seeded_bug!(self, ElideTlbiRwToRo);
         per_entry |= seeded_bug!(self, LazyRelaxAnyPermission);
-        let (mut lo, mut hi, mut global, mut written) = (u64::MAX, 0u64, false, 0u64);
-        for i in leaf_indices(en, s, e) {
+        let test = writable_page_test(regime);
+        let mut acc = PagesWritten::NONE;
+        let range = leaf_indices(en, s, e);
+        let mut i = range.start;
+        while i < range.end {
+            if !per_entry {
+                i = write_protect_pages(&mut *self.frames, t, i, range.end, test, &mut acc);
+                if i == range.end {
+                    break;
+                }
+            }
+            // What the tight loop leaves: a valid contiguous page (its group is protected
+            // whole or unfolded first), and every page under the seeded bugs.
             let d = self.read_desc(t, i);
+            let off = en.off + i as u64 * PAGE_SIZE;
+            i += 1;
             if !grants_write(regime, d) {
                 continue;
             }
-            let off = en.off + i as u64 * PAGE_SIZE;
+            let sub = Entry { table: t, index: i - 1, level: 3, off, desc: d, visit: Visit::Leaf };
             if d.is_contiguous() {
-                let sub = Entry { table: t, index: i, level: 3, off, desc: d, visit: Visit::Leaf };
                 if Ctx::<A, T>::group_inside(&sub, s, e) {
                     self.repaint_group(&sub, |o| if o.is_valid() { without_write(regime, o) } else { o })?;
                     continue;
                 }
                 self.convert_group(&sub, false);
-                let d = self.read_desc(t, i);
-                let new = without_write(regime, d);
-                self.write(t, i, new);
-                self.record_leaf_change(off, 3, d, new);
-                continue;
             }
+            let d = self.read_desc(t, i - 1);
             let new = without_write(regime, d);
-            self.frames.write_desc(t, i, new.0);
-            written += 1;
-            if per_entry {
-                self.record_leaf_change(off, 3, d, new);
-            } else {
-                lo = lo.min(off);
-                hi = off + PAGE_SIZE;
-                global |= self.is_global(d);
-            }
+            self.write(t, i - 1, new);
+            self.record_leaf_change(off, 3, d, new);
         }
         // The write accounting of `Ctx::write` and the gather entries of `record_leaf_change`,
-        // once for the loop.
-        self.stats.desc_writes += written;
-        if written != 0 {
+        // once for the pages of the tight loop: the flush covers the pages the loop went over
+        // (more than it wrote where some were read-only already: harmless, and it keeps the
+        // loop free of first/last bookkeeping).
+        if acc.count != 0 {
+            self.stats.desc_writes += acc.count;
             self.gather.note_write();
-        }
-        if self.live && lo < hi {
-            self.gather.add_leaf(lo, PAGE_SIZE, global);
-            self.gather.add_leaf(hi - PAGE_SIZE, PAGE_SIZE, global);
+            if self.live {
+                let global = self.is_global(Desc(acc.all));
+                self.gather.add_leaf(en.off + range.start as u64 * PAGE_SIZE, PAGE_SIZE, global);
+                self.gather.add_leaf(en.off + (range.end - 1) as u64 * PAGE_SIZE, PAGE_SIZE, global);
+            }
         }
         Ok(())
     }
+}
+
+/// What [`write_protect_pages`] wrote: the AND of every old descriptor (its nG bit is clear iff
+/// one of them was global), how many.
+#[derive(Clone, Copy)]
+struct PagesWritten {
+    all: u64,
+    count: u64,
+}
+
+impl PagesWritten {
+    const NONE: PagesWritten = PagesWritten { all: u64::MAX, count: 0 };
+}
+
+/// The write-protect's tight loop over entries `i..end` of the level-3 table `t`: clears write
+/// access in every valid, non-contiguous page that grants it (`test` from
+/// [`writable_page_test`]), skips the ones that do not and invalid entries, and stops at the
+/// first valid contiguous page (returns its index, or `end`). No call inside: the running
+/// state stays in registers (per written page: a load, a masked compare, a flip, a store).
+#[inline(always)]
+fn write_protect_pages<A: FrameAlloc + ?Sized>(
+    frames: &mut A,
+    t: crate::addr::PhysAddr,
+    mut i: usize,
+    end: usize,
+    (select, want): (u64, u64),
+    acc: &mut PagesWritten,
+) -> usize {
+    const VALID_CONT: u64 = 1 | crate::descriptor::CONT_BIT;
+    let mut w = *acc;
+    while i < end {
+        let d = frames.read_desc(t, i);
+        if d & select == want {
+            frames.write_desc(t, i, d ^ WRITE_BIT);
+            w.all &= d;
+            w.count += 1;
+        } else if d & VALID_CONT == VALID_CONT {
+            break;
+        }
+        i += 1;
+    }
+    *acc = w;
+    i
 }
 
 impl<A: FrameAlloc> PageTable<A> {
@@ -258,6 +309,22 @@ impl<A: FrameAlloc> PageTable<A> {
         start: I,
         size: u64,
     ) -> Result<(), Error> {
+        self.write_protect_with(tlb, start, size, CrossingBlocks::Split)
+    }
+
+    /// [`write_protect`](Self::write_protect), with blocks crossing the ends of the range split
+    /// or write-protected whole (`crossing`).
+    ///
+    /// # Errors
+    /// As [`write_protect`](Self::write_protect) (`OutOfMemory` only with
+    /// [`CrossingBlocks::Split`]).
+    pub fn write_protect_with<I: InputAddress, T: TlbMaintenance + ?Sized>(
+        &mut self,
+        tlb: &mut T,
+        start: I,
+        size: u64,
+        crossing: CrossingBlocks,
+    ) -> Result<(), Error> {
         let (s, e) = self.offsets(start, size)?;
         let regime = self.regime();
         let flags = WalkFlags::LEAF | WalkFlags::TABLE_PRE | WalkFlags::TABLE_POST;
@@ -267,7 +334,7 @@ impl<A: FrameAlloc> PageTable<A> {
                 if !grants_write(regime, d) || !d.is_valid_leaf(en.level) {
                     return Ok(());
                 }
-                if !en.inside(s, e) {
+                if !en.inside(s, e) && crossing == CrossingBlocks::Split {
                     return ctx.split_one_level(en);
                 }
                 if d.is_contiguous() {

@@ -378,3 +378,87 @@ fn whole_leaf_tables_map_and_unmap_in_one_loop() {
     assert_eq!(pt.stats().table_pages, 1, "every table freed");
     assert!(pt.translate(VirtAddr::new(0x40_0000)).is_none());
 }
+
+#[test]
+fn write_protect_protects_crossing_blocks_whole_or_splits_them() {
+    use crate::CrossingBlocks;
+    let ipa = IntermPhysAddr::new;
+    let rwx = Attributes::normal(Perms::RWX);
+    for crossing in [CrossingBlocks::Split, CrossingBlocks::ProtectWhole] {
+        let mut pt = PageTable::new(Regime::Stage2 { vmid: 5 }, HeapFrames::new()).unwrap();
+        let mut tlb = CountingTlb::default();
+        pt.map(&mut tlb, ipa(0), 8 * MIB, PhysAddr::new(0), rwx, Constraints::NONE).unwrap();
+        pt.set_live(&mut tlb);
+        // From the middle of the first 2 MiB block to the middle of the third.
+        pt.write_protect_with(&mut tlb, ipa(MIB), 4 * MIB, crossing).unwrap();
+        let at = |a: u64| pt.translate(ipa(a)).map(|t| (t.level, t.attrs.perms)).unwrap();
+        match crossing {
+            CrossingBlocks::Split => {
+                assert_eq!(at(0), (3, Perms::RWX), "before the range: split, still writable");
+                assert_eq!(at(MIB), (3, Perms::RX));
+                assert_eq!(at(5 * MIB - PAGE_SIZE), (3, Perms::RX));
+                assert_eq!(at(5 * MIB), (3, Perms::RWX), "after the range: split, still writable");
+            }
+            CrossingBlocks::ProtectWhole => {
+                assert_eq!(at(0), (2, Perms::RX), "the crossing block, read-only whole, not split");
+                assert_eq!(at(3 * MIB), (2, Perms::RX));
+                assert_eq!(at(5 * MIB), (2, Perms::RX));
+                assert_eq!(at(6 * MIB), (2, Perms::RWX), "the block after the range is untouched");
+                assert_eq!(pt.stats().splits, 0);
+            }
+        }
+    }
+}
+
+/// Frames whose `alloc_filled` hands out pages full of stale descriptors (as a frame cache
+/// that does not zero does): every entry must still be written.
+#[derive(Default)]
+struct StaleFrames(HeapFrames);
+
+// SAFETY: forwards to `HeapFrames`, which upholds the contract; `alloc_filled` writes the whole
+// frame (stale pattern first, then `fill_unlinked` over every entry).
+unsafe impl crate::FrameAlloc for StaleFrames {
+    fn alloc_zeroed(&mut self, pages: usize) -> Option<PhysAddr> {
+        self.0.alloc_zeroed(pages)
+    }
+    fn free(&mut self, pa: PhysAddr, pages: usize) {
+        self.0.free(pa, pages)
+    }
+    fn phys_to_ptr(&self, pa: PhysAddr) -> *mut u64 {
+        self.0.phys_to_ptr(pa)
+    }
+    fn alloc_filled(&mut self, first: u64, step: u64) -> Option<PhysAddr> {
+        let t = self.0.alloc_zeroed(1)?;
+        let p = self.0.phys_to_ptr(t);
+        for i in 0..crate::addr::ENTRIES_PER_TABLE {
+            // SAFETY: `p` is the whole frame just allocated, ours alone.
+            unsafe { p.add(i).write(0x0060_0000_dead_b003) };
+        }
+        // SAFETY: as above; linked nowhere yet.
+        unsafe { crate::frame::fill_unlinked(p, first, step) };
+        Some(t)
+    }
+}
+
+#[test]
+fn tables_built_whole_write_every_entry_of_an_unzeroed_frame() {
+    let ipa = IntermPhysAddr::new;
+    let rw = Attributes::normal(Perms::RW);
+    let mut pt = PageTable::new(Regime::Stage2 { vmid: 6 }, StaleFrames::default()).unwrap();
+    let mut tlb = CountingTlb::default();
+    // Two whole level-3 tables by map, two by splitting 2 MiB blocks, 512 by splitting a 1 GiB one.
+    pt.map(&mut tlb, ipa(0), 4 * MIB, PhysAddr::new(0x8000_0000), rw, Constraints::PAGES_ONLY).unwrap();
+    pt.map(&mut tlb, ipa(4 * MIB), 4 * MIB, PhysAddr::new(0x9000_0000), rw, Constraints::NONE).unwrap();
+    pt.map(&mut tlb, ipa(GIB), GIB, PhysAddr::new(0x1_0000_0000), rw, Constraints::NONE).unwrap();
+    pt.split(&mut tlb, ipa(4 * MIB), 4 * MIB, 3, false).unwrap();
+    pt.split(&mut tlb, ipa(GIB), GIB, 3, false).unwrap();
+    let check = |base: u64, len: u64, out: u64| {
+        for a in (base..base + len).step_by(PAGE_SIZE as usize) {
+            let t = pt.translate(ipa(a)).unwrap_or_else(|| panic!("{a:#x} unmapped"));
+            assert_eq!((t.level, t.phys.as_u64(), t.attrs.perms), (3, out + (a - base), Perms::RW), "at {a:#x}");
+        }
+    };
+    check(0, 4 * MIB, 0x8000_0000);
+    check(4 * MIB, 4 * MIB, 0x9000_0000);
+    check(GIB, GIB, 0x1_0000_0000);
+}
