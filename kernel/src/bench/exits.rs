@@ -2,7 +2,7 @@
 //! PSCI_VERSION call (trapped, then forwarded by the hypervisor to the firmware), interleaved.
 
 use super::stats::{ratio, timing_fields, Summary};
-use crate::perf::{now_ns, Pmu};
+use crate::perf::Pmu;
 use crate::power::Host;
 use crate::{smccc, KERNEL};
 use alloc::string::String;
@@ -21,11 +21,9 @@ pub fn run() -> Result<(), String> {
     let mut insns: [Vec<u64>; 2] = [Vec::with_capacity(ROUNDS), Vec::with_capacity(ROUNDS)];
     for _ in 0..ROUNDS {
         for (i, (_, fid)) in calls.iter().enumerate() {
-            let (t0, (_, i0)) = (now_ns(), pmu.read());
-            smccc::call(*fid, 0, 0, 0);
-            let ((_, i1), t1) = (pmu.read(), now_ns());
-            ns[i].push(t1 - t0);
-            insns[i].push(i1 - i0);
+            let (t, n, _) = pmu.measure(|| smccc::call(*fid, 0, 0, 0));
+            ns[i].push(t);
+            insns[i].push(n);
         }
     }
     let base = Summary::of(&mut ns[0]).median;

@@ -153,16 +153,15 @@ pub fn run() -> Result<(), String> {
             for c in [MemChange::Ro, MemChange::Rw] {
                 let fold = v.fold;
                 let (stats0, tlb0) = (stats_of(v), HwTlb::counters());
-                let (t0, (_, i0)) = (now_ns(), pmu.read());
-                match v.table.as_mut() {
+                let (ns, insns, r) = pmu.measure(|| match v.table.as_mut() {
                     Some(pt) => kmem::set_memory(pt, &mut tlb, VirtAddr::new(SCRATCH_BASE + pa), len * PAGE, c, fold)
-                        .map_err(|x| format!("{}: {x}", v.name))?,
-                    None => setmem::change(mm::LINEAR_BASE + pa, len as usize, c)?,
-                }
-                let ((_, i1), t1) = (pmu.read(), now_ns());
+                        .map_err(|x| format!("{}: {x}", v.name)),
+                    None => setmem::change(mm::LINEAR_BASE + pa, len as usize, c),
+                });
+                r?;
                 let (stats1, tlb1) = (stats_of(v), HwTlb::counters());
-                v.ns.push(t1 - t0);
-                v.insns.push(i1 - i0);
+                v.ns.push(ns);
+                v.insns.push(insns);
                 v.tlbis += tlb1.since(&tlb0).tlbi_total();
                 v.splits += stats1.0 - stats0.0;
                 v.pages_added += stats1.1.saturating_sub(stats0.1);

@@ -27,7 +27,7 @@
 //! default the hypervisor's 1 GiB). Progress goes to the console: a line per timed run.
 
 use super::stats::{ratio, Summary};
-use crate::perf::{now_ns, Pmu};
+use crate::perf::Pmu;
 use crate::power::Host;
 use crate::{hyp, KERNEL};
 use abi::hypercall::{self as hc, Counter, WalkerMode};
@@ -109,20 +109,22 @@ fn once(pmu: &Pmu, slot: &mut Slot, scenario: u8, mask: &[u64]) -> Result<(u64, 
         hyp::dirty_log_enable(id, hc::DIRTY_LOG_MANUAL_PROTECT | hc::DIRTY_LOG_EAGER_SPLIT).map_err(e("enable"))?;
     }
     hyp::counters_reset().map_err(e("reset"))?;
-    let (t0, (_, i0)) = (now_ns(), pmu.read());
-    if scenario == 1 {
-        hyp::dirty_log_enable(id, hc::DIRTY_LOG_EAGER_SPLIT).map_err(e("enable"))?;
-    } else {
-        let mut first = 0;
-        while first < pages {
-            let count = per_call.min(pages - first);
-            hyp::dirty_log_clear(id, mask, first, count).map_err(e("clear"))?;
-            first += count;
+    let (ns, insns, r) = pmu.measure(|| {
+        if scenario == 1 {
+            hyp::dirty_log_enable(id, hc::DIRTY_LOG_EAGER_SPLIT).map_err(e("enable"))
+        } else {
+            let mut first = 0;
+            while first < pages {
+                let count = per_call.min(pages - first);
+                hyp::dirty_log_clear(id, mask, first, count).map_err(e("clear"))?;
+                first += count;
+            }
+            Ok(())
         }
-    }
-    let ((_, i1), t1) = (pmu.read(), now_ns());
+    });
+    r?;
     hyp::dirty_log_disable(id).map_err(e("disable"))?;
-    Ok((t1 - t0, i1.wrapping_sub(i0)))
+    Ok((ns, insns))
 }
 
 pub fn run() -> Result<(), String> {

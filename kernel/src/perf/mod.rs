@@ -92,6 +92,18 @@ pub fn now_ns() -> u64 {
     (t * 1_000_000_000 / f) as u64
 }
 
+/// Raw ticks of the virtual counter, for timing an interval: [`ticks_to_ns`] converts the
+/// difference afterwards, so the 128-bit division of [`now_ns`] stays out of the interval.
+#[inline(always)]
+pub fn ticks() -> u64 {
+    CNTVCT_EL0.get()
+}
+
+/// Nanoseconds of `ticks` virtual-counter ticks.
+pub fn ticks_to_ns(ticks: u64) -> u64 {
+    (ticks as u128 * 1_000_000_000 / CNTFRQ_EL0.get().max(1) as u128) as u64
+}
+
 /// The PMU driver's per-CPU state (claimed counters, wrap counts), by CPU index.
 pub static CPU_STATE: [CpuState; rt::MAX_CPUS] = [const { CpuState::new() }; rt::MAX_CPUS];
 
@@ -142,6 +154,21 @@ impl Pmu {
             }
         });
         Pmu { pmu, insns }
+    }
+
+    /// Runs `f` once and measures it: (wall nanoseconds, instructions retired, `f`'s result).
+    /// The reads nest: instructions outside, the virtual counter inside, so the wall time
+    /// holds neither the PMU reads (helper calls under TCG) nor a tick conversion, and the
+    /// instruction count holds `f` and the two counter reads (`mrs`) only. Instructions read 0
+    /// where they are not counted.
+    #[inline(always)]
+    pub fn measure<R>(&self, f: impl FnOnce() -> R) -> (u64, u64, R) {
+        let (_, i0) = self.read();
+        let t0 = ticks();
+        let r = f();
+        let t1 = ticks();
+        let (_, i1) = self.read();
+        (ticks_to_ns(t1.wrapping_sub(t0)), i1.wrapping_sub(i0), r)
     }
 
     /// (cycles, instructions) now; instructions read 0 where they are not counted.
