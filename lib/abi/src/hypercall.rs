@@ -43,7 +43,10 @@
 //!   the slot -> OUT_OF_RANGE. Bit `i` of the mask (64-bit little-endian words) is page
 //!   `first + i`; each set bit clears the page's dirty bit and write-protects it (KVM-like: the
 //!   first to the last set page of each 64-page word), and, when the log was enabled with
-//!   [`DIRTY_LOG_MANUAL_PROTECT`] `|` [`DIRTY_LOG_EAGER_SPLIT`], first splits the blocks there.
+//!   [`DIRTY_LOG_MANUAL_PROTECT`] `|` [`DIRTY_LOG_EAGER_SPLIT`], splits the blocks there: as
+//!   KVM, a block reaching past the protected span is write-protected whole before the split
+//!   (its other pages then fault once on their next write, keeping their dirty bits); without
+//!   the split, such a block is split (a level at a time) so that only the span is protected.
 //! * [`WALKER_MODE`]: unknown mode -> INVALID_PARAMETER; chunk not a multiple of 2 MiB -> MISALIGNED.
 //! * [`COUNTER_READ`]: unknown counter -> INVALID_PARAMETER.
 //! * [`DIRTY_LOG_DISABLE`] stops tracking and changes no mapping; a write to a page it left
