@@ -304,35 +304,39 @@ pub const fn is_device(regime: Regime, d: Desc) -> bool {
     }
 }
 
-/// A permission change as a mask, for valid leaves: `new = (old & !PERM_BITS) | bits`. Built
-/// once per call by [`PermMask::new`]; equal to decoding, changing the permissions and
-/// re-encoding a valid leaf (see the test), without either.
+/// A permission change as a mask, for valid and PROT_NONE leaves alike: `new = (old &
+/// !PERM_BITS) | bits`, with the valid bit and the PROT_NONE marker set as the new permissions
+/// say. Built once per call by [`PermMask::new`]; equal to decoding, changing the permissions
+/// and re-encoding the leaf (see the test), without either.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PermMask {
-    /// The permission bits of the new permissions.
+    /// The permission bits of the new permissions (of read-only for `Perms::NONE`: a PROT_NONE
+    /// entry keeps read-only rights under its marker, see [`encode_leaf`]).
     pub bits: u64,
     /// The new permissions execute (device memory then refuses them).
     pub exec: bool,
+    /// The new permissions are `Perms::NONE`: the result is a PROT_NONE (invalid) entry.
+    pub none: bool,
 }
 
 impl PermMask {
-    /// The mask for `perms` (not `Perms::NONE`, which makes an entry invalid) in `regime`;
-    /// `None` for `Perms::NONE` or permissions `regime` cannot express.
+    /// The mask for `perms` in `regime`; `None` for permissions `regime` cannot express.
     pub fn new(regime: Regime, perms: Perms) -> Option<PermMask> {
-        if perms.is_none() {
-            return None;
-        }
-        let t = encode_leaf(regime, PhysAddr::new(0), Attributes::normal(perms), 3, false).ok()?;
-        Some(PermMask { bits: t.0 & PERM_BITS, exec: !(perms & (Perms::EXEC | Perms::USER_EXEC)).is_none() })
+        let none = perms.is_none();
+        let encoded = if none { Perms::READ } else { perms };
+        let t = encode_leaf(regime, PhysAddr::new(0), Attributes::normal(encoded), 3, false).ok()?;
+        Some(PermMask { bits: t.0 & PERM_BITS, exec: !(perms & (Perms::EXEC | Perms::USER_EXEC)).is_none(), none })
     }
-    /// The valid leaf `d` with the new permissions, or `None` where the mask does not apply
-    /// (`d` not a valid leaf of `level`, or executable device memory: the slow path reports it).
+    /// The leaf `d` (valid or PROT_NONE) with the new permissions, or `None` where the mask does
+    /// not apply (`d` not a leaf of `level`, or executable device memory: the slow path reports
+    /// it).
     #[inline(always)]
     pub fn apply(self, regime: Regime, level: usize, d: Desc) -> Option<Desc> {
-        if !d.is_valid_leaf(level) || (self.exec && is_device(regime, d)) {
+        if !d.is_mapping(level) || (self.exec && is_device(regime, d)) {
             return None;
         }
-        Some(Desc((d.0 & !PERM_BITS) | self.bits))
+        let v = (d.0 & !PERM_BITS) | self.bits;
+        Some(Desc(if self.none { (v & !1) | sw::PROT_NONE } else { (v | 1) & !sw::PROT_NONE }))
     }
 }
 
