@@ -81,13 +81,21 @@ pub fn phys_to_virt(pa: u64) -> u64 {
 pub struct KFrames;
 
 // SAFETY: frames come from the buddy allocator, which hands each frame out once and aligns an
-// n-frame block to n frames; they are zeroed here before use; `phys_to_ptr` returns the
-// linear-map address, and the linear map covers all RAM read-write for the kernel's whole life.
+// n-frame block to n frames; `alloc_zeroed` zeroes them before use and `alloc_filled` writes
+// every entry of its frame; `phys_to_ptr` returns the linear-map address, and the linear map
+// covers all RAM read-write for the kernel's whole life.
 unsafe impl FrameAlloc for KFrames {
     fn alloc_zeroed(&mut self, pages: usize) -> Option<PhysAddr> {
         let pa = alloc(pages)?;
         // SAFETY: the frames were just handed to us and are reachable at phys_to_virt(pa).
         unsafe { core::ptr::write_bytes(phys_to_virt(pa) as *mut u8, 0, pages * PAGE as usize) };
+        Some(PhysAddr::new(pa))
+    }
+    /// No zeroing: every entry is written (a split's or a map's whole level-3 table).
+    fn alloc_filled(&mut self, first: u64, step: u64) -> Option<PhysAddr> {
+        let pa = alloc(1)?;
+        // SAFETY: the frame was just handed to us, whole, and is linked nowhere yet.
+        unsafe { pgtable::frame::fill_unlinked(phys_to_virt(pa) as *mut u64, first, step) };
         Some(PhysAddr::new(pa))
     }
     fn free(&mut self, pa: PhysAddr, pages: usize) {
