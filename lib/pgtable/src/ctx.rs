@@ -137,6 +137,17 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
         Ok(t)
     }
 
+    /// Before a new table (zeroed, or filled while unreachable) is linked into a live table:
+    /// `DSB ISHST`, so a walker on any CPU that follows the new link reads what was written
+    /// into the table, never what its frame held before (Linux: `dsb(ishst)` after
+    /// `clear_page` of a new table, and before populating the entry of a split). Not live: no
+    /// walker can follow the link yet, nothing to do.
+    pub fn publish_new_table(&mut self) {
+        if self.live && !seeded_bug!(self, LinkUnpublishedTable) {
+            self.tlb.dsb(Barrier::IshSt);
+        }
+    }
+
     /// A new level-3 table for the entry at input offset `off` (level 2), entry `i` =
     /// `first + i * step`, filled before anything can reach it ([`FrameAlloc::alloc_filled`]).
     pub fn alloc_filled_table(&mut self, off: u64, level: usize, first: u64, step: u64) -> Result<PhysAddr, Error> {

@@ -24,12 +24,15 @@ pub enum Mutation {
     /// `map` / `remap` / `protect` forget to clear a table's "no writable leaf below" summary
     /// when they install a writable leaf under it (a later write-protect then skips it).
     KeepNoWritable,
+    /// Link a new table (zeroed or filled while unreachable) into a live table without the
+    /// `DSB ISHST` that makes its contents visible first.
+    LinkUnpublishedTable,
 }
 
 impl Mutation {
     /// Every seeded bug (all variants but `None`, in declaration order; a test keeps the list
     /// complete).
-    pub const ALL: [Mutation; 7] = [
+    pub const ALL: [Mutation; 8] = [
         Mutation::SkipBbmOnSplit,
         Mutation::ElideTlbiRwToRo,
         Mutation::ElideTlbiOaChange,
@@ -37,6 +40,7 @@ impl Mutation {
         Mutation::NoDsbBeforeTlbi,
         Mutation::LazyRelaxAnyPermission,
         Mutation::KeepNoWritable,
+        Mutation::LinkUnpublishedTable,
     ];
 
     /// Whether the bug can only show with `Policy::lazy_relax` on a user (EL1&0 lower half)
@@ -64,11 +68,12 @@ mod tests {
                 Mutation::NoDsbBeforeTlbi => Some(4),
                 Mutation::LazyRelaxAnyPermission => Some(5),
                 Mutation::KeepNoWritable => Some(6),
+                Mutation::LinkUnpublishedTable => Some(7),
             }
         }
         for (i, m) in Mutation::ALL.into_iter().enumerate() {
             assert_eq!(position(m), Some(i), "{m:?}");
         }
-        assert_eq!(position(Mutation::KeepNoWritable).map(|p| p + 1), Some(Mutation::ALL.len()));
+        assert_eq!(position(Mutation::LinkUnpublishedTable).map(|p| p + 1), Some(Mutation::ALL.len()));
     }
 }

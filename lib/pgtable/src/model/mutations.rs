@@ -53,16 +53,25 @@ fn writable_below_summary(h: &mut Harness) {
     h.pt.protect(&mut h.tlb, VirtAddr::new(0x80_1000), PAGE_SIZE, Perms::RW | Perms::USER).unwrap();
 }
 
+/// Maps 4 MiB of pages where no table exists yet: a new level-2 table and two level-3 tables
+/// filled whole are linked into the live table.
+fn map_new_tables(h: &mut Harness) {
+    let rw = Attributes::normal(Perms::RW | Perms::USER);
+    h.pt.map(&mut h.tlb, VirtAddr::new(0x4000_0000), 4 * MIB, PhysAddr::new(0xb000_0000), rw, Constraints::PAGES_ONLY)
+        .unwrap();
+}
+
 /// One operation of the mutation tests.
 type TestOp = fn(&mut Harness);
 
 /// Every operation of the mutation tests, each correct without a mutation.
-const OPS: [(&str, TestOp); 5] = [
+const OPS: [(&str, TestOp); 6] = [
     ("split", split),
     ("rw_to_ro", rw_to_ro),
     ("change_output", change_output),
     ("free_table", free_table),
     ("writable_below_summary", writable_below_summary),
+    ("map_new_tables", map_new_tables),
 ];
 
 #[test]
@@ -107,6 +116,11 @@ fn mutation_no_dsb_before_tlbi_is_caught() {
 #[test]
 fn mutation_keep_no_writable_is_caught() {
     caught(Mutation::KeepNoWritable, writable_below_summary, "stale summary");
+}
+
+#[test]
+fn mutation_link_unpublished_table_is_caught() {
+    caught(Mutation::LinkUnpublishedTable, map_new_tables, "before its contents were made visible");
 }
 
 #[test]

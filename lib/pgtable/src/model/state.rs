@@ -111,6 +111,10 @@ pub struct Model {
     pub tlbs: [CpuTlb; CPUS],
     /// Descriptor writes not yet made visible to every walker by a DSB (old values).
     stale: Vec<Source>,
+    /// Frames written while no table linked them (zeroed when allocated, or filled before
+    /// being linked) since the last inner-shareable DSB: linking one into a live table would
+    /// let another CPU's walker follow the link and read what the frame held before.
+    unpublished: HashSet<u64, std::hash::BuildHasherDefault<AddrHasher>>,
     pending: Vec<PendingTlbi>,
     /// Contiguous groups a write left in a state only BBML2 tolerates, and only while the
     /// operation runs (members disagreeing on the contiguous bit, or all contiguous and
@@ -136,6 +140,7 @@ impl Model {
             placement: AddrMap::default(),
             tlbs: [CpuTlb::default(), CpuTlb::default()],
             stale: Vec::new(),
+            unpublished: HashSet::default(),
             pending: Vec::new(),
             unsettled: Vec::new(),
             violations: Vec::new(),
@@ -165,6 +170,8 @@ impl Model {
         self.next_frame = pa + align;
         for p in 0..pages as u64 {
             self.frames.insert(pa + p * PAGE_SIZE, Frame { data: Box::new([0; ENTRIES_PER_TABLE]), allocated: true });
+            // The allocator's zeroing is a write like any other.
+            self.unpublished.insert(pa + p * PAGE_SIZE);
         }
         self.frames_in_use += pages;
         self.event(Event::Alloc(pa, pages));
@@ -348,6 +355,12 @@ impl Model {
             if Desc(old).is_valid() || Desc(new).is_valid() {
                 self.stale.push((table, index, old));
             }
+            if Desc(new).is_table(level) && Desc(new).addr() != Desc(old).addr() {
+                self.check_published(Desc(new).addr().as_u64(), level + 1, off);
+            }
+        }
+        if placed.is_none() {
+            self.unpublished.insert(self.slot(table, index).0);
         }
         let (page, i) = self.slot(table, index);
         let freed = match self.frames.get_mut(&page) {
@@ -633,6 +646,30 @@ impl Model {
         }
         if b.is_inner_shareable() {
             self.stale.clear();
+            self.unpublished.clear();
+        }
+    }
+
+    /// A table about to be linked into a live table (`table`, its entries at `level`, input
+    /// `off`): it and every table below it must have been written for the last time before an
+    /// inner-shareable DSB (Linux: `dsb(ishst)` after clearing or filling a new table, before
+    /// populating the entry that points to it).
+    fn check_published(&mut self, table: u64, level: usize, off: u64) {
+        if self.unpublished.contains(&table) {
+            self.violation(format!(
+                "table {table:#x} (level {level}, input {off:#x}) linked into a live table before its contents \
+                 were made visible (no DSB ISHST since it was zeroed or filled)"
+            ));
+            return;
+        }
+        if level >= 3 {
+            return;
+        }
+        for i in 0..ENTRIES_PER_TABLE {
+            let d = Desc(self.peek(table, i));
+            if d.is_table(level) {
+                self.check_published(d.addr().as_u64(), level + 1, off + i as u64 * level_size(level));
+            }
         }
     }
 

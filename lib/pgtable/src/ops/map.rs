@@ -101,6 +101,7 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
                 // A whole level-3 table of the range: filled while unreachable (plain writes, no
                 // maintenance: nothing can have cached it), then linked; not walked.
                 let t = self.filled_leaf_table(e, m, m.out(e.off))?;
+                self.publish_new_table();
                 self.write(e.table, e.index, Desc::table(t));
                 self.skip_children();
                 return Ok(());
@@ -112,6 +113,7 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
             if m.constraints.no_blocks && level + 1 < 3 {
                 d = Desc(d.0 | crate::descriptor::sw::TABLE_NO_BLOCKS);
             }
+            self.publish_new_table();
             self.write(e.table, e.index, d);
         }
         Ok(())

@@ -82,7 +82,7 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
             self.write(e.table, e.index, new);
             return;
         }
-        self.tlb.dsb(crate::tlb::Barrier::IshSt);
+        self.publish_new_table();
         if !(self.bbml2 || seeded_bug!(self, SkipBbmOnSplit)) {
             self.break_entries(e.table, e.index, e.level, e.off, &[old]);
         }
