@@ -22,13 +22,13 @@ use crate::mutation::Mutation;
 use crate::regime::{Regime, VaHalf};
 use crate::{CrossingBlocks, Error, ErrorKind};
 
-/// One step of a sequence; ranges in units of the scale.
+/// One step of a sequence; ranges in units of the scale. `WriteProtect::whole`: blocks crossing
+/// the ends are write-protected whole ([`CrossingBlocks::ProtectWhole`]).
 #[derive(Clone, Debug)]
 enum Op {
     Map { at: u64, len: u64, out: u64, perms: u8, cons: u8 },
     Unmap { at: u64, len: u64 },
     Protect { at: u64, len: u64, perms: u8 },
-    /// `whole`: blocks crossing the ends are write-protected whole ([`CrossingBlocks::ProtectWhole`]).
     WriteProtect { at: u64, len: u64, whole: bool },
     Remap { at: u64, len: u64, out: u64, perms: u8 },
     Split { at: u64, len: u64, to: usize },
