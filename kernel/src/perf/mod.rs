@@ -88,8 +88,7 @@ pub fn claim_el0_instructions() -> bool {
 
 /// Nanoseconds since boot.
 pub fn now_ns() -> u64 {
-    let (t, f) = (CNTVCT_EL0.get() as u128, CNTFRQ_EL0.get().max(1) as u128);
-    (t * 1_000_000_000 / f) as u64
+    ticks_to_ns(ticks())
 }
 
 /// Raw ticks of the virtual counter, for timing an interval: [`ticks_to_ns`] converts the

@@ -130,8 +130,15 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
     /// A zeroed frame for a table below the entry at input offset `off`, level `level` (named in
     /// the error when there is none).
     pub fn alloc_table(&mut self, off: u64, level: usize) -> Result<PhysAddr, Error> {
+        let t = self.frames.alloc_zeroed(1);
+        self.count_new_table(t, off, level)
+    }
+
+    /// The accounting of a new table frame `t` for the entry at input offset `off`, `level`:
+    /// counted when there is one, else `OutOfMemory` naming that entry.
+    fn count_new_table(&mut self, t: Option<PhysAddr>, off: u64, level: usize) -> Result<PhysAddr, Error> {
         let addr = self.regime.input_base().wrapping_add(off);
-        let t = self.frames.alloc_zeroed(1).ok_or(Error::OutOfMemory { addr, level })?;
+        let t = t.ok_or(Error::OutOfMemory { addr, level })?;
         self.stats.table_pages += 1;
         self.stats.tables_allocated += 1;
         Ok(t)
@@ -151,10 +158,8 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
     /// A new level-3 table for the entry at input offset `off` (level 2), entry `i` =
     /// `first + i * step`, filled before anything can reach it ([`FrameAlloc::alloc_filled`]).
     pub fn alloc_filled_table(&mut self, off: u64, level: usize, first: u64, step: u64) -> Result<PhysAddr, Error> {
-        let addr = self.regime.input_base().wrapping_add(off);
-        let t = self.frames.alloc_filled(first, step).ok_or(Error::OutOfMemory { addr, level })?;
-        self.stats.table_pages += 1;
-        self.stats.tables_allocated += 1;
+        let t = self.frames.alloc_filled(first, step);
+        let t = self.count_new_table(t, off, level)?;
         self.stats.desc_writes += ENTRIES_PER_TABLE as u64;
         Ok(t)
     }

@@ -269,6 +269,21 @@ mod scenarios {
         violations: Vec<String>,
     }
 
+    /// Maps one new model frame read-write at kernel address `va` in `h`'s table; returns it.
+    fn map_kernel_page(h: &mut Harness, va: u64) -> u64 {
+        let pa = h.model.borrow_mut().alloc(1).unwrap();
+        h.pt.map(
+            &mut h.tlb,
+            VirtAddr::new(va),
+            PAGE_SIZE,
+            PhysAddr::new(pa),
+            Attributes::normal(Perms::RW),
+            Constraints::PAGES_ONLY,
+        )
+        .unwrap();
+        pa
+    }
+
     fn frames(h: &Harness) -> ModelFrames {
         ModelFrames { model: h.model.clone(), limit: None }
     }
@@ -276,16 +291,7 @@ mod scenarios {
     impl World {
         fn new(seed: Option<Seed>, shared_tlb: bool) -> World {
             let mut h = Harness::new(Regime::El1 { asid: 0, half: VaHalf::Upper }, false, false);
-            let data = h.model.borrow_mut().alloc(1).unwrap();
-            h.pt.map(
-                &mut h.tlb,
-                VirtAddr::new(IMAGE),
-                PAGE_SIZE,
-                PhysAddr::new(data),
-                Attributes::normal(Perms::RW),
-                Constraints::PAGES_ONLY,
-            )
-            .unwrap();
+            map_kernel_page(&mut h, IMAGE);
             h.go_live();
             let f = frames(&h);
             let mut roots = PerCpuRoots::new(&h.pt, 2, WINDOW, f).unwrap();
@@ -423,18 +429,7 @@ mod scenarios {
         }
 
         fn map_kernel(&mut self, va: u64) -> u64 {
-            let pa = self.h.model.borrow_mut().alloc(1).unwrap();
-            self.h
-                .pt
-                .map(
-                    &mut self.h.tlb,
-                    VirtAddr::new(va),
-                    PAGE_SIZE,
-                    PhysAddr::new(pa),
-                    Attributes::normal(Perms::RW),
-                    Constraints::PAGES_ONLY,
-                )
-                .unwrap();
+            let pa = map_kernel_page(&mut self.h, va);
             let mut t = self.tlb();
             if let Err(e) = self.roots.sync(va, PAGE_SIZE, &mut t) {
                 self.violations.push(format!("sync after mapping {va:#x}: {e}"));
