@@ -15,10 +15,11 @@
 #![no_std]
 #![no_main]
 
-mod sys;
-
 use core::sync::atomic::{compiler_fence, Ordering};
-use sys::{Args, Errno};
+use linux_user::sys::{self, Args, Errno};
+use linux_user::{entry, say};
+
+entry!(main);
 
 const PAGE: u64 = 4096;
 const MAX_PAGES: usize = 4096;
@@ -264,7 +265,7 @@ pub fn main(args: &Args) -> i32 {
             verdict,
             timed_out
         );
-        sys::munmap(pg.base, p.pages * PAGE);
+        let _ = sys::munmap(pg.base, p.pages * PAGE);
         Ok(if verdict == 1 && !timed_out { 0 } else { 1 })
     };
     match run() {

@@ -144,7 +144,9 @@ fn mprotect_benchmark_counts_its_tlbis() {
     }));
     r.expect_exit(0);
     let rows = r.records("bench");
-    assert_eq!(rows.len(), 25, "{}", r.dump());
+    // lib/el0bench: overhead, null call, yield, fault, 3 mmap rows, 12 mprotect rows x 2 settings.
+    assert_eq!(rows.len(), 31, "{}", r.dump());
+    assert!(rows.iter().all(|b| b.str("peer") == Some("pgtlab") && b.u64("invalid") == Some(0)), "{}", r.dump());
     assert!(rows.iter().all(|b| b.u64("median_insns").unwrap() > 0), "instructions not counted at EL0\n{}", r.dump());
     let row = |case: &str| *rows.iter().find(|b| b.str("case") == Some(case)).unwrap_or_else(|| panic!("{case}"));
     let insns = |case: &str| row(case).u64("median_insns").unwrap();

@@ -168,25 +168,32 @@ pub fn user_cargo(tc: &CrossToolchain, subcommand: &str) -> Command {
     cmd
 }
 
-/// Builds the Linux guest's programs; returns `pgtlab-dirty`, checked to be a static arm64
-/// Linux executable.
-pub fn linux_user(tc: &CrossToolchain) -> Result<PathBuf> {
+/// The Linux guest's programs (`linux-user`'s binaries).
+pub const LINUX_PROGRAMS: [&str; 2] = ["pgtlab-dirty", "pgtlab-bench"];
+
+/// Builds the Linux guest's programs; returns each of [`LINUX_PROGRAMS`] (name, path), checked
+/// to be a static arm64 Linux executable.
+pub fn linux_user(tc: &CrossToolchain) -> Result<Vec<(&'static str, PathBuf)>> {
     let status = user_cargo(tc, "build").status().with_context(|| format!("running {}", tc.cargo.display()))?;
     ensure!(status.success(), "cross build of linux-user failed ({status})");
-    let bin = user_target_dir().join(TARGET).join("release/pgtlab-dirty");
-    let data = std::fs::read(&bin).with_context(|| format!("reading {}", bin.display()))?;
-    let file = ElfFile64::<Endianness>::parse(&*data).context("pgtlab-dirty is not a 64-bit ELF")?;
-    let h = file.elf_header();
-    let e = file.endian();
-    ensure!(
-        h.e_machine(e) == elf::EM_AARCH64 && h.e_type(e) == elf::ET_EXEC,
-        "pgtlab-dirty must be a static AArch64 executable (ET_EXEC)"
-    );
-    ensure!(
-        !h.program_headers(e, &*data)?.iter().any(|p| p.p_type(e) == elf::PT_INTERP),
-        "pgtlab-dirty must not ask for a dynamic loader"
-    );
-    Ok(bin)
+    let mut out = Vec::new();
+    for name in LINUX_PROGRAMS {
+        let bin = user_target_dir().join(TARGET).join("release").join(name);
+        let data = std::fs::read(&bin).with_context(|| format!("reading {}", bin.display()))?;
+        let file = ElfFile64::<Endianness>::parse(&*data).with_context(|| format!("{name} is not a 64-bit ELF"))?;
+        let h = file.elf_header();
+        let e = file.endian();
+        ensure!(
+            h.e_machine(e) == elf::EM_AARCH64 && h.e_type(e) == elf::ET_EXEC,
+            "{name} must be a static AArch64 executable (ET_EXEC)"
+        );
+        ensure!(
+            !h.program_headers(e, &*data)?.iter().any(|p| p.p_type(e) == elf::PT_INTERP),
+            "{name} must not ask for a dynamic loader"
+        );
+        out.push((name, bin));
+    }
+    Ok(out)
 }
 
 /// Whether an A64 instruction word touches FP/SIMD state: every encoding with bits 27:26 =

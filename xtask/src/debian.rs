@@ -219,10 +219,13 @@ pub fn file_from_kernel_package(path: &str) -> Result<PathBuf> {
 /// Longest one apt command may take.
 const APT_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// A private apt state for arm64 packages.
+/// A private apt state for arm64 packages: the machine's own sources, or one suite derived
+/// from them ([`Apt::backports`]).
 #[derive(Debug, Clone)]
 pub struct Apt {
     dir: PathBuf,
+    /// A sources.list of our own (instead of the machine's), with no parts directory.
+    sources: Option<PathBuf>,
 }
 
 /// Runs `cmd` with a time limit; returns stdout, or an error with the last lines of stderr.
@@ -279,7 +282,22 @@ impl Apt {
         if !status.exists() {
             std::fs::write(&status, "")?;
         }
-        Ok(Apt { dir: dir.to_path_buf() })
+        Ok(Apt { dir: dir.to_path_buf(), sources: None })
+    }
+
+    /// The apt state under `dir` whose only source is `<codename>-backports` of the archive
+    /// this machine's apt sources already use (`sources_for`: never a host of ours): Debian
+    /// 12's own kernel is 6.1, its backports carry 6.12.
+    pub fn backports(dir: &Path) -> Result<Apt> {
+        let mut apt = Apt::new(dir)?;
+        let os_release = std::fs::read_to_string("/etc/os-release").unwrap_or_default();
+        let code =
+            codename(&os_release).context("/etc/os-release has no VERSION_CODENAME: not a Debian-like machine")?;
+        let list = sources_for(&machine_sources(Path::new("/etc/apt")), &code, &format!("{code}-backports"))?;
+        let path = dir.join("sources.list");
+        crate::write_if_changed(&path, list.as_bytes())?;
+        apt.sources = Some(path);
+        Ok(apt)
     }
 
     fn options(&self) -> Vec<String> {
@@ -296,6 +314,10 @@ impl Apt {
             "Acquire::https::Timeout=30".into(),
             "Acquire::Retries=1".into(),
         ];
+        if let Some(list) = &self.sources {
+            o.push(format!("Dir::Etc::SourceList={}", list.display()));
+            o.push("Dir::Etc::SourceParts=/nonexistent".into());
+        }
         if crate::system::is_root() {
             // Downloads land in our directory, which apt's sandbox user may not write.
             o.push("APT::Sandbox::User=root".into());

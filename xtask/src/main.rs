@@ -35,6 +35,10 @@ enum Cmd {
         /// verdict (better / worse / within noise).
         #[arg(long)]
         compare: Option<std::path::PathBuf>,
+        /// Run the same workload on another kernel too, on the same machine, and print both
+        /// side by side: `linux` (Debian's 6.12 from backports; EL0 benchmarks only).
+        #[arg(long)]
+        peer: Option<String>,
     },
     /// Put the hypervisor and kernel (or the serial chainloader) on a Raspberry Pi 5's SD card:
     /// a mounted boot partition, a card, or a card image.
@@ -99,7 +103,8 @@ struct RunArgs {
     timeout: u64,
     /// Guest kernel instead of the project's kernel: a path (arm64 Image or raw binary), or
     /// `linux` / `linux-generic` for Debian's arm64 kernel with a busybox initramfs (fetched
-    /// with apt-get into target/linux/).
+    /// with apt-get into target/downloads/linux/), `linux-backports` for the newest cloud kernel
+    /// of the machine's `<codename>-backports` (Linux 6.12 on Debian 12).
     #[arg(long)]
     guest: Option<String>,
     /// The guest's initramfs (with `--guest linux`: replaces the busybox one).
@@ -202,7 +207,10 @@ fn real_main(cli: Cli) -> Result<()> {
             filter: a.filter,
             include_ignored: a.include_ignored,
         }),
-        Cmd::Bench { which, icount, compare } => xtask::plot::cli(&which, icount, compare.as_deref()),
+        Cmd::Bench { which, icount, compare, peer } => {
+            let peer = peer.as_deref().map(xtask::bench::Peer::parse).transpose()?;
+            xtask::plot::cli(&which, icount, compare.as_deref(), peer)
+        }
         Cmd::Perf(p) if p.scenario == "list" => xtask::perf::list(&p.cpu, p.icount),
         Cmd::Perf(p) => xtask::perf::run(&xtask::perf::PerfArgs {
             scenario: p.scenario,
@@ -234,21 +242,23 @@ fn guest(
     which: Option<&str>,
     initrd: Option<std::path::PathBuf>,
     append: Option<String>,
+    no_hypervisor: bool,
 ) -> Result<Option<qemu::Guest>> {
     let Some(which) = which else { return Ok(None) };
     if let Some(flavour) = xtask::linux::Flavour::from_guest_arg(which) {
         let l = xtask::linux::prepare(flavour, &xtask::linux::extra_programs()?)?;
         eprintln!("xtask: Linux guest: {} ({}), initramfs {}", l.kernel.display(), l.package, l.initramfs.display());
-        return Ok(Some(qemu::Guest {
-            kernel: l.kernel,
-            initrd: Some(initrd.unwrap_or(l.initramfs)),
-            append: append.unwrap_or_else(|| xtask::linux::DEFAULT_APPEND.into()),
-        }));
+        let mut append = append.unwrap_or_else(|| xtask::linux::DEFAULT_APPEND.into());
+        if no_hypervisor {
+            // No hypervisor to print the run's final line: /init does.
+            append = format!("{append} {}", xtask::linux::ALONE_WORD);
+        }
+        return Ok(Some(qemu::Guest { kernel: l.kernel, initrd: Some(initrd.unwrap_or(l.initramfs)), append }));
     }
     let kernel = std::path::PathBuf::from(which);
     if !kernel.is_file() {
         return Err(anyhow::Error::new(outcome::Refused(format!(
-            "--guest {which}: no such file (a kernel Image or raw binary, or `linux` / `linux-generic`)"
+            "--guest {which}: no such file (a kernel Image or raw binary, or `linux` / `linux-generic` / `linux-backports`)"
         ))));
     }
     Ok(Some(qemu::Guest { kernel, initrd, append: append.unwrap_or_default() }))
@@ -265,7 +275,7 @@ fn run(a: RunArgs) -> Result<()> {
         gdb: a.gdb,
         gdb_port: a.gdb_port,
         no_hypervisor: a.no_hypervisor,
-        guest: guest(a.guest.as_deref(), a.guest_initrd, a.guest_append)?,
+        guest: guest(a.guest.as_deref(), a.guest_initrd, a.guest_append, a.no_hypervisor)?,
         mte: a.mte,
         singlestep: a.singlestep,
         ..QemuConfig::default()
