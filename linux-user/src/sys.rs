@@ -250,6 +250,12 @@ pub struct Line {
     len: usize,
 }
 
+impl Default for Line {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Line {
     pub const fn new() -> Self {
         Line { buf: [0; 2048], len: 0 }

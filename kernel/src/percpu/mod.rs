@@ -186,6 +186,16 @@ pub fn area_va(cpu: usize) -> u64 {
     }
 }
 
+/// This CPU's static part, through TPIDR_EL1 (one register read; callers keep IRQs masked or
+/// preemption off while they use it, as the exception entry does).
+#[inline(always)]
+pub fn this_area() -> &'static StaticArea {
+    use aarch64_cpu::registers::{Readable, TPIDR_EL1};
+    // SAFETY: `set_base` pointed TPIDR_EL1 at this CPU's static part (in the image, or the same
+    // frames through AREAS_BASE), mapped for good.
+    unsafe { &*(TPIDR_EL1.get() as *const StaticArea) }
+}
+
 /// CPU `cpu`'s static part.
 pub fn static_area(cpu: usize) -> &'static StaticArea {
     &STATIC_AREAS[cpu]

@@ -28,6 +28,7 @@
 //! these are only ever taken with IRQs masked (preemptible sections take none). Queue locks are
 //! never nested: a pull takes the victim's queue, lets go, then takes its own.
 
+pub mod fpsimd;
 pub mod preempt;
 pub mod switch;
 pub mod task;
@@ -85,7 +86,7 @@ static CPUS: [CpuSched; rt::MAX_CPUS] = [const {
         current: Mutex::new(None),
         prev: Mutex::new(None),
         mm: Mutex::new(None),
-        idle: UnsafeCell::new(Context { x: [0; 12], sp: 0, d: [0; 8] }),
+        idle: UnsafeCell::new(Context { x: [0; 12], sp: 0, pad: 0 }),
         slice: AtomicU64::new(0),
         online: AtomicBool::new(false),
         ready: AtomicBool::new(false),
@@ -209,7 +210,7 @@ pub fn spawn(p: &Arc<Process>, entry: u64, sp: u64, args: [u64; 2], cpu: Option<
     let va = crate::mm::vmalloc(task::KSTACK_PAGES, false).map_err(|_| abi::syscall::errno::ENOMEM)?;
     let tid = NEXT_TID.fetch_add(1, Ordering::Relaxed);
     let top = va + task::KSTACK_PAGES as u64 * 4096;
-    // The first exception frame and its FP/SIMD area, as the EL1 vectors would leave them.
+    // The first exception frame, as the EL1 vectors would leave it.
     let frame = top - rt::trap::EL1_FRAME_SIZE as u64;
     // SAFETY: the frame lies in the fresh, mapped, unshared kernel stack; zero is a valid bit
     // pattern for every field of a TrapFrame.
@@ -269,6 +270,10 @@ fn enqueue(t: Arc<Task>) {
 /// Where a new task's context starts: finish the switch, then enter EL0 through its frame.
 pub extern "C" fn task_first_run(frame: u64) -> ! {
     finish_switch(this_cpu());
+    if let Some(t) = current() {
+        // SAFETY: the running task's own FP/SIMD state (all zero: FPCR's defaults).
+        unsafe { fpsimd::load(t.fp.get()) };
+    }
     // SAFETY: `frame` is the task's exception frame at the top of its own kernel stack, set up
     // by `spawn` for an EL0t return to its entry.
     unsafe { rt::trap::return_to_el1_frame(frame as *const TrapFrame) }
@@ -337,6 +342,10 @@ pub fn schedule() {
     SWITCHES.fetch_add(1, Ordering::Relaxed);
     crate::percpu::this_cpu_inc(crate::percpu::SWITCHES);
     let save = prev.ctx.get();
+    let fp = prev.fp.get();
+    // SAFETY: the task's own FP/SIMD area; only the CPU running or switching it touches it
+    // (IRQs masked), and it lives until `finish_switch` drops it from `c.prev`.
+    unsafe { fpsimd::save(fp) };
     *c.prev.lock() = Some(prev);
     let load: *const Context = match next {
         Some(n) => {
@@ -358,6 +367,8 @@ pub fn schedule() {
     unsafe { switch::switch(save, load) };
     // Back, maybe on another CPU (the task may have migrated meanwhile).
     finish_switch(this_cpu());
+    // SAFETY: this task runs again: its own FP/SIMD area (saved above), alive while it runs.
+    unsafe { fpsimd::load(fp) };
 }
 
 /// The thread info SP_EL0 holds from now on on this CPU (`cpu`), and where the EL0 entry finds
@@ -369,9 +380,9 @@ fn set_thread(cpu: usize, ti: &crate::sync::ThreadInfo) {
 
 /// On entry from EL0 (SP_EL0 held the user's stack pointer, now saved in the frame): SP_EL0
 /// to the running task's thread info.
+#[inline(always)]
 pub fn enter_from_user() {
-    let cpu = this_cpu();
-    let ti = crate::percpu::static_area(cpu).thread.load(Ordering::Relaxed);
+    let ti = crate::percpu::this_area().thread.load(Ordering::Relaxed);
     crate::sync::set_thread(ti as *const crate::sync::ThreadInfo);
 }
 
@@ -428,10 +439,18 @@ fn wake_sleepers(cpu: usize, now: u64) {
     }
 }
 
-/// The end of an exception from EL0: the preemption point.
+/// The end of an exception from EL0: the preemption point. (This CPU's flag, read afresh: a
+/// system call may have switched and come back on another CPU.)
+#[inline(always)]
 pub fn return_to_user() {
-    let cpu = this_cpu();
-    if crate::percpu::take_need_resched(cpu) {
+    if crate::percpu::this_area().need_resched.load(Ordering::Relaxed) != 0 {
+        resched_before_user();
+    }
+}
+
+#[inline(never)]
+fn resched_before_user() {
+    if crate::percpu::take_need_resched(this_cpu()) {
         if let Some(t) = current() {
             t.set_state(State::Ready);
             drop(t);
