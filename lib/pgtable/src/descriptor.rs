@@ -141,6 +141,9 @@ pub mod sw {
 pub const IGNORED_LEAF_BITS: u64 = sw::MASK | (1 << 63);
 
 const OA_MASK: u64 = 0x0000_ffff_ffff_f000;
+/// Every bit of a leaf but its output address: two leaves equal in these differ only in where
+/// they point.
+pub(crate) const NOT_OUTPUT_BITS: u64 = !OA_MASK;
 pub(crate) const CONT_BIT: u64 = 1 << 52;
 
 /// A raw descriptor as stored in a table.
@@ -324,8 +327,9 @@ impl PermMask {
     pub fn new(regime: Regime, perms: Perms) -> Option<PermMask> {
         let none = perms.is_none();
         let encoded = if none { Perms::READ } else { perms };
-        let t = encode_leaf(regime, PhysAddr::new(0), Attributes::normal(encoded), 3, false).ok()?;
-        Some(PermMask { bits: t.0 & PERM_BITS, exec: !(perms & (Perms::EXEC | Perms::USER_EXEC)).is_none(), none })
+        validate(regime, Attributes::normal(encoded)).ok()?;
+        let bits = perm_bits(regime, encoded);
+        Some(PermMask { bits, exec: !(perms & (Perms::EXEC | Perms::USER_EXEC)).is_none(), none })
     }
     /// The leaf `d` (valid or PROT_NONE) with the new permissions, or `None` where the mask does
     /// not apply (`d` not a leaf of `level`, or executable device memory: the slow path reports
@@ -375,6 +379,36 @@ pub const fn is_user_relaxation(old: Desc, new: Desc) -> bool {
     widens_write && widens_exec && (old.0 & PXN) == (new.0 & PXN)
 }
 
+/// The permission bits ([`PERM_BITS`]) of `perms` in `regime` (`perms` valid there: see
+/// [`validate`]): the one place permissions become descriptor bits ([`encode_leaf`] and
+/// [`PermMask`] both use it). Stage 2: S2AP read/write, XN. EL1&0: AP[2:1] from write and EL0
+/// access, PXN and UXN. EL2 (non-VHE): AP[1] RES1, AP[2] read-only, XN in bit 54.
+pub fn perm_bits(regime: Regime, perms: Perms) -> u64 {
+    let write = perms.contains(Perms::WRITE);
+    match regime {
+        Regime::Stage2 { .. } => {
+            let ap = (perms.contains(Perms::READ) as u64) | ((write as u64) << 1);
+            let xn = if perms.contains(Perms::EXEC) { STAGE2::XN::Executable } else { STAGE2::XN::ExecuteNever };
+            (STAGE2::S2AP.val(ap) + xn).value
+        }
+        Regime::El1 { .. } => {
+            let ap = match (write, perms.contains(Perms::USER)) {
+                (true, false) => STAGE1::AP::PrivRwUserNone,
+                (true, true) => STAGE1::AP::PrivRwUserRw,
+                (false, false) => STAGE1::AP::PrivRoUserNone,
+                (false, true) => STAGE1::AP::PrivRoUserRo,
+            };
+            (ap + STAGE1::PXN.val(!perms.contains(Perms::EXEC) as u64)
+                + STAGE1::UXN.val(!perms.contains(Perms::USER_EXEC) as u64))
+            .value
+        }
+        Regime::El2 => {
+            let ap = if write { STAGE1::AP::PrivRwUserRw } else { STAGE1::AP::PrivRoUserRo };
+            (ap + STAGE1::UXN.val(!perms.contains(Perms::EXEC) as u64)).value
+        }
+    }
+}
+
 /// Encodes a leaf (block at levels 1-2, page at level 3) for `regime`. `Perms::NONE` encodes a
 /// PROT_NONE (invalid) leaf that keeps `pa` and the memory type.
 pub fn encode_leaf(
@@ -404,19 +438,15 @@ pub fn encode_leaf(
                 MemType::Normal => STAGE2::MEM_ATTR::NormalWb,
                 MemType::NormalNc => STAGE2::MEM_ATTR::NormalNc,
             };
-            let ap = (perms.contains(Perms::READ) as u64) | ((perms.contains(Perms::WRITE) as u64) << 1);
-            let xn = if perms.contains(Perms::EXEC) { STAGE2::XN::Executable } else { STAGE2::XN::ExecuteNever };
             let ty = if page_type { STAGE2::TYPE::TableOrPage } else { STAGE2::TYPE::Block };
             let v = STAGE2::VALID::SET
                 + ty
                 + mem
-                + STAGE2::S2AP.val(ap)
                 + STAGE2::SH::InnerShareable
                 + STAGE2::AF::SET
                 + STAGE2::OUTPUT_ADDR.val(pa.as_u64() >> 12)
-                + STAGE2::CONTIGUOUS.val(contiguous as u64)
-                + xn;
-            v.value
+                + STAGE2::CONTIGUOUS.val(contiguous as u64);
+            v.value | perm_bits(regime, perms)
         }
         Regime::El2 | Regime::El1 { .. } => {
             let idx = match attrs.mem {
@@ -424,7 +454,6 @@ pub fn encode_leaf(
                 MemType::Normal => MAIR_NORMAL_WB,
                 MemType::NormalNc => MAIR_NORMAL_NC,
             };
-            let write = perms.contains(Perms::WRITE);
             let ty = if page_type { STAGE1::TYPE::TableOrPage } else { STAGE1::TYPE::Block };
             let mut v = STAGE1::VALID::SET
                 + ty
@@ -433,27 +462,11 @@ pub fn encode_leaf(
                 + STAGE1::AF::SET
                 + STAGE1::OUTPUT_ADDR.val(pa.as_u64() >> 12)
                 + STAGE1::CONTIGUOUS.val(contiguous as u64);
-            match regime {
-                Regime::El1 { half, .. } => {
-                    let user = perms.contains(Perms::USER);
-                    v += match (write, user) {
-                        (true, false) => STAGE1::AP::PrivRwUserNone,
-                        (true, true) => STAGE1::AP::PrivRwUserRw,
-                        (false, false) => STAGE1::AP::PrivRoUserNone,
-                        (false, true) => STAGE1::AP::PrivRoUserRo,
-                    };
-                    v += STAGE1::PXN.val(!perms.contains(Perms::EXEC) as u64);
-                    v += STAGE1::UXN.val(!perms.contains(Perms::USER_EXEC) as u64);
-                    let global = attrs.global.unwrap_or(half == VaHalf::Upper);
-                    v += STAGE1::NG.val(!global as u64);
-                }
-                _ => {
-                    // EL2 non-VHE: AP[1] is RES1, AP[2] selects read-only; XN is bit 54.
-                    v += if write { STAGE1::AP::PrivRwUserRw } else { STAGE1::AP::PrivRoUserRo };
-                    v += STAGE1::UXN.val(!perms.contains(Perms::EXEC) as u64);
-                }
+            if let Regime::El1 { half, .. } = regime {
+                let global = attrs.global.unwrap_or(half == VaHalf::Upper);
+                v += STAGE1::NG.val(!global as u64);
             }
-            v.value
+            v.value | perm_bits(regime, perms)
         }
     };
     Ok(if prot_none { Desc((bits & !1) | sw::PROT_NONE) } else { Desc(bits) })
