@@ -69,11 +69,14 @@ impl VmaSet {
     /// Whether every byte of `[start, end)` is in some region.
     pub fn covers(&self, start: u64, end: u64) -> bool {
         let mut at = start;
-        for r in self.overlapping(start, end) {
+        for r in &self.v[self.first_ending_after(start)..] {
             if r.start > at {
                 return false;
             }
             at = r.end;
+            if at >= end {
+                return true;
+            }
         }
         at >= end
     }
@@ -101,7 +104,13 @@ impl VmaSet {
             for (k, r) in keep.enumerate() {
                 self.v[i + k] = r;
             }
-            self.v.drain(i + n..j);
+            // Close the gap: the regions after it move down (no drain machinery).
+            let gone = j - i - n;
+            if gone > 0 {
+                let len = self.v.len();
+                self.v.copy_within(j..len, i + n);
+                self.v.truncate(len - gone);
+            }
         } else {
             // One region split in two around the hole.
             self.v[i] = left.unwrap_or(first);
