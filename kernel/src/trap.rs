@@ -102,13 +102,10 @@ fn lower_sync(frame: &mut TrapFrame, esr_v: u64) {
             } else {
                 Access::Read
             };
-            let t = sched::current().expect("an exception from EL0 has a task");
-            match t.process.mm.fault(far, access, fault_kind(esr_v)) {
+            let out = sched::with_running(|t| t.process.mm.fault(far, access, fault_kind(esr_v)));
+            match out.expect("an exception from EL0 has a task") {
                 FaultOutcome::Mapped | FaultOutcome::Spurious | FaultOutcome::Retry => {}
-                FaultOutcome::Denied(why) => {
-                    drop(t);
-                    task_fault(frame, esr_v, far, &alloc::format!("{why}"));
-                }
+                FaultOutcome::Denied(why) => task_fault(frame, esr_v, far, &alloc::format!("{why}")),
             }
         }
         _ => {

@@ -119,6 +119,23 @@ pub fn current() -> Option<Arc<Task>> {
     CPUS[this_cpu()].current.lock().clone()
 }
 
+/// Runs `f` with the task running on this CPU, borrowed (no lock, no reference count: its
+/// thread info is at SP_EL0, inside the task); `None` on a CPU's idle thread. The task stays
+/// alive while it runs, whatever `f` does (a switch away and back included): its CPU's
+/// `current` holds it, and `finish_switch` drops a task only on another thread's stack.
+#[inline(always)]
+pub fn with_running<R>(f: impl FnOnce(&Task) -> R) -> Option<R> {
+    let ti = crate::sync::thread() as *const crate::sync::ThreadInfo;
+    if crate::sync::is_idle(ti) {
+        return None;
+    }
+    // SAFETY: SP_EL0 holds the running task's `thread`, a field of its `Task` (in its Arc's
+    // allocation), which lives at least as long as the task runs (see above); the reference
+    // does not outlive `f`.
+    let t = unsafe { &*((ti as *const u8).sub(core::mem::offset_of!(Task, thread)) as *const Task) };
+    Some(f(t))
+}
+
 /// The kernel stack holding `addr`, if it is the running task's (for backtraces; takes no
 /// lock that could be held: `try_lock`).
 fn stack_lookup(addr: usize) -> Option<(usize, usize)> {

@@ -12,7 +12,8 @@
 //! * a `sched_yield` round trip between two tasks of one process on one CPU (a yield and a
 //!   context switch each way), timed as a batch of [`YIELD_BATCH`] with every instruction the
 //!   CPU runs counted (both tasks, EL0 and EL1), per round trip;
-//! * a page fault on an untouched anonymous page (demand zero);
+//! * a page fault on an untouched anonymous page (demand zero; its page table exists: the
+//!   mapping's other page was touched first, untimed);
 //! * `mmap` + a write to every page + `munmap`, of 1 / 16 / 512 pages;
 //! * `mprotect` RW->NONE, NONE->RW, RO->RW alone and RO->RW with a write to every page after,
 //!   on 1 / 16 / 512 populated pages; a side with mechanism switches (the project's flush
@@ -592,11 +593,14 @@ fn yield_round<O: Os>(os: &mut O, samples: &mut [Samples]) -> Result<(), i64> {
     Ok(())
 }
 
+/// A fault on an untouched page of a fresh mapping whose page table exists already (its other
+/// page was touched first, untimed): the demand-zero fault alone, not the table's allocation.
 fn fault_round<O: Os>(os: &mut O, samples: &mut [Samples]) -> Result<(), i64> {
-    let a = os.mmap(PAGE)?;
-    let m = measure(os, |_| touch(a, 1, 1));
+    let a = os.mmap(2 * PAGE)?;
+    touch(a, 1, 1);
+    let m = measure(os, |_| touch(a + PAGE, 1, 1));
     samples[slot(samples, Kind::Fault, 0)].add(&m);
-    os.munmap(a, PAGE)
+    os.munmap(a, 2 * PAGE)
 }
 
 /// A row's figures, net of the measurement overhead.
