@@ -89,11 +89,19 @@ fn unmap_pages_of(h: &mut Harness) {
     }
 }
 
+/// Maps 8 MiB of 2 MiB blocks and splits them to pages: one run of four blocks.
+fn split_block_run(h: &mut Harness) {
+    let rw = Attributes::normal(Perms::RW | Perms::USER);
+    h.pt.map(&mut h.tlb, VirtAddr::new(0x4000_0000), 8 * MIB, PhysAddr::new(0xc000_0000), rw, Constraints::NONE)
+        .unwrap();
+    h.pt.split(&mut h.tlb, VirtAddr::new(0x4000_0000), 8 * MIB, 3, false).unwrap();
+}
+
 /// One operation of the mutation tests.
 type TestOp = fn(&mut Harness);
 
 /// Every operation of the mutation tests, each correct without a mutation.
-const OPS: [(&str, TestOp); 9] = [
+const OPS: [(&str, TestOp); 10] = [
     ("split", split),
     ("rw_to_ro", rw_to_ro),
     ("change_output", change_output),
@@ -103,6 +111,7 @@ const OPS: [(&str, TestOp); 9] = [
     ("rw_to_ro_run", rw_to_ro_run),
     ("ro_among_rw", ro_among_rw),
     ("unmap_pages_of", unmap_pages_of),
+    ("split_block_run", split_block_run),
 ];
 
 #[test]
@@ -167,6 +176,11 @@ fn mutation_protect_run_wide_kind_is_caught() {
 #[test]
 fn mutation_unmap_pages_unflushed_is_caught() {
     caught(Mutation::UnmapPagesUnflushed, unmap_pages_of, "stale TLB entry");
+}
+
+#[test]
+fn mutation_split_run_breaks_first_is_caught() {
+    caught(Mutation::SplitRunBreaksFirst, split_block_run, "break-before-make violated");
 }
 
 #[test]

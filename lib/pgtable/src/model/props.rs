@@ -88,6 +88,8 @@ struct Scale {
 
 const FINE: Scale = Scale { unit: PAGE_SIZE, window_units: 4096, max_len: 1536 };
 const COARSE: Scale = Scale { unit: 2 << 20, window_units: 2048, max_len: 1024 };
+/// 1 GiB of 2 MiB units: block maps and splits of runs of blocks come often and stay cheap.
+const BLOCKS: Scale = Scale { unit: 2 << 20, window_units: 512, max_len: 512 };
 
 #[derive(Clone, Debug)]
 struct Setup {
@@ -475,6 +477,12 @@ fn coarse_sequences_match_reference_and_checker_stays_silent() {
     property(COARSE, 32, 20_000, 6, false);
 }
 
+/// 2 MiB units over 1 GiB: maps of blocks and splits of runs of them to pages.
+#[test]
+fn block_sequences_match_reference_and_checker_stays_silent() {
+    property(BLOCKS, 64, 50_000, 8, false);
+}
+
 /// The property test (not only the hand-written scenarios) finds every seeded bug.
 #[test]
 fn property_test_catches_every_mutation() {
@@ -492,11 +500,13 @@ fn property_test_catches_every_mutation() {
             rng_seed: proptest::test_runner::RngSeed::Fixed(0x11_5eed),
             ..Config::default()
         });
-        let r = runner.run(&setup(FINE, 8), |s| {
+        // Runs of 2 MiB blocks split to pages come often only with 2 MiB units.
+        let scale = if m.needs_block_runs() { BLOCKS } else { FINE };
+        let r = runner.run(&setup(scale, 8), |s| {
             // Live from the start so that every change is maintained.
             let s = Setup { live_after: 0, ..s };
             // A bug in lazy relaxation shows only with it on.
-            run_case(FINE, &s, m, m.needs_lazy_relax())
+            run_case(scale, &s, m, m.needs_lazy_relax())
         });
         match r {
             Err(proptest::test_runner::TestError::Fail(why, _)) => {
