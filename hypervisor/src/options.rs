@@ -22,6 +22,13 @@ pub const WORDS: &[Word] = &[
         "page-table frame pool (default 16M below 2G of RAM, else RAM/16 up to 512M)",
     ),
     Word::size("hyp.slotpool", 2 * M, 1 << 40, "memory backing memslots, from the top of RAM (default none)"),
+    Word::uint(
+        "hyp.cpus",
+        1,
+        rt::MAX_CPUS as u64,
+        "CPUs the guest gets (the first N of the device tree; default all): fewer CPUs on a board whose \
+         CPU count is fixed (the Pi 4)",
+    ),
     Word::flag("hyp.check-split", "check every page after each eager split against the slot's pool mapping"),
     Word::flag("hyp.check-stage2", "at boot, check that nothing the hypervisor keeps translates in stage 2"),
     Word::flag(
@@ -68,6 +75,8 @@ pub struct Options {
     pub stop_on_fault: bool,
     /// `hyp.migrate`.
     pub migrate: bool,
+    /// `hyp.cpus=N`: the guest gets the first N CPUs.
+    pub cpus: Option<usize>,
 }
 
 /// Splits the command line and checks the hypervisor's words; the message of an `Err` names
@@ -104,6 +113,7 @@ pub fn try_parse(bootargs: &str) -> Result<Options, bootargs::Error> {
         check_stage2: a.flag("hyp.check-stage2"),
         stop_on_fault: a.choice("hyp.on-fault") == Some("stop"),
         migrate: a.flag("hyp.migrate"),
+        cpus: a.uint("hyp.cpus").map(|n| n as usize),
     })
 }
 

@@ -16,6 +16,12 @@ pub const MARKER: &str = "pgtlab-linux: user space reached";
 /// Kernel command line the Linux guest boots with unless told otherwise.
 pub const DEFAULT_APPEND: &str = "console=ttyAMA0 panic=-1";
 
+/// The Linux guest's command line on `board`: its console (`Board::linux_console`) and
+/// `panic=-1`.
+pub fn default_append(board: crate::board::Board) -> String {
+    format!("{} panic=-1", board.linux_console())
+}
+
 /// Which Debian kernel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Flavour {
@@ -23,6 +29,10 @@ pub enum Flavour {
     Cloud,
     /// `linux-image-arm64`: the generic kernel.
     Generic,
+    /// The generic kernel of `<codename>-backports` (6.12 on Debian 12), from the same package
+    /// as the boards' DTBs (`debian::file_from_kernel_package`): the board models need its
+    /// drivers (i.MX and Cadence UARTs, the Pi 4's mini UART).
+    Backports,
 }
 
 impl Flavour {
@@ -38,7 +48,7 @@ impl Flavour {
     fn meta_package(self) -> &'static str {
         match self {
             Flavour::Cloud => "linux-image-cloud-arm64",
-            Flavour::Generic => "linux-image-arm64",
+            Flavour::Generic | Flavour::Backports => "linux-image-arm64",
         }
     }
 
@@ -46,6 +56,7 @@ impl Flavour {
         match self {
             Flavour::Cloud => "cloud",
             Flavour::Generic => "generic",
+            Flavour::Backports => "backports",
         }
     }
 }
@@ -67,6 +78,12 @@ fn linux_dir() -> PathBuf {
 
 /// The kernel of `flavour`, fetched once.
 fn kernel(apt: &Apt, flavour: Flavour) -> Result<(PathBuf, String)> {
+    if flavour == Flavour::Backports {
+        let image = debian::file_from_kernel_package("vmlinuz")?;
+        let src = image.with_file_name("vmlinuz.source");
+        let package = std::fs::read_to_string(&src).unwrap_or_default().trim().to_string();
+        return Ok((image, package));
+    }
     let dir = linux_dir().join(flavour.name());
     let image = dir.join("vmlinuz");
     let stamp = dir.join("package");
@@ -107,6 +124,9 @@ bb=/bin/busybox
 $bb mount -t proc proc /proc
 $bb mount -t sysfs sysfs /sys
 $bb mount -t devtmpfs devtmpfs /dev
+# No console (a board whose UART driver never probes, e.g. the ZCU102 model without PMU
+# firmware): write through the kernel's log, which its early console prints.
+if ! { true >&1; } 2>/dev/null; then exec >/dev/kmsg 2>&1; fi
 read up idle < /proc/uptime
 cpus=$($bb grep -c ^processor /proc/cpuinfo)
 ram=$($bb grep ': System RAM' /proc/iomem | $bb cut -d' ' -f1 | $bb tr '\n' ' ')
@@ -208,5 +228,7 @@ mod tests {
         assert_eq!(Flavour::from_guest_arg("linux"), Some(Flavour::Cloud));
         assert_eq!(Flavour::from_guest_arg("linux-generic"), Some(Flavour::Generic));
         assert_eq!(Flavour::from_guest_arg("/some/Image"), None);
+        assert_eq!(default_append(crate::board::Board::Virt), format!("{DEFAULT_APPEND}"));
+        assert!(default_append(crate::board::Board::Imx8mpEvk).starts_with("console=ttymxc1"));
     }
 }

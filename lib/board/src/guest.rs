@@ -28,7 +28,10 @@ pub struct GuestSpec {
     pub remove: Vec<String>,
     /// Absolute node paths that get `status = "disabled"`. Each must exist.
     pub disable: Vec<String>,
-    /// `Some` rewrites the PSCI node's `method` (the conduit the hypervisor traps).
+    /// `Some`: the guest starts and stops CPUs with PSCI through this conduit (the one the
+    /// hypervisor traps), whatever the host does: the PSCI node's `method` is rewritten (a
+    /// `/psci` node `arm,psci-1.0` is added when the host has none, e.g. the Pi 4) and every
+    /// CPU's `enable-method` becomes `"psci"` (a spin-table's `cpu-release-addr` is dropped).
     pub psci_method: Option<PsciMethod>,
     /// CPUs (by MPIDR, as in their `reg`) left out of the guest's tree, with their `cpu-map`
     /// entries. Each must exist.
@@ -51,6 +54,8 @@ pub struct ExtraDevice {
 
 struct Ctx<'s> {
     spec: &'s GuestSpec,
+    /// `/cpus`: with [`GuestSpec::psci_method`] its CPUs start by PSCI.
+    cpus_node: Option<usize>,
     root_cells: Cells,
     chosen: Option<usize>,
     reserved_node: Option<usize>,
@@ -97,11 +102,10 @@ pub fn guest_dtb(host_dtb: &[u8], spec: &GuestSpec) -> Result<Vec<u8>, BoardErro
     removed.extend(cpu_nodes(&t, &spec.remove_cpus)?);
     let disabled = spec.disable.iter().map(find).collect::<Result<Vec<_>, _>>()?;
     let psci = find_psci(&t);
-    if spec.psci_method.is_some() && psci.is_none() {
-        return Err(spec_err(String::from("psci_method"), "the host tree has no PSCI node"));
-    }
     let top = |name: &str| t.children(0).find(|&c| t.nodes[c].name == name);
+    let cpus_node = top("cpus");
     let ctx = Ctx {
+        cpus_node,
         spec,
         root_cells: t.cells(0)?,
         chosen: top("chosen"),
@@ -187,6 +191,7 @@ fn emit(t: &Tree, i: usize, cx: &Ctx, w: &mut FdtWriter) -> Result<(), BoardErro
     let node = &t.nodes[i];
     let is_chosen = cx.chosen == Some(i);
     let is_psci = cx.psci == Some(i) && spec.psci_method.is_some();
+    let psci_cpu = spec.psci_method.is_some() && node.parent.is_some() && node.parent == cx.cpus_node;
     let disable = cx.disabled.contains(&i);
     w.begin_node(node.name)?;
     let mut wrote_method = false;
@@ -195,7 +200,8 @@ fn emit(t: &Tree, i: usize, cx: &Ctx, w: &mut FdtWriter) -> Result<(), BoardErro
             && ((p.name == "bootargs" && spec.bootargs.is_some())
                 || p.name == "linux,initrd-start"
                 || p.name == "linux,initrd-end"))
-            || (disable && p.name == "status");
+            || (disable && p.name == "status")
+            || (psci_cpu && p.name == "cpu-release-addr");
         if skip {
             continue;
         }
@@ -204,6 +210,7 @@ fn emit(t: &Tree, i: usize, cx: &Ctx, w: &mut FdtWriter) -> Result<(), BoardErro
                 w.property_str("method", m.as_str())?;
                 wrote_method = true;
             }
+            _ if psci_cpu && p.name == "enable-method" => w.property_str("enable-method", "psci")?,
             _ => w.property(p.name, p.value)?,
         }
     }
@@ -221,6 +228,13 @@ fn emit(t: &Tree, i: usize, cx: &Ctx, w: &mut FdtWriter) -> Result<(), BoardErro
             w.begin_node(&format!("memory@{:x}", m.base))?;
             w.property_str("device_type", "memory")?;
             w.property("reg", &encode_reg(cx.root_cells, &[*m], "memory")?)?;
+            w.end_node()?;
+        }
+        if let (None, Some(m)) = (cx.psci, spec.psci_method) {
+            // The host has no PSCI (spin-table CPUs, e.g. the Pi 4): the hypervisor's is the guest's.
+            w.begin_node("psci")?;
+            w.property("compatible", b"arm,psci-1.0\0arm,psci-0.2\0")?;
+            w.property_str("method", m.as_str())?;
             w.end_node()?;
         }
         for d in &spec.extra_devices {
