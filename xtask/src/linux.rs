@@ -124,9 +124,13 @@ bb=/bin/busybox
 $bb mount -t proc proc /proc
 $bb mount -t sysfs sysfs /sys
 $bb mount -t devtmpfs devtmpfs /dev
-# No console (a board whose UART driver never probes, e.g. the ZCU102 model without PMU
-# firmware): write through the kernel's log, which its early console prints.
-if ! { true >&1; } 2>/dev/null; then exec >/dev/kmsg 2>&1; fi
+# No serial console (a board whose UART driver never probes, e.g. the ZCU102 model without PMU
+# firmware: no console, or only the dummy VT tty0): write through the kernel's log, which its
+# early console prints.
+active=$($bb cat /sys/class/tty/console/active 2>/dev/null)
+if ! { true >&1; } 2>/dev/null || [ -z "$active" ] || [ "$active" = tty0 ]; then
+    exec >/dev/kmsg 2>&1
+fi
 read up idle < /proc/uptime
 cpus=$($bb grep -c ^processor /proc/cpuinfo)
 ram=$($bb grep ': System RAM' /proc/iomem | $bb cut -d' ' -f1 | $bb tr '\n' ' ')
