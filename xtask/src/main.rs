@@ -36,6 +36,9 @@ enum Cmd {
         /// verdict (better / worse / within noise).
         #[arg(long)]
         compare: Option<std::path::PathBuf>,
+        /// `guest-boot` only: on this board's QEMU model (pi4, zcu102, imx8mp-evk).
+        #[arg(long)]
+        board: Option<String>,
     },
     /// Put the hypervisor and kernel (or the serial chainloader) on a Raspberry Pi 5's SD card:
     /// a mounted boot partition, a card, or a card image.
@@ -210,7 +213,13 @@ fn real_main(cli: Cli) -> Result<()> {
             filter: a.filter,
             include_ignored: a.include_ignored,
         }),
-        Cmd::Bench { which, icount, compare } => xtask::plot::cli(&which, icount, compare.as_deref()),
+        Cmd::Bench { which, icount, board: Some(b), .. } if which == "guest-boot" => {
+            xtask::guest_boot::run_board(board_arg(&b)?, icount)
+        }
+        Cmd::Bench { board: Some(b), .. } => {
+            Err(anyhow::Error::new(outcome::Refused(format!("--board {b}: only bench guest-boot takes a board"))))
+        }
+        Cmd::Bench { which, icount, compare, board: None } => xtask::plot::cli(&which, icount, compare.as_deref()),
         Cmd::Perf(p) if p.scenario == "list" => xtask::perf::list(&p.cpu, p.icount),
         Cmd::Perf(p) => xtask::perf::run(&xtask::perf::PerfArgs {
             scenario: p.scenario,

@@ -440,8 +440,24 @@ pub fn run_args(
     args: &[String],
     timeout: Duration,
     progress: Option<Duration>,
-    mut echo: impl FnMut(&str),
+    echo: impl FnMut(&str),
 ) -> Result<Outcome> {
+    Ok(run_args_until(qemu, args, timeout, progress, echo, |_| false)?.0)
+}
+
+/// [`run_args`] that also ends QEMU (SIGKILL) as soon as a console line makes `stop` true:
+/// for a guest that cannot power the machine off (Linux alone on a board without a
+/// power-off it drives). Returns whether it stopped QEMU so (the outcome then has no exit
+/// code: judging it is the caller's business).
+pub fn run_args_until(
+    qemu: &Path,
+    args: &[String],
+    timeout: Duration,
+    progress: Option<Duration>,
+    mut echo: impl FnMut(&str),
+    mut stop: impl FnMut(&str) -> bool,
+) -> Result<(Outcome, bool)> {
+    let mut stopped = false;
     let start = Instant::now();
     let mut child = Command::new(qemu)
         .args(args)
@@ -494,8 +510,14 @@ pub fn run_args(
     loop {
         match rx.recv_timeout(Duration::from_millis(50)) {
             Ok(item) => {
+                let hit = !item.1 && stop(item.0.trim_end_matches('\n'));
                 take(item, &mut echo);
                 last_news = Instant::now();
+                if hit {
+                    stopped = true;
+                    let _ = child.kill();
+                    break;
+                }
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
             Err(mpsc::RecvTimeoutError::Timeout) => {}
@@ -527,16 +549,20 @@ pub fn run_args(
         take(item, &mut echo);
     }
     use std::os::unix::process::ExitStatusExt;
-    Ok(Outcome {
-        code: if timed_out { None } else { status.code() },
-        signal: if timed_out { None } else { status.signal() },
-        timed_out,
-        limit: timeout,
-        output,
-        console_lines,
-        qemu_messages,
-        elapsed: start.elapsed(),
-    })
+    let ours = timed_out || stopped;
+    Ok((
+        Outcome {
+            code: if ours { None } else { status.code() },
+            signal: if ours { None } else { status.signal() },
+            timed_out,
+            limit: timeout,
+            output,
+            console_lines,
+            qemu_messages,
+            elapsed: start.elapsed(),
+        },
+        stopped,
+    ))
 }
 
 /// QEMU's complaint about a module of the system's QEMU (another build) that it found while
