@@ -3,8 +3,9 @@
 //! spin-table CPUs, no PSCI firmware, GIC-400, the mini UART), the ZCU102 (`xlnx-zcu102`:
 //! PSCI over SMC, GIC-400, Cadence UART) and the i.MX 8M Plus EVK (`imx8mp-evk`: GICv3, i.MX
 //! UART). On each: the hypervisor and the kernel at 1 and 4 CPUs, the kernel's self-tests and
-//! `user=selftest`, and Debian's Linux to its user-space marker. `--long` adds the dirty-log
-//! self-test where the board has the RAM for it. A board whose QEMU or DTB cannot be had fails
+//! `user=selftest`, and Debian's Linux to its user-space marker (the Pi 4's under `--long`: it
+//! is slow there, see `long_pi4_linux_guest`). `--long` adds the dirty-log self-test where the
+//! board has the RAM for it. A board whose QEMU or DTB cannot be had fails
 //! with the reason.
 
 use tests::{board_linux_config, boot, Run};
@@ -128,11 +129,14 @@ fn imx8mp_evk_linux_guest() {
 }
 
 #[test]
-#[ignore = "--long"]
-fn long_zcu102_linux_guest() {
+fn zcu102_linux_guest() {
     linux(Board::Zcu102);
 }
 
+/// Under --long: on the raspi4b model Linux under the hypervisor stalls for ~25 s at a time
+/// (RCU reports its grace-period kthread starved: timer wake-ups come late) and takes ~250 s
+/// of uptime to its marker, against ~29 s alone at EL2 on the physical EL2 timer. Not found
+/// yet; see the notes of issue 21.
 #[test]
 #[ignore = "--long"]
 fn long_pi4_linux_guest() {

@@ -130,6 +130,8 @@ $bb mount -t devtmpfs devtmpfs /dev
 active=$($bb cat /sys/class/tty/console/active 2>/dev/null)
 if ! { true >&1; } 2>/dev/null || [ -z "$active" ] || [ "$active" = tty0 ]; then
     exec >/dev/kmsg 2>&1
+    # Our lines have the default level (warning): shown even after `quiet`.
+    echo 7 > /proc/sys/kernel/printk
 fi
 read up idle < /proc/uptime
 cpus=$($bb grep -c ^processor /proc/cpuinfo)
