@@ -1,46 +1,42 @@
 //! Ending the run. Every run ends with the final line `@@exit CODE (meaning)`
 //! (`abi::exit::FinalLine`); then the machine is switched off the way the board offers, decided
-//! by its DTB alone ([`init`]):
+//! by its DTB alone ([`init`]). The code travels only in that line, on QEMU as on a board: QEMU
+//! semihosting, which could carry it as QEMU's exit status, would also give every guest the
+//! host's files and shell, so it is never on.
 //!
-//! * QEMU `virt` (`linux,dummy-virt`): the code becomes QEMU's exit status (semihosting
-//!   through `qemu-exit`);
-//! * PSCI firmware (a PSCI node: TF-A on the Pi 5, QEMU's own PSCI on the ZCU102 and i.MX 8M
-//!   Plus models): PSCI SYSTEM_OFF, or SYSTEM_RESET when the guest asked for a reset;
+//! * PSCI firmware (a PSCI node: QEMU's own PSCI on `virt`, the ZCU102 and i.MX 8M Plus
+//!   models; TF-A on the Pi 5): PSCI SYSTEM_OFF, or SYSTEM_RESET when the guest asked for a
+//!   reset (QEMU's ends the process, with `-no-reboot` for a reset);
 //! * no PSCI, a Broadcom PM watchdog (the Pi 4): the watchdog's reset with the reset-status
 //!   partition 63, which the Pi's firmware (and QEMU's model) takes as "halt", or partition 0
 //!   for a reset (Linux's `bcm2835_wdt` does the same);
-//! * nothing of these: the CPU waits in WFE; the console carries the code (the xtask ends QEMU
-//!   once the final line is out).
+//! * nothing of these (or the power-off did not happen): the hypervisor says so in one line
+//!   after the final line (`abi::exit::NO_POWER_OFF`: the xtask then ends QEMU) and parks.
 
 use crate::smccc;
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
-use qemu_exit::QEMUExit;
 
 /// How this board powers off.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
 enum Method {
-    /// QEMU semihosting (`virt`).
-    Qemu = 0,
     /// PSCI firmware over SMC.
     Psci = 1,
     /// The Broadcom PM watchdog at [`PM_BASE`].
     PmWatchdog = 2,
-    /// Nothing: wait for the host to end the run.
+    /// Nothing: say so and park.
     None = 3,
 }
 
-/// Until [`init`] ran: PSCI (what a board with firmware needs even for an early failure).
-static METHOD: AtomicU8 = AtomicU8::new(Method::Psci as u8);
+/// Until [`init`] ran the run cannot know: it parks after its final line.
+static METHOD: AtomicU8 = AtomicU8::new(Method::None as u8);
 static PM_BASE: AtomicU64 = AtomicU64::new(0);
 /// Set by the first CPU that ends the run; any other then only waits to be powered off.
 static ENDING: AtomicBool = AtomicBool::new(false);
 
-/// Called once the DTB says which machine this is.
+/// Called once the DTB says how this machine powers off.
 pub fn init(board: &board::Board) {
-    let m = if board.compatible.iter().any(|c| c == "linux,dummy-virt") {
-        Method::Qemu
-    } else if board.psci.is_some() {
+    let m = if board.psci.is_some() {
         Method::Psci
     } else if let Some(pm) = board.pm_watchdog() {
         PM_BASE.store(pm.base, Ordering::Relaxed);
@@ -53,7 +49,6 @@ pub fn init(board: &board::Board) {
 
 fn method() -> Method {
     match METHOD.load(Ordering::Relaxed) {
-        0 => Method::Qemu,
         1 => Method::Psci,
         2 => Method::PmWatchdog,
         _ => Method::None,
@@ -75,7 +70,7 @@ pub fn exit(code: u32) -> ! {
 /// Ends the run because the guest asked PSCI SYSTEM_RESET, with its own code
 /// ([`abi::exit::GUEST_RESET`]: a reset is not a power-off; Linux resets after a panic): on a
 /// board the firmware then resets it (back to what is on the card, e.g. the chainloader); on
-/// QEMU the run ends.
+/// QEMU (`-no-reboot`) the process ends.
 pub fn reset() -> ! {
     finish(abi::exit::GUEST_RESET, Power::Reset)
 }
@@ -88,18 +83,27 @@ fn finish(code: u32, power: Power) -> ! {
     rt::console::panic_print(format_args!("{}\n", abi::exit::FinalLine(code)));
     rt::console::flush();
     match method() {
-        Method::Qemu => qemu_exit::AArch64::new().exit(code),
         Method::Psci => {
             let (fid, name) = match power {
                 Power::Off => (abi::psci::SYSTEM_OFF, "SYSTEM_OFF"),
                 Power::Reset => (abi::psci::SYSTEM_RESET, "SYSTEM_RESET"),
             };
             let r = smccc::smc(fid, 0, 0, 0)[0] as i64;
-            rt::console::panic_print(format_args!("hyp: the firmware returned {r} from PSCI {name}: halting\n"));
+            rt::console::panic_print(format_args!(
+                "hyp: the firmware returned {r} from PSCI {name}: {}\n",
+                abi::exit::NO_POWER_OFF
+            ));
         }
-        Method::PmWatchdog => pm_watchdog(PM_BASE.load(Ordering::Relaxed), power),
-        Method::None => {}
+        Method::PmWatchdog => {
+            pm_watchdog(PM_BASE.load(Ordering::Relaxed), power);
+            rt::console::panic_print(format_args!(
+                "hyp: the PM watchdog did not power off: {}\n",
+                abi::exit::NO_POWER_OFF
+            ));
+        }
+        Method::None => rt::console::panic_print(format_args!("hyp: {}\n", abi::exit::NO_POWER_OFF)),
     }
+    rt::console::flush();
     halt()
 }
 
@@ -119,7 +123,7 @@ mod pm {
 }
 
 /// Powers off (or resets) through the PM watchdog at `base`: partition, a short timeout, a
-/// full reset.
+/// full reset; returns if nothing happened within ~10^7 spins.
 fn pm_watchdog(base: u64, power: Power) {
     use tock_registers::interfaces::{Readable, Writeable};
     use tock_registers::registers::ReadWrite;
@@ -136,7 +140,6 @@ fn pm_watchdog(base: u64, power: Power) {
     for _ in 0..10_000_000 {
         core::hint::spin_loop();
     }
-    rt::console::panic_print(format_args!("hyp: the PM watchdog did not power off: halting\n"));
 }
 
 fn halt() -> ! {

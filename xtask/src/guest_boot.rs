@@ -53,7 +53,8 @@ fn boot(qemu_bin: &std::path::Path, cfg: &QemuConfig, images: &Images) -> Result
         },
         |l| stop_at_record && l.contains("\"kind\":\"linux_guest\""),
     )?;
-    ensure!(out.success() || stopped, "boot failed ({}): exit {:?}\n{}", cfg.describe(), out.code, out.output);
+    let verdict = crate::outcome::judge(&out);
+    ensure!(stopped || verdict.success(), "boot failed ({}): {verdict}\n{}", cfg.describe(), out.output);
     let wall = marker_at.context("no marker line")?;
     let (records, _) = report::collect(&out.output);
     let uptime = records
@@ -155,7 +156,7 @@ fn compare_labelled(
                 let _ = writeln!(
                     jsonl,
                     "{}",
-                    serde_json::json!({"machine": label, "side": if plain {"plain"} else {"hypervisor"}, "run": i,
+                    serde_json::json!({"bench": "guest-boot", "machine": label, "side": if plain {"plain"} else {"hypervisor"}, "run": i,
                         "wall_s": s.wall_s, "uptime_s": s.uptime_s, "icount": icount})
                 );
                 samples[side].push(s);
@@ -187,8 +188,8 @@ fn compare_labelled(
     let dir = workspace_root().join("target/bench");
     std::fs::create_dir_all(&dir)?;
     let stem = format!("guest-boot{suffix}{}", if icount { "-icount" } else { "" });
-    std::fs::write(dir.join(format!("{stem}.jsonl")), jsonl)?;
-    std::fs::write(dir.join(format!("{stem}.txt")), &text)?;
+    crate::write_file(&dir.join(format!("{stem}.jsonl")), jsonl)?;
+    crate::write_file(&dir.join(format!("{stem}.txt")), &text)?;
     eprintln!("xtask: saved target/bench/{stem}.jsonl and .txt");
     Ok(())
 }
