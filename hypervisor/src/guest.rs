@@ -155,7 +155,11 @@ fn load_kernel(file: &[u8], avoid: &[Range]) -> Result<LoadedKernel, LoadError> 
 /// boot protocol asks), away from the kernel and the initrd. Returns its address.
 pub fn place_dtb(dtb: &[u8], avoid: &[Range]) -> Result<u64, LoadError> {
     let size = align_up(dtb.len() as u64, PAGE).unwrap_or(u64::MAX);
-    let at = place(ram(), size, PAGE, BLOCK_2M, avoid).ok_or(LoadError::NoRoom { what: "device tree", size })?;
+    // Never at address 0: x0 = 0 means "no device tree" to every arm64 kernel (on a board
+    // whose RAM starts at 0, e.g. the ZCU102, the first free page can be 0).
+    let mut avoid = avoid.to_vec();
+    avoid.push(Range::new(0, PAGE));
+    let at = place(ram(), size, PAGE, BLOCK_2M, &avoid).ok_or(LoadError::NoRoom { what: "device tree", size })?;
     // SAFETY: [at, at + len) is guest RAM that place() kept clear of the kernel and the initrd.
     unsafe { core::ptr::copy_nonoverlapping(dtb.as_ptr(), at as *mut u8, dtb.len()) };
     crate::el2::clean_dcache_range(at, dtb.len() as u64);
