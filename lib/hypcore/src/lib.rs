@@ -15,6 +15,8 @@
 //!   them there.
 //! * [`share`]: how much RAM the machine needs so the guest gets exactly its `--mem` and the
 //!   hypervisor its share on top (the xtask's `-m`), found by running the decisions above.
+//! * [`options`]: the hypervisor's `hyp.` boot-word table (the xtask reads it too) and the
+//!   words the memory plan reads.
 //! * [`mmio`]: decoding a trapped load/store (ESR syndrome) for MMIO emulation.
 //! * [`dirty`]: the dirty-bitmap arithmetic of dirty logging (initially-set words, the
 //!   argument checks of a clear, which pages one mask word write-protects).
@@ -28,6 +30,7 @@ pub mod exception;
 pub mod home;
 pub mod load;
 pub mod mmio;
+pub mod options;
 pub mod plan;
 pub mod range;
 pub mod share;
