@@ -6,6 +6,8 @@
 //! * [`lint`]: clippy with warnings as errors, host crates and bare-metal binaries.
 //! * [`build`]: builds the two binaries and turns their ELF files into arm64 Images.
 //! * [`qemu`]: QEMU command lines, usable CPU models, and runs with a time limit.
+//! * [`qmp`]: a QMP client: vCPU states at a time limit, guest memory for tests.
+//! * [`share`]: the RAM QEMU gets: `--mem` for the guest, the hypervisor's share on top.
 //! * [`outcome`]: a run's verdict, a row of the exit-code table (`lib/abi/src/exit.rs`).
 //! * [`fuzz`]: `cargo xtask fuzz`, libFuzzer runs of the `fuzz` crate's targets.
 //! * [`cpio`], [`debian`], [`linux`]: Debian's arm64 Linux as a guest (apt-get download into
@@ -33,7 +35,9 @@ pub mod perf;
 pub mod plot;
 pub mod plugin;
 pub mod qemu;
+pub mod qmp;
 pub mod report;
+pub mod share;
 pub mod system;
 pub mod test;
 pub mod toolchain;

@@ -127,11 +127,38 @@ impl Default for QemuConfig {
 }
 
 impl QemuConfig {
-    /// The full QEMU argument list for these images.
-    pub fn args(&self, images: &Images) -> Vec<String> {
-        let mut a = self.machine_args();
+    /// The file QEMU loads as the hypervisor's initrd: the guest bundle (written here if it is
+    /// not yet), the `--guest` Image, or the kernel; `None` without the hypervisor.
+    fn hypervisor_initrd(&self, images: &Images) -> Result<Option<PathBuf>, String> {
+        if self.no_hypervisor || self.kernel_at_el2 {
+            return Ok(None);
+        }
+        Ok(Some(match &self.guest {
+            Some(g) => g.write_bundle().map_err(|e| format!("{e:#}"))?,
+            None => self.guest_image.clone().unwrap_or_else(|| images.kernel.clone()),
+        }))
+    }
+
+    /// The RAM QEMU gets: `--mem`, plus the hypervisor's share when it runs
+    /// ([`crate::share`]).
+    pub fn machine_mem(&self, images: &Images) -> Result<crate::share::MachineMem, String> {
+        let initrd = self.hypervisor_initrd(images)?;
+        crate::share::machine_mem(self, images, initrd.as_deref().unwrap_or(Path::new("")))
+    }
+
+    /// The full QEMU argument list for these images; `Err` (a usage error) when no machine
+    /// gives the guest `--mem` exactly.
+    pub fn args(&self, images: &Images) -> Result<Vec<String>, String> {
+        let mem = self.machine_mem(images)?;
+        let mut a = self.machine_args_with(mem.total);
         a.extend(["-nographic".into(), "-semihosting-config".into(), "enable=on,target=native".into()]);
-        let mut append = self.bootargs.clone();
+        // Under the hypervisor the guest gets exactly --mem (hyp.guest-mem), the rest is its.
+        let mut append = if mem.total != mem.guest {
+            let w = format!("{}={}M", hypcore::options::GUEST_MEM, mem.guest >> 20);
+            [w.as_str(), self.bootargs.as_str()].iter().filter(|s| !s.is_empty()).copied().collect::<Vec<_>>().join(" ")
+        } else {
+            self.bootargs.clone()
+        };
         match (&self.guest, self.no_hypervisor || self.kernel_at_el2) {
             (Some(g), true) if self.no_hypervisor => {
                 a.extend(["-kernel".into(), g.kernel.display().to_string()]);
@@ -163,11 +190,17 @@ impl QemuConfig {
             // Localhost only: `-s` would listen on every interface.
             a.extend(["-gdb".into(), format!("tcp:127.0.0.1:{}", self.gdb_port), "-S".into()]);
         }
-        a
+        Ok(a)
     }
 
-    /// The machine alone: board, CPU, CPU count, memory and `-icount` (no images, no console).
+    /// The machine alone: board, CPU, CPU count, `--mem` and `-icount` (no images, no console):
+    /// the machine plain QEMU gives a guest of `--mem`.
     pub fn machine_args(&self) -> Vec<String> {
+        self.machine_args_with(parse_mem(&self.mem).unwrap_or(0))
+    }
+
+    /// [`Self::machine_args`] with `mem` bytes of RAM (`self.mem` as given if 0).
+    fn machine_args_with(&self, mem: u64) -> Vec<String> {
         let mut machine = format!("virt,gic-version={}", self.gic);
         if !self.no_hypervisor || self.kernel_at_el2 {
             machine.push_str(",virtualization=on");
@@ -184,7 +217,7 @@ impl QemuConfig {
             self.smp.to_string(),
             "-m".into(),
             // Normalised to MiB (QEMU reads a bare number as MiB, this project as bytes).
-            parse_mem(&self.mem).map_or_else(|_| self.mem.clone(), |b| format!("{}M", b >> 20)),
+            if mem == 0 { self.mem.clone() } else { format!("{}M", mem >> 20) },
         ];
         if let Some(shift) = self.icount {
             a.extend(["-icount".into(), format!("shift={shift}")]);
@@ -204,6 +237,7 @@ impl QemuConfig {
     pub fn validate(&self) -> std::result::Result<(), String> {
         check_cpu(&self.cpu)?;
         parse_mem(&self.mem)?;
+        crate::share::check_bootargs(&self.bootargs)?;
         if self.smp == 0 {
             return Err("--smp 0: at least one CPU".into());
         }
@@ -364,10 +398,8 @@ pub fn run(
     echo: impl FnMut(&str),
 ) -> Result<Outcome> {
     cfg.validate().map_err(|why| anyhow::Error::new(crate::outcome::Refused(why)))?;
-    if let (Some(g), false) = (&cfg.guest, cfg.no_hypervisor) {
-        g.write_bundle()?;
-    }
-    run_args(qemu, &cfg.args(images), timeout, progress, echo)
+    let args = cfg.args(images).map_err(|why| anyhow::Error::new(crate::outcome::Refused(why)))?;
+    run_args(qemu, &args, timeout, progress, echo)
 }
 
 /// [`run`] with a complete argument list (not validated: the caller built it).
@@ -507,20 +539,51 @@ mod tests {
         assert!(parse_mem("abc").unwrap_err().contains("not a number"));
         assert!(parse_mem("1000K").unwrap_err().contains("whole number of MiB"));
         assert!(parse_mem("99999999999T").unwrap_err().contains("too large"));
-        let cfg = QemuConfig { mem: "2048M".into(), ..QemuConfig::default() };
-        assert_eq!(after(&cfg.args(&images()), "-m"), Some("2048M"));
-        assert_eq!(after(&QemuConfig { mem: "4G".into(), ..cfg.clone() }.args(&images()), "-m"), Some("4096M"));
+        let cfg = QemuConfig { mem: "2048M".into(), no_hypervisor: true, ..QemuConfig::default() };
+        assert_eq!(after(&cfg.args(&images()).unwrap(), "-m"), Some("2048M"));
+        let four = QemuConfig { mem: "4G".into(), ..cfg.clone() };
+        assert_eq!(after(&four.args(&images()).unwrap(), "-m"), Some("4096M"));
+        // Under the hypervisor: --mem for the guest, told to the hypervisor, its share on top.
+        let hyp = QemuConfig { no_hypervisor: false, ..four };
+        let a = hyp.args(&images()).unwrap();
+        let m = hyp.machine_mem(&images()).unwrap();
+        assert_eq!(m.guest, 4 << 30);
+        assert!(m.hypervisor() > 256 << 20 && m.hypervisor() < 300 << 20, "RAM/16 of frame pool: {m:?}");
+        assert_eq!(after(&a, "-m"), Some(format!("{}M", m.total >> 20).as_str()));
+        assert_eq!(after(&a, "-append"), Some("hyp.guest-mem=4096M"));
+        assert!(QemuConfig { bootargs: "hyp.guest-mem=1G".into(), ..hyp }.validate().unwrap_err().contains("--mem"));
         assert!(QemuConfig { smp: 0, ..cfg.clone() }.validate().is_err());
         assert!(QemuConfig { cpu: "cortex-a7".into(), ..cfg }.validate().is_err());
     }
 
+    /// Two Image files with this project's headers (a 4.8 MiB hypervisor, a 5.6 MiB kernel),
+    /// written once (a guest bundle's name depends on its files' modification times).
     fn images() -> Images {
-        Images {
-            hypervisor: "h.img".into(),
-            kernel: "k.img".into(),
-            hypervisor_elf: "h".into(),
-            kernel_elf: "k".into(),
-        }
+        static DIR: std::sync::OnceLock<(tempfile::TempDir, Images)> = std::sync::OnceLock::new();
+        let (_, images) = DIR.get_or_init(|| {
+            let dir = tempfile::tempdir().unwrap();
+            let image = |name: &str, image_size: u64| {
+                let mut f = vec![0u8; 4096];
+                f[16..24].copy_from_slice(&image_size.to_le_bytes());
+                f[0x38..0x3c].copy_from_slice(b"ARM\x64");
+                let p = dir.path().join(name);
+                std::fs::write(&p, f).unwrap();
+                p
+            };
+            std::fs::write(dir.path().join("rootfs.cpio"), [7u8; 1000]).unwrap();
+            let images = Images {
+                hypervisor: image("h.img", 0x4d_6000),
+                kernel: image("k.img", 0x5a_7000),
+                hypervisor_elf: "h".into(),
+                kernel_elf: "k".into(),
+            };
+            (dir, images)
+        });
+        images.clone()
+    }
+
+    fn name(a: &[String], flag: &str) -> Option<String> {
+        after(a, flag).map(|p| Path::new(p).file_name().unwrap().to_string_lossy().into_owned())
     }
 
     fn after<'a>(args: &'a [String], flag: &str) -> Option<&'a str> {
@@ -529,13 +592,15 @@ mod tests {
 
     #[test]
     fn hypervisor_boot_passes_the_kernel_as_initrd_at_el2() {
-        let a = QemuConfig::default().args(&images());
+        let a = QemuConfig::default().args(&images()).unwrap();
         assert_eq!(after(&a, "-M"), Some("virt,gic-version=3,virtualization=on"));
-        assert_eq!(after(&a, "-kernel"), Some("h.img"));
-        assert_eq!(after(&a, "-initrd"), Some("k.img"));
+        assert_eq!(name(&a, "-kernel").as_deref(), Some("h.img"));
+        assert_eq!(name(&a, "-initrd").as_deref(), Some("k.img"));
         assert_eq!(after(&a, "-cpu"), Some("max"));
         assert_eq!(after(&a, "-smp"), Some("4"));
-        assert_eq!(after(&a, "-m"), Some("1024M"));
+        // 1 GiB for the guest, 22 MiB for the hypervisor's region (image + 16 MiB of frames).
+        assert_eq!(after(&a, "-m"), Some("1046M"));
+        assert_eq!(after(&a, "-append"), Some("hyp.guest-mem=1024M"));
         assert!(after(&a, "-semihosting-config").unwrap().contains("enable=on"));
         assert!(!a.contains(&"-icount".to_string()) && !a.contains(&"-S".to_string()));
     }
@@ -550,9 +615,10 @@ mod tests {
             bootargs: "a b".into(),
             ..QemuConfig::default()
         };
-        let a = cfg.args(&images());
+        let a = cfg.args(&images()).unwrap();
         assert_eq!(after(&a, "-M"), Some("virt,gic-version=2"));
-        assert_eq!(after(&a, "-kernel"), Some("k.img"));
+        assert_eq!(after(&a, "-m"), Some("1024M"));
+        assert_eq!(name(&a, "-kernel").as_deref(), Some("k.img"));
         assert_eq!(after(&a, "-initrd"), None);
         assert_eq!(after(&a, "-icount"), Some("shift=0"));
         assert_eq!(after(&a, "-append"), Some("a b"));
@@ -563,25 +629,34 @@ mod tests {
 
     #[test]
     fn another_guest_travels_as_a_bundle_or_boots_alone() {
+        let dir = images().kernel.parent().unwrap().to_path_buf();
         let guest =
-            Guest { kernel: "Image".into(), initrd: Some("rootfs.cpio".into()), append: "console=ttyAMA0".into() };
+            Guest { kernel: images().kernel, initrd: Some(dir.join("rootfs.cpio")), append: "console=ttyAMA0".into() };
         let cfg = QemuConfig {
             guest: Some(guest.clone()),
             bootargs: "hyp.on-fault=stop".into(),
             mte: true,
             ..Default::default()
         };
-        let a = cfg.args(&images());
-        assert_eq!(after(&a, "-kernel"), Some("h.img"));
+        let a = cfg.args(&images()).unwrap();
+        assert_eq!(name(&a, "-kernel").as_deref(), Some("h.img"));
         let bundle = guest.bundle_path();
         assert_eq!(after(&a, "-initrd"), Some(bundle.to_str().unwrap()));
         assert!(bundle.starts_with(crate::workspace_root().join("target/guest")));
-        assert_eq!(after(&a, "-append"), Some("hyp.on-fault=stop"), "the bundle carries the guest's command line");
+        assert!(bundle.is_file(), "written before QEMU's arguments are (their -m depends on its size)");
+        assert_eq!(
+            after(&a, "-append"),
+            Some("hyp.guest-mem=1024M hyp.on-fault=stop"),
+            "the bundle carries the guest's command line"
+        );
         assert_eq!(after(&a, "-M"), Some("virt,gic-version=3,virtualization=on,mte=on"));
         let plain = QemuConfig { no_hypervisor: true, ..cfg };
-        let a = plain.args(&images());
+        let a = plain.args(&images()).unwrap();
         assert_eq!(after(&a, "-M"), Some("virt,gic-version=3,mte=on"));
-        assert_eq!((after(&a, "-kernel"), after(&a, "-initrd")), (Some("Image"), Some("rootfs.cpio")));
+        assert_eq!(
+            (name(&a, "-kernel").as_deref(), name(&a, "-initrd").as_deref()),
+            (Some("k.img"), Some("rootfs.cpio"))
+        );
         assert_eq!(after(&a, "-append"), Some("console=ttyAMA0 hyp.on-fault=stop"));
         let other = Guest { append: "quiet".into(), ..guest.clone() };
         assert_ne!(other.bundle_path(), guest.bundle_path(), "a different guest gets its own bundle file");
