@@ -240,6 +240,7 @@ fn aarch32_test_guest(me: usize, insn: u32, at: u64, r1: u64) -> Result<core::co
     unsafe { core::ptr::copy_nonoverlapping(code.as_ptr(), at as *mut u32, 2) };
     el2::clean_dcache_range(at, 8);
     let c = CONFIG.get().expect("EL2 configuration is set before any CPU enters the guest");
+    cpu::set_guest_pc_slot(me);
     el2::setup_cpu(c.vttbr, c.vtcr, c.gic_v3);
     CPUS[me].set_state(CpuState::On);
     el2::enter_aarch32_guest(at, r1)
@@ -403,6 +404,7 @@ fn boot_record(
         .hex("dtb", gdtb_at)
         .u64("dtb_bytes", loaded.dtb.len())
         .u64("spare_bytes", plan.spare.iter().map(|r| r.len()).sum())
+        .hex("guest_pcs", cpu::GUEST_PCS.as_ptr() as u64)
         .u64("frame_pool_bytes", plan.frame_pool_bytes)
         .hex("frame_pool_high", frames_hi.start)
         .hex("slotpool", slotpool.start)
@@ -432,6 +434,7 @@ fn ranges_str(r: &[Range]) -> String {
 /// Configures EL2 on this CPU and enters the guest.
 fn start_cpu(cpu: usize, entry: u64, x0: u64) -> ! {
     let c = CONFIG.get().expect("EL2 configuration is set before any CPU enters the guest");
+    cpu::set_guest_pc_slot(cpu);
     el2::setup_cpu(c.vttbr, c.vtcr, c.gic_v3);
     CPUS[cpu].set_state(CpuState::On);
     el2::enter_guest(entry, x0, cpu)

@@ -317,6 +317,7 @@ mod judging {
                 console_lines: output.lines().count(),
                 qemu_messages: Vec::new(),
                 elapsed: Duration::from_secs(1),
+                cpus_at_limit: None,
             },
             records,
         }

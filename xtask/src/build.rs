@@ -15,9 +15,10 @@ use std::process::Command;
 use std::time::Instant;
 
 /// The bare-metal binaries and their targets: the two that boot (the hypervisor never uses
-/// FP/SIMD: softfloat), and the serial chainloader (`cargo xtask chainboot`, `cargo xtask flash
-/// --chainloader`).
-pub const BINARIES: [(&str, &str); 3] = [("hypervisor", HYP_TARGET), ("kernel", TARGET), ("chainloader", TARGET)];
+/// FP/SIMD: softfloat), the serial chainloader (`cargo xtask chainboot`, `cargo xtask flash
+/// --chainloader`) and the test guest (`testguest/`).
+pub const BINARIES: [(&str, &str); 4] =
+    [("hypervisor", HYP_TARGET), ("kernel", TARGET), ("chainloader", TARGET), ("testguest", TARGET)];
 
 /// Built images and their ELF files (the ELF files have the symbols for backtraces).
 #[derive(Debug, Clone)]
@@ -41,6 +42,18 @@ pub fn images_dir() -> PathBuf {
 /// The chainloader's Image, written by every [`build`].
 pub fn chainloader_image() -> PathBuf {
     images_dir().join("chainloader.img")
+}
+
+/// The test guest as an arm64 Image (QEMU loads it at RAM base + 2 MiB), written by every
+/// [`build`].
+pub fn testguest_image() -> PathBuf {
+    images_dir().join("testguest.img")
+}
+
+/// The test guest as a raw binary: the same bytes without the Image magic, so QEMU (and the
+/// hypervisor) load it as a raw binary at RAM base + 0x80000; written by every [`build`].
+pub fn testguest_raw() -> PathBuf {
+    images_dir().join("testguest.bin")
 }
 
 /// The environment variable naming the directory of the built EL0 programs, which the
@@ -134,9 +147,13 @@ pub fn build(tc: &CrossToolchain, features: &[String]) -> Result<Images> {
         if bin == "hypervisor" {
             check_no_fp_simd(&bytes).with_context(|| format!("checking {}", elf.display()))?;
         }
-        let image = elf_to_image(&bytes).with_context(|| format!("turning {} into an Image", elf.display()))?;
+        let mut image = elf_to_image(&bytes).with_context(|| format!("turning {} into an Image", elf.display()))?;
         // Other runs may be booting this Image right now: never truncate it under them.
         crate::write_if_changed(&img, &image)?;
+        if bin == "testguest" {
+            image[rt::image::MAGIC_OFFSET..rt::image::MAGIC_OFFSET + 4].fill(0);
+            crate::write_if_changed(&testguest_raw(), &image)?;
+        }
         paths.push((img, elf));
     }
     eprintln!("xtask: images in {} ({:.1} s)", images_dir().display(), t0.elapsed().as_secs_f64());

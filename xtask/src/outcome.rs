@@ -114,7 +114,7 @@ pub fn judge(o: &Outcome) -> Verdict {
     if o.timed_out {
         return Verdict::new(
             exit::TIMED_OUT,
-            format!("no end after the {} s time limit (--timeout)", o.limit.as_secs()),
+            format!("no end after the {} s time limit (--timeout){}", o.limit.as_secs(), o.stuck()),
         );
     }
     if let Some(sig) = o.signal {
@@ -173,6 +173,7 @@ mod tests {
             console_lines: console.lines().count(),
             qemu_messages: stderr.iter().map(|s| s.to_string()).collect(),
             elapsed: Duration::from_secs(1),
+            cpus_at_limit: None,
         }
     }
 
@@ -216,11 +217,17 @@ mod tests {
 
     #[test]
     fn timeouts_and_unknown_codes() {
-        let mut o = outcome(None, "hyp: x\n", &[]);
+        let mut o = outcome(None, "hyp: x\ntestguest: check hang: FAILED\n", &[]);
         o.timed_out = true;
+        o.cpus_at_limit = Some("CPU 0 at EL1 0x40080004".into());
         let v = judge(&o);
         assert_eq!(v.code, exit::TIMED_OUT);
         assert!(v.reason.contains("600 s"), "{v}");
+        // Where the run stood: its last lines and its vCPUs.
+        assert!(
+            v.reason.contains("last lines: hyp: x | testguest: check hang: FAILED; CPU 0 at EL1 0x40080004"),
+            "{v}"
+        );
         assert_eq!(judge(&outcome(Some(42), "x\n", &[])).code, exit::UNKNOWN_EXIT);
         // A run outcome's number coming from QEMU is not trusted as one.
         assert_eq!(judge(&outcome(Some(66), "x\n", &[])).code, exit::UNKNOWN_EXIT);

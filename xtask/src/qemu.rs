@@ -153,9 +153,10 @@ impl QemuConfig {
         let mut a = self.machine_args_with(mem.total);
         a.extend(["-nographic".into(), "-semihosting-config".into(), "enable=on,target=native".into()]);
         // Under the hypervisor the guest gets exactly --mem (hyp.guest-mem), the rest is its.
+        // Last: after a boot loader's words and their `pgtlab` marker, if the user gave some.
         let mut append = if mem.total != mem.guest {
             let w = format!("{}={}M", hypcore::options::GUEST_MEM, mem.guest >> 20);
-            [w.as_str(), self.bootargs.as_str()].iter().filter(|s| !s.is_empty()).copied().collect::<Vec<_>>().join(" ")
+            [self.bootargs.as_str(), w.as_str()].iter().filter(|s| !s.is_empty()).copied().collect::<Vec<_>>().join(" ")
         } else {
             self.bootargs.clone()
         };
@@ -377,11 +378,31 @@ pub struct Outcome {
     /// QEMU's own messages (its stderr), e.g. "qemu-system-aarch64: -m abc: …".
     pub qemu_messages: Vec<String>,
     pub elapsed: Duration,
+    /// At the time limit, before QEMU was killed: where every vCPU was ([`crate::qmp`]).
+    pub cpus_at_limit: Option<String>,
 }
 
 impl Outcome {
     pub fn success(&self) -> bool {
         self.code == Some(0)
+    }
+
+    /// For a run stopped at its time limit: its last console lines and where its vCPUs were.
+    pub fn stuck(&self) -> String {
+        let last: Vec<&str> = self
+            .output
+            .lines()
+            .filter(|l| !l.trim().is_empty() && !l.starts_with("qemu-system") && !l.starts_with(abi::report::PREFIX))
+            .collect();
+        let last = &last[last.len().saturating_sub(3)..];
+        let mut s = String::new();
+        if !last.is_empty() {
+            s.push_str(&format!("; last lines: {}", last.join(" | ")));
+        }
+        if let Some(c) = &self.cpus_at_limit {
+            s.push_str(&format!("; {c}"));
+        }
+        s
     }
 }
 
@@ -411,8 +432,11 @@ pub fn run_args(
     mut echo: impl FnMut(&str),
 ) -> Result<Outcome> {
     let start = Instant::now();
+    // A QMP socket, to see where the vCPUs are if the run hits its time limit.
+    let qmp = crate::qmp::socket_path();
     let mut child = Command::new(qemu)
         .args(args)
+        .args(crate::qmp::qemu_args(&qmp))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -442,9 +466,14 @@ pub fn run_args(
     let mut output = String::new();
     let mut console_lines = 0;
     let mut qemu_messages = Vec::new();
+    // The hypervisor's table of its CPUs' guest PCs (its `hyp_boot` record), for a time limit.
+    let guest_pcs = std::cell::Cell::new(None);
     let mut take = |(line, is_err): (String, bool), echo: &mut dyn FnMut(&str)| {
         let l = line.trim_end_matches('\n');
         echo(l);
+        if l.contains("\"kind\":\"hyp_boot\"") {
+            guest_pcs.set(abi::report::parse_line(l).and_then(Result::ok).and_then(|r| r.u64("guest_pcs")));
+        }
         if is_err {
             qemu_messages.push(l.to_string());
         } else {
@@ -454,6 +483,7 @@ pub fn run_args(
         output.push('\n');
     };
     let mut timed_out = false;
+    let mut cpus_at_limit = None;
     let deadline = start + timeout;
     let mut last_news = Instant::now();
     loop {
@@ -468,6 +498,7 @@ pub fn run_args(
         let now = Instant::now();
         if now > deadline {
             timed_out = true;
+            cpus_at_limit = cpus_of(&qmp, guest_pcs.get());
             let _ = child.kill();
             break;
         }
@@ -484,6 +515,7 @@ pub fn run_args(
         }
     }
     let status = child.wait()?;
+    let _ = std::fs::remove_file(&qmp);
     for r in readers {
         let _ = r.join();
     }
@@ -501,7 +533,15 @@ pub fn run_args(
         console_lines,
         qemu_messages,
         elapsed: start.elapsed(),
+        cpus_at_limit,
     })
+}
+
+/// Where the vCPUs of the QEMU behind `qmp` are (`None` if QMP does not answer). The guest's PC
+/// of a CPU inside the hypervisor comes from the hypervisor's `table` (see `hyp_boot`).
+fn cpus_of(qmp: &Path, table: Option<u64>) -> Option<String> {
+    let mut q = crate::qmp::Qmp::connect(qmp, Duration::from_secs(1)).ok()?;
+    crate::qmp::describe_cpus(&mut q, table).ok()
 }
 
 /// Prints a line to stdout immediately (for live runs).
@@ -646,7 +686,7 @@ mod tests {
         assert!(bundle.is_file(), "written before QEMU's arguments are (their -m depends on its size)");
         assert_eq!(
             after(&a, "-append"),
-            Some("hyp.guest-mem=1024M hyp.on-fault=stop"),
+            Some("hyp.on-fault=stop hyp.guest-mem=1024M"),
             "the bundle carries the guest's command line"
         );
         assert_eq!(after(&a, "-M"), Some("virt,gic-version=3,virtualization=on,mte=on"));

@@ -91,17 +91,7 @@ impl Qmp {
 
     /// Every vCPU's state as `info registers -a` gives it.
     pub fn cpus(&mut self) -> Result<Vec<CpuState>> {
-        let halted: Vec<bool> = {
-            let v = self.execute("query-cpus-fast", json!({}))?;
-            v.as_array()
-                .map(|a| a.iter().map(|c| c.get("halted").and_then(Value::as_bool).unwrap_or(false)).collect())
-                .unwrap_or_default()
-        };
-        let mut cpus = parse_registers(&self.hmp("info registers -a")?);
-        for (c, h) in cpus.iter_mut().zip(halted) {
-            c.halted = h;
-        }
-        Ok(cpus)
+        Ok(parse_registers(&self.hmp("info registers -a")?))
     }
 }
 
@@ -114,8 +104,6 @@ pub struct CpuState {
     pub pc: u64,
     /// The exception level it runs at.
     pub el: u8,
-    /// Waiting (WFI, or powered off).
-    pub halted: bool,
 }
 
 /// Reads `CPU#n`, ` PC=` and `PSTATE=… ELnh` out of `info registers -a`.
@@ -125,7 +113,7 @@ pub fn parse_registers(text: &str) -> Vec<CpuState> {
         let l = line.trim();
         if let Some(n) = l.strip_prefix("CPU#") {
             if let Ok(cpu) = n.trim().parse() {
-                out.push(CpuState { cpu, pc: 0, el: 0, halted: false });
+                out.push(CpuState { cpu, pc: 0, el: 0 });
             }
         } else if let (Some(c), Some(pc)) = (out.last_mut(), l.strip_prefix("PC=")) {
             c.pc = u64::from_str_radix(pc.split_whitespace().next().unwrap_or(""), 16).unwrap_or(0);
@@ -136,6 +124,53 @@ pub fn parse_registers(text: &str) -> Vec<CpuState> {
         }
     }
     out
+}
+
+/// Where every vCPU is, in one line: a few samples of [`Qmp::cpus`] (a CPU that moves shows
+/// every PC seen; one whose PC stays 0 was never started or is off). For a CPU inside the hypervisor
+/// (EL2), the guest's PC at its last exit is read from the hypervisor's table at `guest_pcs`
+/// (the `hyp_boot` record's address of `hypervisor/src/cpu.rs`'s `GUEST_PCS`, one u64 per CPU).
+pub fn describe_cpus(q: &mut Qmp, guest_pcs: Option<u64>) -> Result<String> {
+    let mut samples: Vec<Vec<CpuState>> = Vec::new();
+    for i in 0..3 {
+        if i > 0 {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        samples.push(q.cpus()?);
+    }
+    let n = samples.iter().map(Vec::len).min().unwrap_or(0);
+    let table = match guest_pcs {
+        Some(at) if n > 0 => q.read_memory(at, 8 * n as u64).ok(),
+        _ => None,
+    };
+    let mut parts = Vec::new();
+    for c in 0..n {
+        let seen: Vec<&CpuState> = samples.iter().map(|s| &s[c]).collect();
+        if seen.iter().all(|s| s.pc == 0) {
+            parts.push(format!("CPU {c} off"));
+            continue;
+        }
+        let mut pcs: Vec<String> = Vec::new();
+        for s in &seen {
+            let p = format!("EL{} {:#x}", s.el, s.pc);
+            if !pcs.contains(&p) {
+                pcs.push(p);
+            }
+        }
+        let mut line = format!("CPU {c} at {}", pcs.join(", "));
+        if seen.iter().any(|s| s.el == 2) {
+            let guest =
+                table.as_ref().and_then(|t| t.get(8 * c..8 * c + 8)).map(|b| u64::from_le_bytes(b.try_into().unwrap()));
+            match guest {
+                Some(pc) if pc != 0 => {
+                    line.push_str(&format!(" (in the hypervisor; the guest's PC at its last exit {pc:#x})"))
+                }
+                _ => line.push_str(" (in the hypervisor)"),
+            }
+        }
+        parts.push(line);
+    }
+    Ok(parts.join("; "))
 }
 
 #[cfg(test)]
@@ -149,10 +184,7 @@ mod tests {
                     CPU#1\r\n PC=0000000000000000 X00=0\r\nPSTATE=400003c9 -Z-- EL2h  SVCR=00000000\r\n";
         assert_eq!(
             parse_registers(text),
-            [
-                CpuState { cpu: 0, pc: 0x4008_0000, el: 1, halted: false },
-                CpuState { cpu: 1, pc: 0, el: 2, halted: false }
-            ]
+            [CpuState { cpu: 0, pc: 0x4008_0000, el: 1 }, CpuState { cpu: 1, pc: 0, el: 2 }]
         );
         assert!(parse_registers("garbage").is_empty());
     }
