@@ -1,36 +1,38 @@
-//! The project's test guest: a small bare-metal program that boots as a raw binary (no Image
-//! magic: QEMU and the hypervisor load it at RAM base plus 0x80000) or as an arm64 Image (RAM
-//! base plus 2 MiB), on plain QEMU or under the hypervisor, and checks the machine it was given,
-//! the way third-party test suites set themselves up: its BSS and stacks follow its image, and
-//! the DTB must lie above them. The xtask builds both forms (`target/images/testguest.{img,bin}`).
+//! The project's own test guest: a small bare-metal binary that runs at EL1 with the MMU off,
+//! built by the xtask in two forms, an arm64 Image (`testguest.img`) and a raw binary without
+//! the Image header (`testguest.bin`, loaded as QEMU loads one). It reads its device tree
+//! (x0), takes its words from `/chosen/bootargs` (strictly, `lib/bootargs`: [`WORDS`]), does
+//! what `testguest=MODE` asks, and ends the run: under the pgtlab hypervisor with the exit
+//! hypercall (the hypervisor prints the run's final line), alone with its own final line and
+//! PSCI SYSTEM_OFF.
 //!
-//! Its command line (`/chosen/bootargs`) picks what it does:
-//!
-//! * `mode=view` (default): every check below, one `check` line each, a `testguest` record with
-//!   what it found, then `testguest: N checks passed` or `testguest: FAILED …`;
-//!   `mem=SIZE`, `smp=N`, `load=raw|image` say what it must find;
-//! * `mode=hang`: fails a check on purpose, then waits for ever without a word (what a suite
-//!   does after a failed assert), for the xtask's time-limit diagnostics.
-//!
-//! Checks (`view`): runs at EL1 with x1 = x2 = x3 = 0; the DTB at x0 parses and lies in RAM,
-//! above the image, its BSS and stacks; an initramfs does not overlap either; the image sits
-//! where QEMU loads its form; RAM is `mem=`; `smp=` CPUs; PSCI answers VERSION (>= 1.0, as the
-//! DTB's `compatible` says) and FEATURES (the calls a guest needs supported, MIGRATE and an
-//! unassigned id not); the generic timer has a frequency and counts; the DTB's GIC answers
-//! with its architecture revision; `bootargs` is printed as found. The run ends as every run of
-//! the project does: under the hypervisor with its exit hypercall (it prints the final line),
-//! else with the final line `@@exit CODE (…)` and PSCI SYSTEM_OFF. No semihosting.
+//! Modes:
+//! * `view`: what a guest sees, checked from the inside (`view.rs`): its DTB above its image,
+//!   BSS and stacks, its load address, RAM (`testguest.mem`), CPUs (`testguest.smp`), PSCI
+//!   version and features, the timer, the GIC, its command line. `hang`: a failed check, then
+//!   silence (for the time-limit verdict).
+//! * `semihost`: what a hostile guest tries first. QEMU semihosting (`hlt #0xf000`), if it
+//!   were on, would be served by QEMU itself before any trap: SYS_OPEN + SYS_WRITE create a
+//!   host file (`testguest.path=PATH` + `.open`), SYS_SYSTEM runs a host command (`touch
+//!   PATH.system`), SYS_EXIT ends QEMU with status 0. Each must come back as an undefined
+//!   instruction at EL1, reported in a `testguest_semihost` record; the run then ends as a guest
+//!   failure, since the guest's attempt to end it successfully through SYS_EXIT went nowhere.
 #![no_std]
 #![no_main]
 
 extern crate alloc;
 
-use alloc::format;
-use alloc::string::String;
-use alloc::vec::Vec;
-use board::{Board, GicVersion, PsciMethod};
-use buddy_system_allocator::LockedHeap;
+mod semihost;
+mod view;
 
+use alloc::string::String;
+use board::Board;
+use bootargs::{Table, Word};
+use buddy_system_allocator::LockedHeap;
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use rt::trap::TrapFrame;
+
+/// Heap for the device tree's description (QEMU's DTB is 1 MiB; its description far less).
 const HEAP_SIZE: usize = 1 << 20;
 
 #[repr(C, align(4096))]
@@ -40,257 +42,139 @@ static mut HEAP_SPACE: HeapSpace = HeapSpace([0; HEAP_SIZE]);
 #[global_allocator]
 static HEAP: LockedHeap<32> = LockedHeap::empty();
 
-/// The conduit the DTB names (set once the DTB is read).
-static HVC: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(true);
-/// Under this project's hypervisor (set once found).
-static UNDER_HYP: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+/// Every word the test guest accepts.
+pub const WORDS: &[Word] = &[
+    Word::choice("testguest", &["semihost", "view", "hang"], "what to do (see testguest/src/main.rs)"),
+    Word::size("testguest.mem", 1 << 20, 1 << 50, "view: the RAM the guest must find"),
+    Word::uint("testguest.smp", 1, 512, "view: the CPUs the guest must find"),
+    Word::choice("testguest.load", &["raw", "image"], "view: the form it was built in, so where QEMU loads it"),
+    Word::text("testguest.path", "a host path the semihost mode tries to create (PATH.open, PATH.system)"),
+    Word::choice("pgtlab_alone", &["1"], "the xtask's word for a guest that runs without the hypervisor"),
+];
 
-/// One SMCCC call with `insn` (`hvc #0` or `smc #0`): x0-x3 in and out, x4-x17 clobbered.
-macro_rules! smccc_call {
-    ($insn:literal, $fid:expr, $a1:expr, $a2:expr, $a3:expr) => {{
-        let (r0, r1, r2, r3);
-        // SAFETY: an SMCCC call (x0-x17 may be clobbered, no memory of ours is touched).
-        unsafe {
-            core::arch::asm!($insn, inlateout("x0") $fid => r0, inlateout("x1") $a1 => r1,
-                inlateout("x2") $a2 => r2, inlateout("x3") $a3 => r3, out("x4") _, out("x5") _,
-                out("x6") _, out("x7") _, out("x8") _, out("x9") _, out("x10") _, out("x11") _,
-                out("x12") _, out("x13") _, out("x14") _, out("x15") _, out("x16") _, out("x17") _,
-                options(nostack))
+const TABLE: Table = Table { owner: "testguest", words: WORDS, foreign: &[] };
+
+/// Whether the pgtlab hypervisor runs below (it then prints the run's final line).
+static UNDER_HYPERVISOR: AtomicBool = AtomicBool::new(false);
+/// PSCI conduit from the device tree: 0 none, 1 HVC, 2 SMC.
+static PSCI: AtomicU64 = AtomicU64::new(0);
+
+/// x1-x3 as the boot loader left them (the boot protocol says 0; `view` checks).
+#[no_mangle]
+extern "C" fn rt_main(dtb: usize, x1: u64, x2: u64, x3: u64) -> ! {
+    use aarch64_cpu::registers::{Writeable, VBAR_EL1};
+    VBAR_EL1.set(rt::trap::vectors_el1());
+    // SAFETY: HEAP_SPACE is used only here, once, and handed to the allocator for good.
+    unsafe { HEAP.lock().init(core::ptr::addr_of_mut!(HEAP_SPACE) as usize, HEAP_SIZE) };
+    UNDER_HYPERVISOR.store(probe_hypervisor(), Ordering::Relaxed);
+    let status = match run(dtb, [x1, x2, x3]) {
+        Ok(status) => status,
+        Err(e) => {
+            rt::console::panic_print(format_args!("testguest: failed: {e}\n"));
+            abi::exit::GUEST_FAILURE
         }
-        [r0, r1, r2, r3]
-    }};
+    };
+    end(status)
 }
 
-fn smccc(fid: u64, a1: u64, a2: u64, a3: u64) -> [u64; 4] {
-    if HVC.load(core::sync::atomic::Ordering::Relaxed) {
-        smccc_call!("hvc #0", fid, a1, a2, a3)
-    } else {
-        smccc_call!("smc #0", fid, a1, a2, a3)
+fn run(dtb: usize, regs: [u64; 3]) -> Result<u32, String> {
+    use alloc::format;
+    // SAFETY: x0 is 0 or points at the DTB (boot protocol), in RAM nothing else writes.
+    let blob = unsafe { board::dtb_at(dtb as *const u8) }.map_err(|e| format!("device tree at {dtb:#x}: {e}"))?;
+    let board = Board::from_dtb(blob).map_err(|e| format!("device tree: {e}"))?;
+    if let Some(uart) = board.console.as_ref() {
+        // SAFETY: the DTB names this PL011 as the console; nothing else in this guest uses it.
+        unsafe { rt::console::init(uart.base as usize) };
+    }
+    if let Some(p) = board.psci.as_ref() {
+        PSCI.store(if p.method == board::PsciMethod::Smc { 2 } else { 1 }, Ordering::Relaxed);
+    }
+    let cmdline = board.bootargs.as_deref().unwrap_or("");
+    rt::println!(
+        "testguest: at EL1, DTB {dtb:#x}, image at {:#x}, {}, bootargs {cmdline:?}",
+        rt::start::image_layout().start,
+        if UNDER_HYPERVISOR.load(Ordering::Relaxed) { "under the pgtlab hypervisor" } else { "alone" }
+    );
+    let args = bootargs::parse(cmdline, &TABLE).map_err(|e| format!("{e}"))?;
+    match args.choice("testguest") {
+        Some("semihost") => Ok(semihost::run(args.text("testguest.path").unwrap_or("/tmp/pgtlab-testguest"))),
+        Some("view") => Ok(view::run(&board, blob, regs, &args, cmdline)),
+        Some("hang") => view::hang(),
+        _ => Err(format!("nothing to do: give testguest=MODE ({})", TABLE.accepted())),
     }
 }
 
-/// Ends the run with `status` (0: every check passed).
-fn exit(status: u32) -> ! {
-    if UNDER_HYP.load(core::sync::atomic::Ordering::Relaxed) {
-        rt::console::flush();
-        smccc(abi::hypercall::EXIT, u64::from(status), 0, 0);
+/// The pgtlab hypervisor answers the SMCCC vendor-hypervisor UID call with its UID; only asked
+/// when EL2 exists (with no EL2, HVC is undefined).
+fn probe_hypervisor() -> bool {
+    use aarch64_cpu::registers::{Readable, ID_AA64PFR0_EL1};
+    let el2 = (ID_AA64PFR0_EL1.get() >> 8) & 0xf != 0;
+    el2 && smccc(false, abi::hypercall::CALL_UID, 0) == abi::hypercall::UID
+}
+
+/// An SMCCC call through HVC or SMC; returns x0..x3.
+fn smccc(smc: bool, fid: u64, a1: u64) -> [u64; 4] {
+    let (r0, r1, r2, r3);
+    // SAFETY: an SMCCC call: per SMCCC v1.0 x0-x17 may be clobbered, and the callee touches no
+    // memory of ours.
+    unsafe {
+        if smc {
+            core::arch::asm!("smc #0", inout("x0") fid => r0, inout("x1") a1 => r1, out("x2") r2, out("x3") r3,
+                out("x4") _, out("x5") _, out("x6") _, out("x7") _, out("x8") _, out("x9") _, out("x10") _,
+                out("x11") _, out("x12") _, out("x13") _, out("x14") _, out("x15") _, out("x16") _, out("x17") _,
+                options(nostack));
+        } else {
+            core::arch::asm!("hvc #0", inout("x0") fid => r0, inout("x1") a1 => r1, out("x2") r2, out("x3") r3,
+                out("x4") _, out("x5") _, out("x6") _, out("x7") _, out("x8") _, out("x9") _, out("x10") _,
+                out("x11") _, out("x12") _, out("x13") _, out("x14") _, out("x15") _, out("x16") _, out("x17") _,
+                options(nostack));
+        }
+    }
+    [r0, r1, r2, r3]
+}
+
+/// Ends the run with `status`: the exit hypercall under the hypervisor (which prints the final
+/// line), else the final line and PSCI SYSTEM_OFF.
+fn end(status: u32) -> ! {
+    rt::console::flush();
+    if UNDER_HYPERVISOR.load(Ordering::Relaxed) {
+        smccc(false, abi::hypercall::EXIT, status.into());
     } else {
         rt::console::panic_print(format_args!("{}\n", abi::exit::FinalLine(status)));
         rt::console::flush();
-        smccc(abi::psci::SYSTEM_OFF, 0, 0, 0);
+        match PSCI.load(Ordering::Relaxed) {
+            0 => {}
+            c => {
+                smccc(c == 2, abi::psci::SYSTEM_OFF, 0);
+            }
+        }
+        rt::console::panic_print(format_args!("testguest: {}\n", abi::exit::NO_POWER_OFF));
     }
     loop {
         aarch64_cpu::asm::wfe();
     }
 }
 
-/// The checks of one run: each prints one line; the first failure is remembered.
-struct Checks {
-    passed: u32,
-    failed: Option<String>,
-}
-
-impl Checks {
-    fn check(&mut self, name: &str, ok: bool, detail: impl core::fmt::Display) {
-        if ok {
-            self.passed += 1;
-            rt::println!("testguest: check {name}: ok ({detail})");
-        } else {
-            rt::println!("testguest: check {name}: FAILED: {detail}");
-            self.failed.get_or_insert_with(|| format!("{name}: {detail}"));
-        }
-    }
-}
-
-/// A word `key=value` of the command line.
-fn word<'a>(cmdline: &'a str, key: &str) -> Option<&'a str> {
-    cmdline.split_ascii_whitespace().find_map(|w| w.strip_prefix(key)?.strip_prefix('='))
-}
-
+/// Every exception the guest takes: an undefined instruction the current mode expects (see
+/// [`semihost::undefined`]) is stepped over; anything else ends the run as an unexpected
+/// exception.
 #[no_mangle]
-extern "C" fn rt_main(dtb: usize, x1: u64, x2: u64, x3: u64) -> ! {
-    // SAFETY: HEAP_SPACE is handed to the allocator once, here, before anything allocates.
-    unsafe { HEAP.lock().init(core::ptr::addr_of_mut!(HEAP_SPACE) as usize, HEAP_SIZE) };
-    use aarch64_cpu::registers::{Readable, Writeable, VBAR_EL1};
-    VBAR_EL1.set(rt::trap::vectors_el1());
-    // SAFETY: x0 is the DTB by the boot protocol; only its 40-byte header is read before its
-    // size is checked.
-    let header = unsafe { core::slice::from_raw_parts(dtb as *const u8, 40) };
-    let Ok(size) = board::dtb_total_size(header) else {
-        loop {
-            aarch64_cpu::asm::wfe()
-        }
-    };
-    // SAFETY: the header says the blob is `size` bytes long.
-    let blob = unsafe { core::slice::from_raw_parts(dtb as *const u8, size) };
-    let Ok(b) = Board::from_dtb(blob) else {
-        loop {
-            aarch64_cpu::asm::wfe()
-        }
-    };
-    if let Some(u) = &b.console {
-        // SAFETY: the DTB's console PL011; nothing else drives it.
-        unsafe { rt::console::init(u.base as usize) };
-    }
-    let method = b.psci.as_ref().map_or(PsciMethod::Hvc, |p| p.method);
-    HVC.store(method == PsciMethod::Hvc, core::sync::atomic::Ordering::Relaxed);
-    // The hypervisor answers its vendor UID (asked only where EL2 exists: else HVC is
-    // undefined for anything but PSCI).
-    let el2 = (aarch64_cpu::registers::ID_AA64PFR0_EL1.get() >> 8) & 0xf != 0;
-    let under_hyp = el2 && smccc(abi::hypercall::CALL_UID, 0, 0, 0) == abi::hypercall::UID;
-    UNDER_HYP.store(under_hyp, core::sync::atomic::Ordering::Relaxed);
-    let cmdline = b.bootargs.clone().unwrap_or_default();
-    rt::println!(
-        "testguest: at {:#x}, DTB {dtb:#x} ({size} bytes), {}, command line {cmdline:?}",
-        rt::start::image_layout().start,
-        if under_hyp { "under the pgtlab hypervisor" } else { "no hypervisor" }
-    );
-    let mut c = Checks { passed: 0, failed: None };
-    match word(&cmdline, "mode").unwrap_or("view") {
-        "view" => view(&mut c, &b, dtb as u64, size as u64, [x1, x2, x3], &cmdline),
-        "hang" => {
-            c.check("hang", false, "this mode fails on purpose, then waits without a word");
-            loop {
-                aarch64_cpu::asm::wfe();
-            }
-        }
-        other => c.check("mode", false, format!("unknown mode {other:?} (view, hang)")),
-    }
-    match c.failed {
-        None => {
-            rt::println!("testguest: {} checks passed", c.passed);
-            exit(0)
-        }
-        Some(f) => {
-            rt::println!("testguest: FAILED: {f}");
-            exit(1)
-        }
-    }
-}
-
-fn view(c: &mut Checks, b: &Board, dtb: u64, size: u64, regs: [u64; 3], cmdline: &str) {
-    use aarch64_cpu::registers::{CurrentEL, Readable, CNTFRQ_EL0, CNTVCT_EL0};
-    let el = CurrentEL.read(CurrentEL::EL);
-    c.check("el", el == 1, format!("EL{el}"));
-    c.check("boot-registers", regs == [0, 0, 0], format!("x1 {:#x}, x2 {:#x}, x3 {:#x}", regs[0], regs[1], regs[2]));
-
-    // Where things are.
-    let layout = rt::start::image_layout();
-    let (start, end) = (layout.start as u64, layout.end as u64);
-    let ram: Vec<(u64, u64)> = b.memory.iter().map(|r| (r.base, r.end())).collect();
-    let in_ram = |a: u64, n: u64| ram.iter().any(|&(s, e)| a >= s && a.saturating_add(n) <= e);
-    c.check("dtb-in-ram", in_ram(dtb, size), format!("DTB [{dtb:#x}, {:#x})", dtb + size));
-    c.check("dtb-above-image", dtb >= end, format!("DTB at {dtb:#x}, image, BSS and stacks [{start:#x}, {end:#x})"));
-    if let Some(i) = b.initrd {
-        let clear = i.base >= end && (i.end() <= dtb || i.base >= dtb + size) && in_ram(i.base, i.size);
-        c.check("initrd-clear", clear, format!("initramfs [{:#x}, {:#x})", i.base, i.end()));
-    }
-    let base = ram.first().map_or(0, |r| r.0);
-    if let Some(load) = word(cmdline, "load") {
-        let want = if load == "raw" { base + 0x8_0000 } else { base + 0x20_0000 };
-        c.check("load-address", start == want, format!("{load} form at {start:#x}, QEMU puts it at {want:#x}"));
-    }
-    let mem: u64 = b.memory.iter().map(|r| r.size).sum();
-    match word(cmdline, "mem").map(bootargs::parse_size) {
-        Some(Ok(want)) => c.check("ram-size", mem == want, format!("{} MiB of RAM, mem={} MiB", mem >> 20, want >> 20)),
-        Some(Err(e)) => c.check("ram-size", false, format!("mem=: {e}")),
-        None => {}
-    }
-    if let Some(n) = word(cmdline, "smp").and_then(|n| n.parse::<usize>().ok()) {
-        c.check("cpus", b.cpus.len() == n, format!("{} CPUs in the DTB, smp={n}", b.cpus.len()));
-    }
-
-    // PSCI.
-    let psci = b.psci.as_ref();
-    let version = smccc(abi::psci::VERSION, 0, 0, 0)[0] as u32;
-    let (major, minor) = (version >> 16, version & 0xffff);
-    let claims_1_0 = psci.is_some_and(|p| p.compatible.iter().any(|s| s == "arm,psci-1.0"));
-    c.check(
-        "psci-version",
-        version != u32::MAX && major >= 1 && claims_1_0,
-        format!("PSCI {major}.{minor} over {}", psci.map_or("?", |p| p.method.as_str())),
-    );
-    let feature = |fid: u64| smccc(abi::psci::FEATURES, fid, 0, 0)[0] as i64 as i32;
-    use abi::psci as p;
-    let needed =
-        [p::VERSION, p::CPU_ON_64, p::CPU_OFF, p::AFFINITY_INFO_64, p::SYSTEM_OFF, p::SYSTEM_RESET, p::FEATURES];
-    let missing: Vec<String> = needed.iter().filter(|&&f| feature(f) != 0).map(|f| format!("{f:#x}")).collect();
-    c.check("psci-features", missing.is_empty(), format!("needed calls supported; not: {missing:?}"));
-    let refused = [p::MIGRATE_64, 0x8400_001f].iter().all(|&f| feature(f) == p::NOT_SUPPORTED as i32);
-    c.check("psci-features-refused", refused, "MIGRATE and an unassigned id: NOT_SUPPORTED");
-    let features: Vec<String> = [p::CPU_SUSPEND_64, p::MIGRATE_INFO_TYPE, p::SYSTEM_SUSPEND_64, p::SYSTEM_RESET2_64]
-        .iter()
-        .map(|&f| format!("{f:#x}:{}", feature(f)))
-        .collect();
-
-    // The generic timer.
-    let freq = CNTFRQ_EL0.get();
-    let t0 = CNTVCT_EL0.get();
-    let mut spins = 0u64;
-    while CNTVCT_EL0.get() == t0 && spins < 100_000_000 {
-        spins += 1;
-    }
-    let timer = b.timer.as_ref();
-    c.check(
-        "timer",
-        freq != 0 && CNTVCT_EL0.get() != t0 && timer.is_some_and(|t| t.virt.is_some()),
-        format!("CNTFRQ {freq} Hz, counting, DTB timer {}", timer.map_or("absent", |t| t.path.as_str())),
-    );
-
-    // The interrupt controller.
-    let gic = b.gic.as_ref();
-    let (gic_version, arch) = match gic {
-        Some(g) => {
-            // GICD_PIDR2 (offset 0xffe8 on GICv3, 0xfe8 on GICv2): bits 7:4 the architecture revision.
-            let off = if g.version == GicVersion::V3 { 0xffe8 } else { 0xfe8 };
-            // SAFETY: the distributor's registers, a device region of the guest's (the DTB
-            // names it; QEMU and the hypervisor map it); a 32-bit read has no side effect.
-            let pidr2 = unsafe { core::ptr::read_volatile((g.distributor.base + off) as *const u32) };
-            (if g.version == GicVersion::V3 { 3 } else { 2 }, (pidr2 >> 4) & 0xf)
-        }
-        None => (0, 0),
-    };
-    c.check(
-        "gic",
-        gic_version != 0 && arch == gic_version,
-        format!("DTB GICv{gic_version}, distributor ArchRev {arch}"),
-    );
-    c.check("bootargs", !cmdline.is_empty(), format!("{cmdline:?}"));
-
-    let mut r = abi::report::Record::new("testguest");
-    r.hex("image", start)
-        .hex("image_end", end)
-        .hex("dtb", dtb)
-        .u64("dtb_bytes", size)
-        .hex("initrd", b.initrd.map_or(0, |i| i.base))
-        .u64("mem_bytes", mem)
-        .u64("cpus", b.cpus.len() as u64)
-        .str("psci_version", &format!("{major}.{minor}"))
-        .str("psci_method", psci.map_or("", |p| p.method.as_str()))
-        .str("psci_features", &features.join(","))
-        .u64("cntfrq", freq)
-        .u64("gic", u64::from(gic_version))
-        .str("bootargs", cmdline)
-        .bool("hypervisor", UNDER_HYP.load(core::sync::atomic::Ordering::Relaxed));
-    rt::println!("{r}");
-}
-
-/// Any exception is a failed run: report it and end.
-#[no_mangle]
-extern "C" fn rt_exception(frame: &mut rt::TrapFrame, vector: u64) {
+extern "C" fn rt_exception(frame: &mut TrapFrame, vector: u64) {
     use aarch64_cpu::registers::{Readable, ESR_EL1, FAR_EL1};
+    let esr = ESR_EL1.get();
+    if vector == rt::trap::vector::CUR_SPX_SYNC && semihost::undefined(frame, esr) {
+        return;
+    }
     rt::console::panic_print(format_args!(
-        "testguest: FAILED: unexpected {} exception ({}) at {:#x}: ESR {:#x} FAR {:#x}\n",
+        "testguest: unexpected {} exception from {}: ESR {esr:#x}, ELR {:#x}, FAR {:#x}\n",
         rt::trap::vector::kind(vector),
         rt::trap::vector::source(vector),
         frame.elr,
-        ESR_EL1.get(),
         FAR_EL1.get()
     ));
-    exit(3)
+    end(abi::exit::GUEST_EXCEPTION)
 }
 
-/// Secondary CPUs are never started.
 #[no_mangle]
 extern "C" fn rt_secondary_main(_cpu: usize) -> ! {
     loop {
@@ -301,5 +185,5 @@ extern "C" fn rt_secondary_main(_cpu: usize) -> ! {
 #[panic_handler]
 fn panic(info: &core::panic::PanicInfo) -> ! {
     rt::console::panic_print(format_args!("testguest: PANIC: {info}\n"));
-    exit(2)
+    end(abi::exit::GUEST_PANIC)
 }

@@ -3,7 +3,12 @@
 //! Both binaries are arm64 Images, so QEMU hands each x0 = DTB: the hypervisor is the `-kernel`
 //! and the guest kernel the `-initrd` (the hypervisor loads it at EL1 with the Linux boot
 //! protocol); with `--no-hypervisor` the kernel is the `-kernel` and starts at EL1 itself.
-//! Semihosting is on so `qemu-exit` can end the run with the guest's status as exit code.
+//!
+//! No guest gets a path to the host: QEMU semihosting (`hlt #0xf000`, served by QEMU itself at
+//! EL1 and EL2 before any trap: the host's files and shell) is never turned on, whatever runs. A
+//! run ends as on a board: the final line `@@exit CODE (meaning)` on the console, then PSCI
+//! SYSTEM_OFF or SYSTEM_RESET to QEMU's own firmware, which ends the process (`-no-reboot`:
+//! a reset ends it too). The code comes from that line ([`crate::outcome::judge`]).
 //!
 //! Any other guest ([`Guest`]: a kernel, an initramfs, a command line) travels to the hypervisor
 //! as one guest bundle (`abi::bundle`) in the `-initrd` slot, written under `target/guest/`
@@ -151,7 +156,7 @@ impl QemuConfig {
     pub fn args(&self, images: &Images) -> Result<Vec<String>, String> {
         let mem = self.machine_mem(images)?;
         let mut a = self.machine_args_with(mem.total);
-        a.extend(["-nographic".into(), "-semihosting-config".into(), "enable=on,target=native".into()]);
+        a.extend(["-nographic".into(), "-no-reboot".into()]);
         // Under the hypervisor the guest gets exactly --mem (hyp.guest-mem), the rest is its.
         // Last: after a boot loader's words and their `pgtlab` marker, if the user gave some.
         let mut append = if mem.total != mem.guest {
@@ -166,7 +171,9 @@ impl QemuConfig {
                 if let Some(i) = &g.initrd {
                     a.extend(["-initrd".into(), i.display().to_string()]);
                 }
-                append = [g.append.as_str(), self.bootargs.as_str()]
+                // Alone, the guest itself must print the run's final line: the project's Linux
+                // init does when it finds this word (`crate::linux::INIT`).
+                append = [g.append.as_str(), self.bootargs.as_str(), crate::linux::ALONE_WORD]
                     .iter()
                     .filter(|s| !s.is_empty())
                     .copied()
@@ -362,7 +369,7 @@ pub fn parse_mem(mem: &str) -> std::result::Result<u64, String> {
 }
 
 /// How a supervised run ended.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Outcome {
     /// QEMU's exit code; `None` when it was killed at the timeout or by a signal.
     pub code: Option<i32>,
@@ -380,6 +387,8 @@ pub struct Outcome {
     pub elapsed: Duration,
     /// At the time limit, before QEMU was killed: where every vCPU was ([`crate::qmp`]).
     pub cpus_at_limit: Option<String>,
+    /// Why the xtask ended QEMU before it ended by itself (the time limit aside).
+    pub ended: Option<crate::outcome::Ended>,
 }
 
 impl Outcome {
@@ -423,7 +432,11 @@ pub fn run(
     run_args(qemu, &args, timeout, progress, echo)
 }
 
-/// [`run`] with a complete argument list (not validated: the caller built it).
+/// [`run`] with a complete argument list (not validated: the caller built it). QEMU runs
+/// supervised ([`crate::signals::supervised`]: it dies with the xtask); the console is watched
+/// ([`crate::outcome::Watch`]) and QEMU ended early when the run cannot end by itself: the
+/// final line was followed by "nothing powers this machine off", or a guest kernel's panic or
+/// Oops report is complete. A signal to the xtask ends QEMU at once.
 pub fn run_args(
     qemu: &Path,
     args: &[String],
@@ -434,20 +447,16 @@ pub fn run_args(
     let start = Instant::now();
     // A QMP socket, to see where the vCPUs are if the run hits its time limit.
     let qmp = crate::qmp::socket_path();
-    let mut child = Command::new(qemu)
-        .args(args)
-        .args(crate::qmp::qemu_args(&qmp))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .with_context(|| format!("starting {}", qemu.display()))?;
+    let mut cmd = Command::new(qemu);
+    cmd.args(args).args(crate::qmp::qemu_args(&qmp));
+    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = crate::signals::supervised(&mut cmd).with_context(|| format!("starting {}", qemu.display()))?;
     // (line, from stderr)
     let (tx, rx) = mpsc::channel::<(String, bool)>();
     let mut readers = Vec::new();
     for (stream, is_err) in [
-        (Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>, false),
-        (Box::new(child.stderr.take().unwrap()), true),
+        (Box::new(child.child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>, false),
+        (Box::new(child.child.stderr.take().unwrap()), true),
     ] {
         let tx = tx.clone();
         readers.push(std::thread::spawn(move || {
@@ -466,9 +475,10 @@ pub fn run_args(
     let mut output = String::new();
     let mut console_lines = 0;
     let mut qemu_messages = Vec::new();
+    let mut watch = crate::outcome::Watch::default();
     // The hypervisor's table of its CPUs' guest PCs (its `hyp_boot` record), for a time limit.
     let guest_pcs = std::cell::Cell::new(None);
-    let mut take = |(line, is_err): (String, bool), echo: &mut dyn FnMut(&str)| {
+    let mut take = |(line, is_err): (String, bool), echo: &mut dyn FnMut(&str), watch: &mut crate::outcome::Watch| {
         let l = line.trim_end_matches('\n');
         echo(l);
         if l.contains("\"kind\":\"hyp_boot\"") {
@@ -478,31 +488,43 @@ pub fn run_args(
             qemu_messages.push(l.to_string());
         } else {
             console_lines += 1;
+            watch.line(l);
         }
         output.push_str(l);
         output.push('\n');
     };
     let mut timed_out = false;
+    // A limit too far away to represent is no limit.
+    let deadline = start.checked_add(timeout);
     let mut cpus_at_limit = None;
-    let deadline = start + timeout;
     let mut last_news = Instant::now();
+    let mut ended = None;
     loop {
         match rx.recv_timeout(Duration::from_millis(50)) {
             Ok(item) => {
-                take(item, &mut echo);
+                take(item, &mut echo, &mut watch);
                 last_news = Instant::now();
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
             Err(mpsc::RecvTimeoutError::Timeout) => {}
         }
-        let now = Instant::now();
-        if now > deadline {
-            timed_out = true;
-            cpus_at_limit = cpus_of(&qmp, guest_pcs.get());
-            let _ = child.kill();
+        if let Some(sig) = crate::signals::caught() {
+            ended = Some(crate::outcome::Ended::Interrupted(sig));
+        } else if let Some(e) = watch.end_now() {
+            ended = Some(e);
+        }
+        if ended.is_some() {
+            child.kill();
             break;
         }
-        if let Some(every) = progress {
+        let now = Instant::now();
+        if deadline.is_some_and(|d| now > d) {
+            timed_out = true;
+            cpus_at_limit = cpus_of(&qmp, guest_pcs.get());
+            child.kill();
+            break;
+        }
+        if let (Some(every), Some(deadline)) = (progress, deadline) {
             if now - last_news >= every {
                 eprintln!(
                     "xtask: still running after {} s; time limit {} s, {} s left (--timeout S to change)",
@@ -516,17 +538,22 @@ pub fn run_args(
     }
     let status = child.wait()?;
     let _ = std::fs::remove_file(&qmp);
+    // QEMU may have ended (on the handler's SIGTERM) before the loop saw the signal.
+    if let (None, false, Some(sig)) = (&ended, timed_out, crate::signals::caught()) {
+        ended = Some(crate::outcome::Ended::Interrupted(sig));
+    }
     for r in readers {
         let _ = r.join();
     }
     // Lines that arrived between the kill and the join.
     while let Ok(item) = rx.try_recv() {
-        take(item, &mut echo);
+        take(item, &mut echo, &mut watch);
     }
     use std::os::unix::process::ExitStatusExt;
+    let by_us = timed_out || ended.is_some();
     Ok(Outcome {
-        code: if timed_out { None } else { status.code() },
-        signal: if timed_out { None } else { status.signal() },
+        code: if by_us { None } else { status.code() },
+        signal: if by_us { None } else { status.signal() },
         timed_out,
         limit: timeout,
         output,
@@ -534,6 +561,7 @@ pub fn run_args(
         qemu_messages,
         elapsed: start.elapsed(),
         cpus_at_limit,
+        ended,
     })
 }
 
@@ -641,7 +669,8 @@ mod tests {
         // 1 GiB for the guest, 22 MiB for the hypervisor's region (image + 16 MiB of frames).
         assert_eq!(after(&a, "-m"), Some("1046M"));
         assert_eq!(after(&a, "-append"), Some("hyp.guest-mem=1024M"));
-        assert!(after(&a, "-semihosting-config").unwrap().contains("enable=on"));
+        assert_eq!(after(&a, "-semihosting-config"), None, "no guest gets the host's files and shell");
+        assert!(a.iter().any(|x| x == "-no-reboot"), "a reset ends QEMU: the run's final line is out");
         assert!(!a.contains(&"-icount".to_string()) && !a.contains(&"-S".to_string()));
     }
 
@@ -697,7 +726,7 @@ mod tests {
             (name(&a, "-kernel").as_deref(), name(&a, "-initrd").as_deref()),
             (Some("k.img"), Some("rootfs.cpio"))
         );
-        assert_eq!(after(&a, "-append"), Some("console=ttyAMA0 hyp.on-fault=stop"));
+        assert_eq!(after(&a, "-append"), Some("console=ttyAMA0 hyp.on-fault=stop pgtlab_alone=1"));
         let other = Guest { append: "quiet".into(), ..guest.clone() };
         assert_ne!(other.bundle_path(), guest.bundle_path(), "a different guest gets its own bundle file");
     }
