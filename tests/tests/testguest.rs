@@ -87,7 +87,7 @@ fn long_testguest_every_configuration() {
     }
 }
 
-/// A guest that fails a check and then waits without a word: at the time limit (20 s here: the
+/// A guest that fails a check and then waits without a word: at the time limit (12 s here: the
 /// guest prints its line within about a second, the rest is margin for a loaded machine) the
 /// verdict carries its last lines and where each vCPU was (CPU 0 in the guest's code at EL1, the
 /// CPU it never started off). Seen failing without the QMP sampling (no CPU in the verdict).
@@ -105,7 +105,7 @@ fn testguest_hanging_after_a_failed_check_is_shown_where_it_stopped() {
         "--mem",
         "256M",
         "--timeout",
-        "20",
+        "12",
     ]);
     assert_eq!(code, abi::exit::TIMED_OUT as i32, "{out}");
     let verdict = out.lines().find(|l| l.starts_with("xtask: exit 66")).unwrap_or_else(|| panic!("no verdict\n{out}"));

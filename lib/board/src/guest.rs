@@ -231,13 +231,18 @@ fn emit(t: &Tree, i: usize, cx: &Ctx, w: &mut FdtWriter) -> Result<(), BoardErro
     let disable = cx.disabled.contains(&i);
     w.begin_node(node.name)?;
     let mut wrote_method = false;
+    // /chosen's properties the spec replaces are written where the host has them (the same
+    // order as QEMU's); the others after the host's.
+    let mut chosen_written: Vec<&str> = Vec::new();
     for p in node.fdt.properties() {
-        let skip = (is_chosen
-            && ((p.name == "bootargs" && spec.bootargs.is_some())
-                || p.name == "linux,initrd-start"
-                || p.name == "linux,initrd-end"))
-            || (disable && p.name == "status");
-        if skip {
+        if is_chosen && CHOSEN_PROPS.contains(&p.name) {
+            if chosen_prop(spec, cx.initrd_width, p.name, w)?.is_none() && p.name == "bootargs" {
+                w.property(p.name, p.value)?;
+            }
+            chosen_written.push(p.name);
+            continue;
+        }
+        if disable && p.name == "status" {
             continue;
         }
         if let Some((_, keep)) = cx.gic.filter(|(g, _)| *g == i) {
@@ -272,7 +277,9 @@ fn emit(t: &Tree, i: usize, cx: &Ctx, w: &mut FdtWriter) -> Result<(), BoardErro
         w.property_str("status", "disabled")?;
     }
     if is_chosen {
-        chosen_props(spec, cx.initrd_width, w)?;
+        for name in CHOSEN_PROPS.iter().filter(|n| !chosen_written.contains(n)) {
+            chosen_prop(spec, cx.initrd_width, name, w)?;
+        }
     }
     // The guest's memory nodes go where the host's first one was (first if it had none).
     let first_memory = t.children(0).find(|&c| is_memory_node(t, c));
@@ -304,7 +311,9 @@ fn emit(t: &Tree, i: usize, cx: &Ctx, w: &mut FdtWriter) -> Result<(), BoardErro
         let need_chosen = spec.bootargs.as_deref().is_some_and(|a| !a.is_empty()) || spec.initrd.is_some();
         if need_chosen && cx.chosen.is_none_or(|c| cx.removed.contains(&c)) {
             w.begin_node("chosen")?;
-            chosen_props(spec, None, w)?;
+            for name in CHOSEN_PROPS {
+                chosen_prop(spec, None, name, w)?;
+            }
             w.end_node()?;
         }
         let have_rm = cx.reserved_node.is_some_and(|r| !cx.removed.contains(&r));
@@ -330,24 +339,38 @@ fn memory_nodes(cx: &Ctx, w: &mut FdtWriter) -> Result<(), BoardError> {
     Ok(())
 }
 
-fn chosen_props(spec: &GuestSpec, initrd_width: Option<usize>, w: &mut FdtWriter) -> Result<(), BoardError> {
-    if let Some(args) = spec.bootargs.as_deref().filter(|a| !a.is_empty()) {
-        if args.contains('\0') {
-            return Err(spec_err(String::from("bootargs"), "contains NUL"));
+/// The `/chosen` properties a [`GuestSpec`] sets.
+const CHOSEN_PROPS: [&str; 3] = ["bootargs", "linux,initrd-start", "linux,initrd-end"];
+
+/// Writes `/chosen`'s `name` as `spec` says; `Ok(None)` when the spec leaves it to the host
+/// (`bootargs: None`), `Ok(Some(()))` when it wrote it or decided it has none.
+fn chosen_prop(
+    spec: &GuestSpec,
+    initrd_width: Option<usize>,
+    name: &str,
+    w: &mut FdtWriter,
+) -> Result<Option<()>, BoardError> {
+    match name {
+        "bootargs" => {
+            let Some(args) = spec.bootargs.as_deref() else { return Ok(None) };
+            if args.contains('\0') {
+                return Err(spec_err(String::from("bootargs"), "contains NUL"));
+            }
+            if !args.is_empty() {
+                w.property_str("bootargs", args)?;
+            }
         }
-        w.property_str("bootargs", args)?;
-    }
-    if let Some(r) = spec.initrd {
-        let narrow = initrd_width == Some(4) && r.end() <= u64::from(u32::MAX);
-        for (name, v) in [("linux,initrd-start", r.base), ("linux,initrd-end", r.end())] {
-            if narrow {
+        _ => {
+            let Some(r) = spec.initrd else { return Ok(Some(())) };
+            let v = if name == "linux,initrd-start" { r.base } else { r.end() };
+            if initrd_width == Some(4) && r.end() <= u64::from(u32::MAX) {
                 w.property_u32(name, v as u32)?;
             } else {
                 w.property_u64(name, v)?;
             }
         }
     }
-    Ok(())
+    Ok(Some(()))
 }
 
 /// Writes the extra reserved regions, except those whose node (same name, so same base) the
