@@ -158,14 +158,16 @@ fn gicv3_eight_cpus_at_16g_is_plain_qemus_machine() {
     same_machine(config(3, 8, "16G", false, false, "y"));
 }
 
-/// Every combination of GIC, 1-8 CPUs and MTE (`--long`).
+/// Every combination of GIC, 1-8 CPUs and MTE (`--long`), on 129 MiB (an odd size), 512 MiB,
+/// 2 GiB (the frame pool grows with RAM from there) and 4 GiB.
 #[test]
 #[ignore = "long: cargo xtask test --long"]
 fn long_every_virt_machine_is_plain_qemus() {
     for gic in [2, 3] {
         for smp in 1..=8 {
             for mte in [false, true] {
-                same_machine(config(gic, smp, "512M", mte, smp % 2 == 0, "a b"));
+                let mem = ["129M", "512M", "2G", "4G"][smp as usize % 4];
+                same_machine(config(gic, smp, mem, mte, smp % 2 == 0, "a b"));
             }
         }
     }
