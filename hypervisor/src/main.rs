@@ -164,9 +164,10 @@ fn boot(dtb_addr: usize, loaded_at: Option<u64>) -> Result<core::convert::Infall
     let initrd = Range::new(initrd.base, initrd.end());
     let contents = guest::inspect(initrd).map_err(|e| e.to_string())?;
     let migration = if opts.migrate { Some(setup_migration(&board, &plan)?) } else { None };
-    // The DTB's size does not depend on where things go: measure it with the initramfs's
-    // place still unknown. Its room is as large as the boot loader's DTB (QEMU's: 1 MiB).
-    let probe = contents.initramfs.map(|r| Range::new(0, r.len()));
+    // The DTB's size hardly depends on where things go: measure it with the initramfs put
+    // above 4 GiB (its properties then take their widest form). Its room is as large as the
+    // boot loader's DTB (QEMU's: 1 MiB), or the tree if that is larger.
+    let probe = contents.initramfs.map(|r| Range::new(1 << 40, (1 << 40) + r.len()));
     let probe =
         guest_device_tree(&board, &host_dtb, &plan, &contents.cmdline, probe, &opts, migration.as_ref(), guest_cpus)?;
     let dtb_room = (size as u64).max(probe.len() as u64).next_multiple_of(8);
