@@ -35,15 +35,12 @@ fn boot(qemu_bin: &std::path::Path, cfg: &QemuConfig, images: &Images) -> Result
     let t0 = Instant::now();
     let mut marker_at = None;
     cfg.validate().map_err(anyhow::Error::msg)?;
-    if let (Some(g), false) = (&cfg.guest, cfg.no_hypervisor) {
-        g.write_bundle()?;
-    }
     // Linux alone on a board that offers it no power-off (the Pi 4: its watchdog driver needs
     // devices the model lacks) halts: the run ends at its linux_guest record instead.
     let stop_at_record = cfg.no_hypervisor && cfg.board != crate::board::Board::Virt;
     let (out, stopped) = qemu::run_args_until(
         qemu_bin,
-        &cfg.args(images),
+        &cfg.args(images).map_err(anyhow::Error::msg)?,
         Duration::from_secs(600),
         None,
         |l: &str| {
