@@ -7,6 +7,7 @@ use abi::report::{parse_line, ParsedRecord};
 use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::time::Duration;
+use xtask::board::Board;
 use xtask::build::Images;
 use xtask::qemu::{self, Outcome, QemuConfig};
 
@@ -39,9 +40,46 @@ fn env() -> &'static Env {
     })
 }
 
-/// The QEMU binary the tests run.
+/// The QEMU binary the tests run on `virt`.
 pub fn qemu_binary() -> &'static std::path::Path {
     &env().qemu
+}
+
+/// The QEMU for `board`: the system one for `virt`; for a board model the one `cargo xtask
+/// test` provisioned (`XTASK_QEMU_BOARDS`, or why it could not: `XTASK_QEMU_BOARDS_ERROR`),
+/// else provisioned here (`xtask::qemu_pkg`). A board test that cannot get its QEMU fails
+/// and says why.
+pub fn qemu_for(board: Board) -> PathBuf {
+    if board == Board::Virt {
+        return env().qemu.clone();
+    }
+    static Q: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    let q = Q.get_or_init(|| {
+        if let Some(p) = std::env::var_os("XTASK_QEMU_BOARDS") {
+            return Ok(PathBuf::from(p));
+        }
+        if let Ok(e) = std::env::var("XTASK_QEMU_BOARDS_ERROR") {
+            return Err(e);
+        }
+        xtask::qemu_pkg::qemu_at_least(board_qemu_version()).map_err(|e| format!("{e:#}"))
+    });
+    q.clone().unwrap_or_else(|e| panic!("--board {board}: no QEMU for the board models: {e}"))
+}
+
+/// The QEMU version every board model runs on (the newest any board needs).
+pub fn board_qemu_version() -> xtask::qemu_pkg::Version {
+    Board::ALL.iter().map(|b| b.min_qemu()).max().expect("boards")
+}
+
+/// `cfg` with its board's DTB fetched (once per process: the fetch is not safe to run twice
+/// at the same time).
+pub fn with_dtb(mut cfg: QemuConfig) -> QemuConfig {
+    static FETCH: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    if cfg.board != Board::Virt && cfg.dtb.is_none() {
+        let _g = FETCH.lock().unwrap_or_else(|p| p.into_inner());
+        cfg.resolve_dtb().unwrap_or_else(|e| panic!("--board {}: {e:#}", cfg.board));
+    }
+    cfg
 }
 
 /// The Images under test.
@@ -79,10 +117,12 @@ impl Run {
         xtask::outcome::judge(&self.outcome)
     }
 
-    /// Fails unless the run's verdict is `code` (QEMU's exit code judged like `cargo xtask
-    /// run` does: a QEMU stopped by a signal is never 0).
+    /// Fails unless the run's verdict is `code` (judged like `cargo xtask run` does: the run's
+    /// final line, never QEMU's status alone) and the run printed at most one final line.
     pub fn expect_exit(&self, code: i32) {
         assert!(!self.outcome.timed_out, "timed out after {:?}\n{}", BOOT_TIMEOUT, self.dump());
+        let finals = xtask::outcome::Watch::scan(&self.outcome.output).finals;
+        assert!(finals.len() <= 1, "one final line per run, not {finals:?}\n{}", self.dump());
         let v = self.verdict();
         assert_eq!(
             v.code as i32,
@@ -124,13 +164,12 @@ pub fn boot_with(cfg: QemuConfig, extra: &[String]) -> Run {
 /// [`try_boot`] with `extra` QEMU arguments after the usual ones.
 pub fn try_boot_with(cfg: QemuConfig, extra: &[String]) -> Result<Run, String> {
     let e = env();
+    let cfg = with_dtb(cfg);
     cfg.validate()?;
-    if let (Some(g), false) = (&cfg.guest, cfg.no_hypervisor) {
-        g.write_bundle().expect("writing the guest bundle");
-    }
-    let mut args = cfg.args(&e.images);
+    let qemu = qemu_for(cfg.board);
+    let mut args = cfg.args(&e.images)?;
     args.extend_from_slice(extra);
-    let outcome = qemu::run_args(&e.qemu, &args, BOOT_TIMEOUT, None, |_| {}).expect("running QEMU");
+    let outcome = qemu::run_args(&qemu, &args, BOOT_TIMEOUT, None, |_| {}).expect("running QEMU");
     let mut records = Vec::new();
     for line in outcome.output.lines() {
         if let Some(r) = parse_line(line) {
@@ -141,6 +180,65 @@ pub fn try_boot_with(cfg: QemuConfig, extra: &[String]) -> Result<Run, String> {
         }
     }
     Ok(Run { cfg, outcome, records })
+}
+
+/// Boots `cfg` (with a QMP socket) until a console line satisfies `until`, then hands the run's
+/// QMP session and its console so far to `f`, and stops QEMU. Fails the test when no such line
+/// comes within [`BOOT_TIMEOUT`] or QEMU ends first.
+pub fn boot_until<T>(
+    cfg: &QemuConfig,
+    until: impl Fn(&str) -> bool,
+    f: impl FnOnce(&mut xtask::qmp::Qmp, &str) -> T,
+) -> T {
+    use std::io::BufRead;
+    let e = env();
+    cfg.validate().unwrap_or_else(|why| panic!("the xtask refused the configuration: {why}"));
+    let mut args = cfg.args(&e.images).unwrap_or_else(|why| panic!("the xtask refused the configuration: {why}"));
+    let sock = xtask::qmp::socket_path();
+    args.extend(xtask::qmp::qemu_args(&sock));
+    let mut child = std::process::Command::new(&e.qemu)
+        .args(&args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("starting QEMU");
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let out = child.stdout.take().expect("piped");
+    let reader = std::thread::spawn(move || {
+        for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = std::time::Instant::now() + BOOT_TIMEOUT;
+    let mut console = String::new();
+    let found = loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) => {
+                let line = line.replace('\r', "");
+                console.push_str(&line);
+                console.push('\n');
+                if until(&line) {
+                    break true;
+                }
+            }
+            Err(_) => break false,
+        }
+    };
+    let result = found.then(|| {
+        let mut q = xtask::qmp::Qmp::connect(&sock, Duration::from_secs(10)).expect("QMP");
+        let r = f(&mut q, &console);
+        let _ = q.execute("quit", serde_json::json!({}));
+        r
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = reader.join();
+    let _ = std::fs::remove_file(&sock);
+    result.unwrap_or_else(|| panic!("--- {} ---\nno awaited line within {BOOT_TIMEOUT:?}\n{console}", cfg.describe()))
 }
 
 /// Runs the xtask binary itself (`XTASK_BIN`, set by `cargo xtask test`; else through cargo)
@@ -190,12 +288,39 @@ pub fn qemu_dtb(cfg: &QemuConfig) -> Vec<u8> {
 /// tests then fail with that message.
 pub fn linux_guest() -> Result<xtask::linux::LinuxGuest, String> {
     static LINUX: OnceLock<Result<xtask::linux::LinuxGuest, String>> = OnceLock::new();
-    LINUX
-        .get_or_init(|| {
-            let extra = xtask::linux::extra_programs().map_err(|e| format!("{e:#}"))?;
-            xtask::linux::prepare(xtask::linux::Flavour::Cloud, &extra).map_err(|e| format!("{e:#}"))
-        })
-        .clone()
+    prepared_linux(&LINUX, xtask::linux::Flavour::Cloud)
+}
+
+/// Debian's backports Linux (the kernel the board models need) with the busybox initramfs,
+/// fetched and built once per test process.
+pub fn linux_guest_backports() -> Result<xtask::linux::LinuxGuest, String> {
+    static LINUX: OnceLock<Result<xtask::linux::LinuxGuest, String>> = OnceLock::new();
+    prepared_linux(&LINUX, xtask::linux::Flavour::Backports)
+}
+
+fn prepared_linux(
+    once: &OnceLock<Result<xtask::linux::LinuxGuest, String>>,
+    flavour: xtask::linux::Flavour,
+) -> Result<xtask::linux::LinuxGuest, String> {
+    once.get_or_init(|| {
+        let extra = xtask::linux::extra_programs().map_err(|e| format!("{e:#}"))?;
+        xtask::linux::prepare(flavour, &extra).map_err(|e| format!("{e:#}"))
+    })
+    .clone()
+}
+
+/// A configuration booting Debian's backports Linux on `board` (its console, quiet, the
+/// `pgtlab_*` words for its init) on the hypervisor.
+pub fn board_linux_config(board: Board, init_args: &str) -> QemuConfig {
+    let l = linux_guest_backports().unwrap_or_else(|e| panic!("the Linux guest is not available: {e}"));
+    QemuConfig {
+        guest: Some(xtask::qemu::Guest {
+            kernel: l.kernel,
+            initrd: Some(l.initramfs),
+            append: format!("{} quiet {init_args}", xtask::linux::default_append(board)).trim().to_string(),
+        }),
+        ..QemuConfig::default().for_board(board)
+    }
 }
 
 /// A configuration booting Debian's Linux (quiet kernel, `pgtlab_*` words for its init) on the
@@ -254,13 +379,11 @@ mod judging {
             cfg: QemuConfig::default(),
             outcome: Outcome {
                 code,
-                signal: None,
-                timed_out: false,
                 limit: BOOT_TIMEOUT,
                 output: output.to_string(),
                 console_lines: output.lines().count(),
-                qemu_messages: Vec::new(),
                 elapsed: Duration::from_secs(1),
+                ..Outcome::default()
             },
             records,
         }
@@ -268,7 +391,7 @@ mod judging {
 
     #[test]
     fn expect_output_fails_on_a_missing_line_even_with_exit_0() {
-        let r = run(Some(0), "kernel: all done, powering off\n");
+        let r = run(Some(0), "kernel: all done, powering off\n@@exit 0 (success)\n");
         r.expect_output("all done");
         assert!(catch_unwind(|| r.expect_output("kernel: 4 of 4 CPUs online")).is_err());
     }
@@ -282,16 +405,20 @@ mod judging {
     }
 
     #[test]
-    fn expect_exit_fails_on_another_code_a_timeout_or_a_signal() {
-        run(Some(0), "x\n").expect_exit(0);
-        assert!(catch_unwind(|| run(Some(0), "x\n").expect_exit(2)).is_err());
-        assert!(catch_unwind(|| run(Some(2), "kernel: PANIC\n").expect_exit(0)).is_err());
-        let mut t = run(None, "x\n");
+    fn expect_exit_fails_on_another_code_a_timeout_a_signal_or_two_final_lines() {
+        run(Some(0), "x\n@@exit 0 (success)\n").expect_exit(0);
+        assert!(catch_unwind(|| run(Some(0), "x\n@@exit 0 (success)\n").expect_exit(2)).is_err());
+        assert!(catch_unwind(|| run(Some(0), "kernel: PANIC\n@@exit 2 (guest panic)\n").expect_exit(0)).is_err());
+        // QEMU exiting 0 without the final line is not success.
+        assert!(catch_unwind(|| run(Some(0), "x\n").expect_exit(0)).is_err());
+        let mut t = run(None, "x\n@@exit 0 (success)\n");
         t.outcome.timed_out = true;
         assert!(catch_unwind(|| t.expect_exit(0)).is_err());
         // QEMU stopping on SIGTERM exits 0: not success.
-        let mut s = run(Some(0), "x\n");
+        let mut s = run(Some(0), "x\n@@exit 0 (success)\n");
         s.outcome.qemu_messages.push("qemu-system-aarch64: terminating on signal 15 from pid 1".into());
         assert!(catch_unwind(|| s.expect_exit(0)).is_err());
+        // Two final lines contradict each other, even when the last is the expected one.
+        assert!(catch_unwind(|| run(Some(0), "@@exit 1 (guest failure)\n@@exit 0 (success)\n").expect_exit(0)).is_err());
     }
 }

@@ -15,6 +15,16 @@ use std::path::PathBuf;
 pub const MARKER: &str = "pgtlab-linux: user space reached";
 /// Kernel command line the Linux guest boots with unless told otherwise.
 pub const DEFAULT_APPEND: &str = "console=ttyAMA0 panic=-1";
+/// The word the xtask adds to a guest's command line when the guest runs alone, without the
+/// hypervisor (`crate::qemu::QemuConfig::args`): then nobody else prints the run's final line,
+/// and `/init` prints it before powering off (under the hypervisor the hypervisor does).
+pub const ALONE_WORD: &str = "pgtlab_alone=1";
+
+/// The Linux guest's command line on `board`: its console (`Board::linux_console`) and
+/// `panic=-1`.
+pub fn default_append(board: crate::board::Board) -> String {
+    format!("{} panic=-1", board.linux_console())
+}
 
 /// Which Debian kernel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,6 +36,10 @@ pub enum Flavour {
     /// `linux-image-cloud-arm64` of `<codename>-backports` (Linux 6.12 on Debian 12): the
     /// kernel `cargo xtask bench NAME --peer linux` compares the project's kernel with.
     CloudBackports,
+    /// The generic kernel of `<codename>-backports` (6.12 on Debian 12), from the same package
+    /// as the boards' DTBs (`debian::file_from_kernel_package`): the board models need its
+    /// drivers (i.MX and Cadence UARTs, the Pi 4's mini UART).
+    Backports,
 }
 
 impl Flavour {
@@ -42,7 +56,7 @@ impl Flavour {
     fn meta_package(self) -> &'static str {
         match self {
             Flavour::Cloud | Flavour::CloudBackports => "linux-image-cloud-arm64",
-            Flavour::Generic => "linux-image-arm64",
+            Flavour::Generic | Flavour::Backports => "linux-image-arm64",
         }
     }
 
@@ -50,6 +64,7 @@ impl Flavour {
         match self {
             Flavour::Cloud => "cloud",
             Flavour::Generic => "generic",
+            Flavour::Backports => "backports",
             Flavour::CloudBackports => "cloud-backports",
         }
     }
@@ -57,7 +72,7 @@ impl Flavour {
     /// Its private apt state: the machine's own suites, or their backports.
     fn apt(self) -> Result<Apt> {
         match self {
-            Flavour::CloudBackports => Apt::backports(&linux_dir().join("apt-backports")),
+            Flavour::CloudBackports => Apt::backports(&linux_dir().join("apt-backports"), "arm64"),
             _ => Apt::new(&linux_dir().join("apt")),
         }
     }
@@ -80,6 +95,12 @@ fn linux_dir() -> PathBuf {
 
 /// The kernel of `flavour`, fetched once.
 fn kernel(apt: &Apt, flavour: Flavour) -> Result<(PathBuf, String)> {
+    if flavour == Flavour::Backports {
+        let image = debian::file_from_kernel_package("vmlinuz")?;
+        let src = image.with_file_name("vmlinuz.source");
+        let package = std::fs::read_to_string(&src).unwrap_or_default().trim().to_string();
+        return Ok((image, package));
+    }
     let dir = linux_dir().join(flavour.name());
     let image = dir.join("vmlinuz");
     let stamp = dir.join("package");
@@ -115,18 +136,14 @@ fn busybox(apt: &Apt) -> Result<PathBuf> {
 /// `/init`: a busybox shell script.
 ///
 /// It reports what the guest sees, runs the step `pgtlab_test=` names (its status is `st`),
-/// and powers off. With `pgtlab_exit_line=1` in its environment (a run of Linux without the
-/// hypervisor, whose own final line would end the run otherwise: [`ALONE_WORD`]) it prints the
-/// run's final line `@@exit CODE (meaning)` itself first: 0 when the step succeeded, 1 (guest
-/// failure) when not.
+/// and powers off. With [`ALONE_WORD`] on its command line (a run without the hypervisor, whose
+/// own final line would end the run otherwise) it prints the run's final line
+/// `@@exit CODE (meaning)` itself first: 0 when the step succeeded, 1 (guest failure) when not.
 pub fn init_script() -> String {
     let ok = abi::exit::FinalLine(abi::exit::SUCCESS);
     let failed = abi::exit::FinalLine(abi::exit::GUEST_FAILURE);
     INIT_TEMPLATE.replace("@@EXIT_OK@@", &ok.to_string()).replace("@@EXIT_FAILED@@", &failed.to_string())
 }
-
-/// The command-line word of a Linux run without the hypervisor: `/init` prints the final line.
-pub const ALONE_WORD: &str = "pgtlab_exit_line=1";
 
 const INIT_TEMPLATE: &str = r#"#!/bin/busybox sh
 # pgtlab's Linux guest: report what the guest sees, run the test the command line asks for
@@ -135,6 +152,15 @@ bb=/bin/busybox
 $bb mount -t proc proc /proc
 $bb mount -t sysfs sysfs /sys
 $bb mount -t devtmpfs devtmpfs /dev
+# No serial console (a board whose UART driver never probes, e.g. the ZCU102 model without PMU
+# firmware: no console, or only the dummy VT tty0): write through the kernel's log, which its
+# early console prints.
+active=$($bb cat /sys/class/tty/console/active 2>/dev/null)
+if ! { true >&1; } 2>/dev/null || [ -z "$active" ] || [ "$active" = tty0 ]; then
+    exec >/dev/kmsg 2>&1
+    # Our lines have the default level (warning): shown even after `quiet`.
+    echo 7 > /proc/sys/kernel/printk
+fi
 read up idle < /proc/uptime
 cpus=$($bb grep -c ^processor /proc/cpuinfo)
 ram=$($bb grep ': System RAM' /proc/iomem | $bb cut -d' ' -f1 | $bb tr '\n' ' ')
@@ -176,7 +202,8 @@ bench)
     ;;
 esac
 echo "pgtlab-linux: powering off"
-if [ "$pgtlab_exit_line" = 1 ]; then
+# Alone (no hypervisor to print it), the run's final line is ours: the step's verdict.
+if [ "$pgtlab_alone" = 1 ]; then
     if [ $st = 0 ]; then echo "@@EXIT_OK@@"; else echo "@@EXIT_FAILED@@"; fi
 fi
 $bb poweroff -f
@@ -246,6 +273,8 @@ mod tests {
         assert!(init.contains(MARKER), "the marker the tests wait for is what /init prints");
         assert!(init.contains("echo \"@@exit 0 (success)\"") && init.contains("echo \"@@exit 1 (guest failure)\""));
         assert!(!init.contains("@@EXIT"), "every placeholder filled");
+        let alone = ALONE_WORD.split_once('=').unwrap();
+        assert!(init.contains(&format!("[ \"${}\" = {} ]", alone.0, alone.1)), "/init reads the alone word");
     }
 
     #[test]
@@ -254,5 +283,7 @@ mod tests {
         assert_eq!(Flavour::from_guest_arg("linux-generic"), Some(Flavour::Generic));
         assert_eq!(Flavour::from_guest_arg("linux-backports"), Some(Flavour::CloudBackports));
         assert_eq!(Flavour::from_guest_arg("/some/Image"), None);
+        assert_eq!(default_append(crate::board::Board::Virt), format!("{DEFAULT_APPEND}"));
+        assert!(default_append(crate::board::Board::Imx8mpEvk).starts_with("console=ttymxc1"));
     }
 }

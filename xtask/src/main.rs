@@ -4,6 +4,7 @@ use abi::exit;
 use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
 use std::time::Duration;
+use xtask::board::Board;
 use xtask::outcome::{self, ExitWith};
 use xtask::qemu::{self, QemuConfig};
 use xtask::{build, report, system, toolchain};
@@ -39,6 +40,9 @@ enum Cmd {
         /// side by side: `linux` (Debian's 6.12 from backports; EL0 benchmarks only).
         #[arg(long)]
         peer: Option<String>,
+        /// `guest-boot` only: on this board's QEMU model (pi4, zcu102, imx8mp-evk).
+        #[arg(long)]
+        board: Option<String>,
     },
     /// Put the hypervisor and kernel (or the serial chainloader) on a Raspberry Pi 5's SD card:
     /// a mounted boot partition, a card, or a card image.
@@ -66,19 +70,26 @@ enum Cmd {
 
 #[derive(Args)]
 struct RunArgs {
-    /// QEMU CPU model: max (FEAT_BBM level 2), cortex-a76 (Raspberry Pi 5 core), cortex-a72,
-    /// cortex-a57, cortex-a53, cortex-a35, neoverse-n1, a64fx (AArch64 models only).
-    #[arg(long, default_value = "max")]
-    cpu: String,
-    /// GIC version: 2 (like the Pi 5's GIC-400) or 3.
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u8).range(2..=3))]
-    gic: u8,
+    /// The machine: virt (QEMU's, the default), pi4 (Raspberry Pi 4B), zcu102 (Xilinx ZCU102),
+    /// imx8mp-evk (NXP i.MX 8M Plus EVK): QEMU's model with the board's own DTB from Debian's
+    /// kernel package (and a QEMU new enough for it, fetched once when the system's is older).
+    #[arg(long, default_value = "virt")]
+    board: String,
+    /// QEMU CPU model (virt; default max): max (FEAT_BBM level 2), cortex-a76 (Raspberry Pi 5
+    /// core), cortex-a72, cortex-a57, cortex-a53, cortex-a35, neoverse-n1, a64fx (AArch64
+    /// models only). A board has its own.
+    #[arg(long)]
+    cpu: Option<String>,
+    /// GIC version (virt; default 3): 2 (like the Pi 5's GIC-400) or 3. A board has its own.
+    #[arg(long, value_parser = clap::value_parser!(u8).range(2..=3))]
+    gic: Option<u8>,
     /// Number of CPUs.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=8))]
     smp: u32,
     /// Memory size with a unit: 512M, 1G, 4G (K, M, G, T; a whole number of MiB, not 0).
-    #[arg(long, default_value = "1G")]
-    mem: String,
+    /// Default 1G on virt, 2G on the boards.
+    #[arg(long)]
+    mem: Option<String>,
     /// Deterministic instruction counting: -icount shift=N.
     #[arg(long)]
     icount: Option<u32>,
@@ -92,14 +103,14 @@ struct RunArgs {
     /// Wait for gdb on localhost (127.0.0.1, port --gdb-port) before the first instruction.
     #[arg(long)]
     gdb: bool,
-    /// TCP port for --gdb.
-    #[arg(long, default_value_t = 1234)]
+    /// TCP port for --gdb (1-65535).
+    #[arg(long, default_value_t = 1234, value_parser = clap::value_parser!(u16).range(1..))]
     gdb_port: u16,
     /// Boot the kernel alone at EL1, without the hypervisor (for comparison).
     #[arg(long)]
     no_hypervisor: bool,
-    /// Time limit in seconds: QEMU is killed after it (exit 66); 0 for none.
-    #[arg(long, default_value_t = DEFAULT_TIMEOUT_S)]
+    /// Time limit in seconds: QEMU is killed after it (exit 66); 0 for none (at most a year).
+    #[arg(long, default_value_t = DEFAULT_TIMEOUT_S, value_parser = xtask::timeout_secs)]
     timeout: u64,
     /// Guest kernel instead of the project's kernel: a path (arm64 Image or raw binary), or
     /// `linux` / `linux-generic` for Debian's arm64 kernel with a busybox initramfs (fetched
@@ -178,6 +189,10 @@ fn main() {
             std::process::exit(if e.use_stderr() { exit::USAGE as i32 } else { 0 });
         }
     };
+    if let Err(e) = xtask::signals::install() {
+        eprintln!("xtask: error: cannot catch SIGINT/SIGTERM/SIGHUP: {e}");
+        std::process::exit(exit::XTASK_ERROR as i32);
+    }
     if let Err(e) = real_main(cli) {
         let code = outcome::code_of(&e);
         match e.downcast_ref::<ExitWith>() {
@@ -207,7 +222,13 @@ fn real_main(cli: Cli) -> Result<()> {
             filter: a.filter,
             include_ignored: a.include_ignored,
         }),
-        Cmd::Bench { which, icount, compare, peer } => {
+        Cmd::Bench { which, icount, board: Some(b), .. } if which == "guest-boot" => {
+            xtask::guest_boot::run_board(board_arg(&b)?, icount)
+        }
+        Cmd::Bench { board: Some(b), .. } => {
+            Err(anyhow::Error::new(outcome::Refused(format!("--board {b}: only bench guest-boot takes a board"))))
+        }
+        Cmd::Bench { which, icount, compare, peer, board: None } => {
             let peer = peer.as_deref().map(xtask::bench::Peer::parse).transpose()?;
             xtask::plot::cli(&which, icount, compare.as_deref(), peer)
         }
@@ -231,7 +252,17 @@ fn real_main(cli: Cli) -> Result<()> {
                 Some(l) => println!("  linker: {}", l.display()),
                 None => println!("  linker: the toolchain's rust-lld"),
             }
-            println!("qemu: {}", system::qemu()?.display());
+            let sys = system::qemu()?;
+            let v = |q: &std::path::Path| {
+                xtask::qemu_pkg::version_of(q).map_or_else(|e| format!("version unknown: {e:#}"), |v| v.to_string())
+            };
+            println!("qemu (virt): {} ({})", sys.display(), v(&sys));
+            for b in Board::ALL.into_iter().filter(|b| *b != Board::Virt) {
+                match QemuConfig::default().for_board(b).qemu() {
+                    Ok(q) => println!("qemu (--board {b}, needs {}): {} ({})", b.min_qemu(), q.display(), v(&q)),
+                    Err(e) => println!("qemu (--board {b}, needs {}): not available: {e:#}", b.min_qemu()),
+                }
+            }
             Ok(())
         }
     }
@@ -242,48 +273,73 @@ fn guest(
     which: Option<&str>,
     initrd: Option<std::path::PathBuf>,
     append: Option<String>,
-    no_hypervisor: bool,
+    board: Board,
 ) -> Result<Option<qemu::Guest>> {
     let Some(which) = which else { return Ok(None) };
     if let Some(flavour) = xtask::linux::Flavour::from_guest_arg(which) {
+        // A board model needs the backports kernel (its console drivers, its DTB's bindings).
+        let flavour = if board == Board::Virt { flavour } else { xtask::linux::Flavour::Backports };
+        if let Some(i) = &initrd {
+            regular_file("--guest-initrd", i).map_err(|why| anyhow::Error::new(outcome::Refused(why)))?;
+        }
         let l = xtask::linux::prepare(flavour, &xtask::linux::extra_programs()?)?;
         eprintln!("xtask: Linux guest: {} ({}), initramfs {}", l.kernel.display(), l.package, l.initramfs.display());
-        let mut append = append.unwrap_or_else(|| xtask::linux::DEFAULT_APPEND.into());
-        if no_hypervisor {
-            // No hypervisor to print the run's final line: /init does.
-            append = format!("{append} {}", xtask::linux::ALONE_WORD);
-        }
-        return Ok(Some(qemu::Guest { kernel: l.kernel, initrd: Some(initrd.unwrap_or(l.initramfs)), append }));
+        return Ok(Some(qemu::Guest {
+            kernel: l.kernel,
+            initrd: Some(initrd.unwrap_or(l.initramfs)),
+            append: append.unwrap_or_else(|| xtask::linux::default_append(board)),
+        }));
     }
-    let kernel = std::path::PathBuf::from(which);
-    if !kernel.is_file() {
-        return Err(anyhow::Error::new(outcome::Refused(format!(
-            "--guest {which}: no such file (a kernel Image or raw binary, or `linux` / `linux-generic` / `linux-backports`)"
-        ))));
+    let refuse = |why: String| anyhow::Error::new(outcome::Refused(why));
+    regular_file("--guest", std::path::Path::new(which))
+        .map_err(|why| refuse(format!("{why} (a kernel Image or raw binary, or `linux` / `linux-generic` / `linux-backports`)")))?;
+    if let Some(i) = &initrd {
+        regular_file("--guest-initrd", i).map_err(refuse)?;
     }
+    let kernel = xtask::kernel_file::prepare(std::path::Path::new(which)).map_err(|e| refuse(format!("{e:#}")))?;
     Ok(Some(qemu::Guest { kernel, initrd, append: append.unwrap_or_default() }))
 }
 
+/// `--board NAME` as a [`Board`], or a usage error listing the names.
+fn board_arg(name: &str) -> Result<Board> {
+    Board::from_name(name).ok_or_else(|| {
+        anyhow::Error::new(outcome::Refused(format!("--board {name}: not a board; one of {}", Board::names())))
+    })
+}
+
+/// `Ok` for a regular file (a FIFO or a device would block the read or never end).
+fn regular_file(option: &str, path: &std::path::Path) -> std::result::Result<(), String> {
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_file() => Ok(()),
+        Ok(_) => Err(format!("{option} {}: not a regular file (a FIFO, device or directory)", path.display())),
+        Err(e) => Err(format!("{option} {}: {e}", path.display())),
+    }
+}
+
 fn run(a: RunArgs) -> Result<()> {
+    let board = board_arg(&a.board)?;
+    let base = QemuConfig::default().for_board(board);
     let mut cfg = QemuConfig {
-        cpu: a.cpu,
-        gic: a.gic,
+        cpu: a.cpu.unwrap_or(base.cpu.clone()),
+        gic: a.gic.unwrap_or(base.gic),
         smp: a.smp,
-        mem: a.mem,
+        mem: a.mem.unwrap_or(base.mem.clone()),
         icount: a.icount,
         bootargs: a.bootargs,
         gdb: a.gdb,
         gdb_port: a.gdb_port,
         no_hypervisor: a.no_hypervisor,
-        guest: guest(a.guest.as_deref(), a.guest_initrd, a.guest_append, a.no_hypervisor)?,
+        guest: guest(a.guest.as_deref(), a.guest_initrd, a.guest_append, board)?,
         mte: a.mte,
         singlestep: a.singlestep,
-        ..QemuConfig::default()
+        ..base
     };
-    // Refuse a bad configuration before building anything.
+    // Refuse a bad configuration before fetching or building anything.
+    cfg.dtb = board.dtb().map(std::path::PathBuf::from);
     cfg.validate().map_err(|why| anyhow::Error::new(outcome::Refused(why)))?;
+    cfg.resolve_dtb()?;
     let tc = toolchain::find()?;
-    let qemu_bin = system::qemu()?;
+    let qemu_bin = cfg.qemu()?;
     let images = build::build(&tc, &[])?;
     let counts_file = images.kernel.with_file_name("insncount.jsonl");
     if a.count_insns {
@@ -292,7 +348,9 @@ fn run(a: RunArgs) -> Result<()> {
         let _ = std::fs::remove_file(&counts_file);
         cfg.plugin = Some(xtask::plugin::qemu_arg(&lib, &counts_file, el2));
     }
-    eprintln!("xtask: {} {}", qemu_bin.display(), cfg.args(&images).join(" "));
+    let args = cfg.args(&images).map_err(|why| anyhow::Error::new(outcome::Refused(why)))?;
+    eprintln!("xtask: {}", cfg.machine_mem(&images).map_err(anyhow::Error::msg)?.describe());
+    eprintln!("xtask: {} {}", qemu_bin.display(), args.join(" "));
     if cfg.gdb {
         eprintln!(
             "xtask: waiting for gdb on 127.0.0.1:{}: gdb-multiarch {} -ex 'target remote localhost:{}'",
@@ -304,7 +362,7 @@ fn run(a: RunArgs) -> Result<()> {
     let timeout = match a.timeout {
         0 => {
             eprintln!("xtask: no time limit (--timeout 0)");
-            Duration::from_secs(u64::MAX / 4)
+            Duration::MAX
         }
         s => {
             eprintln!("xtask: time limit {s} s (--timeout S to change, 0 for none)");

@@ -3,13 +3,19 @@
 //! Both binaries are arm64 Images, so QEMU hands each x0 = DTB: the hypervisor is the `-kernel`
 //! and the guest kernel the `-initrd` (the hypervisor loads it at EL1 with the Linux boot
 //! protocol); with `--no-hypervisor` the kernel is the `-kernel` and starts at EL1 itself.
-//! Semihosting is on so `qemu-exit` can end the run with the guest's status as exit code.
+//!
+//! No guest gets a path to the host: QEMU semihosting (`hlt #0xf000`, served by QEMU itself at
+//! EL1 and EL2 before any trap: the host's files and shell) is never turned on, whatever runs. A
+//! run ends as on a board: the final line `@@exit CODE (meaning)` on the console, then PSCI
+//! SYSTEM_OFF or SYSTEM_RESET to QEMU's own firmware, which ends the process (`-no-reboot`:
+//! a reset ends it too). The code comes from that line ([`crate::outcome::judge`]).
 //!
 //! Any other guest ([`Guest`]: a kernel, an initramfs, a command line) travels to the hypervisor
 //! as one guest bundle (`abi::bundle`) in the `-initrd` slot, written under `target/guest/`
 //! before QEMU starts; without the hypervisor QEMU boots it directly (`-kernel`, `-initrd`,
 //! `-append`).
 
+use crate::board::{Board, Smp};
 use crate::build::Images;
 use anyhow::{Context, Result};
 use std::hash::{Hash, Hasher};
@@ -54,6 +60,11 @@ pub struct QemuConfig {
     /// between blocks, so only then can the tick land between any two instructions (the
     /// per-CPU stress test needs it to preempt a read-modify-write in its middle). Slow.
     pub singlestep: bool,
+    /// The machine: `virt` or a board model (`crate::board`).
+    pub board: Board,
+    /// The board's DTB file (`-dtb`), resolved by [`QemuConfig::resolve_dtb`]; `None` on
+    /// `virt` (QEMU writes its DTB).
+    pub dtb: Option<PathBuf>,
 }
 
 /// A guest kernel with its initramfs and command line (`cargo xtask run --guest …`).
@@ -122,23 +133,60 @@ impl Default for QemuConfig {
             mte: false,
             plugin: None,
             singlestep: false,
+            board: Board::Virt,
+            dtb: None,
         }
     }
 }
 
 impl QemuConfig {
-    /// The full QEMU argument list for these images.
-    pub fn args(&self, images: &Images) -> Vec<String> {
-        let mut a = self.machine_args();
-        a.extend(["-nographic".into(), "-semihosting-config".into(), "enable=on,target=native".into()]);
-        let mut append = self.bootargs.clone();
+    /// The file QEMU loads as the hypervisor's initrd: the guest bundle (written here if it is
+    /// not yet), the `--guest` Image, or the kernel; `None` without the hypervisor.
+    fn hypervisor_initrd(&self, images: &Images) -> Result<Option<PathBuf>, String> {
+        if self.no_hypervisor || self.kernel_at_el2 {
+            return Ok(None);
+        }
+        Ok(Some(match &self.guest {
+            Some(g) => g.write_bundle().map_err(|e| format!("{e:#}"))?,
+            None => self.guest_image.clone().unwrap_or_else(|| images.kernel.clone()),
+        }))
+    }
+
+    /// The RAM QEMU gets: `--mem`, plus the hypervisor's share when it runs
+    /// ([`crate::share`]).
+    pub fn machine_mem(&self, images: &Images) -> Result<crate::share::MachineMem, String> {
+        let initrd = self.hypervisor_initrd(images)?;
+        crate::share::machine_mem(self, images, initrd.as_deref().unwrap_or(Path::new("")))
+    }
+
+    /// The full QEMU argument list for these images; `Err` (a usage error) when no machine
+    /// gives the guest `--mem` exactly.
+    pub fn args(&self, images: &Images) -> Result<Vec<String>, String> {
+        let mem = self.machine_mem(images)?;
+        let mut a = self.machine_args_with(mem.total);
+        a.extend(self.board.console_args());
+        // A reset ends QEMU (the run's code is in its final line): no second boot.
+        a.push("-no-reboot".into());
+        if let Some(d) = &self.dtb {
+            a.extend(["-dtb".into(), d.display().to_string()]);
+        }
+        // Under the hypervisor the guest gets exactly --mem (hyp.guest-mem), the rest is its.
+        // Last: after a boot loader's words and their `pgtlab` marker, if the user gave some.
+        let mut append = if mem.total != mem.guest {
+            let w = format!("{}={}M", hypcore::options::GUEST_MEM, mem.guest >> 20);
+            [self.bootargs.as_str(), w.as_str()].iter().filter(|s| !s.is_empty()).copied().collect::<Vec<_>>().join(" ")
+        } else {
+            self.bootargs.clone()
+        };
         match (&self.guest, self.no_hypervisor || self.kernel_at_el2) {
             (Some(g), true) if self.no_hypervisor => {
                 a.extend(["-kernel".into(), g.kernel.display().to_string()]);
                 if let Some(i) = &g.initrd {
                     a.extend(["-initrd".into(), i.display().to_string()]);
                 }
-                append = [g.append.as_str(), self.bootargs.as_str()]
+                // Alone, the guest itself must print the run's final line: the project's Linux
+                // init does when it finds this word (`crate::linux::init_script`).
+                append = [g.append.as_str(), self.bootargs.as_str(), crate::linux::ALONE_WORD]
                     .iter()
                     .filter(|s| !s.is_empty())
                     .copied()
@@ -156,6 +204,18 @@ impl QemuConfig {
                 a.extend(["-initrd".into(), guest.display().to_string()]);
             }
         }
+        if let (Smp::UpTo(dtb_cpus), false) = (self.board.smp(), self.no_hypervisor) {
+            if self.board != Board::Virt && self.smp < dtb_cpus && !append.contains("hyp.cpus=") {
+                // The board's DTB lists all its CPUs, QEMU makes only --smp of them: the
+                // hypervisor gives the guest those (firmware would have trimmed the DTB).
+                append = format!("hyp.cpus={} {append}", self.smp).trim_end().to_string();
+            }
+        }
+        if append.is_empty() && self.board != Board::Virt && !self.no_hypervisor {
+            // QEMU keeps the board DTB's own /chosen/bootargs (the ZCU102's "earlycon") unless
+            // -append replaces them; those are not ours to check: end them with the marker.
+            append = "pgtlab".into();
+        }
         if !append.is_empty() {
             a.extend(["-append".into(), append]);
         }
@@ -163,29 +223,27 @@ impl QemuConfig {
             // Localhost only: `-s` would listen on every interface.
             a.extend(["-gdb".into(), format!("tcp:127.0.0.1:{}", self.gdb_port), "-S".into()]);
         }
-        a
+        Ok(a)
     }
 
-    /// The machine alone: board, CPU, CPU count, memory and `-icount` (no images, no console).
+    /// The machine alone: board, CPU, CPU count, `--mem` and `-icount` (no images, no console):
+    /// the machine plain QEMU gives a guest of `--mem`.
     pub fn machine_args(&self) -> Vec<String> {
-        let mut machine = format!("virt,gic-version={}", self.gic);
-        if !self.no_hypervisor || self.kernel_at_el2 {
-            machine.push_str(",virtualization=on");
+        self.machine_args_with(parse_mem(&self.mem).unwrap_or(0))
+    }
+
+    /// [`Self::machine_args`] with `mem` bytes of RAM (`self.mem` as given if 0).
+    fn machine_args_with(&self, mem: u64) -> Vec<String> {
+        let virtualization = !self.no_hypervisor || self.kernel_at_el2;
+        let mut a: Vec<String> = vec!["-M".into(), self.board.machine(self.gic, virtualization, self.mte)];
+        if self.board.cpu().is_none() {
+            a.extend(["-cpu".into(), self.cpu.clone()]);
         }
-        if self.mte {
-            machine.push_str(",mte=on");
+        if !matches!(self.board.smp(), Smp::Fixed(_)) {
+            a.extend(["-smp".into(), self.smp.to_string()]);
         }
-        let mut a: Vec<String> = vec![
-            "-M".into(),
-            machine,
-            "-cpu".into(),
-            self.cpu.clone(),
-            "-smp".into(),
-            self.smp.to_string(),
-            "-m".into(),
-            // Normalised to MiB (QEMU reads a bare number as MiB, this project as bytes).
-            parse_mem(&self.mem).map_or_else(|_| self.mem.clone(), |b| format!("{}M", b >> 20)),
-        ];
+        // Normalised to MiB (QEMU reads a bare number as MiB, this project as bytes).
+        a.extend(["-m".into(), if mem == 0 { self.mem.clone() } else { format!("{}M", mem >> 20) }]);
         if let Some(shift) = self.icount {
             a.extend(["-icount".into(), format!("shift={shift}")]);
         }
@@ -203,20 +261,64 @@ impl QemuConfig {
     /// is 0 or is not a whole number of MiB, no CPU.
     pub fn validate(&self) -> std::result::Result<(), String> {
         check_cpu(&self.cpu)?;
-        parse_mem(&self.mem)?;
+        let mem = parse_mem(&self.mem)?;
+        crate::share::check_bootargs(&self.bootargs)?;
         if self.smp == 0 {
             return Err("--smp 0: at least one CPU".into());
         }
         if !matches!(self.gic, 2 | 3) {
             return Err(format!("--gic {}: 2 or 3", self.gic));
         }
+        self.board.check(&self.cpu, self.gic, self.smp, mem, self.mte)?;
+        if self.board != Board::Virt && self.dtb.is_none() {
+            return Err(format!("--board {}: its device tree was not fetched (QemuConfig::resolve_dtb)", self.board));
+        }
         Ok(())
+    }
+
+    /// The configuration for `board`: its own CPU model, GIC, RAM and (where the model fixes
+    /// it) CPU count; what the user gives afterwards is checked against the board by
+    /// [`QemuConfig::validate`].
+    pub fn for_board(mut self, board: Board) -> Self {
+        self.board = board;
+        self.mem = board.default_mem().into();
+        if let Some(c) = board.cpu() {
+            self.cpu = c.into();
+        }
+        if let Some(g) = board.gic() {
+            self.gic = g;
+        }
+        if let Smp::Fixed(n) = board.smp() {
+            self.smp = n;
+        }
+        self
+    }
+
+    /// Fetches the board's DTB (once, cached: `crate::debian::file_from_kernel_package`).
+    pub fn resolve_dtb(&mut self) -> Result<()> {
+        if let Some(d) = self.board.dtb() {
+            self.dtb = Some(crate::debian::file_from_kernel_package(d).with_context(|| {
+                format!("--board {}: its device tree {d} from Debian's backports arm64 kernel", self.board)
+            })?);
+        }
+        Ok(())
+    }
+
+    /// The QEMU this configuration needs: the system one, or a newer one for a board model
+    /// (`crate::qemu_pkg`).
+    pub fn qemu(&self) -> Result<PathBuf> {
+        match self.board {
+            Board::Virt => crate::system::qemu(),
+            b => crate::qemu_pkg::qemu_at_least(b.min_qemu())
+                .with_context(|| format!("--board {b} needs QEMU {}", b.min_qemu())),
+        }
     }
 
     /// One line describing the machine, for test names and logs.
     pub fn describe(&self) -> String {
         format!(
-            "cpu={} gic=v{} smp={} mem={}{}{}{}{}",
+            "{}cpu={} gic=v{} smp={} mem={}{}{}{}{}",
+            if self.board == Board::Virt { String::new() } else { format!("board={} ", self.board) },
             self.cpu,
             self.gic,
             self.smp,
@@ -327,7 +429,7 @@ pub fn parse_mem(mem: &str) -> std::result::Result<u64, String> {
 }
 
 /// How a supervised run ended.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Outcome {
     /// QEMU's exit code; `None` when it was killed at the timeout or by a signal.
     pub code: Option<i32>,
@@ -343,11 +445,33 @@ pub struct Outcome {
     /// QEMU's own messages (its stderr), e.g. "qemu-system-aarch64: -m abc: …".
     pub qemu_messages: Vec<String>,
     pub elapsed: Duration,
+    /// At the time limit, before QEMU was killed: where every vCPU was ([`crate::qmp`]).
+    pub cpus_at_limit: Option<String>,
+    /// Why the xtask ended QEMU before it ended by itself (the time limit aside).
+    pub ended: Option<crate::outcome::Ended>,
 }
 
 impl Outcome {
     pub fn success(&self) -> bool {
         self.code == Some(0)
+    }
+
+    /// For a run stopped at its time limit: its last console lines and where its vCPUs were.
+    pub fn stuck(&self) -> String {
+        let last: Vec<&str> = self
+            .output
+            .lines()
+            .filter(|l| !l.trim().is_empty() && !l.starts_with("qemu-system") && !l.starts_with(abi::report::PREFIX))
+            .collect();
+        let last = &last[last.len().saturating_sub(3)..];
+        let mut s = String::new();
+        if !last.is_empty() {
+            s.push_str(&format!("; last lines: {}", last.join(" | ")));
+        }
+        if let Some(c) = &self.cpus_at_limit {
+            s.push_str(&format!("; {c}"));
+        }
+        s
     }
 }
 
@@ -364,34 +488,51 @@ pub fn run(
     echo: impl FnMut(&str),
 ) -> Result<Outcome> {
     cfg.validate().map_err(|why| anyhow::Error::new(crate::outcome::Refused(why)))?;
-    if let (Some(g), false) = (&cfg.guest, cfg.no_hypervisor) {
-        g.write_bundle()?;
-    }
-    run_args(qemu, &cfg.args(images), timeout, progress, echo)
+    let args = cfg.args(images).map_err(|why| anyhow::Error::new(crate::outcome::Refused(why)))?;
+    run_args(qemu, &args, timeout, progress, echo)
 }
 
-/// [`run`] with a complete argument list (not validated: the caller built it).
+/// [`run`] with a complete argument list (not validated: the caller built it). QEMU runs
+/// supervised ([`crate::signals::supervised`]: it dies with the xtask); the console is watched
+/// ([`crate::outcome::Watch`]) and QEMU ended early when the run cannot end by itself: the
+/// final line was followed by "nothing powers this machine off", or a guest kernel's panic or
+/// Oops report is complete. A signal to the xtask ends QEMU at once.
 pub fn run_args(
     qemu: &Path,
     args: &[String],
     timeout: Duration,
     progress: Option<Duration>,
-    mut echo: impl FnMut(&str),
+    echo: impl FnMut(&str),
 ) -> Result<Outcome> {
+    Ok(run_args_until(qemu, args, timeout, progress, echo, |_| false)?.0)
+}
+
+/// [`run_args`] that also ends QEMU (SIGKILL) as soon as a console line makes `stop` true:
+/// for a guest that cannot power the machine off (Linux alone on a board without a
+/// power-off it drives). Returns whether it stopped QEMU so (the outcome then has no exit
+/// code: judging it is the caller's business).
+pub fn run_args_until(
+    qemu: &Path,
+    args: &[String],
+    timeout: Duration,
+    progress: Option<Duration>,
+    mut echo: impl FnMut(&str),
+    mut stop: impl FnMut(&str) -> bool,
+) -> Result<(Outcome, bool)> {
+    let mut stopped = false;
     let start = Instant::now();
-    let mut child = Command::new(qemu)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .with_context(|| format!("starting {}", qemu.display()))?;
+    // A QMP socket, to see where the vCPUs are if the run hits its time limit.
+    let qmp = crate::qmp::socket_path();
+    let mut cmd = Command::new(qemu);
+    cmd.args(args).args(crate::qmp::qemu_args(&qmp));
+    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = crate::signals::supervised(&mut cmd).with_context(|| format!("starting {}", qemu.display()))?;
     // (line, from stderr)
     let (tx, rx) = mpsc::channel::<(String, bool)>();
     let mut readers = Vec::new();
     for (stream, is_err) in [
-        (Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>, false),
-        (Box::new(child.stderr.take().unwrap()), true),
+        (Box::new(child.child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>, false),
+        (Box::new(child.child.stderr.take().unwrap()), true),
     ] {
         let tx = tx.clone();
         readers.push(std::thread::spawn(move || {
@@ -410,36 +551,65 @@ pub fn run_args(
     let mut output = String::new();
     let mut console_lines = 0;
     let mut qemu_messages = Vec::new();
-    let mut take = |(line, is_err): (String, bool), echo: &mut dyn FnMut(&str)| {
+    let mut watch = crate::outcome::Watch::default();
+    // The hypervisor's table of its CPUs' guest PCs (its `hyp_boot` record), for a time limit.
+    let guest_pcs = std::cell::Cell::new(None);
+    let mut take = |(line, is_err): (String, bool), echo: &mut dyn FnMut(&str), watch: &mut crate::outcome::Watch| {
         let l = line.trim_end_matches('\n');
+        if is_err && is_module_noise(l) {
+            return;
+        }
         echo(l);
+        if l.contains("\"kind\":\"hyp_boot\"") {
+            guest_pcs.set(abi::report::parse_line(l).and_then(Result::ok).and_then(|r| r.u64("guest_pcs")));
+        }
         if is_err {
             qemu_messages.push(l.to_string());
         } else {
             console_lines += 1;
+            watch.line(l);
         }
         output.push_str(l);
         output.push('\n');
     };
     let mut timed_out = false;
-    let deadline = start + timeout;
+    // A limit too far away to represent is no limit.
+    let deadline = start.checked_add(timeout);
+    let mut cpus_at_limit = None;
     let mut last_news = Instant::now();
+    let mut ended = None;
     loop {
         match rx.recv_timeout(Duration::from_millis(50)) {
             Ok(item) => {
-                take(item, &mut echo);
+                let hit = !item.1 && stop(item.0.trim_end_matches('\n'));
+                take(item, &mut echo, &mut watch);
                 last_news = Instant::now();
+                if hit {
+                    stopped = true;
+                    child.kill();
+                    break;
+                }
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
             Err(mpsc::RecvTimeoutError::Timeout) => {}
         }
-        let now = Instant::now();
-        if now > deadline {
-            timed_out = true;
-            let _ = child.kill();
+        if let Some(sig) = crate::signals::caught() {
+            ended = Some(crate::outcome::Ended::Interrupted(sig));
+        } else if let Some(e) = watch.end_now() {
+            ended = Some(e);
+        }
+        if ended.is_some() {
+            child.kill();
             break;
         }
-        if let Some(every) = progress {
+        let now = Instant::now();
+        if deadline.is_some_and(|d| now > d) {
+            timed_out = true;
+            cpus_at_limit = cpus_of(&qmp, guest_pcs.get());
+            child.kill();
+            break;
+        }
+        if let (Some(every), Some(deadline)) = (progress, deadline) {
             if now - last_news >= every {
                 eprintln!(
                     "xtask: still running after {} s; time limit {} s, {} s left (--timeout S to change)",
@@ -452,24 +622,50 @@ pub fn run_args(
         }
     }
     let status = child.wait()?;
+    let _ = std::fs::remove_file(&qmp);
+    // QEMU may have ended (on the handler's SIGTERM) before the loop saw the signal.
+    if let (None, false, Some(sig)) = (&ended, timed_out, crate::signals::caught()) {
+        ended = Some(crate::outcome::Ended::Interrupted(sig));
+    }
     for r in readers {
         let _ = r.join();
     }
     // Lines that arrived between the kill and the join.
     while let Ok(item) = rx.try_recv() {
-        take(item, &mut echo);
+        take(item, &mut echo, &mut watch);
     }
     use std::os::unix::process::ExitStatusExt;
-    Ok(Outcome {
-        code: if timed_out { None } else { status.code() },
-        signal: if timed_out { None } else { status.signal() },
-        timed_out,
-        limit: timeout,
-        output,
-        console_lines,
-        qemu_messages,
-        elapsed: start.elapsed(),
-    })
+    let by_us = timed_out || ended.is_some() || stopped;
+    Ok((
+        Outcome {
+            code: if by_us { None } else { status.code() },
+            signal: if by_us { None } else { status.signal() },
+            timed_out,
+            limit: timeout,
+            output,
+            console_lines,
+            qemu_messages,
+            elapsed: start.elapsed(),
+            cpus_at_limit,
+            ended,
+        },
+        stopped,
+    ))
+}
+
+/// QEMU's complaint about a module of the system's QEMU (another build) that it found while
+/// looking for one the unpacked backports QEMU does not ship (`ui-opengl`, in
+/// qemu-system-gui): harmless, left out of the output.
+pub fn is_module_noise(line: &str) -> bool {
+    (line.contains("failed to initialize module:") || line.contains("failed to open module:"))
+        || line.trim() == "Only modules from the same build can be loaded."
+}
+
+/// Where the vCPUs of the QEMU behind `qmp` are (`None` if QMP does not answer). The guest's PC
+/// of a CPU inside the hypervisor comes from the hypervisor's `table` (see `hyp_boot`).
+fn cpus_of(qmp: &Path, table: Option<u64>) -> Option<String> {
+    let mut q = crate::qmp::Qmp::connect(qmp, Duration::from_secs(1)).ok()?;
+    crate::qmp::describe_cpus(&mut q, table).ok()
 }
 
 /// Prints a line to stdout immediately (for live runs).
@@ -507,20 +703,51 @@ mod tests {
         assert!(parse_mem("abc").unwrap_err().contains("not a number"));
         assert!(parse_mem("1000K").unwrap_err().contains("whole number of MiB"));
         assert!(parse_mem("99999999999T").unwrap_err().contains("too large"));
-        let cfg = QemuConfig { mem: "2048M".into(), ..QemuConfig::default() };
-        assert_eq!(after(&cfg.args(&images()), "-m"), Some("2048M"));
-        assert_eq!(after(&QemuConfig { mem: "4G".into(), ..cfg.clone() }.args(&images()), "-m"), Some("4096M"));
+        let cfg = QemuConfig { mem: "2048M".into(), no_hypervisor: true, ..QemuConfig::default() };
+        assert_eq!(after(&cfg.args(&images()).unwrap(), "-m"), Some("2048M"));
+        let four = QemuConfig { mem: "4G".into(), ..cfg.clone() };
+        assert_eq!(after(&four.args(&images()).unwrap(), "-m"), Some("4096M"));
+        // Under the hypervisor: --mem for the guest, told to the hypervisor, its share on top.
+        let hyp = QemuConfig { no_hypervisor: false, ..four };
+        let a = hyp.args(&images()).unwrap();
+        let m = hyp.machine_mem(&images()).unwrap();
+        assert_eq!(m.guest, 4 << 30);
+        assert!(m.hypervisor() > 256 << 20 && m.hypervisor() < 300 << 20, "RAM/16 of frame pool: {m:?}");
+        assert_eq!(after(&a, "-m"), Some(format!("{}M", m.total >> 20).as_str()));
+        assert_eq!(after(&a, "-append"), Some("hyp.guest-mem=4096M"));
+        assert!(QemuConfig { bootargs: "hyp.guest-mem=1G".into(), ..hyp }.validate().unwrap_err().contains("--mem"));
         assert!(QemuConfig { smp: 0, ..cfg.clone() }.validate().is_err());
         assert!(QemuConfig { cpu: "cortex-a7".into(), ..cfg }.validate().is_err());
     }
 
+    /// Two Image files with this project's headers (a 4.8 MiB hypervisor, a 5.6 MiB kernel),
+    /// written once (a guest bundle's name depends on its files' modification times).
     fn images() -> Images {
-        Images {
-            hypervisor: "h.img".into(),
-            kernel: "k.img".into(),
-            hypervisor_elf: "h".into(),
-            kernel_elf: "k".into(),
-        }
+        static DIR: std::sync::OnceLock<(tempfile::TempDir, Images)> = std::sync::OnceLock::new();
+        let (_, images) = DIR.get_or_init(|| {
+            let dir = tempfile::tempdir().unwrap();
+            let image = |name: &str, image_size: u64| {
+                let mut f = vec![0u8; 4096];
+                f[16..24].copy_from_slice(&image_size.to_le_bytes());
+                f[0x38..0x3c].copy_from_slice(b"ARM\x64");
+                let p = dir.path().join(name);
+                std::fs::write(&p, f).unwrap();
+                p
+            };
+            std::fs::write(dir.path().join("rootfs.cpio"), [7u8; 1000]).unwrap();
+            let images = Images {
+                hypervisor: image("h.img", 0x4d_6000),
+                kernel: image("k.img", 0x5a_7000),
+                hypervisor_elf: "h".into(),
+                kernel_elf: "k".into(),
+            };
+            (dir, images)
+        });
+        images.clone()
+    }
+
+    fn name(a: &[String], flag: &str) -> Option<String> {
+        after(a, flag).map(|p| Path::new(p).file_name().unwrap().to_string_lossy().into_owned())
     }
 
     fn after<'a>(args: &'a [String], flag: &str) -> Option<&'a str> {
@@ -529,14 +756,17 @@ mod tests {
 
     #[test]
     fn hypervisor_boot_passes_the_kernel_as_initrd_at_el2() {
-        let a = QemuConfig::default().args(&images());
+        let a = QemuConfig::default().args(&images()).unwrap();
         assert_eq!(after(&a, "-M"), Some("virt,gic-version=3,virtualization=on"));
-        assert_eq!(after(&a, "-kernel"), Some("h.img"));
-        assert_eq!(after(&a, "-initrd"), Some("k.img"));
+        assert_eq!(name(&a, "-kernel").as_deref(), Some("h.img"));
+        assert_eq!(name(&a, "-initrd").as_deref(), Some("k.img"));
         assert_eq!(after(&a, "-cpu"), Some("max"));
         assert_eq!(after(&a, "-smp"), Some("4"));
-        assert_eq!(after(&a, "-m"), Some("1024M"));
-        assert!(after(&a, "-semihosting-config").unwrap().contains("enable=on"));
+        // 1 GiB for the guest, 22 MiB for the hypervisor's region (image + 16 MiB of frames).
+        assert_eq!(after(&a, "-m"), Some("1046M"));
+        assert_eq!(after(&a, "-append"), Some("hyp.guest-mem=1024M"));
+        assert_eq!(after(&a, "-semihosting-config"), None, "no guest gets the host's files and shell");
+        assert!(a.iter().any(|x| x == "-no-reboot"), "a reset ends QEMU: the run's final line is out");
         assert!(!a.contains(&"-icount".to_string()) && !a.contains(&"-S".to_string()));
     }
 
@@ -550,9 +780,10 @@ mod tests {
             bootargs: "a b".into(),
             ..QemuConfig::default()
         };
-        let a = cfg.args(&images());
+        let a = cfg.args(&images()).unwrap();
         assert_eq!(after(&a, "-M"), Some("virt,gic-version=2"));
-        assert_eq!(after(&a, "-kernel"), Some("k.img"));
+        assert_eq!(after(&a, "-m"), Some("1024M"));
+        assert_eq!(name(&a, "-kernel").as_deref(), Some("k.img"));
         assert_eq!(after(&a, "-initrd"), None);
         assert_eq!(after(&a, "-icount"), Some("shift=0"));
         assert_eq!(after(&a, "-append"), Some("a b"));
@@ -563,26 +794,35 @@ mod tests {
 
     #[test]
     fn another_guest_travels_as_a_bundle_or_boots_alone() {
+        let dir = images().kernel.parent().unwrap().to_path_buf();
         let guest =
-            Guest { kernel: "Image".into(), initrd: Some("rootfs.cpio".into()), append: "console=ttyAMA0".into() };
+            Guest { kernel: images().kernel, initrd: Some(dir.join("rootfs.cpio")), append: "console=ttyAMA0".into() };
         let cfg = QemuConfig {
             guest: Some(guest.clone()),
             bootargs: "hyp.on-fault=stop".into(),
             mte: true,
             ..Default::default()
         };
-        let a = cfg.args(&images());
-        assert_eq!(after(&a, "-kernel"), Some("h.img"));
+        let a = cfg.args(&images()).unwrap();
+        assert_eq!(name(&a, "-kernel").as_deref(), Some("h.img"));
         let bundle = guest.bundle_path();
         assert_eq!(after(&a, "-initrd"), Some(bundle.to_str().unwrap()));
         assert!(bundle.starts_with(crate::workspace_root().join("target/guest")));
-        assert_eq!(after(&a, "-append"), Some("hyp.on-fault=stop"), "the bundle carries the guest's command line");
+        assert!(bundle.is_file(), "written before QEMU's arguments are (their -m depends on its size)");
+        assert_eq!(
+            after(&a, "-append"),
+            Some("hyp.on-fault=stop hyp.guest-mem=1024M"),
+            "the bundle carries the guest's command line"
+        );
         assert_eq!(after(&a, "-M"), Some("virt,gic-version=3,virtualization=on,mte=on"));
         let plain = QemuConfig { no_hypervisor: true, ..cfg };
-        let a = plain.args(&images());
+        let a = plain.args(&images()).unwrap();
         assert_eq!(after(&a, "-M"), Some("virt,gic-version=3,mte=on"));
-        assert_eq!((after(&a, "-kernel"), after(&a, "-initrd")), (Some("Image"), Some("rootfs.cpio")));
-        assert_eq!(after(&a, "-append"), Some("console=ttyAMA0 hyp.on-fault=stop"));
+        assert_eq!(
+            (name(&a, "-kernel").as_deref(), name(&a, "-initrd").as_deref()),
+            (Some("k.img"), Some("rootfs.cpio"))
+        );
+        assert_eq!(after(&a, "-append"), Some("console=ttyAMA0 hyp.on-fault=stop pgtlab_alone=1"));
         let other = Guest { append: "quiet".into(), ..guest.clone() };
         assert_ne!(other.bundle_path(), guest.bundle_path(), "a different guest gets its own bundle file");
     }

@@ -7,7 +7,8 @@
 //! refuses to produce an image with any other dynamic relocation), clears the BSS and switches to
 //! CPU 0's boot stack. The binary then provides:
 //!
-//! * `extern "C" fn rt_main(dtb: usize) -> !` for the boot CPU,
+//! * `extern "C" fn rt_main(dtb: usize) -> !` for the boot CPU (x1 and x2 reach it as the boot
+//!   loader or [`restart_at`] set them: a binary may take them as two more arguments),
 //! * `extern "C" fn rt_secondary_main(cpu: usize) -> !` for CPUs started at
 //!   [`secondary_entry_addr`] with the CPU index as PSCI `context_id`,
 //! * `extern "C" fn rt_exception(frame: &mut TrapFrame, vector: u64)` (see [`crate::trap`]).
@@ -124,6 +125,26 @@ __rt_secondary_entry:
     bl      rt_secondary_main
     b       9b
 
+// A CPU released by a spin-table (no argument): its index is where RT_SPIN_MPIDR holds its
+// MPIDR affinity; then as __rt_secondary_entry. Unknown MPIDR: park.
+.global __rt_spin_entry
+__rt_spin_entry:
+    mrs     x9, mpidr_el1
+    mov     x10, #0xffffff
+    movk    x10, #0xff, lsl #32
+    and     x9, x9, x10
+    adrp    x11, RT_SPIN_MPIDR
+    add     x11, x11, :lo12:RT_SPIN_MPIDR
+    mov     x0, #0
+1:  ldr     x12, [x11, x0, lsl #3]
+    cmp     x12, x9
+    b.eq    __rt_secondary_entry
+    add     x0, x0, #1
+    cmp     x0, #{max_cpus}
+    b.lo    1b
+8:  wfe
+    b       8b
+
 .section .bss.rt_stacks, "aw", %nobits
 .balign 4096
 .global __rt_stacks
@@ -145,6 +166,29 @@ extern "C" {
     static __rodata_end: u8;
     static __rt_stacks: u8;
     fn __rt_secondary_entry();
+    fn __rt_spin_entry();
+}
+
+/// MPIDR affinity (Aff3..Aff0) of CPU index `i`, for [`spin_entry_addr`]: `u64::MAX` = none.
+#[no_mangle]
+static RT_SPIN_MPIDR: [core::sync::atomic::AtomicU64; MAX_CPUS] =
+    [const { core::sync::atomic::AtomicU64::new(u64::MAX) }; MAX_CPUS];
+
+/// Records that the CPU whose MPIDR affinity is `mpidr` is CPU `index` for [`spin_entry_addr`]
+/// and makes it visible to a CPU that reads it with its MMU off (cleaned to the point of
+/// coherency). Call before releasing that CPU.
+#[cfg(target_arch = "aarch64")]
+pub fn set_spin_mpidr(index: usize, mpidr: u64) {
+    let slot = &RT_SPIN_MPIDR[index];
+    slot.store(mpidr, core::sync::atomic::Ordering::Release);
+    crate::cache::clean_to_poc(slot as *const _ as u64, 8);
+}
+
+/// Where a CPU released from a firmware spin-table (`cpu-release-addr`, no argument) must
+/// begin: it finds its index from its MPIDR ([`set_spin_mpidr`]) and goes on as
+/// [`secondary_entry_addr`]. Addressed as [`secondary_entry_addr`] is.
+pub fn spin_entry_addr() -> usize {
+    crate::pc_relative!(__rt_spin_entry)
 }
 
 /// Where a CPU started by PSCI CPU_ON must begin (context_id = CPU index), as the running code
@@ -192,9 +236,10 @@ pub fn all_stacks() -> (usize, usize) {
 }
 
 /// Copies the running image (text, read-only data and data: everything before the BSS) to
-/// `new_base` and starts the copy from its entry point with x0 = `x0`: `__rt_entry` applies the
-/// relocations for the new address, clears the new BSS and calls `rt_main` again. Used by the
-/// hypervisor to move itself to the top of RAM.
+/// `new_base` and starts the copy from its entry point with x0 = `x0`, x1 = `x1`, x2 = `x2`:
+/// `__rt_entry` applies the relocations for the new address, clears the new BSS and calls
+/// `rt_main` again (x1 and x2 pass through untouched: a boot loader gives 0 there, so a binary
+/// can tell a restart from a boot). Used by the hypervisor to move itself to the top of RAM.
 ///
 /// # Safety
 ///
@@ -202,7 +247,7 @@ pub fn all_stacks() -> (usize, usize) {
 /// nothing uses, identity-accessible (MMU off) and clear of the running image; no other CPU
 /// runs this image; and no static outside the BSS has been written since boot (the copy's
 /// `.data` must be what the linker produced, up to the relocated pointers `__rt_entry` rewrites).
-pub unsafe fn restart_at(new_base: u64, x0: u64) -> ! {
+pub unsafe fn restart_at(new_base: u64, x0: u64, x1: u64, x2: u64) -> ! {
     let start = core::ptr::addr_of!(__image_start) as u64;
     let bss = core::ptr::addr_of!(__bss_start) as u64;
     let words = (bss - start).div_ceil(8);
@@ -218,7 +263,7 @@ pub unsafe fn restart_at(new_base: u64, x0: u64) -> ! {
     crate::cache::clean_invalidate_to_poc(new_base, 8 * words);
     // SAFETY: the copy is complete and at the point of coherency; the I-cache is invalidated so
     // no stale instruction from that memory is fetched; the branch goes to the copy's first
-    // instruction (the Image header's branch to `__rt_entry`), which expects only x0.
+    // instruction (the Image header's branch to `__rt_entry`), which takes x0 and passes x1, x2 on.
     unsafe {
         core::arch::asm!(
             "ic iallu",
@@ -227,6 +272,8 @@ pub unsafe fn restart_at(new_base: u64, x0: u64) -> ! {
             "br {entry}",
             entry = in(reg) new_base,
             in("x0") x0,
+            in("x1") x1,
+            in("x2") x2,
             options(noreturn),
         )
     }

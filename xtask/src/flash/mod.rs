@@ -23,6 +23,53 @@ use std::path::{Path, PathBuf};
 
 /// The file the Pi 5's firmware boots: the hypervisor (or the chainloader).
 pub const KERNEL: &str = "kernel_2712.img";
+/// The file the Pi 4's firmware boots in 64-bit mode (`arm_64bit=1`), entering it at EL2.
+pub const KERNEL_PI4: &str = "kernel8.img";
+/// The DTB the Pi 4's firmware loads from the card.
+pub const PI4_DTB: &str = "bcm2711-rpi-4-b.dtb";
+
+/// Which Raspberry Pi the card is for (`flash --board`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Pi {
+    /// Raspberry Pi 5: `kernel_2712.img`, `bcm2712-rpi-5-b.dtb`, debug UART (PL011).
+    #[default]
+    Pi5,
+    /// Raspberry Pi 4B: `kernel8.img`, `bcm2711-rpi-4-b.dtb`, the mini UART on GPIO 14/15.
+    Pi4,
+}
+
+impl Pi {
+    /// From `--board` (`pi5` or `pi4`).
+    pub fn from_name(s: &str) -> Option<Pi> {
+        match s {
+            "pi5" => Some(Pi::Pi5),
+            _ => (crate::board::Board::from_name(s) == Some(crate::board::Board::Pi4)).then_some(Pi::Pi4),
+        }
+    }
+
+    /// The file its firmware boots.
+    pub fn kernel_file(self) -> &'static str {
+        match self {
+            Pi::Pi5 => KERNEL,
+            Pi::Pi4 => KERNEL_PI4,
+        }
+    }
+
+    /// The DTB its firmware loads from the card.
+    pub fn dtb(self) -> &'static str {
+        match self {
+            Pi::Pi5 => PI5_DTB,
+            Pi::Pi4 => PI4_DTB,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Pi::Pi5 => "Pi 5",
+            Pi::Pi4 => "Pi 4",
+        }
+    }
+}
 /// The guest kernel, which the firmware loads as the initramfs for the hypervisor.
 pub const GUEST: &str = "pgtlab-kernel.img";
 /// The boot arguments (the firmware puts its line in `/chosen/bootargs`).
@@ -34,6 +81,9 @@ pub const PI5_DTB: &str = "bcm2712-rpi-5-b.dtb";
 /// The fastest rate a PL011 reaches from the 9.216 MHz reference clock the Pi 5's DTB gives its
 /// debug UART (clock / 16).
 pub const MAX_DEBUG_UART_BAUD: u32 = 576_000;
+/// The largest card image `--size-mib` builds (it is built in memory): a boot partition holds
+/// the firmware and a few Images, and Raspberry Pi OS makes its own 512 MiB.
+pub const MAX_SIZE_MIB: u64 = 4096;
 /// Suffix of the copy kept of a file that was there before.
 pub const BACKUP: &str = ".pgtlab-backup";
 
@@ -48,13 +98,15 @@ pub struct Boot {
     pub bootargs: String,
     /// `init_uart_baud` when not 115200.
     pub baud: Option<u32>,
+    /// Which Pi.
+    pub pi: Pi,
 }
 
 impl Boot {
     /// The config.txt section that boots it.
     pub fn section(&self) -> Section {
         Section {
-            kernel: KERNEL.into(),
+            kernel: self.pi.kernel_file().into(),
             initramfs: self.guest.as_ref().map(|_| GUEST.to_string()),
             cmdline: CMDLINE.into(),
             baud: self.baud,
@@ -63,7 +115,7 @@ impl Boot {
 
     /// The files it writes, config.txt aside.
     pub fn files(&self) -> Vec<File> {
-        let mut v = vec![File { path: KERNEL.into(), data: self.kernel.clone() }];
+        let mut v = vec![File { path: self.pi.kernel_file().into(), data: self.kernel.clone() }];
         if let Some(g) = &self.guest {
             v.push(File { path: GUEST.into(), data: g.clone() });
         }
@@ -117,13 +169,20 @@ pub fn image_files(boot: &Boot, firmware: Option<&Path>) -> Result<Vec<File>> {
 }
 
 /// A warning when the Pi 5's DTB is missing from `paths`.
-pub fn dtb_warning<'a>(mut paths: impl Iterator<Item = &'a str>) -> Option<String> {
-    (!paths.any(|p| p.eq_ignore_ascii_case(PI5_DTB))).then(|| {
+pub fn dtb_warning<'a>(paths: impl Iterator<Item = &'a str>) -> Option<String> {
+    dtb_warning_for(Pi::Pi5, paths)
+}
+
+/// A warning when `pi`'s DTB is missing from `paths`.
+pub fn dtb_warning_for<'a>(pi: Pi, mut paths: impl Iterator<Item = &'a str>) -> Option<String> {
+    let dtb = pi.dtb();
+    let name = pi.name();
+    (!paths.any(|p| p.eq_ignore_ascii_case(dtb))).then(|| {
         format!(
-            "warning: no {PI5_DTB} on the card. The Pi 5's firmware hands the kernel the DTB it loads from the \
+            "warning: no {dtb} on the card. The {name}'s firmware hands the kernel the DTB it loads from the \
              card; without it the hypervisor gets none and cannot even find its UART. Add --firmware DIR with \
              it (from Raspberry Pi OS's boot partition, or Debian's linux-image-arm64 package: \
-             /usr/lib/linux-image-*/broadcom/{PI5_DTB})"
+             /usr/lib/linux-image-*/broadcom/{dtb}; `cargo xtask test` leaves one in target/downloads/debian-arm64/)"
         )
     })
 }
@@ -205,7 +264,7 @@ pub fn uninstall_boot_dir(dir: &Path) -> Result<Vec<String>> {
             done.push(format!("removed the pgtlab section from {CONFIG}"));
         }
     }
-    for name in [KERNEL, GUEST, CMDLINE] {
+    for name in [KERNEL, KERNEL_PI4, GUEST, CMDLINE] {
         let p = dir.join(name);
         let backup = dir.join(format!("{name}{BACKUP}"));
         if backup.exists() {
@@ -238,6 +297,10 @@ pub struct Args {
     /// pgtlab section added.
     #[arg(long, conflicts_with = "boot_dir")]
     pub firmware: Option<PathBuf>,
+    /// Which Raspberry Pi: pi5 (kernel_2712.img) or pi4 (kernel8.img, entered at EL2 with
+    /// arm_64bit=1; console on the mini UART).
+    #[arg(long, default_value = "pi5")]
+    pub board: String,
     /// Install the serial chainloader instead (then `cargo xtask chainboot --serial DEV`).
     #[arg(long)]
     pub chainloader: bool,
@@ -245,10 +308,10 @@ pub struct Args {
     #[arg(long, default_value = "")]
     pub bootargs: String,
     /// Debug UART baud rate for the firmware (config.txt `init_uart_baud`); 115200 by default.
-    #[arg(long)]
+    #[arg(long, value_parser = crate::chainboot::link::baud_arg)]
     pub baud: Option<u32>,
-    /// Image size in MiB (default: what the files need, at least 64).
-    #[arg(long)]
+    /// Image size in MiB (default: what the files need, at least 64; at most 4096).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(fat::MIN_SIZE >> 20..=MAX_SIZE_MIB))]
     pub size_mib: Option<u64>,
     /// Do not ask before overwriting the --device.
     #[arg(long)]
@@ -260,14 +323,29 @@ pub struct Args {
 
 /// Runs `cargo xtask flash`.
 pub fn cli(a: Args) -> Result<()> {
+    let refuse = |why: String| anyhow::Error::new(crate::outcome::Refused(why));
+    if let Some(dir) = &a.boot_dir {
+        if !dir.is_dir() {
+            return Err(refuse(format!(
+                "--boot-dir {}: not a directory (give the mounted boot partition)",
+                dir.display()
+            )));
+        }
+    }
+    if let Some(path) = &a.image {
+        check_image_target(path).map_err(refuse)?;
+    }
     if let (true, Some(dir)) = (a.uninstall, &a.boot_dir) {
-        for line in uninstall_boot_dir(dir)? {
+        let done = uninstall_boot_dir(dir)?;
+        if done.is_empty() {
+            eprintln!("xtask: nothing of pgtlab's in {}: nothing to undo", dir.display());
+        }
+        for line in done {
             eprintln!("xtask: {line}");
         }
         return Ok(());
     }
     if let Some(b) = a.baud {
-        crate::chainboot::link::speed(b)?;
         if b > MAX_DEBUG_UART_BAUD {
             eprintln!(
                 "xtask: warning: the Pi 5's debug UART runs from a 9.216 MHz clock in its DTB, which divides down to \
@@ -275,9 +353,19 @@ pub fn cli(a: Args) -> Result<()> {
             );
         }
     }
+    let pi = Pi::from_name(&a.board).ok_or_else(|| {
+        anyhow::Error::new(crate::outcome::Refused(format!("--board {}: flash knows pi5 and pi4", a.board)))
+    })?;
+    if pi == Pi::Pi4 && a.chainloader {
+        bail!(
+            "--board pi4 --chainloader: the chainloader receives through a PL011, and the Pi 4's console (its \
+             DTB's stdout-path) is the mini UART"
+        );
+    }
     let tc = crate::toolchain::find()?;
     let images = crate::build::build(&tc, &[])?;
     let boot = Boot {
+        pi,
         kernel: std::fs::read(if a.chainloader {
             crate::build::chainloader_image()
         } else {
@@ -299,29 +387,60 @@ pub fn cli(a: Args) -> Result<()> {
         }
         let names: Vec<String> =
             std::fs::read_dir(dir)?.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
-        if let Some(w) = dtb_warning(names.iter().map(String::as_str)) {
+        if let Some(w) = dtb_warning_for(pi, names.iter().map(String::as_str)) {
             eprintln!("xtask: {w}");
         }
         return Ok(());
     }
     let files = image_files(&boot, a.firmware.as_deref())?;
     let size = match a.size_mib {
+        // Bounded by clap (64 to MAX_SIZE_MIB): no overflow.
         Some(m) => m << 20,
         None => fat::size_for(&files),
     };
+    ensure!(
+        size <= MAX_SIZE_MIB << 20,
+        "the files need a {} MiB image, more than the {MAX_SIZE_MIB} MiB this builds",
+        size >> 20
+    );
     let image = fat::build(&files, size)?;
     let info = fat::read(&image)?;
     if let Some(path) = &a.image {
-        std::fs::write(path, &image).with_context(|| format!("writing {}", path.display()))?;
+        crate::write_file(path, &image)?;
         eprintln!("xtask: wrote {} ({} MiB SD card image with {what})", path.display(), image.len() >> 20);
     } else if let Some(dev) = &a.device {
         write_device(dev, &image, a.yes)?;
     }
     print_summary(&info);
-    if let Some(w) = dtb_warning(info.files.iter().map(|f| f.path.as_str())) {
+    if let Some(w) = dtb_warning_for(pi, info.files.iter().map(|f| f.path.as_str())) {
         eprintln!("xtask: {w}");
     }
     Ok(())
+}
+
+/// `--image FILE` writes a regular file (a new one, or one it replaces whole). Anything else is
+/// refused: a block device is a disk, which only `--device` writes, after its checks and a
+/// question; a character device, a FIFO or a socket is no card image.
+pub fn check_image_target(path: &Path) -> std::result::Result<(), String> {
+    use std::os::unix::fs::FileTypeExt;
+    let t = match std::fs::metadata(path) {
+        Ok(m) => m.file_type(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(format!("--image {}: {e}", path.display())),
+    };
+    let what = if t.is_file() {
+        return Ok(());
+    } else if t.is_block_device() {
+        "a block device (a disk): write a card with --device, which checks that it is a removable card nothing \
+         uses and asks first"
+    } else if t.is_dir() {
+        "a directory (a mounted boot partition goes with --boot-dir)"
+    } else if t.is_char_device() {
+        "a character device, not a file"
+    } else {
+        "a FIFO or socket, not a file"
+    };
+    Err(format!("--image {} is {what}", path.display()))
 }
 
 /// Prints what an image holds.
@@ -391,7 +510,7 @@ mod tests {
     use super::*;
 
     fn boot() -> Boot {
-        Boot { kernel: vec![1; 1000], guest: Some(vec![2; 2000]), bootargs: " test=x ".into(), baud: None }
+        Boot { kernel: vec![1; 1000], guest: Some(vec![2; 2000]), bootargs: " test=x ".into(), baud: None, pi: Pi::Pi5 }
     }
 
     #[test]
@@ -446,6 +565,29 @@ mod tests {
             .map(|e| e.file_name().to_string_lossy().into_owned())
             .collect();
         assert_eq!(left.len(), 2, "{left:?}");
+    }
+
+    #[test]
+    fn an_image_goes_only_into_a_regular_file() {
+        let d = tempfile::tempdir().unwrap();
+        assert_eq!(check_image_target(&d.path().join("new.img")), Ok(()));
+        std::fs::write(d.path().join("old.img"), b"x").unwrap();
+        assert_eq!(check_image_target(&d.path().join("old.img")), Ok(()));
+        assert!(check_image_target(d.path()).unwrap_err().contains("directory"));
+        assert!(check_image_target(Path::new("/dev/null")).unwrap_err().contains("character device"));
+        let fifo = d.path().join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo on a path in our own temporary directory.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        assert!(check_image_target(&fifo).unwrap_err().contains("FIFO"));
+        // Any block device there is (a loop device, a disk) is refused, not written.
+        let block = std::fs::read_dir("/dev").unwrap().flatten().map(|e| e.path()).find(|p| {
+            use std::os::unix::fs::FileTypeExt;
+            std::fs::metadata(p).is_ok_and(|m| m.file_type().is_block_device())
+        });
+        if let Some(b) = block {
+            assert!(check_image_target(&b).unwrap_err().contains("--device"), "{}", b.display());
+        }
     }
 
     #[test]
