@@ -291,8 +291,9 @@ fn guest(
         }));
     }
     let refuse = |why: String| anyhow::Error::new(outcome::Refused(why));
-    regular_file("--guest", std::path::Path::new(which))
-        .map_err(|why| refuse(format!("{why} (a kernel Image or raw binary, or `linux` / `linux-generic` / `linux-backports`)")))?;
+    regular_file("--guest", std::path::Path::new(which)).map_err(|why| {
+        refuse(format!("{why} (a kernel Image or raw binary, or `linux` / `linux-generic` / `linux-backports`)"))
+    })?;
     if let Some(i) = &initrd {
         regular_file("--guest-initrd", i).map_err(refuse)?;
     }
