@@ -166,22 +166,10 @@ fn zero(va: u64, pages: usize) {
         // page being a whole number of such rounds.
         unsafe {
             core::arch::asm!(
+                ".rept 8",
                 "dc zva, {p}",
                 "add {p}, {p}, {b}",
-                "dc zva, {p}",
-                "add {p}, {p}, {b}",
-                "dc zva, {p}",
-                "add {p}, {p}, {b}",
-                "dc zva, {p}",
-                "add {p}, {p}, {b}",
-                "dc zva, {p}",
-                "add {p}, {p}, {b}",
-                "dc zva, {p}",
-                "add {p}, {p}, {b}",
-                "dc zva, {p}",
-                "add {p}, {p}, {b}",
-                "dc zva, {p}",
-                "add {p}, {p}, {b}",
+                ".endr",
                 p = inout(reg) p,
                 b = in(reg) block,
                 options(nostack, preserves_flags)
