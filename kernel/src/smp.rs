@@ -38,6 +38,7 @@ pub fn start_secondaries() -> Result<usize, String> {
                     "kernel: CPU {idx} refused: the system uses BBML2 but this CPU ({}, MIDR {midr:#x}) is not allowed: {why}; it powers off",
                     pgtable::cpu::Midr(midr),
                 );
+                wait_until_off(idx, cpu.mpidr, deadline)?;
                 break;
             }
             if CNTPCT_EL0.get() > deadline {
@@ -60,6 +61,26 @@ pub fn start_secondaries() -> Result<usize, String> {
         core::hint::spin_loop();
     }
     Ok(online)
+}
+
+/// Waits until PSCI AFFINITY_INFO says the refused CPU `idx` is off. It records its refusal
+/// before it calls CPU_OFF, so the refusal alone does not say it is off yet; whatever runs
+/// next (a self-test that counts the CPUs that are on, a CPU_ON of it) must find it off.
+/// Waits until `deadline` (the CPU's own 10 s start window) at most.
+fn wait_until_off(idx: usize, mpidr: u64, deadline: u64) -> Result<(), String> {
+    use aarch64_cpu::registers::{Readable, CNTPCT_EL0};
+    loop {
+        let state = smccc::call(abi::psci::AFFINITY_INFO_64, mpidr, 0, 0)[0] as i64;
+        if state == abi::psci::AFFINITY_OFF {
+            return Ok(());
+        }
+        if CNTPCT_EL0.get() > deadline {
+            return Err(format!(
+                "CPU {idx} (MPIDR {mpidr:#x}) refused to come up but was not off within {WAIT_SECONDS} s (AFFINITY_INFO {state})"
+            ));
+        }
+        core::hint::spin_loop();
+    }
 }
 
 /// Where a CPU started by PSCI CPU_ON begins: `rt`'s secondary entry at its physical address
