@@ -44,13 +44,7 @@ use board::{Board, GicVersion};
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use spin::Once;
 
-/// Priority mask programmed in every CPU interface: interrupts with a priority value below it
-/// are signalled.
-pub const PRIORITY_MASK: u8 = 0xf0;
-/// Priority of every interrupt the kernel enables (one level: nothing preempts a handler).
-pub const PRIORITY: u8 = 0xa0;
-/// INTIDs from here on are "spurious / nothing pending" (1020-1023).
-const SPURIOUS: u32 = 1020;
+pub use kcore::gic::PRIORITY;
 
 /// The SGIs the kernel uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,12 +61,12 @@ pub enum Sgi {
     Call = 3,
 }
 
-/// The interrupt controller.
+/// The interrupt controller: `kcore`'s drivers over this kernel's register access.
 pub enum Gic {
     /// GICv2 (memory-mapped CPU interface).
-    V2(gicv2::GicV2),
+    V2(kcore::gic::v2::GicV2<gicv2::V2Mmio>),
     /// GICv3 (system-register CPU interface, redistributors).
-    V3(gicv3::GicV3),
+    V3(kcore::gic::v3::GicV3<gicv3::V3Mmio>),
 }
 
 static GIC: Once<Gic> = Once::new();
@@ -117,15 +111,16 @@ pub fn init(board: &Board) -> Result<(), String> {
             let c = g.cpu_interface.ok_or("GICv2 without a CPU interface")?;
             let gicc = crate::mm::ioremap(c.base, c.size)? as usize;
             // SAFETY: both blocks were just mapped as device memory, for the GIC driver alone.
-            Gic::V2(unsafe { gicv2::GicV2::new(gicd, gicc) })
+            Gic::V2(kcore::gic::v2::GicV2::new(unsafe { gicv2::V2Mmio::new(gicd, gicc) }))
         }
         GicVersion::V3 => {
             let mut regions = Vec::new();
             for r in &g.redistributors {
                 regions.push((crate::mm::ioremap(r.base, r.size)? as usize, r.size as usize));
             }
-            // SAFETY: the distributor and every redistributor region were just mapped.
-            Gic::V3(unsafe { gicv3::GicV3::new(gicd, regions) })
+            // SAFETY: the distributor and every redistributor region were just mapped; the
+            // driver names redistributors only inside these regions.
+            Gic::V3(kcore::gic::v3::GicV3::new(unsafe { gicv3::V3Mmio::new(gicd) }, regions))
         }
     };
     match &gic {
@@ -213,45 +208,32 @@ pub fn send_sgi(cpus: u64, sgi: Sgi) {
 }
 
 /// The IRQ exception of CPU `cpu`: acknowledges and handles every pending interrupt (IRQs
-/// stay masked throughout).
+/// stay masked throughout), each ended with the value its acknowledge read
+/// (`kcore::gic::handle_pending`).
 pub fn handle(cpu: usize) {
     let Some(gic) = GIC.get() else {
         return;
     };
-    let mut handled = 0;
-    loop {
-        let iar = match gic {
-            Gic::V2(g) => g.ack(),
-            Gic::V3(g) => g.ack(),
-        };
-        let intid = match gic {
-            Gic::V2(_) => iar & 0x3ff,
-            Gic::V3(_) => iar,
-        };
-        if intid >= SPURIOUS {
-            break;
-        }
-        handled += 1;
-        let c = &COUNTS[cpu.min(rt::MAX_CPUS - 1)];
-        let f = if intid < 32 { HANDLERS[intid as usize].load(Ordering::Acquire) } else { 0 };
+    let dispatch = |intid: u32| {
+        let f = if intid < kcore::gic::BANKED { HANDLERS[intid as usize].load(Ordering::Acquire) } else { 0 };
         if f == 0 {
-            c.unexpected.fetch_add(1, Ordering::Relaxed);
-            if intid < 32 {
-                disable_private(cpu, intid);
-            }
-        } else {
-            if intid < 16 { &c.sgi } else { &c.ppi }.fetch_add(1, Ordering::Relaxed);
-            // SAFETY: only `set_handler` stores here, always a `fn(u32, usize)`.
-            let f = unsafe { core::mem::transmute::<usize, fn(u32, usize)>(f) };
-            f(intid, cpu);
+            return false;
         }
-        match gic {
-            Gic::V2(g) => g.eoi(iar),
-            Gic::V3(g) => g.eoi(iar),
-        }
-    }
-    if handled == 0 {
-        COUNTS[cpu.min(rt::MAX_CPUS - 1)].spurious.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: only `set_handler` stores here, always a `fn(u32, usize)`.
+        let f = unsafe { core::mem::transmute::<usize, fn(u32, usize)>(f) };
+        f(intid, cpu);
+        true
+    };
+    let h = match gic {
+        Gic::V2(g) => kcore::gic::handle_pending(g, cpu, dispatch),
+        Gic::V3(g) => kcore::gic::handle_pending(g, cpu, dispatch),
+    };
+    let c = &COUNTS[cpu.min(rt::MAX_CPUS - 1)];
+    c.sgi.fetch_add(h.sgi, Ordering::Relaxed);
+    c.ppi.fetch_add(h.ppi, Ordering::Relaxed);
+    c.unexpected.fetch_add(h.unexpected, Ordering::Relaxed);
+    if h.total() == 0 {
+        c.spurious.fetch_add(1, Ordering::Relaxed);
     }
 }
 

@@ -28,3 +28,7 @@ pub mod hypercall;
 pub mod psci;
 pub mod report;
 pub mod syscall;
+
+/// Most CPUs either binary brings up (QEMU `virt` runs up to 8 here; the Pi 5 has 4): the
+/// hypervisor trims a guest's device tree to this many, the kernel starts at most this many.
+pub const MAX_CPUS: usize = 8;

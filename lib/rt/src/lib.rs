@@ -33,7 +33,6 @@ pub mod trap;
 #[cfg(target_arch = "aarch64")]
 pub use trap::TrapFrame;
 
-/// Most CPUs either binary brings up. QEMU `virt` runs up to 8 here; the Pi 5 has 4.
-pub const MAX_CPUS: usize = 8;
+pub use abi::MAX_CPUS;
 /// Boot stack per CPU.
 pub const STACK_SIZE: usize = 64 * 1024;
