@@ -6,6 +6,8 @@
 //!   end of interrupt, SGIs) over a register trait, the IRQ loop, and [`gic::fake`], a GIC
 //!   model that checks every write (TCG ignores the source-CPU bits of a GICv2 EOI; the fake
 //!   does not).
+//! * [`sched`]: the scheduler's run queues and every decision on them (wake-up, the switch and
+//!   the hand-over after it, load balancing, affinity, the time slice, sleepers).
 #![no_std]
 #![deny(missing_docs)]
 
@@ -14,3 +16,4 @@ extern crate alloc;
 extern crate std;
 
 pub mod gic;
+pub mod sched;
