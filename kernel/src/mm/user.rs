@@ -23,7 +23,7 @@ use abi::syscall::Counters;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use pgtable::asid::AsidAllocator;
 use pgtable::hw::HwTlb;
-use pgtable::{regime, Barrier, Shareability, TlbMaintenance, Tlbi, TlbiOp, VirtAddr};
+use pgtable::{regime, Barrier, TlbMaintenance, Tlbi, VirtAddr};
 use spin::{Mutex, Once};
 use uspace::{Access, AddressSpace, FaultKind, FaultOutcome};
 
@@ -221,11 +221,8 @@ impl UserSpace {
             }
             FaultOutcome::Spurious => {
                 FAULTS_SPURIOUS.fetch_add(1, Ordering::Relaxed);
-                let asid = asids().asid(self.ctx.load(Ordering::Relaxed));
-                let mut t = tlb();
-                let va = VirtAddr::new(va & !(abi::syscall::PAGE_SIZE - 1));
-                t.tlbi(Tlbi { op: TlbiOp::Vae1 { asid, va }, leaf_only: true, sh: Shareability::Local });
-                t.dsb(Barrier::Nsh);
+                // The same fix the user-space model checker replays (`lib/pgtable`).
+                self.with(|s, t| s.table().fix_spurious_fault(t, VirtAddr::new(va)));
             }
             FaultOutcome::Retry => {}
             FaultOutcome::Denied(_) => {
@@ -268,8 +265,7 @@ impl Drop for UserSpace {
         // flush, and the ASID is invalidated everywhere right after (its number is reused only
         // after a roll-over, which flushes every CPU anyway).
         unsafe { s.destroy(&mut t) };
-        t.tlbi(Tlbi { op: TlbiOp::Aside1 { asid }, leaf_only: false, sh: Shareability::InnerShareable });
-        t.dsb(Barrier::Ish);
+        asids().retire(asid, &mut t);
     }
 }
 
@@ -281,11 +277,8 @@ pub fn switch_to(cpu: usize, to: Option<&UserSpace>) {
     match to {
         None => TTBR0_EL1.set(super::reserved_ttbr0()),
         Some(u) => {
-            let sw = asids().switch(cpu, &u.ctx);
-            if sw.flush_local {
-                t.tlbi(Tlbi { op: TlbiOp::Vmalle1 { vmid: None }, leaf_only: false, sh: Shareability::Local });
-                t.dsb(Barrier::Nsh);
-            }
+            // The allocator's decision and its local flush, as the model checker replays them.
+            let sw = asids().switch_to(cpu, &u.ctx, &mut t);
             TTBR0_EL1.set(regime::ttbr_el1(pgtable::PhysAddr::new(u.root), sw.asid));
         }
     }
