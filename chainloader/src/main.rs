@@ -73,13 +73,10 @@ fn setup(dtb_addr: usize) -> Result<Loader, String> {
         // Without a DTB there is no UART address either: nothing can be said.
         halt();
     }
-    // SAFETY: x0 points at the DTB (boot protocol); only the checked header is read first, then
-    // exactly the size it declares.
-    let host_dtb = unsafe {
-        let size = board::dtb_total_size(core::slice::from_raw_parts(dtb_addr as *const u8, 40))
-            .map_err(|e| format!("device tree at {dtb_addr:#x}: {e}"))?;
-        core::slice::from_raw_parts(dtb_addr as *const u8, size).to_vec()
-    };
+    // SAFETY: x0 points at the DTB (boot protocol), in RAM nothing else writes meanwhile.
+    let host_dtb = unsafe { board::dtb_at(dtb_addr as *const u8) }
+        .map_err(|e| format!("device tree at {dtb_addr:#x}: {e}"))?
+        .to_vec();
     let board = Board::from_dtb(&host_dtb).map_err(|e| format!("device tree: {e}"))?;
     let uart = board.console.as_ref().ok_or("device tree has no PL011 console")?;
     // SAFETY: the DTB names this PL011 as the console; rt::console sends through it and `Rx`

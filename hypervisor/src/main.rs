@@ -76,10 +76,11 @@ fn boot(dtb_addr: usize) -> Result<core::convert::Infallible, String> {
     if dtb_addr == 0 {
         return Err("no device tree in x0 (boot the hypervisor as an arm64 Image: QEMU -kernel, Pi 5 kernel=)".into());
     }
-    // SAFETY: x0 points at the DTB per the arm64 boot protocol; dtb_total_size reads only the
-    // 40-byte header, which it checks (magic, sizes) before we read `size` bytes.
-    let size = board::dtb_total_size(unsafe { core::slice::from_raw_parts(dtb_addr as *const u8, 40) })
-        .map_err(|e| format!("device tree at {dtb_addr:#x}: {e}"))?;
+    // SAFETY: x0 points at the DTB per the arm64 boot protocol, in RAM nothing writes meanwhile;
+    // only its length is taken here (the header's, checked: at most 2 MiB).
+    let size = unsafe { board::dtb_at(dtb_addr as *const u8) }
+        .map_err(|e| format!("device tree at {dtb_addr:#x}: {e}"))?
+        .len();
     // Keep our own copy: the original lies in what becomes guest RAM (QEMU's is 1 MiB: copied
     // 32 bytes at a time, the softfloat memcpy goes byte by byte).
     let mut host_dtb: Vec<u8> = alloc::vec![0; size];
@@ -90,7 +91,7 @@ fn boot(dtb_addr: usize) -> Result<core::convert::Infallible, String> {
     let uart = board.console.as_ref().ok_or("device tree has no PL011 console")?;
     // SAFETY: the DTB names this PL011 as the console; it is used only through rt::console.
     unsafe { rt::console::init(uart.base as usize) };
-    exit::set_on_qemu(board.compatible.iter().any(|c| c == "linux,dummy-virt"));
+    exit::set_firmware_psci(board.psci.is_some());
 
     let opts = options::parse(board.bootargs.as_deref().unwrap_or(""));
     trap::set_stop_on_fault(opts.stop_on_fault);

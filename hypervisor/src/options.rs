@@ -74,7 +74,7 @@ pub struct Options {
 /// the word and lists the accepted ones.
 /// Words a boot loader put before `bootargs::FIRMWARE_MARKER` are listed once and dropped.
 pub fn try_parse(bootargs: &str) -> Result<Options, bootargs::Error> {
-    let (firmware, ours) = bootargs::split_firmware(bootargs);
+    let (firmware, ours) = bootargs::split_firmware(bootargs)?;
     if !firmware.is_empty() {
         rt::println!(
             "hyp: {} words before {:?} are the boot loader's, ignored: {}",

@@ -64,7 +64,7 @@ static ARGS: Once<Args> = Once::new();
 /// Words a boot loader put before `bootargs::FIRMWARE_MARKER` (the kernel alone on a board) are
 /// listed once and ignored.
 pub fn init(cmdline: &str) -> Result<&'static Args, alloc::string::String> {
-    let (firmware, ours) = bootargs::split_firmware(cmdline);
+    let (firmware, ours) = bootargs::split_firmware(cmdline).map_err(|e| alloc::format!("{e}"))?;
     if !firmware.is_empty() {
         rt::println!(
             "kernel: {} words before {:?} are the boot loader's, ignored: {}",

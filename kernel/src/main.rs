@@ -53,6 +53,10 @@ extern "C" fn rt_main(dtb: usize) -> ! {
         refuse_el(el, dtb);
     }
     VBAR_EL1.set(rt::trap::vectors_el1());
+    // Before anything can fail: under the hypervisor the run's final line is the hypervisor's.
+    if power::probe_hypervisor() {
+        power::set_host(Host::Hypervisor);
+    }
     mm::early::boot(dtb)
 }
 
@@ -75,18 +79,11 @@ pub extern "C" fn boot_high(dtb: usize) -> ! {
 }
 
 /// Started at EL2 or EL3 (e.g. `-kernel kernel.img` on a machine with virtualization=on): say so
-/// on the DTB's UART and end the run (semihosting on QEMU, else PSCI SYSTEM_OFF over SMC, which
-/// reaches the firmware from EL2; at EL3, or without either, the CPU parks).
+/// on the DTB's UART and end the run (the final line, then PSCI SYSTEM_OFF over SMC, which
+/// reaches the firmware from EL2; at EL3, or without PSCI, the CPU parks after saying so).
 fn refuse_el(el: u64, dtb: usize) -> ! {
-    let board = (dtb != 0)
-        .then(|| {
-            // SAFETY: x0 points at the DTB (boot protocol); only the checked header is read first,
-            // then exactly the size it declares.
-            let size = board::dtb_total_size(unsafe { core::slice::from_raw_parts(dtb as *const u8, 40) }).ok()?;
-            // SAFETY: as above, `size` bytes per the header.
-            Board::from_dtb(unsafe { core::slice::from_raw_parts(dtb as *const u8, size) }).ok()
-        })
-        .flatten();
+    // SAFETY: x0 is 0 or points at the DTB (boot protocol), in RAM nothing else writes.
+    let board = unsafe { Board::from_ptr(dtb as *const u8) }.ok();
     if let Some(uart) = board.as_ref().and_then(|b| b.console.as_ref()) {
         // SAFETY: the DTB names this PL011 as the console; nothing else uses it.
         unsafe { rt::console::init(uart.base as usize) };
@@ -95,47 +92,31 @@ fn refuse_el(el: u64, dtb: usize) -> ! {
         "kernel: boot failed: started at EL{el}: this kernel runs at EL1 only (boot it as the hypervisor's \
          guest, or alone with --no-hypervisor on a machine without virtualization=on)\n"
     ));
-    rt::console::panic_print(format_args!("{}\n", abi::exit::FinalLine(abi::exit::GUEST_FAILURE)));
-    rt::console::flush();
-    let on_qemu = board.as_ref().is_some_and(|b| b.compatible.iter().any(|c| c == "linux,dummy-virt"));
-    if on_qemu {
-        qemu_exit::QEMUExit::exit(&qemu_exit::AArch64::new(), abi::exit::GUEST_FAILURE);
+    if el == 2 && board.as_ref().is_some_and(|b| b.psci.is_some()) {
+        // From EL2 the firmware is reached with SMC, whatever conduit the DTB names for EL1.
+        smccc::set_conduit(smccc::Conduit::Smc);
+        power::set_psci_known();
     }
-    if el == 2 {
-        hypervisor_smc_off();
-    }
-    loop {
-        aarch64_cpu::asm::wfe();
-    }
-}
-
-/// PSCI SYSTEM_OFF through SMC (from EL2, to the firmware).
-fn hypervisor_smc_off() {
-    let old = smccc::conduit();
-    smccc::set_conduit(smccc::Conduit::Smc);
-    smccc::call(abi::psci::SYSTEM_OFF, 0, 0, 0);
-    smccc::set_conduit(old);
+    power::exit(abi::exit::GUEST_FAILURE)
 }
 
 fn boot(dtb_pa: usize) -> Result<(), String> {
     use alloc::format;
     // The early linear map covers RAM, where `mm::early` checked the DTB lies.
     let dtb_addr = (mm::LINEAR_BASE + dtb_pa as u64) as usize;
-    // SAFETY: the DTB is in RAM (checked by `mm::early`), mapped read-write by the linear map;
-    // only the checked header is read first, then exactly the size it declares.
-    let dtb = unsafe {
-        let size = board::dtb_total_size(core::slice::from_raw_parts(dtb_addr as *const u8, 40))
-            .map_err(|e| format!("device tree at {dtb_pa:#x}: {e}"))?;
-        core::slice::from_raw_parts(dtb_addr as *const u8, size)
-    };
+    // SAFETY: the DTB is in RAM (checked by `mm::early`), mapped read-write by the linear map,
+    // and nothing writes it.
+    let dtb =
+        unsafe { board::dtb_at(dtb_addr as *const u8) }.map_err(|e| format!("device tree at {dtb_pa:#x}: {e}"))?;
     let board = Board::from_dtb(dtb).map_err(|e| format!("device tree: {e}"))?;
+    let host = detect_host(&board);
+    power::set_host(host);
     let psci = board.psci.as_ref().ok_or("device tree has no PSCI node: cannot start CPUs or power off")?;
     smccc::set_conduit(match psci.method {
         board::PsciMethod::Hvc => smccc::Conduit::Hvc,
         board::PsciMethod::Smc => smccc::Conduit::Smc,
     });
-    let host = detect_host(&board);
-    power::set_host(host);
+    power::set_psci_known();
     let mem_bytes = board.memory.iter().map(|r| r.size).sum();
     cmdline::init(board.bootargs.as_deref().unwrap_or(""))?;
     // The checked words (a boot loader's words before the marker left out).
@@ -145,6 +126,7 @@ fn boot(dtb_pa: usize) -> Result<(), String> {
     let percpu_tables = percpu::parse_args();
     percpu::init(board.cpus.len(), percpu_tables)?;
     let programs = sched::parse_args()?;
+    percpu::check_seed(&programs)?;
     rt::println!(
         "kernel: pgtlab kernel, {} CPUs, {} MiB RAM in {} ranges, PSCI over {:?}, {}, bootargs {:?}",
         board.cpus.len(),
@@ -192,19 +174,12 @@ fn boot(dtb_pa: usize) -> Result<(), String> {
     Ok(())
 }
 
-/// The hypervisor answers the SMCCC vendor-hypervisor UID call with its UID. Only asked when
-/// EL2 exists: with no EL2, HVC is undefined.
+/// Who ends the run: the hypervisor when [`power::probe_hypervisor`] found it at boot, else bare
+/// QEMU (`linux,dummy-virt`) or firmware.
 fn detect_host(board: &Board) -> Host {
-    use aarch64_cpu::registers::{Readable, ID_AA64PFR0_EL1};
-    // ID_AA64PFR0_EL1.EL2, bits [11:8]: non-zero when EL2 is implemented.
-    let el2 = (ID_AA64PFR0_EL1.get() >> 8) & 0xf != 0;
-    if el2 {
-        let r = smccc::call(abi::hypercall::CALL_UID, 0, 0, 0);
-        if r == abi::hypercall::UID {
-            return Host::Hypervisor;
-        }
-    }
-    if board.compatible.iter().any(|c| c == "linux,dummy-virt") {
+    if power::host() == Host::Hypervisor {
+        Host::Hypervisor
+    } else if board.compatible.iter().any(|c| c == "linux,dummy-virt") {
         Host::Qemu
     } else {
         Host::Firmware

@@ -1,11 +1,11 @@
 //! Ending the run. Under the hypervisor: the exit hypercall with the status (the hypervisor
-//! prints the final line). Without it the kernel prints the final line `@@exit CODE (meaning)`
-//! itself, then on QEMU exits through semihosting (`qemu-exit`) with the status, and on a board
-//! asks the firmware for PSCI SYSTEM_OFF.
+//! prints the run's one final line and powers off). Without it the kernel prints the final line
+//! `@@exit CODE (meaning)` itself, then asks the firmware for PSCI SYSTEM_OFF through the device
+//! tree's conduit (QEMU's own PSCI ends the QEMU process). The code travels only in that line:
+//! QEMU semihosting is never used (it would give any guest the host's files and shell).
 
 use crate::smccc;
-use core::sync::atomic::{AtomicU8, Ordering};
-use qemu_exit::QEMUExit;
+use core::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
 /// Who ends the run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,6 +19,8 @@ pub enum Host {
 }
 
 static HOST: AtomicU8 = AtomicU8::new(2);
+/// Whether the device tree named a PSCI conduit (set with `smccc::set_conduit`).
+static PSCI: AtomicBool = AtomicBool::new(false);
 
 pub fn set_host(h: Host) {
     HOST.store(h as u8, Ordering::Relaxed);
@@ -32,20 +34,40 @@ pub fn host() -> Host {
     }
 }
 
+/// Whether this project's hypervisor runs below: it answers the SMCCC vendor-hypervisor UID call
+/// with its UID. Only asked when EL2 exists (with no EL2, HVC is undefined). Reads no memory:
+/// usable first thing at boot, with the MMU off, so that every way the kernel ends, even before
+/// the device tree is read, leaves the final line to the hypervisor.
+pub fn probe_hypervisor() -> bool {
+    use aarch64_cpu::registers::{Readable, ID_AA64PFR0_EL1};
+    // ID_AA64PFR0_EL1.EL2, bits [11:8]: non-zero when EL2 is implemented.
+    let el2 = (ID_AA64PFR0_EL1.get() >> 8) & 0xf != 0;
+    el2 && smccc::call_via(smccc::Conduit::Hvc, abi::hypercall::CALL_UID, 0, 0, 0) == abi::hypercall::UID
+}
+
+/// Called once the device tree has named the PSCI conduit.
+pub fn set_psci_known() {
+    PSCI.store(true, Ordering::Relaxed);
+}
+
 /// Ends the run with `status` (0 = success).
 pub fn exit(status: u32) -> ! {
-    if host() != Host::Hypervisor {
+    if host() == Host::Hypervisor {
+        rt::console::flush();
+        smccc::call(abi::hypercall::EXIT, status as u64, 0, 0);
+    } else {
         rt::console::panic_print(format_args!("{}\n", abi::exit::FinalLine(status)));
-    }
-    rt::console::flush();
-    match host() {
-        Host::Hypervisor => {
-            smccc::call(abi::hypercall::EXIT, status as u64, 0, 0);
+        rt::console::flush();
+        if PSCI.load(Ordering::Relaxed) {
+            let r = smccc::call(abi::psci::SYSTEM_OFF, 0, 0, 0)[0] as i64;
+            rt::console::panic_print(format_args!(
+                "kernel: PSCI SYSTEM_OFF returned {r}: {}\n",
+                abi::exit::NO_POWER_OFF
+            ));
+        } else {
+            rt::console::panic_print(format_args!("kernel: {}\n", abi::exit::NO_POWER_OFF));
         }
-        Host::Qemu => qemu_exit::AArch64::new().exit(status),
-        Host::Firmware => {
-            smccc::call(abi::psci::SYSTEM_OFF, 0, 0, 0);
-        }
+        rt::console::flush();
     }
     loop {
         aarch64_cpu::asm::wfe();

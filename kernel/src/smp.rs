@@ -13,12 +13,14 @@ const WAIT_SECONDS: u64 = 10;
 /// Starts every CPU of the DTB (one at a time, so banners come out in order); returns how many
 /// are online. A CPU that PSCI refuses or that does not show up in time is an error; a CPU that
 /// refuses itself with its MMU off (BBML2 disagreement, see `mm::early::accept_cpu`) is
-/// reported here and not counted.
+/// reported here and not counted, and is an error too unless `bbml2_test_disallow_cpu` asked
+/// for it.
 pub fn start_secondaries() -> Result<usize, String> {
     use aarch64_cpu::registers::{Readable, CNTFRQ_EL0, CNTPCT_EL0, MPIDR_EL1};
     let k = KERNEL.get().unwrap();
     let me = MPIDR_EL1.get() & 0xff_00ff_ffff;
     let entry = secondary_entry_pa();
+    let mut unasked = alloc::vec::Vec::new();
     for (idx, cpu) in k.board.cpus.iter().enumerate().take(rt::MAX_CPUS) {
         if cpu.mpidr == me {
             continue;
@@ -39,6 +41,10 @@ pub fn start_secondaries() -> Result<usize, String> {
                     pgtable::cpu::Midr(midr),
                 );
                 wait_until_off(idx, cpu.mpidr, deadline)?;
+                // Fewer CPUs than the device tree lists is a failure, unless the user asked.
+                if why != crate::mm::early::RefusalReason::TestDisallowed {
+                    unasked.push(idx);
+                }
                 break;
             }
             if CNTPCT_EL0.get() > deadline {
@@ -46,6 +52,12 @@ pub fn start_secondaries() -> Result<usize, String> {
             }
             core::hint::spin_loop();
         }
+    }
+    if !unasked.is_empty() {
+        return Err(format!(
+            "CPU(s) {unasked:?} refused to join: a run with fewer CPUs than the device tree lists is a failure \
+             unless asked for (bbml2=off lets every CPU join; bbml2_test_disallow_cpu=N refuses one on purpose)"
+        ));
     }
     // A CPU counts itself online just before it parks in `work::secondary_loop`: wait until each
     // has parked, so `work::cpus()` (what the self-tests run on) agrees with the CPUs online.

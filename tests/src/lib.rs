@@ -79,10 +79,12 @@ impl Run {
         xtask::outcome::judge(&self.outcome)
     }
 
-    /// Fails unless the run's verdict is `code` (QEMU's exit code judged like `cargo xtask
-    /// run` does: a QEMU stopped by a signal is never 0).
+    /// Fails unless the run's verdict is `code` (judged like `cargo xtask run` does: the run's
+    /// final line, never QEMU's status alone) and the run printed at most one final line.
     pub fn expect_exit(&self, code: i32) {
         assert!(!self.outcome.timed_out, "timed out after {:?}\n{}", BOOT_TIMEOUT, self.dump());
+        let finals = xtask::outcome::Watch::scan(&self.outcome.output).finals;
+        assert!(finals.len() <= 1, "one final line per run, not {finals:?}\n{}", self.dump());
         let v = self.verdict();
         assert_eq!(
             v.code as i32,
@@ -254,13 +256,11 @@ mod judging {
             cfg: QemuConfig::default(),
             outcome: Outcome {
                 code,
-                signal: None,
-                timed_out: false,
                 limit: BOOT_TIMEOUT,
                 output: output.to_string(),
                 console_lines: output.lines().count(),
-                qemu_messages: Vec::new(),
                 elapsed: Duration::from_secs(1),
+                ..Outcome::default()
             },
             records,
         }
@@ -268,7 +268,7 @@ mod judging {
 
     #[test]
     fn expect_output_fails_on_a_missing_line_even_with_exit_0() {
-        let r = run(Some(0), "kernel: all done, powering off\n");
+        let r = run(Some(0), "kernel: all done, powering off\n@@exit 0 (success)\n");
         r.expect_output("all done");
         assert!(catch_unwind(|| r.expect_output("kernel: 4 of 4 CPUs online")).is_err());
     }
@@ -282,16 +282,20 @@ mod judging {
     }
 
     #[test]
-    fn expect_exit_fails_on_another_code_a_timeout_or_a_signal() {
-        run(Some(0), "x\n").expect_exit(0);
-        assert!(catch_unwind(|| run(Some(0), "x\n").expect_exit(2)).is_err());
-        assert!(catch_unwind(|| run(Some(2), "kernel: PANIC\n").expect_exit(0)).is_err());
-        let mut t = run(None, "x\n");
+    fn expect_exit_fails_on_another_code_a_timeout_a_signal_or_two_final_lines() {
+        run(Some(0), "x\n@@exit 0 (success)\n").expect_exit(0);
+        assert!(catch_unwind(|| run(Some(0), "x\n@@exit 0 (success)\n").expect_exit(2)).is_err());
+        assert!(catch_unwind(|| run(Some(0), "kernel: PANIC\n@@exit 2 (guest panic)\n").expect_exit(0)).is_err());
+        // QEMU exiting 0 without the final line is not success.
+        assert!(catch_unwind(|| run(Some(0), "x\n").expect_exit(0)).is_err());
+        let mut t = run(None, "x\n@@exit 0 (success)\n");
         t.outcome.timed_out = true;
         assert!(catch_unwind(|| t.expect_exit(0)).is_err());
         // QEMU stopping on SIGTERM exits 0: not success.
-        let mut s = run(Some(0), "x\n");
+        let mut s = run(Some(0), "x\n@@exit 0 (success)\n");
         s.outcome.qemu_messages.push("qemu-system-aarch64: terminating on signal 15 from pid 1".into());
         assert!(catch_unwind(|| s.expect_exit(0)).is_err());
+        // Two final lines contradict each other, even when the last is the expected one.
+        assert!(catch_unwind(|| run(Some(0), "@@exit 1 (guest failure)\n@@exit 0 (success)\n").expect_exit(0)).is_err());
     }
 }

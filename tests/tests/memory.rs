@@ -70,6 +70,9 @@ fn a76_forced_bbml2_is_refused_without_the_override() {
 fn a76_forced_bbml2_with_the_unsafe_override() {
     let run = perms("cortex-a76", "bbml2=on bbml2_unsafe_override");
     run.expect_output("bbml2=on FORCED by bbml2_unsafe_override");
+    // Forced for the system, forced for every CPU: the late CPUs join too (the one rule,
+    // `pgtable::kmem::late_cpu_accepted`).
+    run.expect_output(&format!("kernel: {n} of {n} CPUs online", n = run.cfg.smp));
     for b in run.records("banner") {
         assert_eq!(b.bool("bbml2"), Some(true), "{}", run.dump());
     }

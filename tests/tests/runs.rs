@@ -29,7 +29,9 @@ fn unknown_duplicated_or_bad_boot_words_stop_the_boot_naming_the_word() {
         expect(&run, exit::GUEST_FAILURE, lines);
         assert!(!run.outcome.output.contains("self-test"), "no test may run\n{}", run.dump());
     }
-    let hyp: [(&str, &[&str]); 5] = [
+    let hyp: [(&str, &[&str]); 6] = [
+        // The boot loader's marker twice would make `test=irq` the boot loader's, ignored.
+        ("pgtlab test=irq pgtlab", &["the word \"pgtlab\" is given twice", "(the words between the two, \"test=irq\""]),
         (
             "hyp.conduit=foo",
             &["bad boot argument \"hyp.conduit=foo\": \"foo\" is not one of them; it takes one of hvc, smc"],
@@ -343,4 +345,151 @@ fn a_boot_loaders_words_before_the_marker_are_listed_and_ignored() {
         c.bootargs = "coherent_pool=1M contpte=on".into();
     }));
     expect(&run, exit::GUEST_FAILURE, &["unknown boot argument \"coherent_pool=1M\"", "before the word \"pgtlab\""]);
+}
+
+/// Inputs the xtask must refuse as usage errors (64), before it builds or boots anything, each
+/// with a message that names what is wrong (issue 20's table: each once crashed, hung, wrote
+/// somewhere it should not, or went on silently).
+#[test]
+fn bad_command_lines_are_refused_before_anything_runs() {
+    let dir = scratch_dir().join(format!("cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = |n: &str| dir.join(n).display().to_string();
+    // An x86-64 ELF, a PE file, a gzip file that holds no Image.
+    let mut elf = vec![0u8; 64];
+    elf[..4].copy_from_slice(b"\x7fELF");
+    elf[18] = 62;
+    std::fs::write(path("x86.elf"), &elf).unwrap();
+    let mut pe = vec![0u8; 256];
+    pe[..2].copy_from_slice(b"MZ");
+    std::fs::write(path("app.efi"), &pe).unwrap();
+    let fifo = std::ffi::CString::new(path("initrd.fifo")).unwrap();
+    let _ = std::fs::remove_file(path("initrd.fifo"));
+    // SAFETY: mkfifo on a path in the test's own scratch directory.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+    let wall = "{\"bench\":\"mprotect\",\"machine\":\"max-1cpu\",\"case\":\"x\",\"median_ns\":1,\"icount\":false}\n";
+    std::fs::write(path("wall.jsonl"), wall).unwrap();
+    std::fs::write(path("empty.jsonl"), "").unwrap();
+    std::fs::write(path("banner.jsonl"), "{\"kind\":\"banner\",\"cpu\":0}\n").unwrap();
+    let huge = "18446744073709551615";
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (vec!["run".into(), "--timeout".into(), huge.into()], "more than a year"),
+        (
+            vec!["console".into(), "--serial".into(), "unix:/nonexistent".into(), "--timeout".into(), huge.into()],
+            "more than a year",
+        ),
+        (vec!["chainboot".into(), "--qemu".into(), "--ready-timeout".into(), huge.into()], "more than a year"),
+        (
+            vec!["flash".into(), "--image".into(), "/dev/null".into(), "--size-mib".into(), "40000".into()],
+            "40000 is not in 64..=4096",
+        ),
+        (
+            vec!["flash".into(), "--image".into(), path("card.img"), "--size-mib".into(), "17592186044480".into()],
+            "is not in 64..=4096",
+        ),
+        (
+            vec!["flash".into(), "--image".into(), path("card.img"), "--size-mib".into(), "1".into()],
+            "1 is not in 64..=4096",
+        ),
+        (vec!["flash".into(), "--image".into(), "/dev/null".into()], "is a character device"),
+        (vec!["flash".into(), "--image".into(), path("initrd.fifo")], "FIFO"),
+        (vec!["flash".into(), "--boot-dir".into(), path("missing"), "--uninstall".into()], "not a directory"),
+        (vec!["chainboot".into(), "--qemu".into(), "--baud".into(), "0".into()], "0 baud is not a rate"),
+        (vec!["run".into(), "--guest".into(), path("x86.elf")], "an ELF file for x86-64"),
+        (vec!["run".into(), "--guest".into(), path("app.efi")], "needs UEFI firmware"),
+        (
+            vec!["run".into(), "--guest".into(), path("x86.elf"), "--guest-initrd".into(), path("initrd.fifo")],
+            "not a regular file",
+        ),
+        (vec!["run".into(), "--guest".into(), "/dev/zero".into()], "not a regular file"),
+        (vec!["run".into(), "--gdb".into(), "--gdb-port".into(), "0".into()], "0 is not in 1..=65535"),
+        (
+            vec!["bench".into(), "mprotect".into(), "--icount".into(), "--compare".into(), path("wall.jsonl")],
+            "a wall-time run cannot be compared",
+        ),
+        (vec!["bench".into(), "mprotect".into(), "--compare".into(), path("empty.jsonl")], "no rows of benchmark"),
+        (vec!["bench".into(), "mprotect".into(), "--compare".into(), path("banner.jsonl")], "not a benchmark row"),
+        (vec!["bench".into(), "nosuch".into()], "unknown benchmark \"nosuch\""),
+    ];
+    for (args, says) in cases {
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        let t0 = Instant::now();
+        let (code, out) = xtask_cli(&a);
+        assert_eq!(code, exit::USAGE as i32, "{a:?}: exit {code}\n{out}");
+        assert!(out.contains(says), "{a:?}: the message should say {says:?}\n{out}");
+        assert!(!out.contains("xtask: building"), "{a:?}: refused before building\n{out}");
+        assert!(t0.elapsed() < Duration::from_secs(120), "{a:?} took {:?}", t0.elapsed());
+    }
+    assert!(!dir.join("card.img").exists(), "nothing written");
+}
+
+/// The pids of processes whose parent is `parent` and whose command line contains `needle`.
+fn children_of(parent: u32, needle: &str) -> Vec<u32> {
+    let Ok(d) = std::fs::read_dir("/proc") else { return Vec::new() };
+    d.flatten()
+        .filter_map(|e| {
+            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+            let ppid: u32 = stat.rsplit(')').next()?.split_whitespace().nth(1)?.parse().ok()?;
+            let cmd = String::from_utf8_lossy(&std::fs::read(e.path().join("cmdline")).ok()?).replace('\0', " ");
+            (ppid == parent && cmd.contains(needle)).then_some(pid)
+        })
+        .collect()
+}
+
+/// Whether process `pid` is gone (or a zombie nobody reaped yet).
+fn gone(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| matches!(s.rsplit(')').next().and_then(|r| r.split_whitespace().next()), Some("Z" | "X")))
+        .unwrap_or(true)
+}
+
+/// Every way the xtask ends takes its QEMU with it: SIGTERM, SIGHUP and SIGINT (also when the
+/// shell that started the xtask in the background set SIGINT to be ignored) end QEMU and the
+/// xtask with the code `interrupted`; SIGKILL, which nothing can catch, still takes QEMU down
+/// (PR_SET_PDEATHSIG). The xtask waits in `--gdb` mode: QEMU is up, paused, costing nothing.
+#[test]
+fn a_signal_to_the_xtask_ends_its_qemu_and_says_so() {
+    let bin = std::env::var("XTASK_BIN").expect("run by cargo xtask test (XTASK_BIN)");
+    for (i, sig) in [libc::SIGTERM, libc::SIGHUP, libc::SIGINT, libc::SIGKILL].into_iter().enumerate() {
+        let port = 30_000 + (std::process::id() % 5_000) as u16 * 4 + i as u16;
+        // Started by a non-interactive shell in the background: SIGINT (and SIGQUIT) ignored.
+        let script = format!("\"$0\" run --smp 1 --gdb --gdb-port {port} & echo $!; wait $!; echo \"exit $?\"");
+        let mut sh = std::process::Command::new("sh")
+            .args(["-c", &script, &bin])
+            .current_dir(xtask::workspace_root())
+            .env_remove("XTASK_QEMU")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = std::io::BufRead::lines(std::io::BufReader::new(sh.stdout.take().unwrap()));
+        let xtask: u32 = lines.next().unwrap().unwrap().trim().parse().unwrap();
+        let t0 = Instant::now();
+        let needle = format!("tcp:127.0.0.1:{port}");
+        let qemu = loop {
+            if let Some(&q) = children_of(xtask, &needle).first() {
+                break q;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(300), "the xtask never started QEMU");
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        // SAFETY: kill(2) on the xtask this test started.
+        assert_eq!(unsafe { libc::kill(xtask as libc::pid_t, sig) }, 0);
+        let said = lines.next().unwrap().unwrap();
+        let _ = sh.wait();
+        let mut err = String::new();
+        std::io::Read::read_to_string(&mut sh.stderr.take().unwrap(), &mut err).unwrap();
+        if sig == libc::SIGKILL {
+            assert_eq!(said, "exit 137", "{err}");
+        } else {
+            assert_eq!(said, format!("exit {}", exit::INTERRUPTED), "signal {sig}\n{err}");
+            assert!(err.contains("received: ending every process the xtask started"), "{err}");
+        }
+        let t0 = Instant::now();
+        while !gone(qemu) {
+            assert!(t0.elapsed() < Duration::from_secs(30), "QEMU {qemu} outlived the xtask (signal {sig})");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
 }

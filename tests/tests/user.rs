@@ -98,11 +98,25 @@ fn faulting_programs_end_alone_and_the_run_says_so() {
 fn unknown_programs_and_bad_words_are_refused() {
     let r = run("max", 1, "user=nosuch");
     r.expect_exit(abi::exit::GUEST_FAILURE as i32);
-    r.expect_output("no EL0 program \"nosuch\" (known:");
+    r.expect_output("no EL0 program \"nosuch\"; the programs: fault, hello, mprotect");
     for w in ["lazy_relax=maybe", "flush_elision=1", "asid_bits=1", "tick_hz=0", "user=hello+"] {
         let r = run("max", 1, w);
         r.expect_exit(abi::exit::GUEST_FAILURE as i32);
         r.expect_output(&format!("bad boot argument {w:?}"));
+    }
+    // A program's arguments are checked as strictly as the boot words (lib/abi/src/programs.rs),
+    // and a seeded bug that no run could show is refused.
+    for (w, says) in [
+        ("user=percpu:modez=base", "user=percpu: no argument \"modez\"; it takes tasks="),
+        ("user=stale:rounds=99999999999999999999", "\"99999999999999999999\" is not a number from 1 to 1048576"),
+        ("user=hello:3,4", "\"3,4\" is not a number from 0 to 255"),
+        ("percpu.seed=no-guard", "\"percpu.seed=no-guard\": it acts only on the seeded method"),
+        ("user=percpu:modes=seeded", "the seeded method needs percpu.seed=no-guard"),
+    ] {
+        let r = run("max", 1, w);
+        r.expect_exit(abi::exit::GUEST_FAILURE as i32);
+        r.expect_output(says);
+        assert!(!r.outcome.output.contains("kernel: started"), "no program may start\n{}", r.dump());
     }
     let r = run("max", 4, "asid_bits=2");
     r.expect_exit(abi::exit::GUEST_FAILURE as i32);

@@ -12,7 +12,7 @@ use crate::qemu::{self, QemuConfig};
 use crate::report::{self, table};
 use crate::{system, toolchain, workspace_root};
 use abi::report::ParsedRecord;
-use anyhow::{bail, ensure, Context, Result};
+use anyhow::{ensure, Context, Result};
 use std::fmt::Write as _;
 use std::time::Duration;
 
@@ -152,7 +152,9 @@ pub fn run(which: &str, icount: bool) -> Result<()> {
             let _ = writeln!(list, "  {}: {} (in the guest)", b.name, b.about);
         }
         let _ = writeln!(list, "  guest-boot: Debian's Linux to its user-space marker, hypervisor vs plain QEMU");
-        bail!("unknown benchmark {which:?}; known:\n{list}");
+        return Err(anyhow::Error::new(crate::outcome::Refused(format!(
+            "unknown benchmark {which:?}; known:\n{list}"
+        ))));
     };
     let tc = toolchain::find()?;
     let qemu = system::qemu()?;
@@ -226,8 +228,8 @@ pub fn run_guest(b: &GuestBench, qemu: &std::path::Path, images: &Images, icount
     let dir = workspace_root().join("target/bench");
     std::fs::create_dir_all(&dir)?;
     let stem = if icount { format!("{}-icount", b.name) } else { b.name.to_string() };
-    std::fs::write(dir.join(format!("{stem}.jsonl")), &jsonl)?;
-    std::fs::write(dir.join(format!("{stem}.txt")), &text)?;
+    crate::write_file(&dir.join(format!("{stem}.jsonl")), &jsonl)?;
+    crate::write_file(&dir.join(format!("{stem}.txt")), &text)?;
     let svg = crate::plot::bench_svg(&dir, b.name, &stem, &jsonl, crate::plot::mode(icount))?;
     eprintln!("xtask: saved target/bench/{stem}.jsonl, .txt and {}", svg.display());
     Ok(())

@@ -15,9 +15,10 @@ use std::process::Command;
 use std::time::Instant;
 
 /// The bare-metal binaries and their targets: the two that boot (the hypervisor never uses
-/// FP/SIMD: softfloat), and the serial chainloader (`cargo xtask chainboot`, `cargo xtask flash
-/// --chainloader`).
-pub const BINARIES: [(&str, &str); 3] = [("hypervisor", HYP_TARGET), ("kernel", TARGET), ("chainloader", TARGET)];
+/// FP/SIMD: softfloat), the serial chainloader (`cargo xtask chainboot`, `cargo xtask flash
+/// --chainloader`) and the test guest (`testguest/`, an Image and a raw binary).
+pub const BINARIES: [(&str, &str); 4] =
+    [("hypervisor", HYP_TARGET), ("kernel", TARGET), ("chainloader", TARGET), ("testguest", TARGET)];
 
 /// Built images and their ELF files (the ELF files have the symbols for backtraces).
 #[derive(Debug, Clone)]
@@ -41,6 +42,27 @@ pub fn images_dir() -> PathBuf {
 /// The chainloader's Image, written by every [`build`].
 pub fn chainloader_image() -> PathBuf {
     images_dir().join("chainloader.img")
+}
+
+/// The test guest as an arm64 Image, written by every [`build`].
+pub fn testguest_image() -> PathBuf {
+    images_dir().join("testguest.img")
+}
+
+/// The test guest as a raw binary (the same bytes without the Image header: QEMU and the
+/// hypervisor load it at RAM base + 0x80000), written by every [`build`].
+pub fn testguest_raw() -> PathBuf {
+    images_dir().join("testguest.bin")
+}
+
+/// An Image turned into a raw binary: the branch at offset 0 kept, the rest of the 64-byte
+/// header (text_offset, image_size, flags, the project's stamp, the magic) zeroed, so no loader
+/// takes it for an Image.
+pub fn raw_binary(image: &[u8]) -> Vec<u8> {
+    let mut raw = image.to_vec();
+    let end = raw.len().min(rt::image::HEADER_SIZE);
+    raw[8.min(end)..end].fill(0);
+    raw
 }
 
 /// The environment variable naming the directory of the built EL0 programs, which the
@@ -137,6 +159,9 @@ pub fn build(tc: &CrossToolchain, features: &[String]) -> Result<Images> {
         let image = elf_to_image(&bytes).with_context(|| format!("turning {} into an Image", elf.display()))?;
         // Other runs may be booting this Image right now: never truncate it under them.
         crate::write_if_changed(&img, &image)?;
+        if bin == "testguest" {
+            crate::write_if_changed(&testguest_raw(), &raw_binary(&image))?;
+        }
         paths.push((img, elf));
     }
     eprintln!("xtask: images in {} ({:.1} s)", images_dir().display(), t0.elapsed().as_secs_f64());
@@ -363,6 +388,19 @@ mod tests {
         ] {
             assert!(!is_fp_simd(w), "{w:#010x}");
         }
+    }
+
+    #[test]
+    fn a_raw_binary_keeps_the_branch_and_no_header() {
+        let mut image = vec![0xaau8; 4096];
+        image[0..4].copy_from_slice(&0x1400_0010u32.to_le_bytes());
+        image[0x38..0x3c].copy_from_slice(&rt::image::MAGIC.to_le_bytes());
+        let raw = raw_binary(&image);
+        assert_eq!(raw.len(), image.len());
+        assert_eq!(raw[..8], image[..8], "the branch to the entry stays");
+        assert!(raw[8..64].iter().all(|&b| b == 0), "no header field left");
+        assert_eq!(raw[64..], image[64..]);
+        assert!(rt::image::ImageHeader::parse(&raw).is_err(), "no loader takes it for an Image");
     }
 
     #[test]

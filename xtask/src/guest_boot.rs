@@ -37,7 +37,8 @@ fn boot(qemu_bin: &std::path::Path, cfg: &QemuConfig, images: &Images) -> Result
             marker_at = Some(t0.elapsed());
         }
     })?;
-    ensure!(out.success(), "boot failed ({}): exit {:?}\n{}", cfg.describe(), out.code, out.output);
+    let verdict = crate::outcome::judge(&out);
+    ensure!(verdict.success(), "boot failed ({}): {verdict}\n{}", cfg.describe(), out.output);
     let wall = marker_at.context("no marker line")?;
     let (records, _) = report::collect(&out.output);
     let uptime = records
@@ -104,7 +105,7 @@ pub fn run(icount: bool) -> Result<()> {
                 let _ = writeln!(
                     jsonl,
                     "{}",
-                    serde_json::json!({"machine": label, "side": if plain {"plain"} else {"hypervisor"}, "run": i,
+                    serde_json::json!({"bench": "guest-boot", "machine": label, "side": if plain {"plain"} else {"hypervisor"}, "run": i,
                         "wall_s": s.wall_s, "uptime_s": s.uptime_s, "icount": icount})
                 );
                 samples[side].push(s);
@@ -135,8 +136,8 @@ pub fn run(icount: bool) -> Result<()> {
     let dir = workspace_root().join("target/bench");
     std::fs::create_dir_all(&dir)?;
     let stem = if icount { "guest-boot-icount" } else { "guest-boot" };
-    std::fs::write(dir.join(format!("{stem}.jsonl")), jsonl)?;
-    std::fs::write(dir.join(format!("{stem}.txt")), &text)?;
+    crate::write_file(&dir.join(format!("{stem}.jsonl")), jsonl)?;
+    crate::write_file(&dir.join(format!("{stem}.txt")), &text)?;
     eprintln!("xtask: saved target/bench/{stem}.jsonl and .txt");
     Ok(())
 }

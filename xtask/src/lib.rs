@@ -7,9 +7,11 @@
 //! * [`build`]: builds the two binaries and turns their ELF files into arm64 Images.
 //! * [`qemu`]: QEMU command lines, usable CPU models, and runs with a time limit.
 //! * [`outcome`]: a run's verdict, a row of the exit-code table (`lib/abi/src/exit.rs`).
+//! * [`signals`]: the xtask's children (QEMU, cargo test) end with it, however it ends.
 //! * [`fuzz`]: `cargo xtask fuzz`, libFuzzer runs of the `fuzz` crate's targets.
 //! * [`cpio`], [`debian`], [`linux`]: Debian's arm64 Linux as a guest (apt-get download into
 //!   `target/downloads/linux/`, a busybox initramfs built here).
+//! * [`kernel_file`]: what a `--guest` file is (Image, raw, gzip'd, ELF, PE), unpacked if need be.
 //! * [`report`]: the `@@report` records the guest and hypervisor print, as tables.
 //! * [`chainboot`]: the host side of the serial chainloader (and the loader in QEMU on a pty).
 //! * [`perf`]: `cargo xtask perf`: counters of any scenario per mechanism setting, side by side.
@@ -25,6 +27,7 @@ pub mod debian;
 pub mod flash;
 pub mod fuzz;
 pub mod guest_boot;
+pub mod kernel_file;
 pub mod lint;
 pub mod linux;
 pub mod outcome;
@@ -34,6 +37,7 @@ pub mod plot;
 pub mod plugin;
 pub mod qemu;
 pub mod report;
+pub mod signals;
 pub mod system;
 pub mod test;
 pub mod toolchain;
@@ -47,10 +51,52 @@ pub fn write_if_changed(path: &std::path::Path, data: &[u8]) -> anyhow::Result<(
     if std::fs::read(path).is_ok_and(|d| d == data) {
         return Ok(());
     }
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    std::fs::write(&tmp, data)?;
-    std::fs::rename(&tmp, path)?;
+    write_file(path, data)
+}
+
+/// Writes `data` to `path` whole or not at all: into a temporary file beside it, then a rename.
+/// On any failure (a full disk included) the temporary file is removed, `path` keeps what it
+/// held, and the error names `path`.
+pub fn write_file(path: &std::path::Path, data: impl AsRef<[u8]>) -> anyhow::Result<()> {
+    write_with(path, data.as_ref(), |tmp| Ok(Box::new(std::fs::File::create(tmp)?)))
+}
+
+/// [`write_file`] with the temporary file opened by `create` (tests hand in a writer that fails).
+fn write_with(
+    path: &std::path::Path,
+    data: &[u8],
+    create: impl FnOnce(&std::path::Path) -> std::io::Result<Box<dyn std::io::Write>>,
+) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = path.with_file_name(format!(".{name}.tmp{}-{seq}", std::process::id()));
+    let written = (|| {
+        let mut f = create(&tmp)?;
+        f.write_all(data)?;
+        f.flush()?;
+        drop(f);
+        std::fs::rename(&tmp, path)
+    })();
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e).with_context(|| format!("writing {}", path.display()));
+    }
     Ok(())
+}
+
+/// The longest time limit any option takes, in seconds (a year): past it a deadline is no
+/// longer a number a clock can hold, and no run needs it (`0` means none).
+pub const MAX_TIMEOUT_S: u64 = 365 * 24 * 3600;
+
+/// Parses a time limit in whole seconds (a clap value parser): `0` (none) to [`MAX_TIMEOUT_S`].
+pub fn timeout_secs(s: &str) -> Result<u64, String> {
+    let n: u64 = s.parse().map_err(|e| format!("{s:?} is not a number of seconds: {e}"))?;
+    if n > MAX_TIMEOUT_S {
+        return Err(format!("{n} s is more than a year ({MAX_TIMEOUT_S} s); 0 means no time limit"));
+    }
+    Ok(n)
 }
 
 /// The workspace root (parent of `xtask/`).
@@ -60,7 +106,45 @@ pub fn workspace_root() -> PathBuf {
 
 #[cfg(test)]
 mod tests {
-    use super::write_if_changed;
+    use super::{write_if_changed, write_with};
+
+    /// A writer that takes `room` bytes, then fails as a full disk does.
+    struct Full {
+        inner: std::fs::File,
+        room: usize,
+    }
+
+    impl std::io::Write for Full {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            if self.room == 0 {
+                return Err(std::io::Error::from_raw_os_error(libc::ENOSPC));
+            }
+            let n = buf.len().min(self.room);
+            self.room -= n;
+            self.inner.write(&buf[..n])
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            self.inner.flush()
+        }
+    }
+
+    #[test]
+    fn a_full_disk_names_the_file_and_leaves_neither_half_a_file_nor_a_temporary_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("exits.txt");
+        let full = |tmp: &std::path::Path| -> std::io::Result<Box<dyn std::io::Write>> {
+            Ok(Box::new(Full { inner: std::fs::File::create(tmp)?, room: 10 }))
+        };
+        let e = write_with(&path, &[b'x'; 100], full).unwrap_err();
+        let msg = format!("{e:#}");
+        assert!(msg.contains(&path.display().to_string()) && msg.contains("No space left on device"), "{msg}");
+        let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().map(|e| e.file_name()).collect();
+        assert!(left.is_empty(), "nothing left behind: {left:?}");
+        // A file that was there keeps what it held.
+        std::fs::write(&path, b"before").unwrap();
+        assert!(write_with(&path, &[b'x'; 100], full).is_err());
+        assert_eq!(std::fs::read(&path).unwrap(), b"before");
+    }
 
     #[test]
     fn a_reader_never_sees_half_a_rewritten_file_and_an_unchanged_one_is_left_alone() {

@@ -88,14 +88,14 @@ struct RunArgs {
     /// Wait for gdb on localhost (127.0.0.1, port --gdb-port) before the first instruction.
     #[arg(long)]
     gdb: bool,
-    /// TCP port for --gdb.
-    #[arg(long, default_value_t = 1234)]
+    /// TCP port for --gdb (1-65535).
+    #[arg(long, default_value_t = 1234, value_parser = clap::value_parser!(u16).range(1..))]
     gdb_port: u16,
     /// Boot the kernel alone at EL1, without the hypervisor (for comparison).
     #[arg(long)]
     no_hypervisor: bool,
-    /// Time limit in seconds: QEMU is killed after it (exit 66); 0 for none.
-    #[arg(long, default_value_t = DEFAULT_TIMEOUT_S)]
+    /// Time limit in seconds: QEMU is killed after it (exit 66); 0 for none (at most a year).
+    #[arg(long, default_value_t = DEFAULT_TIMEOUT_S, value_parser = xtask::timeout_secs)]
     timeout: u64,
     /// Guest kernel instead of the project's kernel: a path (arm64 Image or raw binary), or
     /// `linux` / `linux-generic` for Debian's arm64 kernel with a busybox initramfs (fetched
@@ -173,6 +173,10 @@ fn main() {
             std::process::exit(if e.use_stderr() { exit::USAGE as i32 } else { 0 });
         }
     };
+    if let Err(e) = xtask::signals::install() {
+        eprintln!("xtask: error: cannot catch SIGINT/SIGTERM/SIGHUP: {e}");
+        std::process::exit(exit::XTASK_ERROR as i32);
+    }
     if let Err(e) = real_main(cli) {
         let code = outcome::code_of(&e);
         match e.downcast_ref::<ExitWith>() {
@@ -237,6 +241,9 @@ fn guest(
 ) -> Result<Option<qemu::Guest>> {
     let Some(which) = which else { return Ok(None) };
     if let Some(flavour) = xtask::linux::Flavour::from_guest_arg(which) {
+        if let Some(i) = &initrd {
+            regular_file("--guest-initrd", i).map_err(|why| anyhow::Error::new(outcome::Refused(why)))?;
+        }
         let l = xtask::linux::prepare(flavour, &xtask::linux::extra_programs()?)?;
         eprintln!("xtask: Linux guest: {} ({}), initramfs {}", l.kernel.display(), l.package, l.initramfs.display());
         return Ok(Some(qemu::Guest {
@@ -245,13 +252,23 @@ fn guest(
             append: append.unwrap_or_else(|| xtask::linux::DEFAULT_APPEND.into()),
         }));
     }
-    let kernel = std::path::PathBuf::from(which);
-    if !kernel.is_file() {
-        return Err(anyhow::Error::new(outcome::Refused(format!(
-            "--guest {which}: no such file (a kernel Image or raw binary, or `linux` / `linux-generic`)"
-        ))));
+    let refuse = |why: String| anyhow::Error::new(outcome::Refused(why));
+    regular_file("--guest", std::path::Path::new(which))
+        .map_err(|why| refuse(format!("{why} (a kernel Image or raw binary, or `linux` / `linux-generic`)")))?;
+    if let Some(i) = &initrd {
+        regular_file("--guest-initrd", i).map_err(refuse)?;
     }
+    let kernel = xtask::kernel_file::prepare(std::path::Path::new(which)).map_err(|e| refuse(format!("{e:#}")))?;
     Ok(Some(qemu::Guest { kernel, initrd, append: append.unwrap_or_default() }))
+}
+
+/// `Ok` for a regular file (a FIFO or a device would block the read or never end).
+fn regular_file(option: &str, path: &std::path::Path) -> std::result::Result<(), String> {
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_file() => Ok(()),
+        Ok(_) => Err(format!("{option} {}: not a regular file (a FIFO, device or directory)", path.display())),
+        Err(e) => Err(format!("{option} {}: {e}", path.display())),
+    }
 }
 
 fn run(a: RunArgs) -> Result<()> {
@@ -294,7 +311,7 @@ fn run(a: RunArgs) -> Result<()> {
     let timeout = match a.timeout {
         0 => {
             eprintln!("xtask: no time limit (--timeout 0)");
-            Duration::from_secs(u64::MAX / 4)
+            Duration::MAX
         }
         s => {
             eprintln!("xtask: time limit {s} s (--timeout S to change, 0 for none)");

@@ -314,8 +314,8 @@ pub fn run() -> Result<()> {
         });
         let _ = writeln!(jsonl, "{v}");
     }
-    std::fs::write(dir.join("pgtable.jsonl"), jsonl)?;
-    std::fs::write(dir.join("pgtable.txt"), &text)?;
+    crate::write_file(&dir.join("pgtable.jsonl"), jsonl)?;
+    crate::write_file(&dir.join("pgtable.txt"), &text)?;
     eprintln!("xtask: saved target/bench/pgtable.jsonl and .txt");
     Ok(())
 }

@@ -201,7 +201,15 @@ pub fn collect_setting(
         let (field, want) = (m.reported)(v);
         match info.str(field) {
             Some(got) if got == want => {}
-            Some(got) => bail!("{label}: asked for {}={v}, but the kernel ran with {field}={got}", m.name),
+            // The machine cannot do what was asked (e.g. bbml2=on on a core without FEAT_BBM
+            // level 2): the request is refused, as a usage error, with what the kernel said.
+            Some(got) => {
+                let why = report::kernel_line_about(output, m.name).map(|l| format!(" ({l})")).unwrap_or_default();
+                return Err(anyhow::Error::new(crate::outcome::Refused(format!(
+                    "{label}: asked for {}={v}, but the kernel ran with {field}={got}{why}",
+                    m.name
+                ))));
+            }
             None => bail!("{label}: the kernel does not report {field:?}: mechanism {} is not in this kernel", m.name),
         }
     }
@@ -364,8 +372,8 @@ pub fn run(a: &PerfArgs) -> Result<()> {
     text += "\n\n";
     text += &side_by_side(&runs);
     println!("{text}");
-    std::fs::write(dir.join(format!("{stem}.jsonl")), jsonl)?;
-    std::fs::write(dir.join(format!("{stem}.txt")), &text)?;
+    crate::write_file(&dir.join(format!("{stem}.jsonl")), jsonl)?;
+    crate::write_file(&dir.join(format!("{stem}.txt")), &text)?;
     eprintln!("xtask: saved target/perf/{stem}.jsonl and .txt");
     Ok(())
 }
@@ -450,8 +458,12 @@ mod tests {
     fn a_setting_the_kernel_did_not_apply_is_an_error() {
         let s = settings(&["bbml2=on".into()]).unwrap();
         assert!(collect_setting("bbml2=on", &out("on", 4), &s[0], None).is_ok());
-        let e = collect_setting("bbml2=on", &out("off", 4), &s[0], None).unwrap_err().to_string();
-        assert!(e.contains("ran with bbml2=off"), "{e}");
+        let refused =
+            format!("kernel: bbml2=on refused: no FEAT_BBM (add bbml2_unsafe_override to force it)\n{}", out("off", 4));
+        let e = collect_setting("bbml2=on", &refused, &s[0], None).unwrap_err();
+        assert_eq!(crate::outcome::code_of(&e), abi::exit::USAGE, "the machine cannot do what was asked: a refusal");
+        let e = e.to_string();
+        assert!(e.contains("ran with bbml2=off") && e.contains("(kernel: bbml2=on refused: no FEAT_BBM"), "{e}");
         let w = settings(&["walker=summary".into()]).unwrap();
         let e = collect_setting("walker=summary", &out("on", 4), &w[0], None).unwrap_err().to_string();
         assert!(e.contains("not in this kernel"), "{e}");

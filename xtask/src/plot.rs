@@ -258,7 +258,13 @@ pub fn cli(which: &str, icount: bool, compare_with: Option<&Path>) -> Result<()>
         }
         _ => {
             let earlier = match compare_with {
-                Some(p) => Some(std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?),
+                Some(p) => {
+                    let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+                    // Refused before the benchmark runs: a comparison that cannot mean anything.
+                    check_earlier(which, icount, &text)
+                        .map_err(|why| crate::outcome::Refused(format!("--compare {}: {why}", p.display())))?;
+                    Some(text)
+                }
                 None => None,
             };
             crate::bench::run(which, icount)?;
@@ -268,14 +274,14 @@ pub fn cli(which: &str, icount: bool, compare_with: Option<&Path>) -> Result<()>
                 let m = mode(icount);
                 let table = compare(&rows(which, &old, m)?, &rows(which, &new, m)?);
                 println!("== {which}: change against {} ==\n{table}", compare_with.unwrap().display());
-                std::fs::write(dir.join(format!("{stem}.compare.txt")), &table)?;
+                crate::write_file(&dir.join(format!("{stem}.compare.txt")), &table)?;
             }
             return Ok(());
         }
     }
     let t = summary(&dir, &here)?;
     println!("== mechanisms against their seeds and goals (saved runs in target/bench/) ==\n{t}");
-    std::fs::write(dir.join("summary.md"), &t)?;
+    crate::write_file(&dir.join("summary.md"), &t)?;
     Ok(())
 }
 
@@ -351,6 +357,42 @@ pub fn compare(old: &[Row], new: &[Row]) -> String {
         out += &format!("{:<w$} {:>14.0} {:>14}  (row gone)\n", name(o), o.median, "-");
     }
     out
+}
+
+/// Checks an earlier run's saved `.jsonl` before `--compare` uses it: every line a record of
+/// benchmark `which` (its `bench` field), taken in the same mode as this run (`icount`: an
+/// instruction count against a wall time would read as a thousand-fold change), and at least
+/// one row to compare with. `Err` says what is wrong.
+pub fn check_earlier(which: &str, icount: bool, text: &str) -> std::result::Result<(), String> {
+    let mode_name = |i: bool| if i { "--icount (instructions)" } else { "wall-time" };
+    let mut rows = 0;
+    for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        let v: Value = serde_json::from_str(line).map_err(|e| format!("line {} is not JSON: {e}", i + 1))?;
+        let o = v.as_object().ok_or_else(|| format!("line {} is not a JSON object", i + 1))?;
+        match s(o, "bench") {
+            Some(b) if b == which => {}
+            Some(b) => return Err(format!("line {} is a row of benchmark {b:?}, not {which:?}", i + 1)),
+            None => return Err(format!("line {} is not a benchmark row (no \"bench\" field)", i + 1)),
+        }
+        match o.get("icount").and_then(Value::as_bool) {
+            Some(was) if was != icount => {
+                return Err(format!(
+                    "a {} run cannot be compared with this {} run: run both the same way",
+                    mode_name(was),
+                    mode_name(icount)
+                ))
+            }
+            None if which != "pgtable" => {
+                return Err(format!("line {} does not say how it was measured (no \"icount\" field)", i + 1))
+            }
+            _ => {}
+        }
+        rows += 1;
+    }
+    if rows == 0 {
+        return Err(format!("no rows of benchmark {which:?}: nothing to compare with"));
+    }
+    Ok(())
 }
 
 /// Saved rows of one benchmark run.
@@ -674,6 +716,27 @@ mod tests {
         let (text, met) = split_measure(&rows, &[]).unwrap();
         assert_eq!((text.as_str(), met), ("worst ratio 0.510 (wall); 4K-rw 0.720", Some(false)));
         assert_eq!(split_measure(&[row("4K-rw", "skip_level3", 0.3)], &[]), None, "none of the six: no verdict");
+    }
+
+    #[test]
+    fn a_comparison_that_cannot_mean_anything_is_refused() {
+        let wall =
+            "{\"bench\":\"mprotect\",\"machine\":\"max-1cpu\",\"case\":\"a\",\"median_ns\":10,\"icount\":false}\n";
+        let icount = wall.replace("false", "true");
+        assert_eq!(check_earlier("mprotect", false, wall), Ok(()));
+        assert_eq!(check_earlier("mprotect", true, &icount), Ok(()));
+        let e = check_earlier("mprotect", false, &icount).unwrap_err();
+        assert!(e.contains("--icount") && e.contains("wall-time"), "{e}");
+        assert!(check_earlier("mprotect", true, wall).is_err());
+        assert!(check_earlier("mprotect", false, "").unwrap_err().contains("no rows"));
+        assert!(check_earlier("mprotect", false, "\n\n").unwrap_err().contains("no rows"));
+        assert!(check_earlier("split", false, wall).unwrap_err().contains("\"mprotect\", not \"split\""));
+        assert!(check_earlier("mprotect", false, "{\"kind\":\"banner\"}\n")
+            .unwrap_err()
+            .contains("not a benchmark row"));
+        assert!(check_earlier("mprotect", false, "not json\n").unwrap_err().contains("line 1 is not JSON"));
+        let pgtable = "{\"bench\":\"pgtable\",\"phase\":\"map\",\"median_ns\":1}\n";
+        assert_eq!(check_earlier("pgtable", false, pgtable), Ok(()), "the host benchmark has one mode");
     }
 
     #[test]

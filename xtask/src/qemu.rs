@@ -3,7 +3,12 @@
 //! Both binaries are arm64 Images, so QEMU hands each x0 = DTB: the hypervisor is the `-kernel`
 //! and the guest kernel the `-initrd` (the hypervisor loads it at EL1 with the Linux boot
 //! protocol); with `--no-hypervisor` the kernel is the `-kernel` and starts at EL1 itself.
-//! Semihosting is on so `qemu-exit` can end the run with the guest's status as exit code.
+//!
+//! No guest gets a path to the host: QEMU semihosting (`hlt #0xf000`, served by QEMU itself at
+//! EL1 and EL2 before any trap: the host's files and shell) is never turned on, whatever runs. A
+//! run ends as on a board: the final line `@@exit CODE (meaning)` on the console, then PSCI
+//! SYSTEM_OFF or SYSTEM_RESET to QEMU's own firmware, which ends the process (`-no-reboot`:
+//! a reset ends it too). The code comes from that line ([`crate::outcome::judge`]).
 //!
 //! Any other guest ([`Guest`]: a kernel, an initramfs, a command line) travels to the hypervisor
 //! as one guest bundle (`abi::bundle`) in the `-initrd` slot, written under `target/guest/`
@@ -130,7 +135,7 @@ impl QemuConfig {
     /// The full QEMU argument list for these images.
     pub fn args(&self, images: &Images) -> Vec<String> {
         let mut a = self.machine_args();
-        a.extend(["-nographic".into(), "-semihosting-config".into(), "enable=on,target=native".into()]);
+        a.extend(["-nographic".into(), "-no-reboot".into()]);
         let mut append = self.bootargs.clone();
         match (&self.guest, self.no_hypervisor || self.kernel_at_el2) {
             (Some(g), true) if self.no_hypervisor => {
@@ -138,7 +143,9 @@ impl QemuConfig {
                 if let Some(i) = &g.initrd {
                     a.extend(["-initrd".into(), i.display().to_string()]);
                 }
-                append = [g.append.as_str(), self.bootargs.as_str()]
+                // Alone, the guest itself must print the run's final line: the project's Linux
+                // init does when it finds this word (`crate::linux::INIT`).
+                append = [g.append.as_str(), self.bootargs.as_str(), crate::linux::ALONE_WORD]
                     .iter()
                     .filter(|s| !s.is_empty())
                     .copied()
@@ -327,7 +334,7 @@ pub fn parse_mem(mem: &str) -> std::result::Result<u64, String> {
 }
 
 /// How a supervised run ended.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Outcome {
     /// QEMU's exit code; `None` when it was killed at the timeout or by a signal.
     pub code: Option<i32>,
@@ -343,12 +350,8 @@ pub struct Outcome {
     /// QEMU's own messages (its stderr), e.g. "qemu-system-aarch64: -m abc: …".
     pub qemu_messages: Vec<String>,
     pub elapsed: Duration,
-}
-
-impl Outcome {
-    pub fn success(&self) -> bool {
-        self.code == Some(0)
-    }
+    /// Why the xtask ended QEMU before it ended by itself (the time limit aside).
+    pub ended: Option<crate::outcome::Ended>,
 }
 
 /// Runs QEMU, echoing its output through `echo` line by line, killing it after `timeout`. With
@@ -370,7 +373,11 @@ pub fn run(
     run_args(qemu, &cfg.args(images), timeout, progress, echo)
 }
 
-/// [`run`] with a complete argument list (not validated: the caller built it).
+/// [`run`] with a complete argument list (not validated: the caller built it). QEMU runs
+/// supervised ([`crate::signals::supervised`]: it dies with the xtask); the console is watched
+/// ([`crate::outcome::Watch`]) and QEMU ended early when the run cannot end by itself: the
+/// final line was followed by "nothing powers this machine off", or a guest kernel's panic or
+/// Oops report is complete. A signal to the xtask ends QEMU at once.
 pub fn run_args(
     qemu: &Path,
     args: &[String],
@@ -379,19 +386,15 @@ pub fn run_args(
     mut echo: impl FnMut(&str),
 ) -> Result<Outcome> {
     let start = Instant::now();
-    let mut child = Command::new(qemu)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .with_context(|| format!("starting {}", qemu.display()))?;
+    let mut cmd = Command::new(qemu);
+    cmd.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = crate::signals::supervised(&mut cmd).with_context(|| format!("starting {}", qemu.display()))?;
     // (line, from stderr)
     let (tx, rx) = mpsc::channel::<(String, bool)>();
     let mut readers = Vec::new();
     for (stream, is_err) in [
-        (Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>, false),
-        (Box::new(child.stderr.take().unwrap()), true),
+        (Box::new(child.child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>, false),
+        (Box::new(child.child.stderr.take().unwrap()), true),
     ] {
         let tx = tx.clone();
         readers.push(std::thread::spawn(move || {
@@ -410,36 +413,49 @@ pub fn run_args(
     let mut output = String::new();
     let mut console_lines = 0;
     let mut qemu_messages = Vec::new();
-    let mut take = |(line, is_err): (String, bool), echo: &mut dyn FnMut(&str)| {
+    let mut watch = crate::outcome::Watch::default();
+    let mut take = |(line, is_err): (String, bool), echo: &mut dyn FnMut(&str), watch: &mut crate::outcome::Watch| {
         let l = line.trim_end_matches('\n');
         echo(l);
         if is_err {
             qemu_messages.push(l.to_string());
         } else {
             console_lines += 1;
+            watch.line(l);
         }
         output.push_str(l);
         output.push('\n');
     };
     let mut timed_out = false;
-    let deadline = start + timeout;
+    // A limit too far away to represent is no limit.
+    let deadline = start.checked_add(timeout);
     let mut last_news = Instant::now();
+    let mut ended = None;
     loop {
         match rx.recv_timeout(Duration::from_millis(50)) {
             Ok(item) => {
-                take(item, &mut echo);
+                take(item, &mut echo, &mut watch);
                 last_news = Instant::now();
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
             Err(mpsc::RecvTimeoutError::Timeout) => {}
         }
-        let now = Instant::now();
-        if now > deadline {
-            timed_out = true;
-            let _ = child.kill();
+        if let Some(sig) = crate::signals::caught() {
+            ended = Some(crate::outcome::Ended::Interrupted(sig));
+        } else if let Some(e) = watch.end_now() {
+            ended = Some(e);
+        }
+        if ended.is_some() {
+            child.kill();
             break;
         }
-        if let Some(every) = progress {
+        let now = Instant::now();
+        if deadline.is_some_and(|d| now > d) {
+            timed_out = true;
+            child.kill();
+            break;
+        }
+        if let (Some(every), Some(deadline)) = (progress, deadline) {
             if now - last_news >= every {
                 eprintln!(
                     "xtask: still running after {} s; time limit {} s, {} s left (--timeout S to change)",
@@ -452,23 +468,29 @@ pub fn run_args(
         }
     }
     let status = child.wait()?;
+    // QEMU may have ended (on the handler's SIGTERM) before the loop saw the signal.
+    if let (None, false, Some(sig)) = (&ended, timed_out, crate::signals::caught()) {
+        ended = Some(crate::outcome::Ended::Interrupted(sig));
+    }
     for r in readers {
         let _ = r.join();
     }
     // Lines that arrived between the kill and the join.
     while let Ok(item) = rx.try_recv() {
-        take(item, &mut echo);
+        take(item, &mut echo, &mut watch);
     }
     use std::os::unix::process::ExitStatusExt;
+    let by_us = timed_out || ended.is_some();
     Ok(Outcome {
-        code: if timed_out { None } else { status.code() },
-        signal: if timed_out { None } else { status.signal() },
+        code: if by_us { None } else { status.code() },
+        signal: if by_us { None } else { status.signal() },
         timed_out,
         limit: timeout,
         output,
         console_lines,
         qemu_messages,
         elapsed: start.elapsed(),
+        ended,
     })
 }
 
@@ -536,7 +558,8 @@ mod tests {
         assert_eq!(after(&a, "-cpu"), Some("max"));
         assert_eq!(after(&a, "-smp"), Some("4"));
         assert_eq!(after(&a, "-m"), Some("1024M"));
-        assert!(after(&a, "-semihosting-config").unwrap().contains("enable=on"));
+        assert_eq!(after(&a, "-semihosting-config"), None, "no guest gets the host's files and shell");
+        assert!(a.iter().any(|x| x == "-no-reboot"), "a reset ends QEMU: the run's final line is out");
         assert!(!a.contains(&"-icount".to_string()) && !a.contains(&"-S".to_string()));
     }
 
@@ -582,7 +605,7 @@ mod tests {
         let a = plain.args(&images());
         assert_eq!(after(&a, "-M"), Some("virt,gic-version=3,mte=on"));
         assert_eq!((after(&a, "-kernel"), after(&a, "-initrd")), (Some("Image"), Some("rootfs.cpio")));
-        assert_eq!(after(&a, "-append"), Some("console=ttyAMA0 hyp.on-fault=stop"));
+        assert_eq!(after(&a, "-append"), Some("console=ttyAMA0 hyp.on-fault=stop pgtlab_alone=1"));
         let other = Guest { append: "quiet".into(), ..guest.clone() };
         assert_ne!(other.bundle_path(), guest.bundle_path(), "a different guest gets its own bundle file");
     }

@@ -18,6 +18,12 @@ pub fn symbolize_line(line: &str, images: &Images) -> String {
     }
 }
 
+/// The first `kernel:` line of `output` that names `word` and says it was refused (e.g.
+/// `kernel: bbml2=on refused: no FEAT_BBM …`), trimmed.
+pub fn kernel_line_about<'a>(output: &'a str, word: &str) -> Option<&'a str> {
+    output.lines().map(str::trim).find(|l| l.starts_with("kernel:") && l.contains(word) && l.contains("refused"))
+}
+
 /// Every well-formed record in `output`, and the problems with the malformed ones.
 pub fn collect(output: &str) -> (Vec<ParsedRecord>, Vec<String>) {
     let mut records = Vec::new();

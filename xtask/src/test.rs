@@ -58,17 +58,26 @@ impl Tally {
     }
 }
 
-/// Runs `cmd` (a cargo test), echoing its stdout and counting its results.
+/// Runs `cmd` (a cargo test), echoing its stdout and counting its results. Supervised
+/// (`crate::signals`): a signal to the xtask ends cargo, its test binaries and their QEMUs, and
+/// the xtask says so.
 fn run_counted(mut cmd: Command, tally: &mut Tally) -> Result<bool> {
     cmd.stdout(Stdio::piped());
-    let mut child = cmd.spawn().context("running cargo test")?;
-    let out = child.stdout.take().expect("piped");
+    let mut child = crate::signals::supervised(&mut cmd).context("running cargo test")?;
+    let out = child.child.stdout.take().expect("piped");
     for line in BufReader::new(out).lines() {
         let line = line?;
         println!("{line}");
         tally.add_line(&line);
     }
-    Ok(child.wait()?.success())
+    let status = child.wait()?;
+    if let Some(sig) = crate::signals::caught() {
+        return Err(anyhow::Error::new(crate::outcome::ExitWith(crate::outcome::Verdict::new(
+            abi::exit::INTERRUPTED,
+            format!("the xtask got {} and ended the tests", crate::signals::name(sig)),
+        ))));
+    }
+    Ok(status.success())
 }
 
 fn test_args(cmd: &mut Command, o: &TestOptions) {

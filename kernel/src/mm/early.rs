@@ -129,16 +129,8 @@ static UART_PA: AtomicU64 = AtomicU64::new(0);
 
 /// Reads the device tree and builds the two early tables; returns the MMU registers.
 fn early_tables(dtb: usize) -> Result<rt::mmu::MmuRegs, String> {
-    if dtb == 0 {
-        return Err("no device tree in x0".into());
-    }
-    // SAFETY: x0 points at the DTB (boot protocol); only the checked header is read first, then
-    // exactly the size it declares.
-    let blob = unsafe {
-        let size = board::dtb_total_size(core::slice::from_raw_parts(dtb as *const u8, 40))
-            .map_err(|e| format!("device tree at {dtb:#x}: {e}"))?;
-        core::slice::from_raw_parts(dtb as *const u8, size)
-    };
+    // SAFETY: x0 is 0 or points at the DTB (boot protocol), in RAM nothing else writes.
+    let blob = unsafe { board::dtb_at(dtb as *const u8) }.map_err(|e| format!("device tree at {dtb:#x}: {e}"))?;
     let board = board::Board::from_dtb(blob).map_err(|e| format!("device tree: {e}"))?;
     if let Some(u) = &board.console {
         // SAFETY: the DTB names this PL011 as the console; only rt::console uses it.
@@ -219,8 +211,9 @@ fn early_tables(dtb: usize) -> Result<rt::mmu::MmuRegs, String> {
 pub struct SecondaryBoot {
     /// TTBR0 = the identity map, TTBR1 = the kernel's table.
     pub regs: rt::mmu::MmuRegs,
-    /// The system uses BBML2: a CPU that is not allowed must stay out.
-    pub bbml2: bool,
+    /// The boot CPU's BBML2 decision: with BBML2 in use a CPU that is not allowed stays out,
+    /// unless it was forced (`pgtable::kmem::late_cpu_accepted`).
+    pub bbml2: pgtable::kmem::Bbml2Decision,
     /// `bbml2_test_disallow_cpu=N` (u64::MAX: none).
     pub disallow_cpu: u64,
     /// `KIMAGE_VA` minus the image's physical address.
@@ -234,7 +227,13 @@ pub struct SecondaryBoot {
 
 static mut SECONDARY_BOOT: SecondaryBoot = SecondaryBoot {
     regs: rt::mmu::MmuRegs { mair: 0, tcr: 0, ttbr0: 0, ttbr1: 0, wxn: true },
-    bbml2: false,
+    bbml2: pgtable::kmem::Bbml2Decision {
+        enabled: false,
+        forced: false,
+        refused: false,
+        arg: pgtable::kmem::Bbml2Arg::Off,
+        cpu: Ok(()),
+    },
     disallow_cpu: u64::MAX,
     image_delta: 0,
     midr_override: u64::MAX,
@@ -368,14 +367,17 @@ impl RefusalReason {
 /// CPU may not (see `pgtable::kmem::late_cpu_accepted`). Reads only ID registers and `boot`.
 pub fn accept_cpu(cpu: usize, boot: &SecondaryBoot) -> Result<(), RefusalReason> {
     use aarch64_cpu::registers::{Readable, ID_AA64MMFR2_EL1};
-    if !boot.bbml2 {
-        return Ok(());
+    let allowed = if boot.disallow_cpu == cpu as u64 {
+        Err(RefusalReason::TestDisallowed)
+    } else {
+        pgtable::cpu::capability(pgtable::cpu::Midr(effective_midr(boot)), ID_AA64MMFR2_EL1.get())
+            .map_err(RefusalReason::Capability)
+    };
+    // The one rule (host-tested in lib/pgtable): BBML2 off, forced, or this CPU allowed.
+    match allowed {
+        Err(why) if !pgtable::kmem::late_cpu_accepted(&boot.bbml2, false) => Err(why),
+        _ => Ok(()),
     }
-    if boot.disallow_cpu == cpu as u64 {
-        return Err(RefusalReason::TestDisallowed);
-    }
-    pgtable::cpu::capability(pgtable::cpu::Midr(effective_midr(boot)), ID_AA64MMFR2_EL1.get())
-        .map_err(RefusalReason::Capability)
 }
 
 /// This CPU's MIDR as the allow-list check sees it (`bbml2_test_midr=` stands in for it).

@@ -289,7 +289,7 @@ pub fn init(board: &Board, dtb: (u64, u64), args: &[String]) -> Result<(), Strin
     };
     early::publish_secondary_boot(early::SecondaryBoot {
         regs: rt::mmu::MmuRegs { mair: regime::MAIR, tcr, ttbr0: early::idmap_root(), ttbr1, wxn },
-        bbml2: decision.enabled,
+        bbml2: decision,
         disallow_cpu: a.disallow_cpu.map(|c| c as u64).unwrap_or(u64::MAX),
         image_delta: layout::image_delta(),
         midr_override: crate::cmdline::args().uint("bbml2_test_midr").unwrap_or(u64::MAX),

@@ -448,6 +448,28 @@ pub fn parse_args() -> bool {
     a.choice("percpu_tables") != Some("off")
 }
 
+/// A seeded bug must be one a run can show, and a run that asks for the seeded method must have
+/// one: `percpu.seed=no-guard|window-plain` act only through `user=percpu:modes=...seeded...`
+/// (the `seeded` method), which does nothing seeded without them (`no-sync-cpu1` seeds the
+/// tables themselves, whatever runs).
+pub fn check_seed(programs: &[(alloc::string::String, alloc::string::String)]) -> Result<(), alloc::string::String> {
+    let seeded_mode = programs.iter().any(|(n, a)| {
+        n == "percpu" && abi::programs::text(a, "modes").is_some_and(|m| m.split('/').any(|x| x == "seeded"))
+    });
+    let word = crate::cmdline::args().choice("percpu.seed");
+    match (word, seeded_mode) {
+        (Some(w @ ("no-guard" | "window-plain")), false) => Err(alloc::format!(
+            "bad boot argument \"percpu.seed={w}\": it acts only on the seeded method, and no user=percpu:modes=... \
+             runs `seeded`"
+        )),
+        (None | Some("no-sync-cpu1"), true) => Err(alloc::string::String::from(
+            "bad boot argument \"user=percpu:modes=...seeded...\": the seeded method needs percpu.seed=no-guard or \
+             percpu.seed=window-plain (it would run no bug)",
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// Boot CPU, after `mm::init`: maps every CPU's static page at `AREAS_BASE`, builds the
 /// per-CPU roots and windows, and switches this CPU to its area (and its root when `on`).
 pub fn init(cpus: usize, on: bool) -> Result<(), String> {

@@ -153,6 +153,7 @@ pub fn parse_args() -> Result<Vec<(String, String)>, String> {
             if name.is_empty() {
                 return Err(format!("bad boot argument \"user={v}\": an empty program name"));
             }
+            abi::programs::check(name, args).map_err(|e| format!("bad boot argument \"user={v}\": {e}"))?;
             crate::user_programs::find(name)?;
             programs.push((name.into(), args.into()));
         }

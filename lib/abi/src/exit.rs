@@ -1,18 +1,21 @@
 //! The exit-code table: every code `cargo xtask run` (and `test`, `bench`, `fuzz`) can return,
 //! each with a one-line reason (the README's table is this one: a host test compares them), and
-//! the final line `@@exit CODE (meaning)` that carries the code where there is no QEMU to exit
-//! with it (a board's console), and that the xtask checks against QEMU's exit status.
+//! the final line `@@exit CODE (meaning)` that carries a run's code out of the machine, on QEMU
+//! and on a board alike: the machine then powers off (PSCI SYSTEM_OFF), and the xtask reads the
+//! code from that line, never from QEMU's exit status.
 //!
 //! Two kinds, kept apart:
 //!
 //! * **guest outcomes** (0-6): how the guest run ended, as the hypervisor (or, without it, the
-//!   kernel) reports it through QEMU's exit status. A guest's own exit status
-//!   ([`crate::hypercall::EXIT`]) can only say 0-3 ([`from_guest_status`]); 4 and 5 are the
-//!   hypervisor's verdicts and 6 its answer to PSCI SYSTEM_RESET.
+//!   kernel) reports it in the run's final line [`FinalLine`] (QEMU itself only powers off: its
+//!   exit status carries nothing; semihosting, which could carry it, is never on). A guest's own
+//!   exit status ([`crate::hypercall::EXIT`]) can only say 0-3 ([`from_guest_status`]); 4 and 5
+//!   are the hypervisor's verdicts and 6 its answer to PSCI SYSTEM_RESET.
 //! * **run outcomes** (64 and up): what happened to the run itself, decided by the xtask,
 //!   never by a guest: its command line was refused, QEMU refused its arguments, the run hit
 //!   its time limit, QEMU was killed, QEMU returned a code no one here produces, a check
-//!   failed, or the xtask failed.
+//!   failed, the xtask failed, the run ended without its final line, or the xtask was stopped
+//!   by a signal.
 
 /// The run succeeded: the guest powered off or exited with status 0.
 pub const SUCCESS: u32 = 0;
@@ -46,11 +49,16 @@ pub const UNKNOWN_EXIT: u32 = 68;
 pub const CHECK_FAILED: u32 = 69;
 /// The xtask itself failed (toolchain, build, I/O).
 pub const XTASK_ERROR: u32 = 70;
+/// QEMU ended, but the run never printed its final line ([`FinalLine`]): whatever QEMU's
+/// status, nobody said how the guest ended, so it is not success.
+pub const NO_FINAL_LINE: u32 = 71;
+/// The xtask itself was stopped by a signal (SIGINT, SIGTERM, SIGHUP) and ended QEMU first.
+pub const INTERRUPTED: u32 = 72;
 
 /// Who decides a code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
-    /// How the guest run ended (QEMU's exit status).
+    /// How the guest run ended (the run's final line).
     Guest,
     /// What happened to the run (the xtask's verdict).
     Run,
@@ -70,7 +78,7 @@ pub struct Code {
 }
 
 /// Every exit code, in order.
-pub const TABLE: [Code; 14] = [
+pub const TABLE: [Code; 16] = [
     Code { code: SUCCESS, name: "success", kind: Kind::Guest, reason: "the guest powered off or exited with status 0" },
     Code {
         code: GUEST_FAILURE,
@@ -135,6 +143,18 @@ pub const TABLE: [Code; 14] = [
         reason: "a test, the lint, a fuzz target or a benchmark run that did not end cleanly failed",
     },
     Code { code: XTASK_ERROR, name: "xtask error", kind: Kind::Run, reason: "the xtask itself failed (toolchain, build, I/O)" },
+    Code {
+        code: NO_FINAL_LINE,
+        name: "no final line",
+        kind: Kind::Run,
+        reason: "QEMU ended without the run's final `@@exit` line, whatever its own status",
+    },
+    Code {
+        code: INTERRUPTED,
+        name: "interrupted",
+        kind: Kind::Run,
+        reason: "the xtask was stopped by a signal (SIGINT, SIGTERM, SIGHUP) and ended QEMU first",
+    },
 ];
 
 /// The table's row for `code`.
@@ -164,12 +184,18 @@ pub fn describe(code: i32) -> &'static str {
     lookup(i64::from(code)).map_or("not in the exit-code table", |c| c.name)
 }
 
+/// What a binary says, in a line after its [`FinalLine`], when nothing powers the machine off
+/// (no PSCI firmware, or the firmware refused): the machine stays on, and the xtask, which
+/// would otherwise wait for QEMU to end by itself, ends QEMU and takes the final line's code.
+pub const NO_POWER_OFF: &str = "nothing powers this machine off: parked after the final line";
+
 /// Prefix of the last line of every run: [`FinalLine`].
 pub const FINAL_LINE_PREFIX: &str = "@@exit ";
 
-/// The last line the hypervisor (or the kernel on firmware without it) prints before the run
-/// ends, on QEMU and on a board alike: `@@exit CODE (meaning)`. On a board, where the run ends
-/// with PSCI SYSTEM_OFF instead of an exit status, `cargo xtask chainboot` exits with CODE.
+/// The last line the hypervisor (or the guest when it runs alone) prints before the run ends,
+/// on QEMU and on a board alike: `@@exit CODE (meaning)`. The machine then powers off (PSCI
+/// SYSTEM_OFF, or SYSTEM_RESET), which carries no code: `cargo xtask run`, `chainboot` and
+/// `console` exit with CODE, and a run without this line is never success.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FinalLine(pub u32);
 

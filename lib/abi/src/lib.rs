@@ -6,7 +6,8 @@
 //! * [`error`]: hypercall return codes (`i64` in x0, SMCCC-compatible: 0, -1, -2, -3 mean what
 //!   SMCCC says) and [`error::HypError`].
 //! * [`psci`]: PSCI 0.2 / 1.x function ids (32- and 64-bit), return codes, versions.
-//! * [`exit`]: how a run's QEMU exit code is to be read.
+//! * [`exit`]: the exit-code table and the run's final line.
+//! * [`programs`]: the kernel's EL0 programs and the arguments each takes (checked at boot).
 //! * [`bundle`]: the guest bundle (kernel + initramfs + command line in one initrd file), written
 //!   by the xtask, unpacked by the hypervisor.
 //! * [`syscall`]: the guest kernel's system calls for its EL0 programs (numbers, arguments,
@@ -25,6 +26,7 @@ pub mod bundle;
 pub mod error;
 pub mod exit;
 pub mod hypercall;
+pub mod programs;
 pub mod psci;
 pub mod report;
 pub mod syscall;

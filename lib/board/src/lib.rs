@@ -355,6 +355,36 @@ pub struct Board {
     pub dtb_size: usize,
 }
 
+/// The DTB a boot loader left at `ptr` (x0 of the arm64 boot protocol) as a slice: reads the
+/// header first, checks the magic and that `totalsize` is at most [`MAX_DTB_SIZE`], then takes
+/// `totalsize` bytes. A null `ptr` is an error.
+///
+/// # Safety
+///
+/// `ptr` must be null or point to at least 8 readable bytes; if those start with the FDT magic,
+/// the `totalsize` bytes (at most [`MAX_DTB_SIZE`]) from `ptr` must be readable and not written
+/// for as long as the slice lives. No alignment is required.
+pub unsafe fn dtb_at<'a>(ptr: *const u8) -> Result<&'a [u8], BoardError> {
+    if ptr.is_null() {
+        return Err(BoardError::BadHeader { field: "address", value: 0, why: "no device tree (null pointer in x0)" });
+    }
+    let mut head = [0u8; 8];
+    // SAFETY: the caller guarantees 8 readable bytes at `ptr`; `head` is a distinct local.
+    unsafe { core::ptr::copy_nonoverlapping(ptr, head.as_mut_ptr(), head.len()) };
+    let size = validate::total_size(&head)?;
+    if size > MAX_DTB_SIZE {
+        return Err(BoardError::BadHeader {
+            field: "totalsize",
+            value: size as u64,
+            why: "larger than the 2 MiB limit",
+        });
+    }
+    // SAFETY: the magic matched and `size` <= MAX_DTB_SIZE, so the caller guarantees `size`
+    // readable bytes at `ptr` that stay unmodified while the slice lives; u8 has no alignment
+    // requirement.
+    Ok(unsafe { core::slice::from_raw_parts(ptr, size) })
+}
+
 impl Board {
     /// Parses a DTB. Never panics; `dtb` may be longer than the blob's `totalsize`.
     pub fn from_dtb(dtb: &[u8]) -> Result<Board, BoardError> {
@@ -404,35 +434,15 @@ impl Board {
         })
     }
 
-    /// Parses the DTB at `ptr` (as handed over in x0 at boot): reads the header first, checks
-    /// the magic and that `totalsize` is at most [`MAX_DTB_SIZE`], then parses `totalsize`
-    /// bytes.
+    /// Parses the DTB at `ptr` (as handed over in x0 at boot): [`dtb_at`], then
+    /// [`Board::from_dtb`].
     ///
     /// # Safety
     ///
-    /// `ptr` must be null or point to at least 8 readable bytes; if those start with the FDT
-    /// magic, the `totalsize` bytes (at most [`MAX_DTB_SIZE`]) from `ptr` must be readable
-    /// and not written during the call. No alignment is required.
+    /// As [`dtb_at`].
     pub unsafe fn from_ptr(ptr: *const u8) -> Result<Board, BoardError> {
-        if ptr.is_null() {
-            return Err(BoardError::BadHeader { field: "address", value: 0, why: "null DTB pointer" });
-        }
-        let mut head = [0u8; 8];
-        // SAFETY: the caller guarantees 8 readable bytes at `ptr`; `head` is a distinct local.
-        unsafe { core::ptr::copy_nonoverlapping(ptr, head.as_mut_ptr(), head.len()) };
-        let size = validate::total_size(&head)?;
-        if size > MAX_DTB_SIZE {
-            return Err(BoardError::BadHeader {
-                field: "totalsize",
-                value: size as u64,
-                why: "larger than the 2 MiB limit",
-            });
-        }
-        // SAFETY: the magic matched and `size` <= MAX_DTB_SIZE, so the caller guarantees `size`
-        // readable bytes at `ptr` that stay unmodified while the slice lives (this call); u8
-        // has no alignment requirement.
-        let bytes = unsafe { core::slice::from_raw_parts(ptr, size) };
-        Self::from_dtb(bytes)
+        // SAFETY: forwarded from the caller.
+        Self::from_dtb(unsafe { dtb_at(ptr) }?)
     }
 
     /// The CPU whose `reg` is `mpidr` (affinity bits only).

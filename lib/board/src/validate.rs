@@ -25,7 +25,7 @@ pub const FDT_MAGIC: u32 = 0xd00d_feed;
 pub const HEADER_LEN: usize = 40;
 /// Deepest node nesting accepted (the root is depth 1). Real trees stay below 10.
 pub const MAX_DEPTH: usize = 32;
-/// Largest blob accepted by [`crate::Board::from_ptr`] (Linux arm64 caps the DTB at 2 MiB too).
+/// Largest blob accepted by [`crate::dtb_at`] (Linux arm64 caps the DTB at 2 MiB too).
 pub const MAX_DTB_SIZE: usize = 2 << 20;
 
 pub(crate) const FDT_BEGIN_NODE: u32 = 1;

@@ -277,6 +277,12 @@ pub enum Error {
         /// Whether the word takes a list (then: one word with a comma list).
         list: bool,
     },
+    /// [`FIRMWARE_MARKER`] more than once: the words between two markers would silently count
+    /// as the boot loader's (ignored).
+    MarkerTwice {
+        /// The words between the first and the second marker.
+        between: String,
+    },
     /// A value the word does not take.
     BadValue {
         /// The word as written.
@@ -307,6 +313,11 @@ impl fmt::Display for Error {
                 }
                 Ok(())
             }
+            Error::MarkerTwice { between } => write!(
+                f,
+                "the word {FIRMWARE_MARKER:?} is given twice: it ends a boot loader's own words once, at the start of \
+                 ours (the words between the two, {between:?}, would be ignored)"
+            ),
             Error::BadValue { word, why, expects } => {
                 write!(f, "bad boot argument {word:?}: {why}; it takes {expects}")
             }
@@ -320,13 +331,18 @@ impl fmt::Display for Error {
 /// (listed once by the binaries, never checked, never passed on); without it every word is ours.
 pub const FIRMWARE_MARKER: &str = "pgtlab";
 
-/// Splits a command line at [`FIRMWARE_MARKER`]: (the boot loader's words, ours).
-pub fn split_firmware(cmdline: &str) -> (Vec<&str>, Vec<&str>) {
+/// Splits a command line at [`FIRMWARE_MARKER`]: (the boot loader's words, ours). The marker
+/// twice is an error ([`Error::MarkerTwice`]).
+pub fn split_firmware(cmdline: &str) -> Result<(Vec<&str>, Vec<&str>), Error> {
     let words: Vec<&str> = cmdline.split_ascii_whitespace().collect();
-    match words.iter().position(|w| *w == FIRMWARE_MARKER) {
-        Some(i) => (words[..i].to_vec(), words[i + 1..].to_vec()),
-        None => (Vec::new(), words),
+    let Some(i) = words.iter().position(|w| *w == FIRMWARE_MARKER) else {
+        return Ok((Vec::new(), words));
+    };
+    let (theirs, ours) = (words[..i].to_vec(), words[i + 1..].to_vec());
+    if let Some(j) = ours.iter().position(|w| *w == FIRMWARE_MARKER) {
+        return Err(Error::MarkerTwice { between: ours[..j].join(" ") });
     }
+    Ok((theirs, ours))
 }
 
 /// Checks the whitespace-separated words of `cmdline` against `table`.

@@ -174,19 +174,24 @@ mod props {
 #[test]
 fn a_boot_loaders_words_end_at_the_marker() {
     let fw = "coherent_pool=1M 8250.nr_uarts=1 vc_mem.mem_base=0x3ec00000 pgtlab test=panic bbml2=off";
-    let (theirs, ours) = split_firmware(fw);
+    let (theirs, ours) = split_firmware(fw).unwrap();
     assert_eq!(theirs, ["coherent_pool=1M", "8250.nr_uarts=1", "vc_mem.mem_base=0x3ec00000"]);
     assert_eq!(ours, ["test=panic", "bbml2=off"]);
     assert!(parse_words(ours, &TABLE).is_ok());
     // Without the marker every word is ours, and a firmware word is refused with a hint.
-    let (theirs, ours) = split_firmware("coherent_pool=1M test=panic");
+    let (theirs, ours) = split_firmware("coherent_pool=1M test=panic").unwrap();
     assert!(theirs.is_empty() && ours.len() == 2);
     let e = parse_words(ours, &TABLE).unwrap_err().to_string();
     assert!(
         e.contains("unknown boot argument \"coherent_pool=1M\"") && e.contains("before the word \"pgtlab\""),
         "{e}"
     );
-    assert_eq!(split_firmware("pgtlab"), (vec![], vec![]));
+    assert_eq!(split_firmware("pgtlab"), Ok((vec![], vec![])));
+    // A second marker would make the words before it the boot loader's: refused.
+    let e = split_firmware("pgtlab test=irq pgtlab").unwrap_err();
+    assert_eq!(e, Error::MarkerTwice { between: "test=irq".into() });
+    assert!(e.to_string().contains("\"test=irq\", would be ignored"), "{e}");
+    assert!(split_firmware("a=1 pgtlab pgtlab").is_err());
 }
 
 #[test]

@@ -79,8 +79,9 @@ fn read_all(base: u64, pages: u64) -> u64 {
     s
 }
 
+/// `key=N` of the arguments (checked by the kernel against `abi::programs`), or `default`.
 fn arg(args: &str, key: &str, default: u64) -> u64 {
-    args.split(',').find_map(|kv| kv.strip_prefix(key)?.strip_prefix('=')?.parse().ok()).unwrap_or(default)
+    abi::programs::uint(args, key).unwrap_or(default)
 }
 
 /// (case, variant) rows: 0..6 NONE<->RW per size x {baseline, elision} x 2 directions, then

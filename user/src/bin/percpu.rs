@@ -36,8 +36,9 @@ static NCPUS: AtomicU64 = AtomicU64::new(1);
 static ERRORS: AtomicU64 = AtomicU64::new(0);
 const STATIC_VAR: u64 = 0;
 
+/// `key=N` of the arguments (checked by the kernel against `abi::programs`).
 fn arg(args: &str, key: &str) -> Option<u64> {
-    args.split(',').find_map(|kv| kv.strip_prefix(key)?.strip_prefix('=')?.parse().ok())
+    abi::programs::uint(args, key)
 }
 
 extern "C" fn worker(id: u64) -> ! {
@@ -177,7 +178,7 @@ fn main(args: &str) -> i32 {
     if let Some(k) = arg(args, "iters") {
         ITERS.store(k.max(1), Ordering::Relaxed);
     }
-    let modes = args.split(',').find_map(|kv| kv.strip_prefix("modes=")).unwrap_or("base/window");
+    let modes = abi::programs::text(args, "modes").unwrap_or("base/window");
     let was = sys::percpu(op::SET_TABLES, 1, 0, 0).unwrap_or(1);
     let mut ok = true;
     for m in modes.split('/') {

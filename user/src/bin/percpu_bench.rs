@@ -218,11 +218,8 @@ fn main(args: &str) -> i32 {
     check(sys::percpu(op::BENCH_OP, bench_op::EMPTY, OPS, probe.as_mut_ptr() as u64));
     let pmu = (el0 && probe[0] != 0) as u64;
     PMU.store(pmu, Ordering::Relaxed);
-    let rounds = args
-        .split(',')
-        .find_map(|kv| kv.strip_prefix("rounds=")?.parse::<usize>().ok())
-        .unwrap_or(if pmu == 1 { 3 } else { 20 })
-        .clamp(1, MAX_ROUNDS);
+    let rounds =
+        abi::programs::uint(args, "rounds").map_or(if pmu == 1 { 3 } else { 20 }, |r| r as usize).clamp(1, MAX_ROUNDS);
     let Some(d) = check(sys::percpu(op::ALLOC, 8, 0, 0)) else {
         user::println!("percpu_bench: no dynamic per-CPU variable");
         return 2;

@@ -9,7 +9,7 @@ use user::{map, prot, sys, PAGE_SIZE};
 user::entry!(main);
 
 fn main(args: &str) -> i32 {
-    let ms: u64 = args.split(',').find_map(|kv| kv.strip_prefix("ms=")?.parse().ok()).unwrap_or(200);
+    let ms: u64 = abi::programs::uint(args, "ms").unwrap_or(200);
     let Ok(page) = sys::mmap(0, PAGE_SIZE, prot::READ | prot::WRITE, map::PRIVATE | map::ANONYMOUS) else {
         return 2;
     };

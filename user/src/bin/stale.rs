@@ -96,8 +96,9 @@ extern "C" fn writer(id: u64) -> ! {
     sys::exit(0)
 }
 
+/// `key=N` of the arguments (checked by the kernel against `abi::programs`), or `default`.
 fn arg(args: &str, key: &str, default: u64) -> u64 {
-    args.split(',').find_map(|kv| kv.strip_prefix(key)?.strip_prefix('=')?.parse().ok()).unwrap_or(default)
+    abi::programs::uint(args, key).unwrap_or(default)
 }
 
 fn main(args: &str) -> i32 {

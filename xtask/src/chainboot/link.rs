@@ -54,6 +54,13 @@ pub fn speed(baud: u32) -> Result<libc::speed_t> {
     }
 }
 
+/// Parses a `--baud` value (a clap value parser): a rate a Linux tty can be set to.
+pub fn baud_arg(s: &str) -> std::result::Result<u32, String> {
+    let baud: u32 = s.parse().map_err(|e| format!("{s:?} is not a baud rate: {e}"))?;
+    speed(baud).map_err(|e| e.to_string())?;
+    Ok(baud)
+}
+
 /// Opens `spec`: `unix:PATH` for a Unix socket, else a tty device path.
 pub fn open(spec: &str, baud: u32) -> Result<Link> {
     if let Some(path) = spec.strip_prefix("unix:") {

@@ -2,8 +2,8 @@
 //! the integration test. QEMU's PL011 ignores the baud rate (it only computes it for a trace
 //! event), so bytes move as fast as QEMU and the loader take them.
 //!
-//! A socket, not a pty: when QEMU exits right after the run's final line (the hypervisor ends the
-//! run through semihosting), a pty's hang-up throws away what the host has not read yet, and a
+//! A socket, not a pty: when QEMU exits right after the run's final line (the hypervisor powers
+//! off through PSCI), a pty's hang-up throws away what the host has not read yet, and a
 //! busy host then never sees the `@@exit` line; a socket keeps every byte until it is read. The
 //! raw-tty path of a real serial adapter is tested on a pty by `link`'s own tests.
 
@@ -11,15 +11,15 @@ use crate::qemu::QemuConfig;
 use anyhow::{bail, Context, Result};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// A QEMU running the loader, its serial port on a unix socket.
 pub struct LoaderVm {
-    /// The QEMU process (killed on drop).
-    pub child: Child,
+    /// The QEMU process (killed on drop, and with the xtask: `crate::signals`).
+    pub child: crate::signals::Supervised,
     /// The socket QEMU listens on for its serial port.
     pub socket: PathBuf,
     /// QEMU's own messages.
@@ -35,7 +35,7 @@ impl LoaderVm {
 
 impl Drop for LoaderVm {
     fn drop(&mut self) {
-        let _ = self.child.kill();
+        self.child.kill();
         let _ = self.child.wait();
         let _ = std::fs::remove_file(&self.socket);
     }
@@ -52,10 +52,9 @@ pub fn args(cfg: &QemuConfig, loader: &Path, serial: &str) -> Vec<String> {
             "none",
             "-serial",
             serial,
-            // The run the loader starts ends like any other: the hypervisor exits through
-            // semihosting with the run's code.
-            "-semihosting-config",
-            "enable=on,target=native",
+            // The run the loader starts ends like any other: its final line, then PSCI
+            // SYSTEM_OFF, or SYSTEM_RESET, which ends QEMU too instead of restarting the loader.
+            "-no-reboot",
             "-kernel",
         ]
         .map(String::from),
@@ -74,19 +73,18 @@ pub fn start(qemu: &Path, cfg: &QemuConfig, loader: &Path) -> Result<LoaderVm> {
         RUNS.fetch_add(1, Ordering::Relaxed)
     ));
     let _ = std::fs::remove_file(&socket);
-    let mut child = Command::new(qemu)
-        .args(args(cfg, loader, "chardev:serial0"))
+    let mut cmd = Command::new(qemu);
+    cmd.args(args(cfg, loader, "chardev:serial0"))
         .arg("-chardev")
         .arg(format!("socket,id=serial0,path={},server=on,wait=on", socket.display()))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .with_context(|| format!("starting {}", qemu.display()))?;
+        .stderr(Stdio::piped());
+    let mut child = crate::signals::supervised(&mut cmd).with_context(|| format!("starting {}", qemu.display()))?;
     let (tx, rx) = mpsc::channel();
     for stream in [
-        Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
-        Box::new(child.stderr.take().unwrap()),
+        Box::new(child.child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
+        Box::new(child.child.stderr.take().unwrap()),
     ] {
         let tx = tx.clone();
         std::thread::spawn(move || {
@@ -105,7 +103,7 @@ pub fn start(qemu: &Path, cfg: &QemuConfig, loader: &Path) -> Result<LoaderVm> {
         }
         let exited = child.try_wait()?;
         if exited.is_some() || Instant::now() > deadline {
-            let _ = child.kill();
+            child.kill();
             let said: Vec<String> = rx.try_iter().collect();
             bail!("QEMU opened no socket for the serial port ({:?}); it said:\n{}", exited, said.join("\n"));
         }

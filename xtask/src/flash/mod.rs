@@ -34,6 +34,9 @@ pub const PI5_DTB: &str = "bcm2712-rpi-5-b.dtb";
 /// The fastest rate a PL011 reaches from the 9.216 MHz reference clock the Pi 5's DTB gives its
 /// debug UART (clock / 16).
 pub const MAX_DEBUG_UART_BAUD: u32 = 576_000;
+/// The largest card image `--size-mib` builds (it is built in memory): a boot partition holds
+/// the firmware and a few Images, and Raspberry Pi OS makes its own 512 MiB.
+pub const MAX_SIZE_MIB: u64 = 4096;
 /// Suffix of the copy kept of a file that was there before.
 pub const BACKUP: &str = ".pgtlab-backup";
 
@@ -245,10 +248,10 @@ pub struct Args {
     #[arg(long, default_value = "")]
     pub bootargs: String,
     /// Debug UART baud rate for the firmware (config.txt `init_uart_baud`); 115200 by default.
-    #[arg(long)]
+    #[arg(long, value_parser = crate::chainboot::link::baud_arg)]
     pub baud: Option<u32>,
-    /// Image size in MiB (default: what the files need, at least 64).
-    #[arg(long)]
+    /// Image size in MiB (default: what the files need, at least 64; at most 4096).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(fat::MIN_SIZE >> 20..=MAX_SIZE_MIB))]
     pub size_mib: Option<u64>,
     /// Do not ask before overwriting the --device.
     #[arg(long)]
@@ -260,14 +263,29 @@ pub struct Args {
 
 /// Runs `cargo xtask flash`.
 pub fn cli(a: Args) -> Result<()> {
+    let refuse = |why: String| anyhow::Error::new(crate::outcome::Refused(why));
+    if let Some(dir) = &a.boot_dir {
+        if !dir.is_dir() {
+            return Err(refuse(format!(
+                "--boot-dir {}: not a directory (give the mounted boot partition)",
+                dir.display()
+            )));
+        }
+    }
+    if let Some(path) = &a.image {
+        check_image_target(path).map_err(refuse)?;
+    }
     if let (true, Some(dir)) = (a.uninstall, &a.boot_dir) {
-        for line in uninstall_boot_dir(dir)? {
+        let done = uninstall_boot_dir(dir)?;
+        if done.is_empty() {
+            eprintln!("xtask: nothing of pgtlab's in {}: nothing to undo", dir.display());
+        }
+        for line in done {
             eprintln!("xtask: {line}");
         }
         return Ok(());
     }
     if let Some(b) = a.baud {
-        crate::chainboot::link::speed(b)?;
         if b > MAX_DEBUG_UART_BAUD {
             eprintln!(
                 "xtask: warning: the Pi 5's debug UART runs from a 9.216 MHz clock in its DTB, which divides down to \
@@ -306,13 +324,19 @@ pub fn cli(a: Args) -> Result<()> {
     }
     let files = image_files(&boot, a.firmware.as_deref())?;
     let size = match a.size_mib {
+        // Bounded by clap (64 to MAX_SIZE_MIB): no overflow.
         Some(m) => m << 20,
         None => fat::size_for(&files),
     };
+    ensure!(
+        size <= MAX_SIZE_MIB << 20,
+        "the files need a {} MiB image, more than the {MAX_SIZE_MIB} MiB this builds",
+        size >> 20
+    );
     let image = fat::build(&files, size)?;
     let info = fat::read(&image)?;
     if let Some(path) = &a.image {
-        std::fs::write(path, &image).with_context(|| format!("writing {}", path.display()))?;
+        crate::write_file(path, &image)?;
         eprintln!("xtask: wrote {} ({} MiB SD card image with {what})", path.display(), image.len() >> 20);
     } else if let Some(dev) = &a.device {
         write_device(dev, &image, a.yes)?;
@@ -322,6 +346,31 @@ pub fn cli(a: Args) -> Result<()> {
         eprintln!("xtask: {w}");
     }
     Ok(())
+}
+
+/// `--image FILE` writes a regular file (a new one, or one it replaces whole). Anything else is
+/// refused: a block device is a disk, which only `--device` writes, after its checks and a
+/// question; a character device, a FIFO or a socket is no card image.
+pub fn check_image_target(path: &Path) -> std::result::Result<(), String> {
+    use std::os::unix::fs::FileTypeExt;
+    let t = match std::fs::metadata(path) {
+        Ok(m) => m.file_type(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(format!("--image {}: {e}", path.display())),
+    };
+    let what = if t.is_file() {
+        return Ok(());
+    } else if t.is_block_device() {
+        "a block device (a disk): write a card with --device, which checks that it is a removable card nothing \
+         uses and asks first"
+    } else if t.is_dir() {
+        "a directory (a mounted boot partition goes with --boot-dir)"
+    } else if t.is_char_device() {
+        "a character device, not a file"
+    } else {
+        "a FIFO or socket, not a file"
+    };
+    Err(format!("--image {} is {what}", path.display()))
 }
 
 /// Prints what an image holds.
@@ -446,6 +495,29 @@ mod tests {
             .map(|e| e.file_name().to_string_lossy().into_owned())
             .collect();
         assert_eq!(left.len(), 2, "{left:?}");
+    }
+
+    #[test]
+    fn an_image_goes_only_into_a_regular_file() {
+        let d = tempfile::tempdir().unwrap();
+        assert_eq!(check_image_target(&d.path().join("new.img")), Ok(()));
+        std::fs::write(d.path().join("old.img"), b"x").unwrap();
+        assert_eq!(check_image_target(&d.path().join("old.img")), Ok(()));
+        assert!(check_image_target(d.path()).unwrap_err().contains("directory"));
+        assert!(check_image_target(Path::new("/dev/null")).unwrap_err().contains("character device"));
+        let fifo = d.path().join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo on a path in our own temporary directory.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        assert!(check_image_target(&fifo).unwrap_err().contains("FIFO"));
+        // Any block device there is (a loop device, a disk) is refused, not written.
+        let block = std::fs::read_dir("/dev").unwrap().flatten().map(|e| e.path()).find(|p| {
+            use std::os::unix::fs::FileTypeExt;
+            std::fs::metadata(p).is_ok_and(|m| m.file_type().is_block_device())
+        });
+        if let Some(b) = block {
+            assert!(check_image_target(&b).unwrap_err().contains("--device"), "{}", b.display());
+        }
     }
 
     #[test]

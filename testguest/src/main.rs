@@ -1,0 +1,178 @@
+//! The project's own test guest: a small bare-metal binary that runs at EL1 with the MMU off,
+//! built by the xtask in two forms, an arm64 Image (`testguest.img`) and a raw binary without
+//! the Image header (`testguest.bin`, loaded as QEMU loads one). It reads its device tree
+//! (x0), takes its words from `/chosen/bootargs` (strictly, `lib/bootargs`: [`WORDS`]), does
+//! what `testguest=MODE` asks, and ends the run: under the pgtlab hypervisor with the exit
+//! hypercall (the hypervisor prints the run's final line), alone with its own final line and
+//! PSCI SYSTEM_OFF.
+//!
+//! Modes:
+//! * `semihost`: what a hostile guest tries first. QEMU semihosting (`hlt #0xf000`), if it
+//!   were on, would be served by QEMU itself before any trap: SYS_OPEN + SYS_WRITE create a
+//!   host file (`testguest.path=PATH` + `.open`), SYS_SYSTEM runs a host command (`touch
+//!   PATH.system`), SYS_EXIT ends QEMU with status 0. Each must come back as an undefined
+//!   instruction at EL1, reported in a `testguest_semihost` record; the run then ends as a guest
+//!   failure, since the guest's attempt to end it successfully through SYS_EXIT went nowhere.
+#![no_std]
+#![no_main]
+
+extern crate alloc;
+
+mod semihost;
+
+use alloc::string::String;
+use board::Board;
+use bootargs::{Table, Word};
+use buddy_system_allocator::LockedHeap;
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use rt::trap::TrapFrame;
+
+/// Heap for the device tree's description (QEMU's DTB is 1 MiB; its description far less).
+const HEAP_SIZE: usize = 1 << 20;
+
+#[repr(C, align(4096))]
+struct HeapSpace([u8; HEAP_SIZE]);
+static mut HEAP_SPACE: HeapSpace = HeapSpace([0; HEAP_SIZE]);
+
+#[global_allocator]
+static HEAP: LockedHeap<32> = LockedHeap::empty();
+
+/// Every word the test guest accepts.
+pub const WORDS: &[Word] = &[
+    Word::choice("testguest", &["semihost"], "what to do (see testguest/src/main.rs)"),
+    Word::text("testguest.path", "a host path the semihost mode tries to create (PATH.open, PATH.system)"),
+    Word::choice("pgtlab_alone", &["1"], "the xtask's word for a guest that runs without the hypervisor"),
+];
+
+const TABLE: Table = Table { owner: "testguest", words: WORDS, foreign: &[] };
+
+/// Whether the pgtlab hypervisor runs below (it then prints the run's final line).
+static UNDER_HYPERVISOR: AtomicBool = AtomicBool::new(false);
+/// PSCI conduit from the device tree: 0 none, 1 HVC, 2 SMC.
+static PSCI: AtomicU64 = AtomicU64::new(0);
+
+#[no_mangle]
+extern "C" fn rt_main(dtb: usize) -> ! {
+    use aarch64_cpu::registers::{Writeable, VBAR_EL1};
+    VBAR_EL1.set(rt::trap::vectors_el1());
+    // SAFETY: HEAP_SPACE is used only here, once, and handed to the allocator for good.
+    unsafe { HEAP.lock().init(core::ptr::addr_of_mut!(HEAP_SPACE) as usize, HEAP_SIZE) };
+    UNDER_HYPERVISOR.store(probe_hypervisor(), Ordering::Relaxed);
+    let status = match run(dtb) {
+        Ok(status) => status,
+        Err(e) => {
+            rt::console::panic_print(format_args!("testguest: failed: {e}\n"));
+            abi::exit::GUEST_FAILURE
+        }
+    };
+    end(status)
+}
+
+fn run(dtb: usize) -> Result<u32, String> {
+    use alloc::format;
+    // SAFETY: x0 is 0 or points at the DTB (boot protocol), in RAM nothing else writes.
+    let blob = unsafe { board::dtb_at(dtb as *const u8) }.map_err(|e| format!("device tree at {dtb:#x}: {e}"))?;
+    let board = Board::from_dtb(blob).map_err(|e| format!("device tree: {e}"))?;
+    if let Some(uart) = board.console.as_ref() {
+        // SAFETY: the DTB names this PL011 as the console; nothing else in this guest uses it.
+        unsafe { rt::console::init(uart.base as usize) };
+    }
+    if let Some(p) = board.psci.as_ref() {
+        PSCI.store(if p.method == board::PsciMethod::Smc { 2 } else { 1 }, Ordering::Relaxed);
+    }
+    let cmdline = board.bootargs.as_deref().unwrap_or("");
+    rt::println!(
+        "testguest: at EL1, DTB {dtb:#x}, image at {:#x}, {}, bootargs {cmdline:?}",
+        rt::start::image_layout().start,
+        if UNDER_HYPERVISOR.load(Ordering::Relaxed) { "under the pgtlab hypervisor" } else { "alone" }
+    );
+    let args = bootargs::parse(cmdline, &TABLE).map_err(|e| format!("{e}"))?;
+    match args.choice("testguest") {
+        Some("semihost") => Ok(semihost::run(args.text("testguest.path").unwrap_or("/tmp/pgtlab-testguest"))),
+        _ => Err(format!("nothing to do: give testguest=MODE ({})", TABLE.accepted())),
+    }
+}
+
+/// The pgtlab hypervisor answers the SMCCC vendor-hypervisor UID call with its UID; only asked
+/// when EL2 exists (with no EL2, HVC is undefined).
+fn probe_hypervisor() -> bool {
+    use aarch64_cpu::registers::{Readable, ID_AA64PFR0_EL1};
+    let el2 = (ID_AA64PFR0_EL1.get() >> 8) & 0xf != 0;
+    el2 && smccc(false, abi::hypercall::CALL_UID, 0) == abi::hypercall::UID
+}
+
+/// An SMCCC call through HVC or SMC; returns x0..x3.
+fn smccc(smc: bool, fid: u64, a1: u64) -> [u64; 4] {
+    let (r0, r1, r2, r3);
+    // SAFETY: an SMCCC call: per SMCCC v1.0 x0-x17 may be clobbered, and the callee touches no
+    // memory of ours.
+    unsafe {
+        if smc {
+            core::arch::asm!("smc #0", inout("x0") fid => r0, inout("x1") a1 => r1, out("x2") r2, out("x3") r3,
+                out("x4") _, out("x5") _, out("x6") _, out("x7") _, out("x8") _, out("x9") _, out("x10") _,
+                out("x11") _, out("x12") _, out("x13") _, out("x14") _, out("x15") _, out("x16") _, out("x17") _,
+                options(nostack));
+        } else {
+            core::arch::asm!("hvc #0", inout("x0") fid => r0, inout("x1") a1 => r1, out("x2") r2, out("x3") r3,
+                out("x4") _, out("x5") _, out("x6") _, out("x7") _, out("x8") _, out("x9") _, out("x10") _,
+                out("x11") _, out("x12") _, out("x13") _, out("x14") _, out("x15") _, out("x16") _, out("x17") _,
+                options(nostack));
+        }
+    }
+    [r0, r1, r2, r3]
+}
+
+/// Ends the run with `status`: the exit hypercall under the hypervisor (which prints the final
+/// line), else the final line and PSCI SYSTEM_OFF.
+fn end(status: u32) -> ! {
+    rt::console::flush();
+    if UNDER_HYPERVISOR.load(Ordering::Relaxed) {
+        smccc(false, abi::hypercall::EXIT, status.into());
+    } else {
+        rt::console::panic_print(format_args!("{}\n", abi::exit::FinalLine(status)));
+        rt::console::flush();
+        match PSCI.load(Ordering::Relaxed) {
+            0 => {}
+            c => {
+                smccc(c == 2, abi::psci::SYSTEM_OFF, 0);
+            }
+        }
+        rt::console::panic_print(format_args!("testguest: {}\n", abi::exit::NO_POWER_OFF));
+    }
+    loop {
+        aarch64_cpu::asm::wfe();
+    }
+}
+
+/// Every exception the guest takes: an undefined instruction the current mode expects (see
+/// [`semihost::undefined`]) is stepped over; anything else ends the run as an unexpected
+/// exception.
+#[no_mangle]
+extern "C" fn rt_exception(frame: &mut TrapFrame, vector: u64) {
+    use aarch64_cpu::registers::{Readable, ESR_EL1, FAR_EL1};
+    let esr = ESR_EL1.get();
+    if vector == rt::trap::vector::CUR_SPX_SYNC && semihost::undefined(frame, esr) {
+        return;
+    }
+    rt::console::panic_print(format_args!(
+        "testguest: unexpected {} exception from {}: ESR {esr:#x}, ELR {:#x}, FAR {:#x}\n",
+        rt::trap::vector::kind(vector),
+        rt::trap::vector::source(vector),
+        frame.elr,
+        FAR_EL1.get()
+    ));
+    end(abi::exit::GUEST_EXCEPTION)
+}
+
+#[no_mangle]
+extern "C" fn rt_secondary_main(_cpu: usize) -> ! {
+    loop {
+        aarch64_cpu::asm::wfe();
+    }
+}
+
+#[panic_handler]
+fn panic(info: &core::panic::PanicInfo) -> ! {
+    rt::console::panic_print(format_args!("testguest: PANIC: {info}\n"));
+    end(abi::exit::GUEST_PANIC)
+}
