@@ -49,9 +49,9 @@ extern "C" fn rt_exception(frame: &mut TrapFrame, vec: u64) {
 
 /// What kind of fault a data or instruction abort's status code says.
 fn fault_kind(esr_v: u64) -> FaultKind {
-    match esr::fault_status(esr_v) & 0x3c {
-        0x04 => FaultKind::Translation,
-        0x0c => FaultKind::Permission,
+    match esr::FaultStatus::of(esr_v) {
+        esr::FaultStatus::Translation(_) => FaultKind::Translation,
+        esr::FaultStatus::Permission(_) => FaultKind::Permission,
         _ => FaultKind::Other,
     }
 }

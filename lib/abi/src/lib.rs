@@ -24,6 +24,7 @@ extern crate std;
 
 pub mod bundle;
 pub mod error;
+pub mod esr;
 pub mod exit;
 pub mod hypercall;
 pub mod programs;

@@ -8,6 +8,8 @@
 //!   when a request cannot be met.
 //! * [`exception`]: exception entry into the guest (the synchronous external abort it gets
 //!   for a stray access), as AArch64.TakeException defines it.
+//! * [`fault`]: a guest's abort at EL2 decoded once (ESR, FAR, HPFAR) into one typed value,
+//!   with the IPA where HPFAR holds it.
 //! * [`home`]: where the hypervisor runs (it moves itself to the top of RAM at boot) so the
 //!   guest's RAM has no hole.
 //! * [`mmio`]: decoding a trapped load/store (ESR syndrome) for MMIO emulation.
@@ -20,6 +22,7 @@ extern crate alloc;
 
 pub mod dirty;
 pub mod exception;
+pub mod fault;
 pub mod home;
 pub mod mmio;
 pub mod plan;

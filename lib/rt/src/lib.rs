@@ -6,7 +6,7 @@
 //! * `mmu` (target only): the one MMU-enable sequence (EL1 and EL2).
 //! * `trap` (target only): one exception vector table shape for EL1 and EL2 and the [`TrapFrame`].
 //! * [`pl011`] and [`console`]: the serial console, `print!`/`println!`.
-//! * [`esr`]: exception syndrome decoding, shared and tested on the host.
+//! * [`esr`]: exception syndrome decoding (`abi::esr`, re-exported).
 //! * [`features`]: CPU features from the ID registers and the EL2 controls that give them to a
 //!   guest (SVE, SME, MTE, PMU, ...), tested on the host.
 //! * `backtrace` (target only): frame-pointer unwinding for panics and unexpected exceptions.
@@ -14,7 +14,7 @@
 #![deny(missing_docs)]
 
 pub mod console;
-pub mod esr;
+pub use abi::esr;
 pub mod features;
 pub mod image;
 pub mod pl011;
