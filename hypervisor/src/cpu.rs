@@ -1,7 +1,7 @@
 //! Per-CPU state: which physical CPU runs which vCPU, and where a started vCPU enters the guest.
 
 use core::sync::atomic::{AtomicU64, AtomicU8, Ordering};
-use rt::MAX_CPUS;
+use rt::{MAX_CPUS, MPIDR_AFF_MASK};
 
 /// Life cycle of a CPU as the hypervisor sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,13 +50,9 @@ impl PerCpu {
 /// Index = CPU number (DTB order); the boot CPU is whichever matches MPIDR at boot.
 pub static CPUS: [PerCpu; MAX_CPUS] = [const { PerCpu::new() }; MAX_CPUS];
 
-/// Affinity bits of MPIDR_EL1.
-pub const MPIDR_AFF_MASK: u64 = 0xff_00ff_ffff;
-
 /// This CPU's MPIDR affinity.
 pub fn current_mpidr() -> u64 {
-    use aarch64_cpu::registers::{Readable, MPIDR_EL1};
-    MPIDR_EL1.get() & MPIDR_AFF_MASK
+    rt::mpidr_affinity()
 }
 
 /// CPU number of an MPIDR, if the board has that CPU.

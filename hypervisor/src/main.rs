@@ -106,7 +106,7 @@ fn boot(dtb_addr: usize) -> Result<core::convert::Infallible, String> {
     );
 
     for (i, c) in board.cpus.iter().enumerate().take(rt::MAX_CPUS) {
-        CPUS[i].mpidr.store(c.mpidr & cpu::MPIDR_AFF_MASK, Ordering::Relaxed);
+        CPUS[i].mpidr.store(c.mpidr & rt::MPIDR_AFF_MASK, Ordering::Relaxed);
     }
     let guest_cpus = board.cpus.len().min(rt::MAX_CPUS);
     if board.cpus.len() > rt::MAX_CPUS {
@@ -290,7 +290,7 @@ fn guest_device_tree(
     guest_cpus: usize,
 ) -> Result<Vec<u8>, String> {
     use alloc::format;
-    let ctl_arg = migration.map(|m| format!("pgtlab_ctl={:#x}", m.control)).unwrap_or_default();
+    let ctl_arg = migration.map(|m| format!("{}={:#x}", abi::control::CMDLINE_WORD, m.control)).unwrap_or_default();
     let bootargs = [loaded.cmdline.as_str(), opts.guest_bootargs.as_str(), ctl_arg.as_str()]
         .iter()
         .filter(|s| !s.is_empty())
@@ -305,7 +305,7 @@ fn guest_device_tree(
         spec.remove_cpus = alloc::vec![m.worker_mpidr];
         spec.extra_devices = alloc::vec![board::ExtraDevice {
             name: "hyp-control".into(),
-            compatible: "pgtlab,hyp-control".into(),
+            compatible: abi::control::COMPATIBLE.into(),
             reg: board::Region::new(m.control, mem::PAGE),
         }];
     }

@@ -16,7 +16,7 @@ pub const WORDS: &[Word] = &[
     Word::choice("rodata", &["full", "on", "off"], "image and linear-alias permissions"),
     Word::choice("contpte", &["on", "off"], "contiguous PTE ranges"),
     Word::list("test", crate::selftest::NAMES, "self-tests, in order (one that ends the run must be last)"),
-    Word::choice("bench", crate::bench::NAMES, "in-guest benchmark"),
+    Word::choice("bench", abi::names::BENCHES, "in-guest benchmark"),
     Word::uint("dirty.seed", 0, u64::MAX, "test=dirty-log: random seed"),
     Word::uint("touch.ipa", 0, u64::MAX, "test=touch: the IPA to read"),
     Word::uint("pools.frame", 0, u64::MAX, "test=pool-calls: an IPA in the hypervisor's frame pool"),

@@ -16,9 +16,9 @@ const WAIT_SECONDS: u64 = 10;
 /// reported here and not counted, and is an error too unless `bbml2_test_disallow_cpu` asked
 /// for it.
 pub fn start_secondaries() -> Result<usize, String> {
-    use aarch64_cpu::registers::{Readable, CNTFRQ_EL0, CNTPCT_EL0, MPIDR_EL1};
+    use aarch64_cpu::registers::{Readable, CNTFRQ_EL0, CNTPCT_EL0};
     let k = KERNEL.get().unwrap();
-    let me = MPIDR_EL1.get() & 0xff_00ff_ffff;
+    let me = rt::mpidr_affinity();
     let entry = secondary_entry_pa();
     let mut unasked = alloc::vec::Vec::new();
     for (idx, cpu) in k.board.cpus.iter().enumerate().take(rt::MAX_CPUS) {

@@ -425,6 +425,14 @@ mod tests {
     use super::*;
 
     #[test]
+    fn every_selftest_scenario_is_a_kernel_selftest() {
+        for (name, _, _) in SELFTESTS.iter().filter(|s| s.0 != "boot") {
+            assert!(abi::names::SELFTESTS.contains(name), "{name} is not in abi::names::SELFTESTS");
+            assert!(!abi::names::SELFTESTS_ENDING_RUN.contains(name), "{name} ends the run: no scenario");
+        }
+    }
+
+    #[test]
     fn settings_are_the_product_of_the_mechanisms() {
         let s = settings(&["bbml2=on".into(), "bbml2=off".into(), "contpte=off".into()]).unwrap();
         let labels: Vec<String> = s.iter().map(|x| setting_label(x)).collect();

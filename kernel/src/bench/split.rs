@@ -26,18 +26,18 @@
 //! deterministic), `split.gib=N` (slot size, default 64), `split.chunk=MIB` (eager-split chunk,
 //! default the hypervisor's 1 GiB). Progress goes to the console: a line per timed run.
 
-use super::stats::{ratio, Summary};
 use crate::perf::Pmu;
 use crate::power::Host;
 use crate::{hyp, KERNEL};
 use abi::hypercall::{self as hc, Counter, WalkerMode};
+use abi::stats::{ratio, Summary};
 use alloc::format;
 use alloc::string::String;
 use alloc::vec;
 use alloc::vec::Vec;
 
 const GIB: u64 = 1 << 30;
-const PAGE: u64 = 4096;
+use crate::mm::frames::PAGE;
 const WALKERS: [WalkerMode; 3] = [WalkerMode::Baseline, WalkerMode::SkipLevel3, WalkerMode::Summary];
 
 fn arg(name: &str) -> Option<u64> {

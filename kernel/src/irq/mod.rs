@@ -152,10 +152,7 @@ pub fn init_cpu(cpu: usize) -> Result<(), String> {
     let gic = GIC.get().ok_or("irq::init_cpu before irq::init")?;
     match gic {
         Gic::V2(g) => g.init_cpu(cpu),
-        Gic::V3(g) => {
-            use aarch64_cpu::registers::{Readable, MPIDR_EL1};
-            g.init_cpu(cpu, MPIDR_EL1.get() & 0xff_00ff_ffff).map_err(|e| format!("CPU {cpu}: {e}"))?
-        }
+        Gic::V3(g) => g.init_cpu(cpu, rt::mpidr_affinity()).map_err(|e| format!("CPU {cpu}: {e}"))?,
     }
     for sgi in [Sgi::Reschedule, Sgi::Ping, Sgi::Pong, Sgi::Call] {
         enable_private(cpu, sgi as u32);

@@ -46,7 +46,7 @@ use pgtable::{VaHalf, VirtAddr};
 /// the early TTBR1 table (image, UART, linear map in blocks: a few pages per GiB of RAM that is
 /// not 1 GiB aligned).
 pub const POOL_PAGES: usize = 48;
-const PAGE: usize = 4096;
+const PAGE: usize = abi::PAGE_SIZE as usize;
 
 #[repr(C, align(4096))]
 struct Pool([[u64; 512]; POOL_PAGES]);

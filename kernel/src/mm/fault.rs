@@ -88,8 +88,7 @@ pub fn try_catch(frame: &mut TrapFrame, esr: u64, far: u64) -> bool {
 
 /// This CPU's MPIDR affinity + 1 (never 0).
 fn me() -> u64 {
-    use aarch64_cpu::registers::{Readable, MPIDR_EL1};
-    (MPIDR_EL1.get() & 0xff_00ff_ffff) + 1
+    rt::mpidr_affinity() + 1
 }
 
 /// Arms the catcher for this CPU. One probe at a time in the whole system (the tests run on

@@ -12,7 +12,7 @@ use core::sync::atomic::{AtomicU64, Ordering};
 use pgtable::{FrameAlloc, PhysAddr};
 use spin::Mutex;
 
-pub const PAGE: u64 = 4096;
+pub use abi::PAGE_SIZE as PAGE;
 
 static FRAMES: Mutex<FrameAllocator<32>> = Mutex::new(FrameAllocator::new());
 static FREE_PAGES: AtomicU64 = AtomicU64::new(0);

@@ -21,7 +21,7 @@ pub mod selftest;
 
 use crate::power::Host;
 use crate::KERNEL;
-use aarch64_cpu::registers::{Readable, CNTFRQ_EL0, CNTVCT_EL0, MIDR_EL1, MPIDR_EL1};
+use aarch64_cpu::registers::{Readable, CNTFRQ_EL0, CNTVCT_EL0, MIDR_EL1};
 use core::sync::atomic::{AtomicU64, Ordering};
 use pmu::hw::SysRegs;
 use pmu::{CpuState, ElFilter};
@@ -100,7 +100,7 @@ pub fn ticks() -> u64 {
 
 /// Nanoseconds of `ticks` virtual-counter ticks.
 pub fn ticks_to_ns(ticks: u64) -> u64 {
-    (ticks as u128 * 1_000_000_000 / CNTFRQ_EL0.get().max(1) as u128) as u64
+    abi::time::ticks_to_ns(ticks, CNTFRQ_EL0.get())
 }
 
 /// The PMU driver's per-CPU state (claimed counters, wrap counts), by CPU index.
@@ -108,7 +108,7 @@ pub static CPU_STATE: [CpuState; rt::MAX_CPUS] = [const { CpuState::new() }; rt:
 
 /// This CPU's index in the DTB's CPU list.
 pub fn cpu_index() -> usize {
-    let me = MPIDR_EL1.get() & 0xff_00ff_ffff;
+    let me = rt::mpidr_affinity();
     KERNEL.get().and_then(|k| k.board.cpus.iter().position(|c| c.mpidr == me)).unwrap_or(0).min(rt::MAX_CPUS - 1)
 }
 

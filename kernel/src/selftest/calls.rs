@@ -29,34 +29,13 @@ use core::sync::atomic::{AtomicU64, Ordering};
 const JUNK: u64 = 0xdead_beef_0000_0000;
 
 fn me() -> u64 {
-    use aarch64_cpu::registers::{Readable, MPIDR_EL1};
-    MPIDR_EL1.get() & 0xff_00ff_ffff
+    rt::mpidr_affinity()
 }
 
-/// One SMCCC call with all of x0..x7 chosen, through the conduit; returns x0..x3.
+/// One SMCCC call with all of x0..x7 chosen, through the conduit; returns x0..x3 (the storm
+/// never asks for a call that writes guest memory: no memslot exists for it to use).
 fn call8(r: [u64; 8]) -> [u64; 4] {
-    let (r0, r1, r2, r3);
-    match smccc::conduit() {
-        // SAFETY: an SMCCC call; x0-x17 may be clobbered (SMCCC), no memory of ours is
-        // touched except as the called function documents (the storm never asks for a call that
-        // writes guest memory: no memslot exists for it to use).
-        Conduit::Hvc => unsafe {
-            core::arch::asm!("hvc #0",
-                inout("x0") r[0] => r0, inout("x1") r[1] => r1, inout("x2") r[2] => r2, inout("x3") r[3] => r3,
-                inout("x4") r[4] => _, inout("x5") r[5] => _, inout("x6") r[6] => _, inout("x7") r[7] => _,
-                out("x8") _, out("x9") _, out("x10") _, out("x11") _, out("x12") _, out("x13") _,
-                out("x14") _, out("x15") _, out("x16") _, out("x17") _, options(nostack))
-        },
-        // SAFETY: as for the HVC arm.
-        Conduit::Smc => unsafe {
-            core::arch::asm!("smc #0",
-                inout("x0") r[0] => r0, inout("x1") r[1] => r1, inout("x2") r[2] => r2, inout("x3") r[3] => r3,
-                inout("x4") r[4] => _, inout("x5") r[5] => _, inout("x6") r[6] => _, inout("x7") r[7] => _,
-                out("x8") _, out("x9") _, out("x10") _, out("x11") _, out("x12") _, out("x13") _,
-                out("x14") _, out("x15") _, out("x16") _, out("x17") _, options(nostack))
-        },
-    }
-    [r0, r1, r2, r3]
+    rt::smccc::call(smccc::conduit(), r)
 }
 
 /// x0 of a call as the caller reads it: W0 sign-extended for a 32-bit call.

@@ -24,7 +24,7 @@ use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, Ordering};
 use spin::Mutex;
 
-const PAGE: u64 = 4096;
+use crate::mm::frames::PAGE;
 const GIB: u64 = 1 << 30;
 
 /// Where the tests put memslots: 128 GiB, or the first 64 GiB boundary above RAM.

@@ -154,7 +154,7 @@ pub const USER_START: u64 = 0x1_0000;
 /// One past the last user address (TTBR0_EL1 covers 48 bits).
 pub const USER_END: u64 = 1 << 48;
 /// The page size.
-pub const PAGE_SIZE: u64 = 4096;
+pub use crate::PAGE_SIZE;
 /// Longest [`nr::WRITE`].
 pub const MAX_WRITE: u64 = 1 << 20;
 /// [`nr::SPAWN`]'s CPU argument: any CPU (the kernel spreads tasks round-robin).

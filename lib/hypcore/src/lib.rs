@@ -30,8 +30,8 @@ pub mod range;
 
 pub use range::Range;
 
-/// 4 KiB.
-pub const PAGE: u64 = 4096;
+/// 4 KiB (`abi::PAGE_SIZE`).
+pub use abi::PAGE_SIZE as PAGE;
 /// 2 MiB: a level-2 block.
 pub const BLOCK_2M: u64 = 2 << 20;
 /// 1 GiB: a level-1 block.
