@@ -64,3 +64,29 @@ pub fn index_of(mpidr: u64) -> Option<usize> {
 pub fn current() -> usize {
     index_of(current_mpidr()).unwrap_or(0)
 }
+
+/// Per CPU, the guest's PC at its last exit to the hypervisor (ELR_EL2), 0 before the first:
+/// when a run hangs, the xtask reads this table (its address is in the `hyp_boot` record) for
+/// each CPU it finds inside the hypervisor (`xtask/src/qmp.rs`).
+pub static GUEST_PCS: [AtomicU64; MAX_CPUS] = [const { AtomicU64::new(0) }; MAX_CPUS];
+
+/// Makes `cpu`'s [`GUEST_PCS`] slot this CPU's (TPIDR_EL2 holds its address, so noting a PC
+/// on every exit costs a register read and a store).
+pub fn set_guest_pc_slot(cpu: usize) {
+    use aarch64_cpu::registers::{Writeable, TPIDR_EL2};
+    if let Some(slot) = GUEST_PCS.get(cpu) {
+        TPIDR_EL2.set(slot.as_ptr() as u64);
+    }
+}
+
+/// Records `elr` as this CPU's guest PC.
+#[inline(always)]
+pub fn note_guest_pc(elr: u64) {
+    use aarch64_cpu::registers::{Readable, TPIDR_EL2};
+    let slot = TPIDR_EL2.get() as *const AtomicU64;
+    if !slot.is_null() {
+        // SAFETY: TPIDR_EL2 is 0 or the address of this CPU's GUEST_PCS slot (a static),
+        // written only by set_guest_pc_slot.
+        unsafe { (*slot).store(elr, Ordering::Relaxed) };
+    }
+}

@@ -1,14 +1,19 @@
-//! The one guest: its memory (all RAM the hypervisor does not own), its kernel, initramfs and
-//! command line (from the boot loader's initrd: a guest bundle, `abi::bundle`, or a lone kernel),
-//! its DTB, and its stage-2 tables.
+//! The one guest: its memory (all RAM the hypervisor does not own, or exactly `hyp.guest-mem`),
+//! its kernel, initramfs and command line (from the boot loader's initrd: a guest bundle,
+//! `abi::bundle`, or a lone kernel), its DTB, and its stage-2 tables.
 //!
-//! The kernel is an arm64 Image, loaded with the Linux boot protocol (a 2 MiB aligned base plus
-//! `text_offset`), or a raw binary without the Image header, loaded as QEMU loads one: at the
-//! guest's RAM base + 0x80000. Either way it starts at EL1 with x0 = the guest's DTB.
+//! The guest goes exactly where QEMU's loader would put it on a machine with the guest's RAM
+//! (`hypcore::load`): an arm64 Image at the RAM base + `text_offset` (+ 2 MiB below 4 KiB), a
+//! raw binary at the RAM base + 0x80000, the initramfs at min(RAM / 2, 128 MiB) or after the
+//! kernel, the DTB 2 MiB aligned after it, with as much room as QEMU's own DTB has. It starts
+//! at EL1 with x0 = the DTB. What the boot loader and the hypervisor left in the guest's RAM
+//! (the bundle, the boot loader's DTB, the hypervisor's first copy of itself) is zeroed, as
+//! QEMU's RAM is at power-on.
 
-use crate::mem::{align_up, Range, BLOCK_2M, PAGE};
+use crate::mem::Range;
+use alloc::string::String;
 use alloc::vec::Vec;
-use hypcore::range::place;
+use hypcore::load::{self, Copy, Kernel, LoadInput};
 use rt::image::ImageHeader;
 use spin::Once;
 
@@ -32,11 +37,24 @@ pub fn set_ram(ranges: Vec<Range>) {
 #[derive(Debug)]
 pub enum LoadError {
     NoInitrd,
-    InitrdOutsideRam { start: u64, end: u64 },
+    InitrdOutsideRam {
+        start: u64,
+        end: u64,
+    },
     BadImage(rt::image::ImageError),
     BadBundle(abi::bundle::BundleError),
-    NoRoom { what: &'static str, size: u64 },
-    RawInTheWay { at: u64, size: u64 },
+    /// QEMU's rule gives no place (QEMU would refuse this guest on this much RAM too).
+    Placement(load::LoadError),
+    /// The place QEMU's rule gives is not free guest RAM.
+    NotFree {
+        what: &'static str,
+        at: Range,
+    },
+    Copies(load::OrderError),
+    DtbTooLarge {
+        size: u64,
+        room: u64,
+    },
 }
 
 impl core::fmt::Display for LoadError {
@@ -49,12 +67,16 @@ impl core::fmt::Display for LoadError {
             Self::InitrdOutsideRam { start, end } => write!(f, "initrd [{start:#x}, {end:#x}) is not in RAM"),
             Self::BadImage(e) => write!(f, "the initrd is not a bootable arm64 Image (nor a guest bundle): {e}"),
             Self::BadBundle(e) => write!(f, "the initrd is a guest bundle but a broken one: {e}"),
-            Self::RawInTheWay { at, size } => write!(
+            Self::Placement(e) => write!(f, "placing the guest as QEMU would: {e}"),
+            Self::NotFree { what, at } => write!(
                 f,
-                "the raw guest binary ({size:#x} bytes) goes at {at:#x} (RAM base + 0x80000, as QEMU loads one), \
-                 which is not free guest RAM (the initrd or reserved memory is there)"
+                "the guest's {what} goes at {at} (where QEMU would put it), which is not free guest RAM \
+                 (firmware-reserved or not the guest's)"
             ),
-            Self::NoRoom { what, size } => write!(f, "no room in guest RAM for the {what} ({size:#x} bytes)"),
+            Self::Copies(e) => write!(f, "{e}"),
+            Self::DtbTooLarge { size, room } => {
+                write!(f, "the guest's device tree ({size:#x} bytes) is larger than its room ({room:#x} bytes)")
+            }
         }
     }
 }
@@ -64,17 +86,15 @@ impl core::fmt::Display for LoadError {
 pub enum KernelKind {
     /// An arm64 Image (Linux boot protocol).
     Image,
-    /// A raw binary, placed like QEMU places one.
+    /// A raw binary (or an Image without `image_size`), placed like QEMU places one.
     Raw,
 }
-
-/// Where QEMU puts a raw AArch64 `-kernel` binary: RAM base + 512 KiB.
-pub const RAW_LOAD_OFFSET: u64 = 0x8_0000;
 
 /// Where the guest kernel was put.
 #[derive(Debug, Clone, Copy)]
 pub struct LoadedKernel {
     pub entry: u64,
+    /// What it may use from `entry`: `image_size` (BSS included) or the file's length.
     pub image_size: u64,
     pub kind: KernelKind,
 }
@@ -85,79 +105,151 @@ impl LoadedKernel {
     }
 }
 
-/// What the boot loader's initrd gave the guest.
+/// What the boot loader's initrd holds, read in place.
 #[derive(Debug, Clone)]
-pub struct GuestBoot {
-    pub kernel: LoadedKernel,
-    /// The initramfs, left where the boot loader put it (inside the bundle).
-    pub initrd: Option<Range>,
+pub struct Contents {
+    /// Where the kernel file is now, and what it is.
+    pub kernel_at: u64,
+    pub kernel: Kernel,
+    /// Where the initramfs is now, if there is one.
+    pub initramfs: Option<Range>,
     /// The bundle's command line ("" without one).
-    pub cmdline: alloc::string::String,
+    pub cmdline: String,
     /// Whether the initrd was a guest bundle (else a lone kernel).
     pub bundle: bool,
 }
 
-/// Unpacks the boot loader's initrd: a guest bundle (kernel, initramfs, command line) or a lone
-/// kernel. The kernel is copied to its load address, away from the initrd and `reserved`.
-pub fn load(initrd: Range, reserved: &[Range]) -> Result<GuestBoot, LoadError> {
+/// What the guest got.
+#[derive(Debug, Clone)]
+pub struct GuestBoot {
+    pub kernel: LoadedKernel,
+    /// The initramfs, where QEMU would have put it.
+    pub initrd: Option<Range>,
+    /// The DTB's room: where it goes, as long as the boot loader's DTB (QEMU's: 1 MiB).
+    pub dtb: Range,
+    /// The bundle's command line ("" without one).
+    pub cmdline: String,
+    /// Whether the initrd was a guest bundle (else a lone kernel).
+    pub bundle: bool,
+}
+
+/// Reads the boot loader's initrd in place: a guest bundle (kernel, initramfs, command line) or
+/// a lone kernel; checks a kernel with the arm64 magic as an Image (this project's stamp
+/// included), as QEMU would load it.
+pub fn inspect(initrd: Range) -> Result<Contents, LoadError> {
     let ram = ram();
     if !ram.iter().any(|r| r.contains(initrd.start, initrd.len())) {
         return Err(LoadError::InitrdOutsideRam { start: initrd.start, end: initrd.end });
     }
     // SAFETY: the initrd lies in guest RAM, which the hypervisor maps and nothing else uses yet.
     let file = unsafe { core::slice::from_raw_parts(initrd.start as *const u8, initrd.len() as usize) };
-    let mut avoid = alloc::vec![initrd];
-    avoid.extend_from_slice(reserved);
-    if !abi::bundle::is_bundle(file) {
-        let kernel = load_kernel(file, &avoid)?;
-        return Ok(GuestBoot { kernel, initrd: None, cmdline: alloc::string::String::new(), bundle: false });
-    }
-    let b = abi::bundle::parse(file).map_err(LoadError::BadBundle)?;
-    let kernel = load_kernel(b.kernel.bytes(file), &avoid)?;
-    let initrd_part = b.initrd.map(|p| Range::new(initrd.start + p.offset, initrd.start + p.offset + p.size));
-    Ok(GuestBoot { kernel, initrd: initrd_part, cmdline: b.cmdline_str(file).into(), bundle: true })
-}
-
-/// Copies `file` into guest RAM as its kind asks (an Image: 2 MiB aligned base + text_offset,
-/// BSS zeroed; a raw binary: RAM base + 0x80000), away from `avoid`, and cleans it to the point
-/// of coherency.
-fn load_kernel(file: &[u8], avoid: &[Range]) -> Result<LoadedKernel, LoadError> {
-    let ram = ram();
-    let (entry, image_size, kind) = match ImageHeader::parse(file) {
-        Ok(h) => {
-            let need = h.footprint();
-            let base = place(ram, need, BLOCK_2M, 0, avoid).ok_or(LoadError::NoRoom { what: "kernel", size: need })?;
-            (base + h.text_offset, h.image_size, KernelKind::Image)
-        }
-        Err(rt::image::ImageError::BadMagic { .. }) => {
-            let base = ram.first().map_or(0, |r| r.start);
-            let at = base + RAW_LOAD_OFFSET;
-            let size = file.len() as u64;
-            let r = Range::new(at, at + size);
-            if !ram.iter().any(|g| g.contains(at, size)) || avoid.iter().any(|a| a.overlaps(&r)) {
-                return Err(LoadError::RawInTheWay { at, size });
-            }
-            (at, size, KernelKind::Raw)
-        }
-        Err(e) => return Err(LoadError::BadImage(e)),
+    let (kernel_at, kbytes, initramfs, cmdline, bundle) = if abi::bundle::is_bundle(file) {
+        let b = abi::bundle::parse(file).map_err(LoadError::BadBundle)?;
+        let initramfs = b.initrd.map(|p| Range::new(initrd.start + p.offset, initrd.start + p.offset + p.size));
+        (initrd.start + b.kernel.offset, b.kernel.bytes(file), initramfs, String::from(b.cmdline_str(file)), true)
+    } else {
+        (initrd.start, file, None, String::new(), false)
     };
-    // SAFETY: [entry, entry + image_size) is guest RAM clear of `avoid` (the initrd holding the
-    // source among them), so the copy cannot clobber its own source; nothing else uses it yet.
-    unsafe {
-        crate::mem::copy_fast(entry, file.as_ptr() as u64, file.len() as u64);
-        core::ptr::write_bytes((entry + file.len() as u64) as *mut u8, 0, (image_size - file.len() as u64) as usize);
+    let kernel = Kernel::classify(kbytes);
+    if kernel.is_image() {
+        // The checks QEMU does not make (sizes, page size, endianness, this project's stamp).
+        ImageHeader::parse(kbytes).map_err(LoadError::BadImage)?;
     }
-    crate::el2::clean_dcache_range(entry, image_size);
-    Ok(LoadedKernel { entry, image_size, kind })
+    Ok(Contents { kernel_at, kernel, initramfs, cmdline, bundle })
 }
 
-/// Writes the guest DTB into guest RAM (8-byte aligned, not crossing a 2 MiB boundary, as the
-/// boot protocol asks), away from the kernel and the initrd. Returns its address.
-pub fn place_dtb(dtb: &[u8], avoid: &[Range]) -> Result<u64, LoadError> {
-    let size = align_up(dtb.len() as u64, PAGE).unwrap_or(u64::MAX);
-    let at = place(ram(), size, PAGE, BLOCK_2M, avoid).ok_or(LoadError::NoRoom { what: "device tree", size })?;
-    // SAFETY: [at, at + len) is guest RAM that place() kept clear of the kernel and the initrd.
-    unsafe { core::ptr::copy_nonoverlapping(dtb.as_ptr(), at as *mut u8, dtb.len()) };
-    crate::el2::clean_dcache_range(at, dtb.len() as u64);
-    Ok(at)
+/// Puts the kernel and the initramfs where QEMU would (`loader`: the RAM QEMU's loader would
+/// use, from the machine's RAM base to the end of the guest's first range), away from nothing
+/// but checked clear of `reserved` memory, and returns where the DTB goes (`dtb_len` bytes).
+pub fn load(c: &Contents, loader: Range, reserved: &[Range], dtb_len: u64) -> Result<GuestBoot, LoadError> {
+    let p = load::place(&LoadInput {
+        ram: loader,
+        kernel: c.kernel,
+        initrd_len: c.initramfs.map(|r| r.len()),
+        dtb_len,
+        page: load::VIRT_PAGE,
+    })
+    .map_err(LoadError::Placement)?;
+    let kernel_room = Range::new(p.entry, p.kernel.end.max(p.entry + c.kernel.file_len));
+    for (what, at) in [("kernel", Some(kernel_room)), ("initramfs", p.initrd), ("device tree", Some(p.dtb))] {
+        let Some(at) = at else { continue };
+        if !is_guest_ram(at.start, at.len()) || reserved.iter().any(|r| r.overlaps(&at)) {
+            return Err(LoadError::NotFree { what, at });
+        }
+    }
+    let mut copies = alloc::vec![Copy { from: c.kernel_at, to: p.entry, len: c.kernel.file_len }];
+    if let (Some(src), Some(dst)) = (c.initramfs, p.initrd) {
+        copies.push(Copy { from: src.start, to: dst.start, len: src.len() });
+    }
+    let mut scratch: Vec<Range> = ram().to_vec();
+    for r in reserved {
+        scratch = hypcore::range::subtract(&scratch, *r);
+    }
+    for cp in load::order_copies(&copies, &scratch).map_err(LoadError::Copies)? {
+        // SAFETY: every source and destination is guest RAM (checked above, or scratch taken
+        // from guest RAM), which only the boot CPU touches now; order_copies ordered the copies
+        // so none overwrites a source still to be read; move_bytes handles overlap.
+        unsafe { crate::mem::move_bytes(cp.to, cp.from, cp.len) };
+    }
+    let bss = Range::new(p.entry + c.kernel.file_len, p.kernel.end);
+    if !bss.is_empty() {
+        // SAFETY: the kernel's BSS, guest RAM inside its room (checked above).
+        unsafe { crate::mem::zero(bss.start, bss.len()) };
+    }
+    crate::el2::clean_dcache_range(kernel_room.start, kernel_room.len());
+    if let Some(i) = p.initrd {
+        crate::el2::clean_dcache_range(i.start, i.len());
+    }
+    let kind = if c.kernel.is_image() { KernelKind::Image } else { KernelKind::Raw };
+    Ok(GuestBoot {
+        kernel: LoadedKernel { entry: p.entry, image_size: kernel_room.len(), kind },
+        initrd: p.initrd,
+        dtb: p.dtb,
+        cmdline: c.cmdline.clone(),
+        bundle: c.bundle,
+    })
+}
+
+/// Writes the guest DTB at the start of its room, and the room's length as its `totalsize`
+/// (the rest zeroed: free space, as QEMU's own blob has).
+pub fn write_dtb(dtb: &[u8], room: Range) -> Result<(), LoadError> {
+    if dtb.len() as u64 > room.len() || room.len() > u64::from(u32::MAX) || dtb.len() < 8 {
+        return Err(LoadError::DtbTooLarge { size: dtb.len() as u64, room: room.len() });
+    }
+    // SAFETY: `room` is guest RAM clear of the kernel and the initramfs (load checked it).
+    unsafe {
+        crate::mem::copy_fast(room.start, dtb.as_ptr() as u64, dtb.len() as u64);
+        crate::mem::zero(room.start + dtb.len() as u64, room.len() - dtb.len() as u64);
+        // `totalsize`, big-endian, at offset 4.
+        core::ptr::write_volatile((room.start + 4) as *mut [u8; 4], (room.len() as u32).to_be_bytes());
+    }
+    crate::el2::clean_dcache_range(room.start, room.len());
+    Ok(())
+}
+
+/// Zeroes what the boot loader and the hypervisor left in the guest's RAM (`dirty`), except
+/// what the guest was given (`keep`): the guest finds zeros there, as in QEMU's RAM at reset.
+/// Returns the bytes zeroed.
+pub fn scrub(dirty: &[Range], keep: &[Range]) -> u64 {
+    let mut left: Vec<Range> = Vec::new();
+    for d in dirty {
+        for g in ram() {
+            let lo = d.start.max(g.start);
+            let hi = d.end.min(g.end);
+            if lo < hi {
+                left.push(Range::new(lo, hi));
+            }
+        }
+    }
+    for k in keep {
+        left = hypcore::range::subtract(&left, *k);
+    }
+    let mut n = 0;
+    for r in &left {
+        // SAFETY: guest RAM (clipped above) that holds nothing the guest was given.
+        unsafe { crate::mem::zero(r.start, r.len()) };
+        crate::el2::clean_dcache_range(r.start, r.len());
+        n += r.len();
+    }
+    n
 }

@@ -56,13 +56,18 @@ extern "C" fn pgtlab_el2_home_mark() {
     core::arch::naked_asm!("hint #125", "ret")
 }
 
+/// x2 on a restart after the move to the top of RAM (then x1 is where the image was loaded);
+/// a boot loader gives x1 = x2 = 0 (the arm64 boot protocol).
+const MOVED_MARK: u64 = u64::from_le_bytes(*b"PGTLMOVE");
+
 #[no_mangle]
-extern "C" fn rt_main(dtb: usize) -> ! {
+extern "C" fn rt_main(dtb: usize, x1: u64, x2: u64) -> ! {
     use aarch64_cpu::registers::{Writeable, VBAR_EL2};
     pgtlab_el2_home_mark();
     VBAR_EL2.set(rt::trap::vectors_el2());
     mem::init_heap();
-    match boot(dtb) {
+    let loaded_at = (x2 == MOVED_MARK).then_some(x1);
+    match boot(dtb, loaded_at) {
         Ok(never) => match never {},
         Err(e) => {
             rt::console::panic_print(format_args!("hyp: boot failed: {e}\n"));
@@ -71,7 +76,9 @@ extern "C" fn rt_main(dtb: usize) -> ! {
     }
 }
 
-fn boot(dtb_addr: usize) -> Result<core::convert::Infallible, String> {
+/// `loaded_at`: where the boot loader put the image, if it has moved since (its old copy is
+/// zeroed once the guest is in place).
+fn boot(dtb_addr: usize, loaded_at: Option<u64>) -> Result<core::convert::Infallible, String> {
     use alloc::format;
     if dtb_addr == 0 {
         return Err("no device tree in x0 (boot the hypervisor as an arm64 Image: QEMU -kernel, Pi 5 kernel=)".into());
@@ -132,8 +139,18 @@ fn boot(dtb_addr: usize) -> Result<core::convert::Infallible, String> {
     let gic_v3 = matches!(board.gic.as_ref().map(|g| g.version), Some(board::GicVersion::V3));
     let (vttbr, vtcr) = mmu::setup(&board, &plan).map_err(|e| format!("page tables: {e}"))?;
     CONFIG.call_once(|| Config { vttbr, vtcr, gic_v3 });
+    // Spare RAM joins the frame pool only now: never used with the MMU off, it needs no cache
+    // maintenance before its first cacheable use.
+    for r in &plan.spare {
+        mem::add_frames(*r);
+    }
     if opts.check_stage2 {
-        let kept = [("hypervisor's region", plan.hyp), ("frame pool", plan.frames_high), ("slot pool", plan.slotpool)];
+        let mut kept = alloc::vec![
+            ("hypervisor's region", plan.hyp),
+            ("frame pool", plan.frames_high),
+            ("slot pool", plan.slotpool)
+        ];
+        kept.extend(plan.spare.iter().map(|r| ("spare RAM", *r)));
         let bytes = mmu::check_stage2(&kept)?;
         rt::println!(
             "hyp: check-stage2: nothing of the {} MiB the hypervisor keeps (region, frame pool, slot pool) translates in stage 2",
@@ -141,20 +158,50 @@ fn boot(dtb_addr: usize) -> Result<core::convert::Infallible, String> {
         );
     }
 
-    // The guest: a bundle (kernel, initramfs, command line) or a lone kernel in the initrd.
+    // The guest: a bundle (kernel, initramfs, command line) or a lone kernel in the initrd, put
+    // where QEMU would put it on a machine with the guest's RAM.
     let initrd = board.initrd.ok_or_else(|| guest::LoadError::NoInitrd.to_string())?;
-    let loaded = guest::load(Range::new(initrd.base, initrd.end()), &reserved).map_err(|e| e.to_string())?;
-    let kernel = loaded.kernel;
+    let initrd = Range::new(initrd.base, initrd.end());
+    let contents = guest::inspect(initrd).map_err(|e| e.to_string())?;
     let migration = if opts.migrate { Some(setup_migration(&board, &plan)?) } else { None };
-    let gdtb = guest_device_tree(&board, &host_dtb, &plan, &loaded, &opts, migration.as_ref(), guest_cpus)?;
-    let mut avoid = reserved.clone();
-    avoid.extend([Range::new(initrd.base, initrd.end()), kernel.range()]);
-    let gdtb_at = guest::place_dtb(&gdtb, &avoid).map_err(|e| e.to_string())?;
+    // The DTB's size hardly depends on where things go: measure it with the initramfs put
+    // above 4 GiB (its properties then take their widest form). Its room is as large as the
+    // boot loader's DTB (QEMU's: 1 MiB), or the tree if that is larger.
+    let probe = contents.initramfs.map(|r| Range::new(1 << 40, (1 << 40) + r.len()));
+    let probe =
+        guest_device_tree(&board, &host_dtb, &plan, &contents.cmdline, probe, &opts, migration.as_ref(), guest_cpus)?;
+    let dtb_room = (size as u64).max(probe.len() as u64).next_multiple_of(8);
+    let loader = Range::new(board.memory.first().map_or(0, |m| m.base), guest_ram.first().map_or(0, |g| g.end));
+    let loaded = guest::load(&contents, loader, &reserved, dtb_room).map_err(|e| e.to_string())?;
+    let kernel = loaded.kernel;
+    let gdtb = guest_device_tree(
+        &board,
+        &host_dtb,
+        &plan,
+        &loaded.cmdline,
+        loaded.initrd,
+        &opts,
+        migration.as_ref(),
+        guest_cpus,
+    )?;
+    guest::write_dtb(&gdtb, loaded.dtb).map_err(|e| e.to_string())?;
+    let gdtb_at = loaded.dtb.start;
+    // What the boot loader and the hypervisor left in the guest's RAM: the bundle, the boot
+    // loader's DTB, the image before the move.
+    let mut dirty = alloc::vec![initrd, Range::new(dtb_addr as u64, (dtb_addr + size) as u64)];
+    if let Some(at) = loaded_at {
+        dirty.push(Range::new(at, at + (layout.end - layout.start) as u64));
+    }
+    let mut keep = alloc::vec![kernel.range(), loaded.dtb];
+    keep.extend(loaded.initrd);
+    let scrubbed = guest::scrub(&dirty, &keep);
     rt::println!(
-        "hyp: guest RAM {} (hypervisor keeps [{:#x}, {:#x})), {} at {:#x} ({} KiB){}, DTB at {gdtb_at:#x}",
+        "hyp: guest RAM {} ({} MiB; the hypervisor keeps {} MiB from {:#x}), {} at {:#x} ({} KiB){}, DTB at {gdtb_at:#x} \
+         ({} KiB left over from loading zeroed)",
         ranges_str(guest_ram),
-        hyp.start,
-        hyp.end,
+        guest_ram.iter().map(|r| r.len()).sum::<u64>() >> 20,
+        plan.kept_bytes() >> 20,
+        hyp.start.min(plan.hypervisor_owned().iter().map(|r| r.start).min().unwrap_or(hyp.start)),
         match kernel.kind {
             guest::KernelKind::Image => "kernel Image",
             guest::KernelKind::Raw => "raw kernel binary",
@@ -165,6 +212,7 @@ fn boot(dtb_addr: usize) -> Result<core::convert::Infallible, String> {
             Some(i) => format!(", initramfs [{:#x}, {:#x})", i.start, i.end),
             None => String::new(),
         },
+        scrubbed >> 10,
     );
     rt::println!("{}", boot_record(&board, &plan, &loaded, guest_cpus, gdtb_at));
     if opts.test_el2_fault {
@@ -194,6 +242,7 @@ fn aarch32_test_guest(me: usize, insn: u32, at: u64, r1: u64) -> Result<core::co
     unsafe { core::ptr::copy_nonoverlapping(code.as_ptr(), at as *mut u32, 2) };
     el2::clean_dcache_range(at, 8);
     let c = CONFIG.get().expect("EL2 configuration is set before any CPU enters the guest");
+    cpu::set_guest_pc_slot(me);
     el2::setup_cpu(c.vttbr, c.vtcr, c.gic_v3);
     CPUS[me].set_state(CpuState::On);
     el2::enter_aarch32_guest(at, r1)
@@ -227,7 +276,7 @@ fn go_home(board: &Board, opts: &options::Options, dtb: Range, dtb_addr: usize) 
         // SAFETY: `decide` chose a 2 MiB aligned destination inside RAM, clear of the running
         // image, the DTB, the initrd and reserved memory; only the boot CPU runs; so far only the
         // heap, the console and the options (BSS statics) have been written.
-        Home::MoveTo(to) => unsafe { rt::start::restart_at(to, dtb_addr as u64) },
+        Home::MoveTo(to) => unsafe { rt::start::restart_at(to, dtb_addr as u64, image.start, MOVED_MARK) },
     }
 }
 
@@ -274,24 +323,28 @@ fn memory_plan(board: &Board, opts: &options::Options) -> Result<hypcore::plan::
     let image = Range::new(layout.start as u64, layout.end as u64);
     let mut input = hypcore::plan::PlanInput::from_board(board, image, opts.pool, opts.slotpool);
     input.mirror = opts.migrate;
+    input.guest_mem = opts.plan.guest_mem;
     hypcore::plan::MemoryPlan::new(&input).map_err(|e| alloc::format!("memory plan: {e}"))
 }
 
 /// The guest's device tree: the host's with the guest's memory, its command line (the bundle's
 /// first, then the boot loader's words for the guest, then the migration control page), its
-/// initramfs, only the CPUs it runs on, and the hypervisor's own devices.
+/// initramfs, only the CPUs it runs on, the hypervisor's own devices, and the PSCI conduit and
+/// GIC and timer nodes of a machine without EL2 (docs/ARCHITECTURE.md lists every change).
+#[allow(clippy::too_many_arguments)]
 fn guest_device_tree(
     board: &Board,
     host_dtb: &[u8],
     plan: &hypcore::plan::MemoryPlan,
-    loaded: &guest::GuestBoot,
+    cmdline: &str,
+    initrd: Option<Range>,
     opts: &options::Options,
     migration: Option<&Migration>,
     guest_cpus: usize,
 ) -> Result<Vec<u8>, String> {
     use alloc::format;
     let ctl_arg = migration.map(|m| format!("{}={:#x}", abi::control::CMDLINE_WORD, m.control)).unwrap_or_default();
-    let bootargs = [loaded.cmdline.as_str(), opts.guest_bootargs.as_str(), ctl_arg.as_str()]
+    let bootargs = [cmdline, opts.guest_bootargs.as_str(), ctl_arg.as_str()]
         .iter()
         .filter(|s| !s.is_empty())
         .copied()
@@ -299,8 +352,12 @@ fn guest_device_tree(
         .join(" ");
     // The guest sees only the CPUs it can run on (and no CPU topology naming the others).
     let trimmed: Vec<String> = board.cpus.iter().skip(guest_cpus).map(|c| c.path.clone()).collect();
-    let mut spec = plan.guest_spec(bootargs, opts.conduit);
-    spec.initrd = loaded.initrd.map(|r| board::Region::new(r.start, r.len()));
+    // QEMU's virt gives a guest without EL2 PSCI over HVC; a board's firmware, SMC.
+    let on_virt = board.compatible.iter().any(|c| c == "linux,dummy-virt");
+    let conduit = opts.conduit.or(on_virt.then_some(board::PsciMethod::Hvc));
+    let mut spec = plan.guest_spec(bootargs, conduit);
+    spec.initrd = initrd.map(|r| board::Region::new(r.start, r.len()));
+    spec.hide_el2 = true;
     if let Some(m) = migration {
         spec.remove_cpus = alloc::vec![m.worker_mpidr];
         spec.extra_devices = alloc::vec![board::ExtraDevice {
@@ -347,6 +404,9 @@ fn boot_record(
         .u64("initramfs_bytes", loaded.initrd.map_or(0, |i| i.len()))
         .hexes("guest_ram", &guest_ram.iter().flat_map(|r| [r.start, r.end]).collect::<Vec<_>>())
         .hex("dtb", gdtb_at)
+        .u64("dtb_bytes", loaded.dtb.len())
+        .u64("spare_bytes", plan.spare.iter().map(|r| r.len()).sum())
+        .hex("guest_pcs", cpu::GUEST_PCS.as_ptr() as u64)
         .u64("frame_pool_bytes", plan.frame_pool_bytes)
         .hex("frame_pool_high", frames_hi.start)
         .hex("slotpool", slotpool.start)
@@ -376,6 +436,7 @@ fn ranges_str(r: &[Range]) -> String {
 /// Configures EL2 on this CPU and enters the guest.
 fn start_cpu(cpu: usize, entry: u64, x0: u64) -> ! {
     let c = CONFIG.get().expect("EL2 configuration is set before any CPU enters the guest");
+    cpu::set_guest_pc_slot(cpu);
     el2::setup_cpu(c.vttbr, c.vtcr, c.gic_v3);
     CPUS[cpu].set_state(CpuState::On);
     el2::enter_guest(entry, x0, cpu)

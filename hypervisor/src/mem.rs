@@ -5,7 +5,7 @@
 use buddy_system_allocator::FrameAllocator;
 use spin::Mutex;
 
-pub use hypcore::range::{align_up, Range};
+pub use hypcore::range::Range;
 pub use hypcore::{BLOCK_1G, BLOCK_2M, PAGE};
 
 /// Heap for the hypervisor's own data (DTB copies, board description, guest DTB).
@@ -46,7 +46,9 @@ pub fn frame_pool_pages() -> u64 {
 ///
 /// # Safety
 ///
-/// `len` bytes are readable at `src` and writable at `dst`, and the two ranges do not overlap.
+/// `len` bytes are readable at `src` and writable at `dst`, and the two ranges do not overlap
+/// unless `dst` is below `src` (each 32-byte block is read whole before it is written, and the
+/// tail goes forwards, so a copy downwards never overwrites a byte it has yet to read).
 pub unsafe fn copy_fast(dst: u64, src: u64, len: u64) {
     let blocks = if (dst | src).is_multiple_of(8) { len / 32 } else { 0 };
     if blocks > 0 {
@@ -72,5 +74,68 @@ pub unsafe fn copy_fast(dst: u64, src: u64, len: u64) {
     for i in blocks * 32..len {
         // SAFETY: inside both ranges (the caller's contract).
         unsafe { core::ptr::write_volatile((dst + i) as *mut u8, core::ptr::read_volatile((src + i) as *const u8)) };
+    }
+}
+
+/// Moves `len` bytes from `src` to `dst`, which may overlap (a memmove), at [`copy_fast`]'s pace:
+/// forwards when the destination is below the source, else backwards in pieces no longer than
+/// the distance between the two, so no piece overlaps its own destination.
+///
+/// # Safety
+///
+/// `len` bytes are readable at `src` and writable at `dst`.
+pub unsafe fn move_bytes(dst: u64, src: u64, len: u64) {
+    if dst == src || len == 0 {
+        return;
+    }
+    if dst < src || dst >= src + len {
+        // Forwards: copy_fast reads each 32-byte block before writing it, and every write lands
+        // below bytes still to be read.
+        // SAFETY: the caller's contract; see above for the overlap.
+        unsafe { copy_fast(dst, src, len) };
+        return;
+    }
+    let piece = (dst - src).min(1 << 20);
+    let mut end = len;
+    while end > 0 {
+        let start = end.saturating_sub(piece);
+        // SAFETY: [src + start, src + end) and its destination [dst + start, dst + end) do not
+        // overlap (their distance is at least the piece's length); the bytes above `end` were
+        // moved already and the destination lies above every source byte still to be read.
+        unsafe { copy_fast(dst + start, src + start, end - start) };
+        end = start;
+    }
+}
+
+/// Writes `len` zero bytes at `dst`, 16 at a time where aligned.
+///
+/// # Safety
+///
+/// `len` bytes are writable at `dst`.
+pub unsafe fn zero(dst: u64, len: u64) {
+    let head = (dst.next_multiple_of(16) - dst).min(len);
+    let blocks = (len - head) / 16;
+    for i in 0..head {
+        // SAFETY: inside the range (the caller's contract).
+        unsafe { core::ptr::write_volatile((dst + i) as *mut u8, 0) };
+    }
+    if blocks > 0 {
+        // SAFETY: the caller's contract; [dst + head, dst + head + 16 * blocks) is inside the
+        // range and 16-byte aligned.
+        unsafe {
+            core::arch::asm!(
+                "2:",
+                "stp xzr, xzr, [{p}], #16",
+                "subs {n}, {n}, #1",
+                "b.ne 2b",
+                p = inout(reg) dst + head => _,
+                n = inout(reg) blocks => _,
+                options(nostack),
+            )
+        }
+    }
+    for i in head + blocks * 16..len {
+        // SAFETY: inside the range (the caller's contract).
+        unsafe { core::ptr::write_volatile((dst + i) as *mut u8, 0) };
     }
 }

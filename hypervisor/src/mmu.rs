@@ -159,6 +159,10 @@ pub fn setup(board: &Board, plan: &hypcore::plan::MemoryPlan) -> Result<(u64, u6
         let rw = Attributes::normal(Perms::RW);
         map(&mut el2, &mut tlb, "second memory image", plan.mirror.start, plan.mirror.end, rw, false)?;
     }
+    // Spare RAM (`hyp.guest-mem`) joins the frame pool after this: mapped now, used later.
+    for r in &plan.spare {
+        map(&mut el2, &mut tlb, "frame pool (spare)", r.start, r.end, Attributes::normal(Perms::RW), false)?;
+    }
     if let Some(u) = &board.console {
         map(
             &mut el2,

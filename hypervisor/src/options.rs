@@ -1,50 +1,13 @@
 //! Boot arguments: words starting with `hyp.` are the hypervisor's, the rest is the guest's
-//! command line. [`WORDS`] is every word the hypervisor accepts (add one there, one line, and
-//! read it in [`parse`]); an unknown, duplicated or malformed `hyp.` word stops the boot with a
-//! message naming it and the accepted ones (`lib/bootargs`).
-//!
-//! SIZE is bytes, or a number with `K`, `M`, `G` or `T`.
+//! command line. `hypcore::options::WORDS` is every word the hypervisor accepts (add one there,
+//! one line, and read it in [`parse`]; the xtask reads the same table); an unknown, duplicated
+//! or malformed `hyp.` word stops the boot with a message naming it and the accepted ones
+//! (`lib/bootargs`).
 
 use alloc::string::String;
 use alloc::vec::Vec;
-use bootargs::{Table, Word};
 
-/// 1 MiB.
-const M: u64 = 1 << 20;
-
-/// Every word the hypervisor accepts.
-pub const WORDS: &[Word] = &[
-    Word::choice("hyp.conduit", &["hvc", "smc"], "PSCI conduit written into the guest's DTB (default: the host's)"),
-    Word::size(
-        "hyp.pool",
-        hypcore::plan::FRAME_POOL_MIN,
-        1 << 40,
-        "page-table frame pool (default 16M below 2G of RAM, else RAM/16 up to 512M)",
-    ),
-    Word::size("hyp.slotpool", 2 * M, 1 << 40, "memory backing memslots, from the top of RAM (default none)"),
-    Word::flag("hyp.check-split", "check every page after each eager split against the slot's pool mapping"),
-    Word::flag("hyp.check-stage2", "at boot, check that nothing the hypervisor keeps translates in stage 2"),
-    Word::flag(
-        "hyp.migrate",
-        "dirty logging under the running guest as live migration does: the last CPU copies into a second memory \
-         image, the guest gets a control page (pgtlab_ctl=ADDR on its command line)",
-    ),
-    Word::choice(
-        "hyp.on-fault",
-        &["inject", "stop"],
-        "a guest access to an address nothing owns: inject a synchronous external abort into the guest (default) or \
-         stop the run with exit 4 and the IPA",
-    ),
-    Word::choice(
-        "hyp.test",
-        &["el2-fault", "aarch32-abort", "aarch32-hvc"],
-        "el2-fault: read an unmapped address at EL2 after setup; aarch32-abort / aarch32-hvc: run a guest in \
-         AArch32 that reads the hypervisor's memory / calls HVC",
-    ),
-];
-
-/// The hypervisor's table for `lib/bootargs`.
-pub const TABLE: Table = Table { owner: "hypervisor", words: WORDS, foreign: &[] };
+pub use hypcore::options::{PlanWords, TABLE};
 
 #[derive(Debug, Clone, Default)]
 pub struct Options {
@@ -56,6 +19,8 @@ pub struct Options {
     pub conduit: Option<board::PsciMethod>,
     /// Address the el2-fault test reads.
     pub fault_addr: u64,
+    /// What the memory plan reads (`hyp.pool`, `hyp.slotpool`, `hyp.migrate`, `hyp.guest-mem`).
+    pub plan: PlanWords,
     /// `hyp.pool=`.
     pub pool: Option<u64>,
     /// `hyp.slotpool=`.
@@ -98,6 +63,7 @@ pub fn try_parse(bootargs: &str) -> Result<Options, bootargs::Error> {
             .choice("hyp.conduit")
             .map(|c| if c == "hvc" { board::PsciMethod::Hvc } else { board::PsciMethod::Smc }),
         fault_addr: 0xdead_0000,
+        plan: PlanWords::from_args(&a),
         pool: a.size("hyp.pool"),
         slotpool: a.size("hyp.slotpool"),
         check_split: a.flag("hyp.check-split"),

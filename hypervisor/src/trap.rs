@@ -20,6 +20,10 @@ const LOWER32_FIRST: u64 = 12;
 
 #[no_mangle]
 extern "C" fn rt_exception(frame: &mut TrapFrame, vec: u64) {
+    if vec >= vector::LOWER64_SYNC {
+        // Where the guest was: what the xtask reads when a run hangs (`cpu::GUEST_PCS`).
+        crate::cpu::note_guest_pc(frame.elr);
+    }
     match vec {
         vector::LOWER64_SYNC => lower_sync(frame),
         // The guest runs AArch64 only; anything from an AArch32 guest (EL0 or EL1) is the

@@ -7,6 +7,10 @@
 //! PSCI SYSTEM_OFF.
 //!
 //! Modes:
+//! * `view`: what a guest sees, checked from the inside (`view.rs`): its DTB above its image,
+//!   BSS and stacks, its load address, RAM (`testguest.mem`), CPUs (`testguest.smp`), PSCI
+//!   version and features, the timer, the GIC, its command line. `hang`: a failed check, then
+//!   silence (for the time-limit verdict).
 //! * `semihost`: what a hostile guest tries first. QEMU semihosting (`hlt #0xf000`), if it
 //!   were on, would be served by QEMU itself before any trap: SYS_OPEN + SYS_WRITE create a
 //!   host file (`testguest.path=PATH` + `.open`), SYS_SYSTEM runs a host command (`touch
@@ -19,6 +23,7 @@
 extern crate alloc;
 
 mod semihost;
+mod view;
 
 use alloc::string::String;
 use board::Board;
@@ -39,7 +44,10 @@ static HEAP: LockedHeap<32> = LockedHeap::empty();
 
 /// Every word the test guest accepts.
 pub const WORDS: &[Word] = &[
-    Word::choice("testguest", &["semihost"], "what to do (see testguest/src/main.rs)"),
+    Word::choice("testguest", &["semihost", "view", "hang"], "what to do (see testguest/src/main.rs)"),
+    Word::size("testguest.mem", 1 << 20, 1 << 50, "view: the RAM the guest must find"),
+    Word::uint("testguest.smp", 1, 512, "view: the CPUs the guest must find"),
+    Word::choice("testguest.load", &["raw", "image"], "view: the form it was built in, so where QEMU loads it"),
     Word::text("testguest.path", "a host path the semihost mode tries to create (PATH.open, PATH.system)"),
     Word::choice("pgtlab_alone", &["1"], "the xtask's word for a guest that runs without the hypervisor"),
 ];
@@ -51,14 +59,15 @@ static UNDER_HYPERVISOR: AtomicBool = AtomicBool::new(false);
 /// PSCI conduit from the device tree: 0 none, 1 HVC, 2 SMC.
 static PSCI: AtomicU64 = AtomicU64::new(0);
 
+/// x1-x3 as the boot loader left them (the boot protocol says 0; `view` checks).
 #[no_mangle]
-extern "C" fn rt_main(dtb: usize) -> ! {
+extern "C" fn rt_main(dtb: usize, x1: u64, x2: u64, x3: u64) -> ! {
     use aarch64_cpu::registers::{Writeable, VBAR_EL1};
     VBAR_EL1.set(rt::trap::vectors_el1());
     // SAFETY: HEAP_SPACE is used only here, once, and handed to the allocator for good.
     unsafe { HEAP.lock().init(core::ptr::addr_of_mut!(HEAP_SPACE) as usize, HEAP_SIZE) };
     UNDER_HYPERVISOR.store(probe_hypervisor(), Ordering::Relaxed);
-    let status = match run(dtb) {
+    let status = match run(dtb, [x1, x2, x3]) {
         Ok(status) => status,
         Err(e) => {
             rt::console::panic_print(format_args!("testguest: failed: {e}\n"));
@@ -68,7 +77,7 @@ extern "C" fn rt_main(dtb: usize) -> ! {
     end(status)
 }
 
-fn run(dtb: usize) -> Result<u32, String> {
+fn run(dtb: usize, regs: [u64; 3]) -> Result<u32, String> {
     use alloc::format;
     // SAFETY: x0 is 0 or points at the DTB (boot protocol), in RAM nothing else writes.
     let blob = unsafe { board::dtb_at(dtb as *const u8) }.map_err(|e| format!("device tree at {dtb:#x}: {e}"))?;
@@ -89,6 +98,8 @@ fn run(dtb: usize) -> Result<u32, String> {
     let args = bootargs::parse(cmdline, &TABLE).map_err(|e| format!("{e}"))?;
     match args.choice("testguest") {
         Some("semihost") => Ok(semihost::run(args.text("testguest.path").unwrap_or("/tmp/pgtlab-testguest"))),
+        Some("view") => Ok(view::run(&board, blob, regs, &args, cmdline)),
+        Some("hang") => view::hang(),
         _ => Err(format!("nothing to do: give testguest=MODE ({})", TABLE.accepted())),
     }
 }

@@ -127,10 +127,7 @@ pub fn boot_with(cfg: QemuConfig, extra: &[String]) -> Run {
 pub fn try_boot_with(cfg: QemuConfig, extra: &[String]) -> Result<Run, String> {
     let e = env();
     cfg.validate()?;
-    if let (Some(g), false) = (&cfg.guest, cfg.no_hypervisor) {
-        g.write_bundle().expect("writing the guest bundle");
-    }
-    let mut args = cfg.args(&e.images);
+    let mut args = cfg.args(&e.images)?;
     args.extend_from_slice(extra);
     let outcome = qemu::run_args(&e.qemu, &args, BOOT_TIMEOUT, None, |_| {}).expect("running QEMU");
     let mut records = Vec::new();
@@ -143,6 +140,65 @@ pub fn try_boot_with(cfg: QemuConfig, extra: &[String]) -> Result<Run, String> {
         }
     }
     Ok(Run { cfg, outcome, records })
+}
+
+/// Boots `cfg` (with a QMP socket) until a console line satisfies `until`, then hands the run's
+/// QMP session and its console so far to `f`, and stops QEMU. Fails the test when no such line
+/// comes within [`BOOT_TIMEOUT`] or QEMU ends first.
+pub fn boot_until<T>(
+    cfg: &QemuConfig,
+    until: impl Fn(&str) -> bool,
+    f: impl FnOnce(&mut xtask::qmp::Qmp, &str) -> T,
+) -> T {
+    use std::io::BufRead;
+    let e = env();
+    cfg.validate().unwrap_or_else(|why| panic!("the xtask refused the configuration: {why}"));
+    let mut args = cfg.args(&e.images).unwrap_or_else(|why| panic!("the xtask refused the configuration: {why}"));
+    let sock = xtask::qmp::socket_path();
+    args.extend(xtask::qmp::qemu_args(&sock));
+    let mut child = std::process::Command::new(&e.qemu)
+        .args(&args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("starting QEMU");
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let out = child.stdout.take().expect("piped");
+    let reader = std::thread::spawn(move || {
+        for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = std::time::Instant::now() + BOOT_TIMEOUT;
+    let mut console = String::new();
+    let found = loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) => {
+                let line = line.replace('\r', "");
+                console.push_str(&line);
+                console.push('\n');
+                if until(&line) {
+                    break true;
+                }
+            }
+            Err(_) => break false,
+        }
+    };
+    let result = found.then(|| {
+        let mut q = xtask::qmp::Qmp::connect(&sock, Duration::from_secs(10)).expect("QMP");
+        let r = f(&mut q, &console);
+        let _ = q.execute("quit", serde_json::json!({}));
+        r
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = reader.join();
+    let _ = std::fs::remove_file(&sock);
+    result.unwrap_or_else(|| panic!("--- {} ---\nno awaited line within {BOOT_TIMEOUT:?}\n{console}", cfg.describe()))
 }
 
 /// Runs the xtask binary itself (`XTASK_BIN`, set by `cargo xtask test`; else through cargo)

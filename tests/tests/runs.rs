@@ -4,7 +4,7 @@
 
 use abi::exit;
 use std::time::{Duration, Instant};
-use tests::{boot, config, images, scratch_dir, try_boot, xtask_cli, Run};
+use tests::{boot, boot_with, config, images, scratch_dir, try_boot, xtask_cli, Run};
 
 fn expect(run: &Run, code: u32, lines: &[&str]) {
     run.expect_exit(code as i32);
@@ -38,14 +38,23 @@ fn unknown_duplicated_or_bad_boot_words_stop_the_boot_naming_the_word() {
         ),
         ("hyp.pool=18446744073709551615", &["18446744073709551615 is out of range; it takes a size from 16M to 1T"]),
         ("hyp.slotpool=18446744073709551615", &["\"hyp.slotpool=18446744073709551615\"", "out of range"]),
-        ("hyp.pool=1T", &["hyp.pool (beyond the hypervisor's region): no 2 MiB-aligned free stretch"]),
         ("hyp.check-splt", &["unknown boot argument \"hyp.check-splt\" (did you mean \"hyp.check-split\"?)"]),
+        ("hyp.guest-mem=0", &["\"hyp.guest-mem=0\"", "out of range"]),
     ];
     for (args, lines) in hyp {
-        let run = boot(config(|c| c.bootargs = args.into()));
+        // hyp.guest-mem is the xtask's (--mem): given on QEMU's command line by hand here.
+        let run = if args.starts_with("hyp.guest-mem") {
+            boot_with(config(|_| {}), &["-append".into(), args.into()])
+        } else {
+            boot(config(|c| c.bootargs = args.into()))
+        };
         expect(&run, exit::HYP_FAULT, lines);
         assert!(!run.outcome.output.contains("kernel:"), "the guest may not start\n{}", run.dump());
     }
+    // A pool no machine can hold: the xtask says so before QEMU starts, with the plan's reason.
+    let refused = try_boot(config(|c| c.bootargs = "hyp.pool=1T".into())).err().expect("refused");
+    assert!(refused.contains("--mem 1G: no machine up to"), "{refused}");
+    assert!(refused.contains("hyp.pool (beyond the hypervisor's region): no 2 MiB-aligned free stretch"), "{refused}");
     // Without a hypervisor, a hypervisor word is nobody's.
     let run = boot(config(|c| {
         c.no_hypervisor = true;
@@ -255,16 +264,25 @@ fn more_cpus_than_supported_are_trimmed_from_the_guest() {
 
 #[test]
 fn memory_too_small_or_taken_is_explained() {
-    let run = boot(config(|c| {
-        c.mem = "32M".into();
-        c.smp = 1;
-    }));
+    // The xtask gives QEMU the hypervisor's share on top of --mem; a machine given less (a
+    // board, QEMU run by hand: a later -m wins) makes the hypervisor explain.
+    let small = ["-m".to_string(), "32M".to_string()];
+    let run = boot_with(
+        config(|c| {
+            c.mem = "32M".into();
+            c.smp = 1;
+        }),
+        &small,
+    );
     expect(&run, exit::HYP_FAULT, &["lies inside the hypervisor's region", "RAM is too small"]);
-    let run = boot(config(|c| {
-        c.mem = "2G".into();
-        c.smp = 1;
-        c.bootargs = "hyp.slotpool=1G hyp.pool=1G".into();
-    }));
+    let run = boot_with(
+        config(|c| {
+            c.mem = "2G".into();
+            c.smp = 1;
+            c.bootargs = "hyp.slotpool=1G hyp.pool=1G".into();
+        }),
+        &["-m".to_string(), "2G".to_string()],
+    );
     // The memslot pool takes the top GiB first; a 1 GiB frame pool then has no room below it.
     expect(
         &run,

@@ -6,6 +6,8 @@
 //! * [`lint`]: clippy with warnings as errors, host crates and bare-metal binaries.
 //! * [`build`]: builds the two binaries and turns their ELF files into arm64 Images.
 //! * [`qemu`]: QEMU command lines, usable CPU models, and runs with a time limit.
+//! * [`qmp`]: a QMP client: vCPU states at a time limit, guest memory for tests.
+//! * [`share`]: the RAM QEMU gets: `--mem` for the guest, the hypervisor's share on top.
 //! * [`outcome`]: a run's verdict, a row of the exit-code table (`lib/abi/src/exit.rs`).
 //! * [`signals`]: the xtask's children (QEMU, cargo test) end with it, however it ends.
 //! * [`fuzz`]: `cargo xtask fuzz`, libFuzzer runs of the `fuzz` crate's targets.
@@ -36,7 +38,9 @@ pub mod perf;
 pub mod plot;
 pub mod plugin;
 pub mod qemu;
+pub mod qmp;
 pub mod report;
+pub mod share;
 pub mod signals;
 pub mod system;
 pub mod test;

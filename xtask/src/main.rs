@@ -299,7 +299,9 @@ fn run(a: RunArgs) -> Result<()> {
         let _ = std::fs::remove_file(&counts_file);
         cfg.plugin = Some(xtask::plugin::qemu_arg(&lib, &counts_file, el2));
     }
-    eprintln!("xtask: {} {}", qemu_bin.display(), cfg.args(&images).join(" "));
+    let args = cfg.args(&images).map_err(|why| anyhow::Error::new(outcome::Refused(why)))?;
+    eprintln!("xtask: {}", cfg.machine_mem(&images).map_err(anyhow::Error::msg)?.describe());
+    eprintln!("xtask: {} {}", qemu_bin.display(), args.join(" "));
     if cfg.gdb {
         eprintln!(
             "xtask: waiting for gdb on 127.0.0.1:{}: gdb-multiarch {} -ex 'target remote localhost:{}'",

@@ -211,7 +211,7 @@ pub fn judge(o: &Outcome) -> Verdict {
         }
         return Verdict::new(
             exit::TIMED_OUT,
-            format!("no end after the {} s time limit (--timeout)", o.limit.as_secs()),
+            format!("no end after the {} s time limit (--timeout){}", o.limit.as_secs(), o.stuck()),
         );
     }
     if let Some(sig) = o.signal {
@@ -363,6 +363,22 @@ mod tests {
         // Linux alone with panic=-1: QEMU ends on the reset (-no-reboot) without a final line.
         let v = judge(&outcome(Some(0), "Kernel panic - not syncing: Attempted to kill init!\n", &[]));
         assert_eq!(v.code, exit::GUEST_PANIC, "{v}");
+    }
+
+    #[test]
+    fn a_run_at_its_time_limit_says_where_it_stood() {
+        let console = "hyp: x\n@@report {\"kind\":\"hyp_boot\"}\ntestguest: check hang: FAILED\n";
+        let mut o = outcome(None, console, &[]);
+        o.timed_out = true;
+        o.cpus_at_limit = Some("CPU 0 at EL1 0x40080004; CPU 1 off".into());
+        let v = judge(&o);
+        assert_eq!(v.code, exit::TIMED_OUT);
+        // The last console lines (records left out) and where the vCPUs were.
+        assert!(
+            v.reason
+                .ends_with("last lines: hyp: x | testguest: check hang: FAILED; CPU 0 at EL1 0x40080004; CPU 1 off"),
+            "{v}"
+        );
     }
 
     #[test]

@@ -132,11 +132,39 @@ impl Default for QemuConfig {
 }
 
 impl QemuConfig {
-    /// The full QEMU argument list for these images.
-    pub fn args(&self, images: &Images) -> Vec<String> {
-        let mut a = self.machine_args();
+    /// The file QEMU loads as the hypervisor's initrd: the guest bundle (written here if it is
+    /// not yet), the `--guest` Image, or the kernel; `None` without the hypervisor.
+    fn hypervisor_initrd(&self, images: &Images) -> Result<Option<PathBuf>, String> {
+        if self.no_hypervisor || self.kernel_at_el2 {
+            return Ok(None);
+        }
+        Ok(Some(match &self.guest {
+            Some(g) => g.write_bundle().map_err(|e| format!("{e:#}"))?,
+            None => self.guest_image.clone().unwrap_or_else(|| images.kernel.clone()),
+        }))
+    }
+
+    /// The RAM QEMU gets: `--mem`, plus the hypervisor's share when it runs
+    /// ([`crate::share`]).
+    pub fn machine_mem(&self, images: &Images) -> Result<crate::share::MachineMem, String> {
+        let initrd = self.hypervisor_initrd(images)?;
+        crate::share::machine_mem(self, images, initrd.as_deref().unwrap_or(Path::new("")))
+    }
+
+    /// The full QEMU argument list for these images; `Err` (a usage error) when no machine
+    /// gives the guest `--mem` exactly.
+    pub fn args(&self, images: &Images) -> Result<Vec<String>, String> {
+        let mem = self.machine_mem(images)?;
+        let mut a = self.machine_args_with(mem.total);
         a.extend(["-nographic".into(), "-no-reboot".into()]);
-        let mut append = self.bootargs.clone();
+        // Under the hypervisor the guest gets exactly --mem (hyp.guest-mem), the rest is its.
+        // Last: after a boot loader's words and their `pgtlab` marker, if the user gave some.
+        let mut append = if mem.total != mem.guest {
+            let w = format!("{}={}M", hypcore::options::GUEST_MEM, mem.guest >> 20);
+            [self.bootargs.as_str(), w.as_str()].iter().filter(|s| !s.is_empty()).copied().collect::<Vec<_>>().join(" ")
+        } else {
+            self.bootargs.clone()
+        };
         match (&self.guest, self.no_hypervisor || self.kernel_at_el2) {
             (Some(g), true) if self.no_hypervisor => {
                 a.extend(["-kernel".into(), g.kernel.display().to_string()]);
@@ -170,11 +198,17 @@ impl QemuConfig {
             // Localhost only: `-s` would listen on every interface.
             a.extend(["-gdb".into(), format!("tcp:127.0.0.1:{}", self.gdb_port), "-S".into()]);
         }
-        a
+        Ok(a)
     }
 
-    /// The machine alone: board, CPU, CPU count, memory and `-icount` (no images, no console).
+    /// The machine alone: board, CPU, CPU count, `--mem` and `-icount` (no images, no console):
+    /// the machine plain QEMU gives a guest of `--mem`.
     pub fn machine_args(&self) -> Vec<String> {
+        self.machine_args_with(parse_mem(&self.mem).unwrap_or(0))
+    }
+
+    /// [`Self::machine_args`] with `mem` bytes of RAM (`self.mem` as given if 0).
+    fn machine_args_with(&self, mem: u64) -> Vec<String> {
         let mut machine = format!("virt,gic-version={}", self.gic);
         if !self.no_hypervisor || self.kernel_at_el2 {
             machine.push_str(",virtualization=on");
@@ -191,7 +225,7 @@ impl QemuConfig {
             self.smp.to_string(),
             "-m".into(),
             // Normalised to MiB (QEMU reads a bare number as MiB, this project as bytes).
-            parse_mem(&self.mem).map_or_else(|_| self.mem.clone(), |b| format!("{}M", b >> 20)),
+            if mem == 0 { self.mem.clone() } else { format!("{}M", mem >> 20) },
         ];
         if let Some(shift) = self.icount {
             a.extend(["-icount".into(), format!("shift={shift}")]);
@@ -211,6 +245,7 @@ impl QemuConfig {
     pub fn validate(&self) -> std::result::Result<(), String> {
         check_cpu(&self.cpu)?;
         parse_mem(&self.mem)?;
+        crate::share::check_bootargs(&self.bootargs)?;
         if self.smp == 0 {
             return Err("--smp 0: at least one CPU".into());
         }
@@ -350,8 +385,34 @@ pub struct Outcome {
     /// QEMU's own messages (its stderr), e.g. "qemu-system-aarch64: -m abc: …".
     pub qemu_messages: Vec<String>,
     pub elapsed: Duration,
+    /// At the time limit, before QEMU was killed: where every vCPU was ([`crate::qmp`]).
+    pub cpus_at_limit: Option<String>,
     /// Why the xtask ended QEMU before it ended by itself (the time limit aside).
     pub ended: Option<crate::outcome::Ended>,
+}
+
+impl Outcome {
+    pub fn success(&self) -> bool {
+        self.code == Some(0)
+    }
+
+    /// For a run stopped at its time limit: its last console lines and where its vCPUs were.
+    pub fn stuck(&self) -> String {
+        let last: Vec<&str> = self
+            .output
+            .lines()
+            .filter(|l| !l.trim().is_empty() && !l.starts_with("qemu-system") && !l.starts_with(abi::report::PREFIX))
+            .collect();
+        let last = &last[last.len().saturating_sub(3)..];
+        let mut s = String::new();
+        if !last.is_empty() {
+            s.push_str(&format!("; last lines: {}", last.join(" | ")));
+        }
+        if let Some(c) = &self.cpus_at_limit {
+            s.push_str(&format!("; {c}"));
+        }
+        s
+    }
 }
 
 /// Runs QEMU, echoing its output through `echo` line by line, killing it after `timeout`. With
@@ -367,10 +428,8 @@ pub fn run(
     echo: impl FnMut(&str),
 ) -> Result<Outcome> {
     cfg.validate().map_err(|why| anyhow::Error::new(crate::outcome::Refused(why)))?;
-    if let (Some(g), false) = (&cfg.guest, cfg.no_hypervisor) {
-        g.write_bundle()?;
-    }
-    run_args(qemu, &cfg.args(images), timeout, progress, echo)
+    let args = cfg.args(images).map_err(|why| anyhow::Error::new(crate::outcome::Refused(why)))?;
+    run_args(qemu, &args, timeout, progress, echo)
 }
 
 /// [`run`] with a complete argument list (not validated: the caller built it). QEMU runs
@@ -386,8 +445,11 @@ pub fn run_args(
     mut echo: impl FnMut(&str),
 ) -> Result<Outcome> {
     let start = Instant::now();
+    // A QMP socket, to see where the vCPUs are if the run hits its time limit.
+    let qmp = crate::qmp::socket_path();
     let mut cmd = Command::new(qemu);
-    cmd.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    cmd.args(args).args(crate::qmp::qemu_args(&qmp));
+    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut child = crate::signals::supervised(&mut cmd).with_context(|| format!("starting {}", qemu.display()))?;
     // (line, from stderr)
     let (tx, rx) = mpsc::channel::<(String, bool)>();
@@ -414,9 +476,14 @@ pub fn run_args(
     let mut console_lines = 0;
     let mut qemu_messages = Vec::new();
     let mut watch = crate::outcome::Watch::default();
+    // The hypervisor's table of its CPUs' guest PCs (its `hyp_boot` record), for a time limit.
+    let guest_pcs = std::cell::Cell::new(None);
     let mut take = |(line, is_err): (String, bool), echo: &mut dyn FnMut(&str), watch: &mut crate::outcome::Watch| {
         let l = line.trim_end_matches('\n');
         echo(l);
+        if l.contains("\"kind\":\"hyp_boot\"") {
+            guest_pcs.set(abi::report::parse_line(l).and_then(Result::ok).and_then(|r| r.u64("guest_pcs")));
+        }
         if is_err {
             qemu_messages.push(l.to_string());
         } else {
@@ -429,6 +496,7 @@ pub fn run_args(
     let mut timed_out = false;
     // A limit too far away to represent is no limit.
     let deadline = start.checked_add(timeout);
+    let mut cpus_at_limit = None;
     let mut last_news = Instant::now();
     let mut ended = None;
     loop {
@@ -452,6 +520,7 @@ pub fn run_args(
         let now = Instant::now();
         if deadline.is_some_and(|d| now > d) {
             timed_out = true;
+            cpus_at_limit = cpus_of(&qmp, guest_pcs.get());
             child.kill();
             break;
         }
@@ -468,6 +537,7 @@ pub fn run_args(
         }
     }
     let status = child.wait()?;
+    let _ = std::fs::remove_file(&qmp);
     // QEMU may have ended (on the handler's SIGTERM) before the loop saw the signal.
     if let (None, false, Some(sig)) = (&ended, timed_out, crate::signals::caught()) {
         ended = Some(crate::outcome::Ended::Interrupted(sig));
@@ -490,8 +560,16 @@ pub fn run_args(
         console_lines,
         qemu_messages,
         elapsed: start.elapsed(),
+        cpus_at_limit,
         ended,
     })
+}
+
+/// Where the vCPUs of the QEMU behind `qmp` are (`None` if QMP does not answer). The guest's PC
+/// of a CPU inside the hypervisor comes from the hypervisor's `table` (see `hyp_boot`).
+fn cpus_of(qmp: &Path, table: Option<u64>) -> Option<String> {
+    let mut q = crate::qmp::Qmp::connect(qmp, Duration::from_secs(1)).ok()?;
+    crate::qmp::describe_cpus(&mut q, table).ok()
 }
 
 /// Prints a line to stdout immediately (for live runs).
@@ -529,20 +607,51 @@ mod tests {
         assert!(parse_mem("abc").unwrap_err().contains("not a number"));
         assert!(parse_mem("1000K").unwrap_err().contains("whole number of MiB"));
         assert!(parse_mem("99999999999T").unwrap_err().contains("too large"));
-        let cfg = QemuConfig { mem: "2048M".into(), ..QemuConfig::default() };
-        assert_eq!(after(&cfg.args(&images()), "-m"), Some("2048M"));
-        assert_eq!(after(&QemuConfig { mem: "4G".into(), ..cfg.clone() }.args(&images()), "-m"), Some("4096M"));
+        let cfg = QemuConfig { mem: "2048M".into(), no_hypervisor: true, ..QemuConfig::default() };
+        assert_eq!(after(&cfg.args(&images()).unwrap(), "-m"), Some("2048M"));
+        let four = QemuConfig { mem: "4G".into(), ..cfg.clone() };
+        assert_eq!(after(&four.args(&images()).unwrap(), "-m"), Some("4096M"));
+        // Under the hypervisor: --mem for the guest, told to the hypervisor, its share on top.
+        let hyp = QemuConfig { no_hypervisor: false, ..four };
+        let a = hyp.args(&images()).unwrap();
+        let m = hyp.machine_mem(&images()).unwrap();
+        assert_eq!(m.guest, 4 << 30);
+        assert!(m.hypervisor() > 256 << 20 && m.hypervisor() < 300 << 20, "RAM/16 of frame pool: {m:?}");
+        assert_eq!(after(&a, "-m"), Some(format!("{}M", m.total >> 20).as_str()));
+        assert_eq!(after(&a, "-append"), Some("hyp.guest-mem=4096M"));
+        assert!(QemuConfig { bootargs: "hyp.guest-mem=1G".into(), ..hyp }.validate().unwrap_err().contains("--mem"));
         assert!(QemuConfig { smp: 0, ..cfg.clone() }.validate().is_err());
         assert!(QemuConfig { cpu: "cortex-a7".into(), ..cfg }.validate().is_err());
     }
 
+    /// Two Image files with this project's headers (a 4.8 MiB hypervisor, a 5.6 MiB kernel),
+    /// written once (a guest bundle's name depends on its files' modification times).
     fn images() -> Images {
-        Images {
-            hypervisor: "h.img".into(),
-            kernel: "k.img".into(),
-            hypervisor_elf: "h".into(),
-            kernel_elf: "k".into(),
-        }
+        static DIR: std::sync::OnceLock<(tempfile::TempDir, Images)> = std::sync::OnceLock::new();
+        let (_, images) = DIR.get_or_init(|| {
+            let dir = tempfile::tempdir().unwrap();
+            let image = |name: &str, image_size: u64| {
+                let mut f = vec![0u8; 4096];
+                f[16..24].copy_from_slice(&image_size.to_le_bytes());
+                f[0x38..0x3c].copy_from_slice(b"ARM\x64");
+                let p = dir.path().join(name);
+                std::fs::write(&p, f).unwrap();
+                p
+            };
+            std::fs::write(dir.path().join("rootfs.cpio"), [7u8; 1000]).unwrap();
+            let images = Images {
+                hypervisor: image("h.img", 0x4d_6000),
+                kernel: image("k.img", 0x5a_7000),
+                hypervisor_elf: "h".into(),
+                kernel_elf: "k".into(),
+            };
+            (dir, images)
+        });
+        images.clone()
+    }
+
+    fn name(a: &[String], flag: &str) -> Option<String> {
+        after(a, flag).map(|p| Path::new(p).file_name().unwrap().to_string_lossy().into_owned())
     }
 
     fn after<'a>(args: &'a [String], flag: &str) -> Option<&'a str> {
@@ -551,13 +660,15 @@ mod tests {
 
     #[test]
     fn hypervisor_boot_passes_the_kernel_as_initrd_at_el2() {
-        let a = QemuConfig::default().args(&images());
+        let a = QemuConfig::default().args(&images()).unwrap();
         assert_eq!(after(&a, "-M"), Some("virt,gic-version=3,virtualization=on"));
-        assert_eq!(after(&a, "-kernel"), Some("h.img"));
-        assert_eq!(after(&a, "-initrd"), Some("k.img"));
+        assert_eq!(name(&a, "-kernel").as_deref(), Some("h.img"));
+        assert_eq!(name(&a, "-initrd").as_deref(), Some("k.img"));
         assert_eq!(after(&a, "-cpu"), Some("max"));
         assert_eq!(after(&a, "-smp"), Some("4"));
-        assert_eq!(after(&a, "-m"), Some("1024M"));
+        // 1 GiB for the guest, 22 MiB for the hypervisor's region (image + 16 MiB of frames).
+        assert_eq!(after(&a, "-m"), Some("1046M"));
+        assert_eq!(after(&a, "-append"), Some("hyp.guest-mem=1024M"));
         assert_eq!(after(&a, "-semihosting-config"), None, "no guest gets the host's files and shell");
         assert!(a.iter().any(|x| x == "-no-reboot"), "a reset ends QEMU: the run's final line is out");
         assert!(!a.contains(&"-icount".to_string()) && !a.contains(&"-S".to_string()));
@@ -573,9 +684,10 @@ mod tests {
             bootargs: "a b".into(),
             ..QemuConfig::default()
         };
-        let a = cfg.args(&images());
+        let a = cfg.args(&images()).unwrap();
         assert_eq!(after(&a, "-M"), Some("virt,gic-version=2"));
-        assert_eq!(after(&a, "-kernel"), Some("k.img"));
+        assert_eq!(after(&a, "-m"), Some("1024M"));
+        assert_eq!(name(&a, "-kernel").as_deref(), Some("k.img"));
         assert_eq!(after(&a, "-initrd"), None);
         assert_eq!(after(&a, "-icount"), Some("shift=0"));
         assert_eq!(after(&a, "-append"), Some("a b"));
@@ -586,25 +698,34 @@ mod tests {
 
     #[test]
     fn another_guest_travels_as_a_bundle_or_boots_alone() {
+        let dir = images().kernel.parent().unwrap().to_path_buf();
         let guest =
-            Guest { kernel: "Image".into(), initrd: Some("rootfs.cpio".into()), append: "console=ttyAMA0".into() };
+            Guest { kernel: images().kernel, initrd: Some(dir.join("rootfs.cpio")), append: "console=ttyAMA0".into() };
         let cfg = QemuConfig {
             guest: Some(guest.clone()),
             bootargs: "hyp.on-fault=stop".into(),
             mte: true,
             ..Default::default()
         };
-        let a = cfg.args(&images());
-        assert_eq!(after(&a, "-kernel"), Some("h.img"));
+        let a = cfg.args(&images()).unwrap();
+        assert_eq!(name(&a, "-kernel").as_deref(), Some("h.img"));
         let bundle = guest.bundle_path();
         assert_eq!(after(&a, "-initrd"), Some(bundle.to_str().unwrap()));
         assert!(bundle.starts_with(crate::workspace_root().join("target/guest")));
-        assert_eq!(after(&a, "-append"), Some("hyp.on-fault=stop"), "the bundle carries the guest's command line");
+        assert!(bundle.is_file(), "written before QEMU's arguments are (their -m depends on its size)");
+        assert_eq!(
+            after(&a, "-append"),
+            Some("hyp.on-fault=stop hyp.guest-mem=1024M"),
+            "the bundle carries the guest's command line"
+        );
         assert_eq!(after(&a, "-M"), Some("virt,gic-version=3,virtualization=on,mte=on"));
         let plain = QemuConfig { no_hypervisor: true, ..cfg };
-        let a = plain.args(&images());
+        let a = plain.args(&images()).unwrap();
         assert_eq!(after(&a, "-M"), Some("virt,gic-version=3,mte=on"));
-        assert_eq!((after(&a, "-kernel"), after(&a, "-initrd")), (Some("Image"), Some("rootfs.cpio")));
+        assert_eq!(
+            (name(&a, "-kernel").as_deref(), name(&a, "-initrd").as_deref()),
+            (Some("k.img"), Some("rootfs.cpio"))
+        );
         assert_eq!(after(&a, "-append"), Some("console=ttyAMA0 hyp.on-fault=stop pgtlab_alone=1"));
         let other = Guest { append: "quiet".into(), ..guest.clone() };
         assert_ne!(other.bundle_path(), guest.bundle_path(), "a different guest gets its own bundle file");

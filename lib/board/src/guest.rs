@@ -1,5 +1,7 @@
 //! The guest's device tree: the host tree re-emitted with its memory, `/chosen`, reserved
-//! regions, hidden devices and PSCI conduit changed.
+//! regions, hidden devices and PSCI conduit changed. Nodes keep their order (the memory nodes
+//! go where the host's first one was), so a guest's tree compares node by node with the
+//! host's ([`crate::diff`]).
 
 use alloc::format;
 use alloc::string::String;
@@ -16,9 +18,12 @@ pub struct GuestSpec {
     /// Guest RAM (intermediate physical addresses). Replaces every top-level memory node with
     /// one `memory@<base>` node per range. Must be non-empty, non-overlapping, non-empty ranges.
     pub memory: Vec<Region>,
-    /// `Some` replaces (or adds) `/chosen/bootargs`; `None` keeps the host's.
+    /// `Some` replaces (or adds) `/chosen/bootargs`, `Some("")` removes it (as QEMU writes none
+    /// for an empty command line); `None` keeps the host's.
     pub bootargs: Option<String>,
-    /// `Some` writes `linux,initrd-start`/`-end` (two cells each); `None` removes them.
+    /// `Some` writes `linux,initrd-start`/`-end` (as wide as the host's: QEMU 7.2 writes one
+    /// cell, 10.0 the root's `#address-cells`; two cells without the host's, or when a value
+    /// needs them); `None` removes them.
     pub initrd: Option<Region>,
     /// Extra `/reserved-memory` children (`guest-reserved@<base>`, `no-map`); the node is
     /// created (cells as the root's, empty `ranges`) when the host has none.
@@ -36,6 +41,12 @@ pub struct GuestSpec {
     /// Device nodes added at the root (`<name>@<base>` with `compatible` and `reg`): devices
     /// the hypervisor emulates for the guest.
     pub extra_devices: Vec<ExtraDevice>,
+    /// The tree of a machine without EL2, as QEMU gives a guest at EL1: the interrupt
+    /// controller (the root's `interrupt-parent` GIC) loses its maintenance interrupt
+    /// (`interrupts`) and the `reg` entries of its virtual interface control (GICH) and
+    /// virtual CPU interface (GICV); the generic timer keeps its first four interrupts (QEMU
+    /// 9.1+ adds the EL2 virtual timer's as a fifth when EL2 is there).
+    pub hide_el2: bool,
 }
 
 /// A device node [`GuestSpec::extra_devices`] adds.
@@ -52,9 +63,15 @@ pub struct ExtraDevice {
 struct Ctx<'s> {
     spec: &'s GuestSpec,
     root_cells: Cells,
+    /// With [`GuestSpec::hide_el2`]: the GIC node and how many of its `reg` entries stay.
+    gic: Option<(usize, usize)>,
+    /// With [`GuestSpec::hide_el2`]: the timer node and how many bytes of `interrupts` stay.
+    timer: Option<(usize, usize)>,
     chosen: Option<usize>,
     reserved_node: Option<usize>,
     psci: Option<usize>,
+    /// Bytes of the host's `linux,initrd-start`, if it has one.
+    initrd_width: Option<usize>,
     removed: Vec<usize>,
     disabled: Vec<usize>,
 }
@@ -101,10 +118,14 @@ pub fn guest_dtb(host_dtb: &[u8], spec: &GuestSpec) -> Result<Vec<u8>, BoardErro
         return Err(spec_err(String::from("psci_method"), "the host tree has no PSCI node"));
     }
     let top = |name: &str| t.children(0).find(|&c| t.nodes[c].name == name);
+    let (gic, timer) = if spec.hide_el2 { el2_nodes(&t)? } else { (None, None) };
     let ctx = Ctx {
         spec,
         root_cells: t.cells(0)?,
+        gic,
+        timer,
         chosen: top("chosen"),
+        initrd_width: top("chosen").and_then(|c| t.prop(c, "linux,initrd-start")).map(|v| v.len()),
         reserved_node: top("reserved-memory"),
         psci,
         removed,
@@ -121,6 +142,26 @@ pub fn guest_dtb(host_dtb: &[u8], spec: &GuestSpec) -> Result<Vec<u8>, BoardErro
     }
     emit(&t, 0, &ctx, &mut w)?;
     w.finish()
+}
+
+/// The GIC (with the number of `reg` entries a machine without EL2 has: GICv2 distributor and
+/// CPU interface; GICv3 distributor, redistributor regions and the legacy CPU interface) and
+/// the timer (with the bytes of its first four interrupt specifiers).
+#[allow(clippy::type_complexity)]
+fn el2_nodes(t: &Tree) -> Result<(Option<(usize, usize)>, Option<(usize, usize)>), BoardError> {
+    let gic = crate::find_gic(t).map(|(i, v3)| -> Result<(usize, usize), BoardError> {
+        let keep = if v3 { 2 + t.prop_u32(i, "#redistributor-regions")?.unwrap_or(1) as usize } else { 2 };
+        Ok((i, keep))
+    });
+    let gic = gic.transpose()?;
+    let timer = match crate::find_timer(t) {
+        Some(i) => {
+            let cells = crate::interrupt_parent(t, i).map_or(Ok(None), |p| t.prop_u32(p, "#interrupt-cells"))?;
+            Some((i, 4 * 4 * cells.unwrap_or(3) as usize))
+        }
+        None => None,
+    };
+    Ok((gic, timer))
 }
 
 /// The nodes to drop for `mpidrs`: each CPU's node under `/cpus` and the `cpu-map` entries
@@ -190,13 +231,35 @@ fn emit(t: &Tree, i: usize, cx: &Ctx, w: &mut FdtWriter) -> Result<(), BoardErro
     let disable = cx.disabled.contains(&i);
     w.begin_node(node.name)?;
     let mut wrote_method = false;
+    // /chosen's properties the spec replaces are written where the host has them (the same
+    // order as QEMU's); the others after the host's.
+    let mut chosen_written: Vec<&str> = Vec::new();
     for p in node.fdt.properties() {
-        let skip = (is_chosen
-            && ((p.name == "bootargs" && spec.bootargs.is_some())
-                || p.name == "linux,initrd-start"
-                || p.name == "linux,initrd-end"))
-            || (disable && p.name == "status");
-        if skip {
+        if is_chosen && CHOSEN_PROPS.contains(&p.name) {
+            if chosen_prop(spec, cx.initrd_width, p.name, w)?.is_none() && p.name == "bootargs" {
+                w.property(p.name, p.value)?;
+            }
+            chosen_written.push(p.name);
+            continue;
+        }
+        if disable && p.name == "status" {
+            continue;
+        }
+        if let Some((_, keep)) = cx.gic.filter(|(g, _)| *g == i) {
+            match p.name {
+                // The maintenance interrupt: a machine without EL2 has none.
+                "interrupts" => continue,
+                "reg" => {
+                    let c = t.nodes[i].parent.map_or(Ok(cx.root_cells), |p| t.cells(p))?;
+                    let pair = 4 * (c.addr + c.size) as usize;
+                    w.property("reg", &p.value[..p.value.len().min(keep * pair)])?;
+                    continue;
+                }
+                _ => {}
+            }
+        }
+        if let Some((_, bytes)) = cx.timer.filter(|(tm, _)| *tm == i && p.name == "interrupts") {
+            w.property("interrupts", &p.value[..p.value.len().min(bytes)])?;
             continue;
         }
         match (is_psci && p.name == "method", spec.psci_method) {
@@ -214,15 +277,16 @@ fn emit(t: &Tree, i: usize, cx: &Ctx, w: &mut FdtWriter) -> Result<(), BoardErro
         w.property_str("status", "disabled")?;
     }
     if is_chosen {
-        chosen_props(spec, w)?;
+        for name in CHOSEN_PROPS.iter().filter(|n| !chosen_written.contains(n)) {
+            chosen_prop(spec, cx.initrd_width, name, w)?;
+        }
+    }
+    // The guest's memory nodes go where the host's first one was (first if it had none).
+    let first_memory = t.children(0).find(|&c| is_memory_node(t, c));
+    if i == 0 && first_memory.is_none() {
+        memory_nodes(cx, w)?;
     }
     if i == 0 {
-        for m in &spec.memory {
-            w.begin_node(&format!("memory@{:x}", m.base))?;
-            w.property_str("device_type", "memory")?;
-            w.property("reg", &encode_reg(cx.root_cells, &[*m], "memory")?)?;
-            w.end_node()?;
-        }
         for d in &spec.extra_devices {
             w.begin_node(&format!("{}@{:x}", d.name, d.reg.base))?;
             w.property_str("compatible", &d.compatible)?;
@@ -231,6 +295,9 @@ fn emit(t: &Tree, i: usize, cx: &Ctx, w: &mut FdtWriter) -> Result<(), BoardErro
         }
     }
     for c in t.children(i) {
+        if Some(c) == first_memory {
+            memory_nodes(cx, w)?;
+        }
         if cx.removed.contains(&c) || is_memory_node(t, c) {
             continue;
         }
@@ -241,10 +308,12 @@ fn emit(t: &Tree, i: usize, cx: &Ctx, w: &mut FdtWriter) -> Result<(), BoardErro
         reserved_children(spec, t.cells(i)?, &existing, w)?;
     }
     if i == 0 {
-        let need_chosen = spec.bootargs.is_some() || spec.initrd.is_some();
+        let need_chosen = spec.bootargs.as_deref().is_some_and(|a| !a.is_empty()) || spec.initrd.is_some();
         if need_chosen && cx.chosen.is_none_or(|c| cx.removed.contains(&c)) {
             w.begin_node("chosen")?;
-            chosen_props(spec, w)?;
+            for name in CHOSEN_PROPS {
+                chosen_prop(spec, None, name, w)?;
+            }
             w.end_node()?;
         }
         let have_rm = cx.reserved_node.is_some_and(|r| !cx.removed.contains(&r));
@@ -260,18 +329,48 @@ fn emit(t: &Tree, i: usize, cx: &Ctx, w: &mut FdtWriter) -> Result<(), BoardErro
     w.end_node()
 }
 
-fn chosen_props(spec: &GuestSpec, w: &mut FdtWriter) -> Result<(), BoardError> {
-    if let Some(args) = &spec.bootargs {
-        if args.contains('\0') {
-            return Err(spec_err(String::from("bootargs"), "contains NUL"));
-        }
-        w.property_str("bootargs", args)?;
-    }
-    if let Some(r) = spec.initrd {
-        w.property_u64("linux,initrd-start", r.base)?;
-        w.property_u64("linux,initrd-end", r.end())?;
+fn memory_nodes(cx: &Ctx, w: &mut FdtWriter) -> Result<(), BoardError> {
+    for m in &cx.spec.memory {
+        w.begin_node(&format!("memory@{:x}", m.base))?;
+        w.property("reg", &encode_reg(cx.root_cells, &[*m], "memory")?)?;
+        w.property_str("device_type", "memory")?;
+        w.end_node()?;
     }
     Ok(())
+}
+
+/// The `/chosen` properties a [`GuestSpec`] sets.
+const CHOSEN_PROPS: [&str; 3] = ["bootargs", "linux,initrd-start", "linux,initrd-end"];
+
+/// Writes `/chosen`'s `name` as `spec` says; `Ok(None)` when the spec leaves it to the host
+/// (`bootargs: None`), `Ok(Some(()))` when it wrote it or decided it has none.
+fn chosen_prop(
+    spec: &GuestSpec,
+    initrd_width: Option<usize>,
+    name: &str,
+    w: &mut FdtWriter,
+) -> Result<Option<()>, BoardError> {
+    match name {
+        "bootargs" => {
+            let Some(args) = spec.bootargs.as_deref() else { return Ok(None) };
+            if args.contains('\0') {
+                return Err(spec_err(String::from("bootargs"), "contains NUL"));
+            }
+            if !args.is_empty() {
+                w.property_str("bootargs", args)?;
+            }
+        }
+        _ => {
+            let Some(r) = spec.initrd else { return Ok(Some(())) };
+            let v = if name == "linux,initrd-start" { r.base } else { r.end() };
+            if initrd_width == Some(4) && r.end() <= u64::from(u32::MAX) {
+                w.property_u32(name, v as u32)?;
+            } else {
+                w.property_u64(name, v)?;
+            }
+        }
+    }
+    Ok(Some(()))
 }
 
 /// Writes the extra reserved regions, except those whose node (same name, so same base) the

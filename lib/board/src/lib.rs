@@ -20,6 +20,7 @@
 
 extern crate alloc;
 
+pub mod diff;
 mod error;
 mod guest;
 mod tree;
@@ -634,18 +635,24 @@ fn clock_from_provider(t: &Tree, i: usize) -> Option<u32> {
 const GIC_V2: &[&str] = &["arm,cortex-a15-gic", "arm,gic-400", "arm,cortex-a9-gic", "arm,cortex-a7-gic"];
 const GIC_V3: &[&str] = &["arm,gic-v3"];
 
-fn parse_gic(t: &Tree) -> Result<Option<Gic>, BoardError> {
+/// The interrupt controller: the root's `interrupt-parent` if it is a GIC, else the first GIC;
+/// and whether it is a GICv3.
+pub(crate) fn find_gic(t: &Tree) -> Option<(usize, bool)> {
     let is_gic = |i: usize| t.is_compatible(i, GIC_V2) || t.is_compatible(i, GIC_V3);
     let preferred = t
         .prop(0, "interrupt-parent")
         .and_then(|v| <[u8; 4]>::try_from(v).ok())
         .and_then(|p| t.by_phandle(u32::from_be_bytes(p)))
         .filter(|&i| is_gic(i));
-    let Some(i) = preferred.or_else(|| (0..t.nodes.len()).find(|&i| is_gic(i))) else {
+    let i = preferred.or_else(|| (0..t.nodes.len()).find(|&i| is_gic(i)))?;
+    Some((i, t.is_compatible(i, GIC_V3)))
+}
+
+fn parse_gic(t: &Tree) -> Result<Option<Gic>, BoardError> {
+    let Some((i, v3)) = find_gic(t) else {
         return Ok(None);
     };
     let compat = t.prop_strs(i, "compatible")?.unwrap_or_default();
-    let v3 = t.is_compatible(i, GIC_V3);
     let list = if v3 { GIC_V3 } else { GIC_V2 };
     let compatible = compat.iter().find(|c| list.contains(c)).map(|s| s.to_string()).unwrap_or_default();
     let regs = required_reg(t, i)?;
@@ -689,7 +696,7 @@ fn parse_gic(t: &Tree) -> Result<Option<Gic>, BoardError> {
 const TIMER: &[&str] = &["arm,armv8-timer", "arm,armv7-timer"];
 
 /// The interrupt controller node of node `i` (its own or an ancestor's `interrupt-parent`).
-fn interrupt_parent(t: &Tree, mut i: usize) -> Option<usize> {
+pub(crate) fn interrupt_parent(t: &Tree, mut i: usize) -> Option<usize> {
     loop {
         if let Some(p) = t.prop(i, "interrupt-parent").and_then(|v| <[u8; 4]>::try_from(v).ok()) {
             return t.by_phandle(u32::from_be_bytes(p));
@@ -732,8 +739,13 @@ fn gic_interrupts(t: &Tree, i: usize) -> Result<Vec<u32>, BoardError> {
     Ok(out)
 }
 
+/// The generic timer's node.
+pub(crate) fn find_timer(t: &Tree) -> Option<usize> {
+    (0..t.nodes.len()).find(|&i| t.is_compatible(i, TIMER))
+}
+
 fn parse_timer(t: &Tree) -> Result<Option<Timer>, BoardError> {
-    let Some(i) = (0..t.nodes.len()).find(|&i| t.is_compatible(i, TIMER)) else {
+    let Some(i) = find_timer(t) else {
         return Ok(None);
     };
     let ids = gic_interrupts(t, i)?;

@@ -109,6 +109,7 @@ fn random_mutations_never_panic() {
         psci_method: None,
         remove_cpus: vec![],
         extra_devices: vec![],
+        hide_el2: true,
     };
     let per_seed = 3000;
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);

@@ -12,6 +12,13 @@
 //!   with the IPA where HPFAR holds it.
 //! * [`home`]: where the hypervisor runs (it moves itself to the top of RAM at boot) so the
 //!   guest's RAM has no hole.
+//! * [`load`]: where QEMU's loader puts a kernel, its initrd and the DTB, so the guest gets
+//!   them at the same addresses under the hypervisor, and the order of the copies that put
+//!   them there.
+//! * [`share`]: how much RAM the machine needs so the guest gets exactly its `--mem` and the
+//!   hypervisor its share on top (the xtask's `-m`), found by running the decisions above.
+//! * [`options`]: the hypervisor's `hyp.` boot-word table (the xtask reads it too) and the
+//!   words the memory plan reads.
 //! * [`mmio`]: decoding a trapped load/store (ESR syndrome) for MMIO emulation.
 //! * [`dirty`]: the dirty-bitmap arithmetic of dirty logging (initially-set words, the
 //!   argument checks of a clear, which pages one mask word write-protects).
@@ -24,9 +31,12 @@ pub mod dirty;
 pub mod exception;
 pub mod fault;
 pub mod home;
+pub mod load;
 pub mod mmio;
+pub mod options;
 pub mod plan;
 pub mod range;
+pub mod share;
 
 pub use range::Range;
 

@@ -16,7 +16,11 @@
 //! and the guest's RAM is one range.
 //!
 //! Pieces taken from the top never cover the initrd or firmware-reserved memory. The guest
-//! gets every other byte of RAM. RAM here is the DTB's memory without its `no-map` reserved
+//! gets every other byte of RAM, or, with `hyp.guest-mem=SIZE` ([`PlanInput::guest_mem`]),
+//! exactly the first SIZE bytes of the machine's memory: everything above is the hypervisor's
+//! (what it does not need joins the frame pool as [`MemoryPlan::spare`]). The xtask gives QEMU
+//! `--mem` plus the hypervisor's share, found by running this very plan ([`crate::share`]),
+//! and passes `hyp.guest-mem=` so the guest gets `--mem` exactly. RAM here is the DTB's memory without its `no-map` reserved
 //! regions ([`PlanInput::from_board`]): firmware such as TF-A on the Pi 5 owns those, and
 //! neither the hypervisor nor the guest maps them. When a request cannot be met, the error says what was in the
 //! way, so the user knows which knob to turn.
@@ -62,8 +66,16 @@ pub struct PlanInput {
     /// `hyp.slotpool=`: the memslot pool's size (`None` or 0: no pool).
     pub slotpool: Option<u64>,
     /// `hyp.migrate`: keep a second memory image as large as the guest's RAM (half of what is
-    /// left), for pre-copy migration into it.
+    /// left, or the guest's [`Self::guest_mem`]), for pre-copy migration into it.
     pub mirror: bool,
+    /// The DTB's memory as it is (no-map regions included), in address order: what
+    /// [`Self::guest_mem`] counts. Empty: [`Self::ram`].
+    pub memory: Vec<Range>,
+    /// `hyp.guest-mem=SIZE`: the guest's RAM is the first SIZE bytes of [`Self::memory`] (minus
+    /// the no-map regions in them, which are nobody's); nothing the hypervisor keeps may lie
+    /// there, and everything above is the hypervisor's. `None`: every byte the hypervisor does
+    /// not need is the guest's.
+    pub guest_mem: Option<u64>,
 }
 
 impl PlanInput {
@@ -78,6 +90,8 @@ impl PlanInput {
         }
         let no_map: Vec<board::Region> = board.no_map_regions().collect();
         PlanInput {
+            memory: board.memory.iter().map(|r| region(*r)).collect(),
+            guest_mem: None,
             ram,
             image,
             reserved: board.reserved_regions().filter(|r| !no_map.contains(r)).map(region).collect(),
@@ -107,6 +121,9 @@ pub struct MemoryPlan {
     pub mirror: Range,
     /// Everything else: the guest's RAM, in address order.
     pub guest_ram: Vec<Range>,
+    /// With [`PlanInput::guest_mem`]: RAM above the guest's that the hypervisor keeps without
+    /// needing it (more page-table frames), reserved memory and the initrd left out.
+    pub spare: Vec<Range>,
     /// Bytes of RAM in the DTB.
     pub ram_bytes: u64,
 }
@@ -129,10 +146,13 @@ impl MemoryPlan {
         }
     }
 
-    /// Every range the guest must never reach: the region, the high frame pool, the slot pool
-    /// (empty ones left out).
+    /// Every range the guest must never reach: the region, the high frame pool, the slot pool,
+    /// the mirror and the spare RAM (empty ones left out).
     pub fn hypervisor_owned(&self) -> Vec<Range> {
-        [self.hyp, self.frames_high, self.slotpool, self.mirror].into_iter().filter(|r| !r.is_empty()).collect()
+        let mut v: Vec<Range> =
+            [self.hyp, self.frames_high, self.slotpool, self.mirror].into_iter().filter(|r| !r.is_empty()).collect();
+        v.extend(self.spare.iter().copied().filter(|r| !r.is_empty()));
+        v
     }
 }
 
@@ -156,6 +176,22 @@ pub enum PlanError {
     InitrdOutsideRam {
         /// The initrd.
         initrd: Range,
+    },
+    /// `hyp.guest-mem` asks for more than the machine's memory.
+    GuestMemTooLarge {
+        /// `hyp.guest-mem`.
+        guest_mem: u64,
+        /// Bytes of the machine's memory.
+        memory: u64,
+    },
+    /// With `hyp.guest-mem`, something the hypervisor keeps lies in the guest's share.
+    KeptInGuestRam {
+        /// What.
+        what: &'static str,
+        /// Where it is.
+        range: Range,
+        /// Where the guest's share ends.
+        guest_end: u64,
     },
     /// A size overflows the address space.
     TooLarge {
@@ -193,7 +229,18 @@ impl fmt::Display for PlanError {
                  for the hypervisor's {} MiB region plus the guest (give the machine more memory)",
                 hyp.len() >> 20
             ),
-            Self::InitrdOutsideRam { initrd } => write!(f, "the initrd {initrd} is not in RAM"),
+            Self::InitrdOutsideRam { initrd } => write!(f, "the initrd {initrd} is not in the guest's RAM"),
+            Self::GuestMemTooLarge { guest_mem, memory } => write!(
+                f,
+                "hyp.guest-mem={} MiB is more than the machine's {} MiB of memory",
+                guest_mem >> 20,
+                memory >> 20
+            ),
+            Self::KeptInGuestRam { what, range, guest_end } => write!(
+                f,
+                "hyp.guest-mem: {what} {range} lies in the guest's RAM (up to {guest_end:#x}): the machine needs more \
+                 memory on top of the guest's"
+            ),
             Self::TooLarge { what, size } => write!(f, "{what}={size:#x} does not fit in the address space"),
             Self::NoRoom { what, size, align, largest, taken } => {
                 write!(
@@ -287,7 +334,29 @@ impl MemoryPlan {
         if !frames_high.is_empty() {
             taken.push(("the frame pool", frames_high));
         }
-        let mirror = if input.mirror {
+        let mut spare = Vec::new();
+        if let Some(limit) = input.guest_mem {
+            let memory = if input.memory.is_empty() { &input.ram } else { &input.memory };
+            let guest_end = range::address_after(memory, limit)
+                .ok_or(PlanError::GuestMemTooLarge { guest_mem: limit, memory: range::total(memory) })?;
+            let kept =
+                [("the hypervisor's region", hyp), ("the memslot pool", slotpool), ("the frame pool", frames_high)];
+            if let Some((what, r)) = kept.into_iter().find(|(_, r)| !r.is_empty() && r.start < guest_end) {
+                return Err(PlanError::KeptInGuestRam { what, range: r, guest_end });
+            }
+            let (below, mut above) = range::split_at(&guest_ram, guest_end);
+            guest_ram = below;
+            for a in &avoid {
+                above = range::subtract(&above, *a);
+            }
+            spare = above;
+        }
+        let mirror = if input.mirror && input.guest_mem.is_some() {
+            // As large as the guest's RAM, from what it does not get.
+            let size = align_up(range::total(&guest_ram), BLOCK_2M).ok_or(too_large("hyp.migrate", 0))?;
+            range::reserve_top(&mut spare, size, BLOCK_2M, &avoid)
+                .ok_or_else(|| no_room("hyp.migrate (the second memory image)", size, BLOCK_2M, &spare, &taken))?
+        } else if input.mirror {
             // Half of what is left, rounded up: the guest keeps the other (smaller) half.
             let size = align_up(range::total(&guest_ram) / 2, BLOCK_2M).ok_or(too_large("hyp.migrate", 0))?;
             range::reserve_top(&mut guest_ram, size, BLOCK_2M, &avoid)
@@ -300,7 +369,17 @@ impl MemoryPlan {
                 return Err(PlanError::InitrdOutsideRam { initrd: i });
             }
         }
-        Ok(MemoryPlan { hyp, frames_low, frames_high, frame_pool_bytes: pool, slotpool, mirror, guest_ram, ram_bytes })
+        Ok(MemoryPlan {
+            hyp,
+            frames_low,
+            frames_high,
+            frame_pool_bytes: pool,
+            slotpool,
+            mirror,
+            guest_ram,
+            spare,
+            ram_bytes,
+        })
     }
 }
 
@@ -333,8 +412,16 @@ mod tests {
                 assert!(!g.overlaps(o), "guest RAM {g} overlaps hypervisor memory {o}");
             }
         }
+        // Reserved memory above a `hyp.guest-mem` share is nobody's (the firmware's).
+        let nobodys: u64 = match input.guest_mem {
+            Some(g) => {
+                let end = range::address_after(&input.ram, g).unwrap();
+                input.reserved.iter().map(|r| range::split_at(&[*r], end).1).map(|v| range::total(&v)).sum()
+            }
+            None => 0,
+        };
         assert_eq!(
-            range::total(&p.guest_ram) + range::total(&owned),
+            range::total(&p.guest_ram) + range::total(&owned) + nobodys,
             range::total(&input.ram),
             "every byte of RAM is either the guest's or the hypervisor's"
         );
@@ -478,6 +565,65 @@ mod tests {
         assert!(p.mirror.len() >= guest && p.mirror.len() - guest <= BLOCK_2M * 2, "{p:?}");
         assert!(p.guest_ram.iter().all(|g| !g.overlaps(&p.mirror)));
         check_invariants(&input, &p);
+    }
+
+    /// The hypervisor moved to the top of `mem` bytes of RAM (`home`), the initrd where QEMU
+    /// puts it, `hyp.guest-mem=guest`.
+    fn at_top(mem: u64, guest: u64) -> PlanInput {
+        let top = GIB + mem;
+        PlanInput {
+            image: Range::new(top - 22 * MIB, top - 17 * MIB),
+            guest_mem: Some(guest),
+            initrd: Some(Range::new(GIB + (mem / 2).min(128 * MIB), GIB + (mem / 2).min(128 * MIB) + MIB)),
+            ..qemu(mem)
+        }
+    }
+
+    #[test]
+    fn guest_mem_gives_the_guest_exactly_its_share() {
+        let input = at_top(GIB + 22 * MIB, GIB);
+        let p = MemoryPlan::new(&input).unwrap();
+        assert_eq!(p.guest_ram, vec![Range::new(GIB, 2 * GIB)]);
+        assert!(p.spare.is_empty(), "{p:?}");
+        check_invariants(&input, &p);
+        // An odd number of MiB: the guest ends there, the MiB up to the region is spare.
+        let input = at_top(129 * MIB + 23 * MIB, 129 * MIB);
+        let p = MemoryPlan::new(&input).unwrap();
+        assert_eq!(p.guest_ram, vec![Range::new(GIB, GIB + 129 * MIB)]);
+        assert_eq!(p.spare, vec![Range::new(GIB + 129 * MIB, GIB + 130 * MIB)]);
+        check_invariants(&input, &p);
+        // More RAM than needed: the rest is spare, the guest still gets exactly its share.
+        let input = at_top(4 * GIB, GIB);
+        let p = MemoryPlan::new(&input).unwrap();
+        assert_eq!(p.guest_ram, vec![Range::new(GIB, 2 * GIB)]);
+        assert_eq!(range::total(&p.spare), 3 * GIB - 22 * MIB - p.frames_high.len());
+        check_invariants(&input, &p);
+    }
+
+    #[test]
+    fn guest_mem_refuses_what_cannot_be_given() {
+        // The hypervisor did not move: its region is in the guest's share.
+        let input = PlanInput { guest_mem: Some(GIB), ..qemu(GIB) };
+        let e = MemoryPlan::new(&input).unwrap_err();
+        assert!(matches!(e, PlanError::KeptInGuestRam { what: "the hypervisor's region", .. }), "{e:?}");
+        assert!(e.to_string().contains("needs more memory"), "{e}");
+        let e = MemoryPlan::new(&at_top(GIB, 2 * GIB)).unwrap_err();
+        assert!(matches!(e, PlanError::GuestMemTooLarge { .. }), "{e:?}");
+        // Too little on top for the frame pool of 4 GiB of RAM (256 MiB).
+        let e = MemoryPlan::new(&at_top(4 * GIB, 4 * GIB - 100 * MIB)).unwrap_err();
+        assert!(matches!(e, PlanError::KeptInGuestRam { what: "the frame pool", .. }), "{e:?}");
+    }
+
+    #[test]
+    fn guest_mem_with_migration_takes_the_mirror_from_the_spare() {
+        let input = PlanInput { mirror: true, ..at_top(2 * GIB + 256 * MIB, GIB) };
+        let p = MemoryPlan::new(&input).unwrap();
+        assert_eq!(p.guest_ram, vec![Range::new(GIB, 2 * GIB)]);
+        assert_eq!(p.mirror.len(), GIB);
+        assert!(p.mirror.start >= 2 * GIB);
+        check_invariants(&input, &p);
+        let short = PlanInput { mirror: true, ..at_top(GIB + 24 * MIB, GIB) };
+        assert!(MemoryPlan::new(&short).unwrap_err().to_string().contains("hyp.migrate"));
     }
 
     proptest! {

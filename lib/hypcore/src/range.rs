@@ -63,6 +63,29 @@ pub fn total(ranges: &[Range]) -> u64 {
     ranges.iter().map(Range::len).fold(0, u64::saturating_add)
 }
 
+/// The address where the first `bytes` bytes of `ranges` (in address order) end: `ranges`
+/// start + `bytes` for one range. `None` if the ranges hold fewer bytes. 0 bytes end at the
+/// first range's start.
+pub fn address_after(ranges: &[Range], bytes: u64) -> Option<u64> {
+    let mut left = bytes;
+    let mut sorted: Vec<Range> = ranges.iter().copied().filter(|r| !r.is_empty()).collect();
+    sorted.sort_by_key(|r| r.start);
+    for r in &sorted {
+        if left <= r.len() {
+            return Some(r.start + left);
+        }
+        left -= r.len();
+    }
+    None
+}
+
+/// `ranges` split at `at`: the parts below it and the parts at or above it, in order.
+pub fn split_at(ranges: &[Range], at: u64) -> (Vec<Range>, Vec<Range>) {
+    let below = subtract(ranges, Range::new(at, u64::MAX));
+    let above = subtract(ranges, Range::new(0, at));
+    (below, above)
+}
+
 /// `ranges` minus `hole`, keeping order and dropping empty pieces.
 pub fn subtract(ranges: &[Range], hole: Range) -> Vec<Range> {
     let mut out = Vec::new();
@@ -155,6 +178,19 @@ mod tests {
         assert_eq!(r, Range::new(0x7fc0_0000, 0x7fe0_0000));
         assert_eq!(ram, vec![Range::new(0x4000_0000, 0x7fc0_0000), Range::new(0x7fe0_0000, 0x8000_0000)]);
         assert_eq!(reserve_top(&mut ram, 1 << 40, 0x20_0000, &[]), None);
+    }
+
+    #[test]
+    fn address_after_counts_bytes_across_ranges() {
+        let ram = [Range::new(0x1000, 0x2000), Range::new(0x8000, 0x9000)];
+        assert_eq!(address_after(&ram, 0), Some(0x1000));
+        assert_eq!(address_after(&ram, 0x1000), Some(0x2000));
+        assert_eq!(address_after(&ram, 0x1001), Some(0x8001));
+        assert_eq!(address_after(&ram, 0x2000), Some(0x9000));
+        assert_eq!(address_after(&ram, 0x2001), None);
+        let (lo, hi) = split_at(&ram, 0x8800);
+        assert_eq!(lo, vec![Range::new(0x1000, 0x2000), Range::new(0x8000, 0x8800)]);
+        assert_eq!(hi, vec![Range::new(0x8800, 0x9000)]);
     }
 
     #[test]

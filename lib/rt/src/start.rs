@@ -7,7 +7,8 @@
 //! refuses to produce an image with any other dynamic relocation), clears the BSS and switches to
 //! CPU 0's boot stack. The binary then provides:
 //!
-//! * `extern "C" fn rt_main(dtb: usize) -> !` for the boot CPU,
+//! * `extern "C" fn rt_main(dtb: usize) -> !` for the boot CPU (x1 and x2 reach it as the boot
+//!   loader or [`restart_at`] set them: a binary may take them as two more arguments),
 //! * `extern "C" fn rt_secondary_main(cpu: usize) -> !` for CPUs started at
 //!   [`secondary_entry_addr`] with the CPU index as PSCI `context_id`,
 //! * `extern "C" fn rt_exception(frame: &mut TrapFrame, vector: u64)` (see [`crate::trap`]).
@@ -192,9 +193,10 @@ pub fn all_stacks() -> (usize, usize) {
 }
 
 /// Copies the running image (text, read-only data and data: everything before the BSS) to
-/// `new_base` and starts the copy from its entry point with x0 = `x0`: `__rt_entry` applies the
-/// relocations for the new address, clears the new BSS and calls `rt_main` again. Used by the
-/// hypervisor to move itself to the top of RAM.
+/// `new_base` and starts the copy from its entry point with x0 = `x0`, x1 = `x1`, x2 = `x2`:
+/// `__rt_entry` applies the relocations for the new address, clears the new BSS and calls
+/// `rt_main` again (x1 and x2 pass through untouched: a boot loader gives 0 there, so a binary
+/// can tell a restart from a boot). Used by the hypervisor to move itself to the top of RAM.
 ///
 /// # Safety
 ///
@@ -202,7 +204,7 @@ pub fn all_stacks() -> (usize, usize) {
 /// nothing uses, identity-accessible (MMU off) and clear of the running image; no other CPU
 /// runs this image; and no static outside the BSS has been written since boot (the copy's
 /// `.data` must be what the linker produced, up to the relocated pointers `__rt_entry` rewrites).
-pub unsafe fn restart_at(new_base: u64, x0: u64) -> ! {
+pub unsafe fn restart_at(new_base: u64, x0: u64, x1: u64, x2: u64) -> ! {
     let start = core::ptr::addr_of!(__image_start) as u64;
     let bss = core::ptr::addr_of!(__bss_start) as u64;
     let words = (bss - start).div_ceil(8);
@@ -218,7 +220,7 @@ pub unsafe fn restart_at(new_base: u64, x0: u64) -> ! {
     crate::cache::clean_invalidate_to_poc(new_base, 8 * words);
     // SAFETY: the copy is complete and at the point of coherency; the I-cache is invalidated so
     // no stale instruction from that memory is fetched; the branch goes to the copy's first
-    // instruction (the Image header's branch to `__rt_entry`), which expects only x0.
+    // instruction (the Image header's branch to `__rt_entry`), which takes x0 and passes x1, x2 on.
     unsafe {
         core::arch::asm!(
             "ic iallu",
@@ -227,6 +229,8 @@ pub unsafe fn restart_at(new_base: u64, x0: u64) -> ! {
             "br {entry}",
             entry = in(reg) new_base,
             in("x0") x0,
+            in("x1") x1,
+            in("x2") x2,
             options(noreturn),
         )
     }

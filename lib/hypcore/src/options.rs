@@ -1,0 +1,106 @@
+//! The hypervisor's boot words (`hyp.…`): the table `lib/bootargs` checks them against, and the
+//! ones the memory plan reads. Here, not in the binary, because the xtask reads the same words
+//! to size the machine (`crate::share`): one table for both.
+//!
+//! SIZE is bytes, or a number with `K`, `M`, `G` or `T`.
+
+use bootargs::{Table, Word};
+
+/// 1 MiB.
+const M: u64 = 1 << 20;
+
+/// `hyp.guest-mem`: the word the xtask adds so the guest gets exactly `--mem`.
+pub const GUEST_MEM: &str = "hyp.guest-mem";
+
+/// Every word the hypervisor accepts (add one here, one line, and read it in the hypervisor's
+/// `options.rs`).
+pub const WORDS: &[Word] = &[
+    Word::choice(
+        "hyp.conduit",
+        &["hvc", "smc"],
+        "PSCI conduit written into the guest's DTB (default: HVC on QEMU's virt, as QEMU gives an EL1 guest; \
+         else the host's)",
+    ),
+    Word::size(
+        "hyp.pool",
+        crate::plan::FRAME_POOL_MIN,
+        1 << 40,
+        "page-table frame pool (default 16M below 2G of RAM, else RAM/16 up to 512M)",
+    ),
+    Word::size("hyp.slotpool", 2 * M, 1 << 40, "memory backing memslots, from the top of RAM (default none)"),
+    Word::size(
+        GUEST_MEM,
+        M,
+        1 << 50,
+        "the guest's RAM: the first SIZE bytes of the machine's memory, the rest the hypervisor's (cargo xtask run \
+         sets it to --mem; default: all RAM the hypervisor does not need)",
+    ),
+    Word::flag("hyp.check-split", "check every page after each eager split against the slot's pool mapping"),
+    Word::flag("hyp.check-stage2", "at boot, check that nothing the hypervisor keeps translates in stage 2"),
+    Word::flag(
+        "hyp.migrate",
+        "dirty logging under the running guest as live migration does: the last CPU copies into a second memory \
+         image, the guest gets a control page (pgtlab_ctl=ADDR on its command line)",
+    ),
+    Word::choice(
+        "hyp.on-fault",
+        &["inject", "stop"],
+        "a guest access to an address nothing owns: inject a synchronous external abort into the guest (default) or \
+         stop the run with exit 4 and the IPA",
+    ),
+    Word::choice(
+        "hyp.test",
+        &["el2-fault", "aarch32-abort", "aarch32-hvc"],
+        "el2-fault: read an unmapped address at EL2 after setup; aarch32-abort / aarch32-hvc: run a guest in \
+         AArch32 that reads the hypervisor's memory / calls HVC",
+    ),
+];
+
+/// The hypervisor's table for `lib/bootargs`.
+pub const TABLE: Table = Table { owner: "hypervisor", words: WORDS, foreign: &[] };
+
+/// The words the memory plan reads.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PlanWords {
+    /// `hyp.pool=`.
+    pub pool: Option<u64>,
+    /// `hyp.slotpool=`.
+    pub slotpool: Option<u64>,
+    /// `hyp.migrate`.
+    pub migrate: bool,
+    /// `hyp.guest-mem=`.
+    pub guest_mem: Option<u64>,
+}
+
+impl PlanWords {
+    /// Reads them from checked words.
+    pub fn from_args(a: &bootargs::Args) -> PlanWords {
+        PlanWords {
+            pool: a.size("hyp.pool"),
+            slotpool: a.size("hyp.slotpool"),
+            migrate: a.flag("hyp.migrate"),
+            guest_mem: a.size(GUEST_MEM),
+        }
+    }
+
+    /// Checks the `hyp.` words of `cmdline` (the others are the guest's) against [`TABLE`] and
+    /// reads the plan's.
+    pub fn parse(cmdline: &str) -> Result<PlanWords, bootargs::Error> {
+        let a = bootargs::parse_words(cmdline.split_ascii_whitespace().filter(|w| w.starts_with("hyp.")), &TABLE)?;
+        Ok(PlanWords::from_args(&a))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plan_words_are_read_and_checked() {
+        let w = PlanWords::parse("quiet hyp.pool=64M hyp.migrate hyp.guest-mem=1G test=x").unwrap();
+        assert_eq!(w, PlanWords { pool: Some(64 << 20), slotpool: None, migrate: true, guest_mem: Some(1 << 30) });
+        assert!(PlanWords::parse("hyp.guest-mem=1G hyp.guest-mem=2G").is_err());
+        assert!(PlanWords::parse("hyp.pol=64M").is_err());
+        assert_eq!(PlanWords::parse("").unwrap(), PlanWords::default());
+    }
+}

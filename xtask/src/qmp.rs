@@ -1,0 +1,191 @@
+//! A small QMP client (QEMU's JSON machine protocol, `-qmp unix:PATH,server=on,wait=off`): what
+//! the xtask asks a running QEMU without disturbing the guest: where every vCPU is (at a time
+//! limit, for the verdict), and the guest's memory (`pmemsave`, for the device-tree test).
+
+use anyhow::{anyhow, bail, Context, Result};
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// A QMP socket path for one run: in the temporary directory (a socket path must stay under
+/// ~108 bytes), unique per process and call.
+pub fn socket_path() -> PathBuf {
+    static SEQ: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    std::env::temp_dir().join(format!("pgtlab-qmp-{}-{n}.sock", std::process::id()))
+}
+
+/// The QEMU arguments that open `path` for QMP.
+pub fn qemu_args(path: &Path) -> [String; 2] {
+    ["-qmp".into(), format!("unix:{},server=on,wait=off", path.display())]
+}
+
+/// A connected QMP session in command mode.
+pub struct Qmp {
+    reader: BufReader<UnixStream>,
+    writer: UnixStream,
+}
+
+impl Qmp {
+    /// Connects to `path` (waiting up to `wait` for QEMU to create it) and leaves capability
+    /// negotiation.
+    pub fn connect(path: &Path, wait: Duration) -> Result<Qmp> {
+        let start = std::time::Instant::now();
+        let stream = loop {
+            match UnixStream::connect(path) {
+                Ok(s) => break s,
+                Err(_) if start.elapsed() < wait => std::thread::sleep(Duration::from_millis(20)),
+                Err(e) => return Err(e).with_context(|| format!("connecting to QEMU's QMP socket {}", path.display())),
+            }
+        };
+        stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+        let writer = stream.try_clone()?;
+        let mut q = Qmp { reader: BufReader::new(stream), writer };
+        let greeting = q.read()?;
+        if greeting.get("QMP").is_none() {
+            bail!("QMP: no greeting from QEMU: {greeting}");
+        }
+        q.execute("qmp_capabilities", json!({}))?;
+        Ok(q)
+    }
+
+    fn read(&mut self) -> Result<Value> {
+        let mut line = String::new();
+        if self.reader.read_line(&mut line)? == 0 {
+            bail!("QMP: QEMU closed the connection");
+        }
+        serde_json::from_str(&line).with_context(|| format!("QMP: not JSON: {line:?}"))
+    }
+
+    /// Runs `command` and returns its `return` value (events in between are skipped).
+    pub fn execute(&mut self, command: &str, arguments: Value) -> Result<Value> {
+        let msg = json!({ "execute": command, "arguments": arguments });
+        writeln!(self.writer, "{msg}")?;
+        loop {
+            let v = self.read()?;
+            if let Some(r) = v.get("return") {
+                return Ok(r.clone());
+            }
+            if let Some(e) = v.get("error") {
+                return Err(anyhow!("QMP {command}: {e}"));
+            }
+        }
+    }
+
+    /// A human-monitor command's text (`info registers -a`, …).
+    pub fn hmp(&mut self, command_line: &str) -> Result<String> {
+        let r = self.execute("human-monitor-command", json!({ "command-line": command_line }))?;
+        Ok(r.as_str().unwrap_or_default().to_string())
+    }
+
+    /// `len` bytes of guest physical memory at `addr`.
+    pub fn read_memory(&mut self, addr: u64, len: u64) -> Result<Vec<u8>> {
+        let file = socket_path().with_extension("mem");
+        self.execute("pmemsave", json!({ "val": addr, "size": len, "filename": file.display().to_string() }))?;
+        let data = std::fs::read(&file).with_context(|| format!("reading {}", file.display()));
+        let _ = std::fs::remove_file(&file);
+        data
+    }
+
+    /// Every vCPU's state as `info registers -a` gives it.
+    pub fn cpus(&mut self) -> Result<Vec<CpuState>> {
+        Ok(parse_registers(&self.hmp("info registers -a")?))
+    }
+}
+
+/// One vCPU's state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CpuState {
+    /// CPU number.
+    pub cpu: usize,
+    /// The program counter.
+    pub pc: u64,
+    /// The exception level it runs at.
+    pub el: u8,
+}
+
+/// Reads `CPU#n`, ` PC=` and `PSTATE=… ELnh` out of `info registers -a`.
+pub fn parse_registers(text: &str) -> Vec<CpuState> {
+    let mut out: Vec<CpuState> = Vec::new();
+    for line in text.lines() {
+        let l = line.trim();
+        if let Some(n) = l.strip_prefix("CPU#") {
+            if let Ok(cpu) = n.trim().parse() {
+                out.push(CpuState { cpu, pc: 0, el: 0 });
+            }
+        } else if let (Some(c), Some(pc)) = (out.last_mut(), l.strip_prefix("PC=")) {
+            c.pc = u64::from_str_radix(pc.split_whitespace().next().unwrap_or(""), 16).unwrap_or(0);
+        } else if let (Some(c), true) = (out.last_mut(), l.starts_with("PSTATE=")) {
+            if let Some(el) = l.split_whitespace().find_map(|w| w.strip_prefix("EL")) {
+                c.el = el.chars().next().and_then(|d| d.to_digit(10)).unwrap_or(0) as u8;
+            }
+        }
+    }
+    out
+}
+
+/// Where every vCPU is, in one line: a few samples of [`Qmp::cpus`] (a CPU that moves shows
+/// every PC seen; one whose PC stays 0 was never started or is off). For a CPU inside the hypervisor
+/// (EL2), the guest's PC at its last exit is read from the hypervisor's table at `guest_pcs`
+/// (the `hyp_boot` record's address of `hypervisor/src/cpu.rs`'s `GUEST_PCS`, one u64 per CPU).
+pub fn describe_cpus(q: &mut Qmp, guest_pcs: Option<u64>) -> Result<String> {
+    let mut samples: Vec<Vec<CpuState>> = Vec::new();
+    for i in 0..3 {
+        if i > 0 {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        samples.push(q.cpus()?);
+    }
+    let n = samples.iter().map(Vec::len).min().unwrap_or(0);
+    let table = match guest_pcs {
+        Some(at) if n > 0 => q.read_memory(at, 8 * n as u64).ok(),
+        _ => None,
+    };
+    let mut parts = Vec::new();
+    for c in 0..n {
+        let seen: Vec<&CpuState> = samples.iter().map(|s| &s[c]).collect();
+        if seen.iter().all(|s| s.pc == 0) {
+            parts.push(format!("CPU {c} off"));
+            continue;
+        }
+        let mut pcs: Vec<String> = Vec::new();
+        for s in &seen {
+            let p = format!("EL{} {:#x}", s.el, s.pc);
+            if !pcs.contains(&p) {
+                pcs.push(p);
+            }
+        }
+        let mut line = format!("CPU {c} at {}", pcs.join(", "));
+        if seen.iter().any(|s| s.el == 2) {
+            let guest =
+                table.as_ref().and_then(|t| t.get(8 * c..8 * c + 8)).map(|b| u64::from_le_bytes(b.try_into().unwrap()));
+            match guest {
+                Some(pc) if pc != 0 => {
+                    line.push_str(&format!(" (in the hypervisor; the guest's PC at its last exit {pc:#x})"))
+                }
+                _ => line.push_str(" (in the hypervisor)"),
+            }
+        }
+        parts.push(line);
+    }
+    Ok(parts.join("; "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn registers_of_every_cpu_are_read() {
+        let text = "\r\nCPU#0\r\n PC=0000000040080000 X00=0000000040000000 X01=0000000000000000\r\n\
+                    X02=0\r\nPSTATE=000003c5 ---- EL1h  SVCR=00000000 --  BTYPE=0    FPU disabled\r\n\r\n\
+                    CPU#1\r\n PC=0000000000000000 X00=0\r\nPSTATE=400003c9 -Z-- EL2h  SVCR=00000000\r\n";
+        assert_eq!(
+            parse_registers(text),
+            [CpuState { cpu: 0, pc: 0x4008_0000, el: 1 }, CpuState { cpu: 1, pc: 0, el: 2 }]
+        );
+        assert!(parse_registers("garbage").is_empty());
+    }
+}
