@@ -7,7 +7,6 @@
 extern crate alloc;
 
 mod bench;
-mod cmdline;
 mod cpuinfo;
 mod heap;
 mod hyp;
@@ -27,9 +26,9 @@ mod user_programs;
 mod work;
 
 use alloc::string::String;
-use alloc::vec::Vec;
 use board::Board;
 use cpuinfo::CpuInfo;
+use kcore::options::Options;
 use power::Host;
 use spin::Once;
 
@@ -118,15 +117,20 @@ fn boot(dtb_pa: usize) -> Result<(), String> {
     });
     power::set_psci_known();
     let mem_bytes = board.memory.iter().map(|r| r.size).sum();
-    cmdline::init(board.bootargs.as_deref().unwrap_or(""))?;
-    // The checked words (a boot loader's words before the marker left out).
-    let args: Vec<String> = cmdline::args().words().map(String::from).collect();
-    mm::init(&board, (dtb_pa as u64, (dtb_pa + dtb.len()) as u64), &args)?;
-    mm::user::parse_args();
-    let percpu_tables = percpu::parse_args();
-    percpu::init(board.cpus.len(), percpu_tables)?;
-    let programs = sched::parse_args()?;
-    percpu::check_seed(&programs)?;
+    // The command line, checked and typed once; each subsystem gets its part.
+    let (opts, firmware) = Options::parse(board.bootargs.as_deref().unwrap_or("")).map_err(|e| format!("{e}"))?;
+    if !firmware.is_empty() {
+        rt::println!(
+            "kernel: {} words before {:?} are the boot loader's, ignored: {}",
+            firmware.len(),
+            bootargs::FIRMWARE_MARKER,
+            firmware.join(" ")
+        );
+    }
+    mm::init(&board, (dtb_pa as u64, (dtb_pa + dtb.len()) as u64), &opts.mm)?;
+    mm::user::configure(&opts.user);
+    percpu::init(board.cpus.len(), &opts.percpu)?;
+    sched::configure(&opts.sched)?;
     rt::println!(
         "kernel: pgtlab kernel, {} CPUs, {} MiB RAM in {} ranges, PSCI over {:?}, {}, bootargs {:?}",
         board.cpus.len(),
@@ -138,10 +142,10 @@ fn boot(dtb_pa: usize) -> Result<(), String> {
             Host::Qemu => "on bare QEMU (no hypervisor)",
             Host::Firmware => "on firmware",
         },
-        args.join(" ")
+        opts.words.join(" ")
     );
     irq::init(&board)?;
-    mm::user::init(board.cpus.len().min(rt::MAX_CPUS))?;
+    mm::user::init(board.cpus.len().min(rt::MAX_CPUS), &opts.user)?;
     sched::init();
     KERNEL.call_once(|| Kernel { board, host, mem_bytes });
     banner(0);
@@ -157,15 +161,16 @@ fn boot(dtb_pa: usize) -> Result<(), String> {
     } else {
         rt::println!("kernel: {online} of {} CPUs online", k.board.cpus.len());
     }
-    perf::scenario::around(|| {
-        selftest::run(&args)?;
-        if let Some(name) = cmdline::args().choice("bench") {
-            bench::run(name)?;
+    perf::scenario::around(&opts.perf, || {
+        selftest::run(&opts)?;
+        if let Some(name) = opts.bench.name {
+            bench::run(name, &opts.bench)?;
         }
         Ok(())
     })?;
+    let programs = &opts.sched.programs;
     if !programs.is_empty() {
-        let failed = sched::run_programs(&programs)?;
+        let failed = sched::run_programs(programs)?;
         if failed != 0 {
             return Err(format!("{failed} of {} EL0 programs failed", programs.len()));
         }

@@ -15,35 +15,36 @@ mod split;
 
 use alloc::format;
 use alloc::string::String;
+use kcore::options::{BenchOptions, Program};
 
 /// The benchmarks, in the order of `abi::names::BENCHES` (the names `bench=` accepts), each
 /// with what runs it; checked against that list at compile time.
-type Runner = fn() -> Result<(), String>;
+type Runner = fn(&BenchOptions) -> Result<(), String>;
 const RUNNERS: [(&str, Runner); 6] = [
-    ("exits", exits::run),
-    ("linear-map", linear_map::run),
-    ("contpte", contpte::run),
+    ("exits", |_| exits::run()),
+    ("linear-map", |_| linear_map::run()),
+    ("contpte", |_| contpte::run()),
     ("split", split::run),
     ("mprotect", mprotect),
     ("percpu", percpu),
 ];
 const _: () = assert!(abi::names::table_matches(&RUNNERS, abi::names::BENCHES));
 
-/// Runs the benchmark `name`.
-pub fn run(name: &str) -> Result<(), String> {
+/// Runs the benchmark `name` with its parameters `o`.
+pub fn run(name: &str, o: &BenchOptions) -> Result<(), String> {
     rt::println!("kernel: benchmark {name}");
     let (_, run) = RUNNERS
         .iter()
         .find(|(n, _)| *n == name)
         .ok_or_else(|| format!("unknown benchmark {name:?} (known: {})", abi::names::BENCHES.join(", ")))?;
-    run()
+    run(o)
 }
 
 /// `bench=mprotect`: an EL0 program (user/src/bin/mprotect.rs); `mprotect.rounds=N` is passed
 /// on.
-fn mprotect() -> Result<(), String> {
-    let rounds = crate::cmdline::args().uint("mprotect.rounds").unwrap_or(100);
-    let failed = crate::sched::run_programs(&[("mprotect".into(), format!("rounds={rounds}"))])?;
+fn mprotect(o: &BenchOptions) -> Result<(), String> {
+    let p = Program { name: "mprotect", args: format!("rounds={}", o.mprotect_rounds) };
+    let failed = crate::sched::run_programs(&[p])?;
     if failed != 0 {
         return Err("the mprotect benchmark program failed".into());
     }
@@ -52,12 +53,9 @@ fn mprotect() -> Result<(), String> {
 
 /// `bench=percpu`: an EL0 program (user/src/bin/percpu_bench.rs); `percpu.rounds=N` is passed
 /// on (the program's default: 20, or 3 under -icount).
-fn percpu() -> Result<(), String> {
-    let args = match crate::cmdline::args().uint("percpu.rounds") {
-        Some(r) => format!("rounds={r}"),
-        None => String::new(),
-    };
-    let failed = crate::sched::run_programs(&[("percpu_bench".into(), args)])?;
+fn percpu(o: &BenchOptions) -> Result<(), String> {
+    let args = o.percpu_rounds.map(|r| format!("rounds={r}")).unwrap_or_default();
+    let failed = crate::sched::run_programs(&[Program { name: "percpu_bench", args }])?;
     if failed != 0 {
         return Err("the percpu benchmark program failed".into());
     }

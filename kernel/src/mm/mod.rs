@@ -70,9 +70,10 @@ use alloc::vec::Vec;
 use board::Board;
 use core::sync::atomic::{AtomicBool, Ordering};
 use frames::{KFrames, PAGE};
+use kcore::options::MmOptions;
 pub use layout::{LINEAR_BASE, SCRATCH_BASE, VMALLOC_END, VMALLOC_START};
 use pgtable::hw::HwTlb;
-use pgtable::kmem::{self, Bbml2Arg, Bbml2Decision, Rodata};
+use pgtable::kmem::{self, Bbml2Decision, Rodata};
 use pgtable::{regime, Attributes, Constraints, PageTable, Perms, PhysAddr, Regime, VaHalf, VirtAddr};
 use spin::{Mutex, Once};
 
@@ -133,44 +134,11 @@ pub fn reserved_ttbr0() -> u64 {
     *RESERVED_TTBR0.get().expect("mm::init ran")
 }
 
-struct Args {
-    bbml2: Bbml2Arg,
-    unsafe_override: bool,
-    /// `bbml2_test_disallow_cpu=N`: treat CPU N as not allowed, to test the refusal of a late
-    /// CPU on QEMU, whose CPUs are all alike.
-    disallow_cpu: Option<usize>,
-    rodata: Rodata,
-    contpte: bool,
-}
-
-fn parse_args(args: &[String]) -> Result<Args, String> {
-    let mut a =
-        Args { bbml2: Bbml2Arg::Auto, unsafe_override: false, disallow_cpu: None, rodata: Rodata::Full, contpte: true };
-    for w in args {
-        if let Some(v) = w.strip_prefix("bbml2=") {
-            a.bbml2 = Bbml2Arg::parse(v).ok_or_else(|| format!("bad boot argument {w:?} (bbml2=auto|on|off)"))?;
-        } else if w == "bbml2_unsafe_override" {
-            a.unsafe_override = true;
-        } else if let Some(v) = w.strip_prefix("bbml2_test_disallow_cpu=") {
-            a.disallow_cpu = Some(v.parse().map_err(|_| format!("bad boot argument {w:?} (a CPU index)"))?);
-        } else if let Some(v) = w.strip_prefix("rodata=") {
-            a.rodata = Rodata::parse(v).ok_or_else(|| format!("bad boot argument {w:?} (rodata=full|on|off)"))?;
-        } else if let Some(v) = w.strip_prefix("contpte=") {
-            a.contpte = match v {
-                "on" => true,
-                "off" => false,
-                _ => return Err(format!("bad boot argument {w:?} (contpte=on|off)")),
-            };
-        }
-    }
-    Ok(a)
-}
-
 /// This CPU's identification, with `bbml2_test_midr=` standing in for its MIDR: that is how a
 /// test feeds the boot's own BBML2 decision a core that is not on the allow-list.
-fn cpu_info() -> CpuInfo {
+fn cpu_info(o: &MmOptions) -> CpuInfo {
     let mut i = CpuInfo::read();
-    if let Some(midr) = crate::cmdline::args().uint("bbml2_test_midr") {
+    if let Some(midr) = o.midr_override {
         i.midr = pgtable::cpu::Midr(midr);
     }
     i
@@ -213,10 +181,9 @@ pub fn map_kernel_page(va: u64, pa: u64) -> Result<(), String> {
 /// Builds the kernel's table and swaps it in for the early one (boot CPU, running at the
 /// image's virtual address with the early tables), then grows the heap. `dtb` is the DTB's
 /// physical range (kept out of the frame allocator).
-pub fn init(board: &Board, dtb: (u64, u64), args: &[String]) -> Result<(), String> {
-    let a = parse_args(args)?;
-    let cpu = cpu_info();
-    let decision = kmem::bbml2_decide(cpu.bbml2(), a.bbml2, a.unsafe_override);
+pub fn init(board: &Board, dtb: (u64, u64), a: &MmOptions) -> Result<(), String> {
+    let cpu = cpu_info(a);
+    let decision = kmem::bbml2_decide(cpu.bbml2(), a.bbml2, a.bbml2_unsafe_override);
     if decision.refused {
         rt::println!("kernel: {decision}");
     }
@@ -292,7 +259,7 @@ pub fn init(board: &Board, dtb: (u64, u64), args: &[String]) -> Result<(), Strin
         bbml2: decision,
         disallow_cpu: a.disallow_cpu.map(|c| c as u64).unwrap_or(u64::MAX),
         image_delta: layout::image_delta(),
-        midr_override: crate::cmdline::args().uint("bbml2_test_midr").unwrap_or(u64::MAX),
+        midr_override: a.midr_override.unwrap_or(u64::MAX),
         psci_smc: crate::smccc::conduit() == crate::smccc::Conduit::Smc,
     });
 

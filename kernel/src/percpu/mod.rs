@@ -72,6 +72,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::marker::PhantomData;
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use kcore::options::PercpuOptions;
 use spin::Mutex;
 
 /// Where CPU 0's area is mapped globally (top-level slot 254 of the upper half).
@@ -414,65 +415,22 @@ static DYNAMIC: Mutex<Dynamic> = Mutex::new(Dynamic { free: Vec::new(), mapped: 
 pub static ALLOCS: AtomicU64 = AtomicU64::new(0);
 pub static FREES: AtomicU64 = AtomicU64::new(0);
 
-/// A bug seeded for the tests (`percpu.seed=`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Seed {
-    None,
-    /// The baseline's add without its preemption guard.
-    NoGuard,
-    /// The window's add as a plain load, add and store.
-    WindowPlain,
-    /// `sync_roots` forgets CPU 1's root.
-    NoSyncCpu1,
-}
+pub use kcore::options::PercpuSeed as Seed;
 
 static SEED: spin::Once<Seed> = spin::Once::new();
 
-/// The seeded bug (none unless `percpu.seed=` says).
+/// The seeded bug (none unless `percpu.seed=` said).
 pub fn seed() -> Seed {
     *SEED.get().unwrap_or(&Seed::None)
 }
 
-/// Boot words: `percpu_tables=on|off` (default on), `percpu.seed=...` (tests only). Returns
-/// whether the tables are on.
-pub fn parse_args() -> bool {
-    let a = crate::cmdline::args();
-    let s = match a.choice("percpu.seed") {
-        Some("no-guard") => Seed::NoGuard,
-        Some("window-plain") => Seed::WindowPlain,
-        Some("no-sync-cpu1") => Seed::NoSyncCpu1,
-        _ => Seed::None,
-    };
-    SEED.call_once(|| s);
-    tables::SEED_SKIP_CPU1.store(s == Seed::NoSyncCpu1, Ordering::Relaxed);
-    a.choice("percpu_tables") != Some("off")
-}
-
-/// A seeded bug must be one a run can show, and a run that asks for the seeded method must have
-/// one: `percpu.seed=no-guard|window-plain` act only through `user=percpu:modes=...seeded...`
-/// (the `seeded` method), which does nothing seeded without them (`no-sync-cpu1` seeds the
-/// tables themselves, whatever runs).
-pub fn check_seed(programs: &[(alloc::string::String, alloc::string::String)]) -> Result<(), alloc::string::String> {
-    let seeded_mode = programs.iter().any(|(n, a)| {
-        n == "percpu" && abi::programs::text(a, "modes").is_some_and(|m| m.split('/').any(|x| x == "seeded"))
-    });
-    let word = crate::cmdline::args().choice("percpu.seed");
-    match (word, seeded_mode) {
-        (Some(w @ ("no-guard" | "window-plain")), false) => Err(alloc::format!(
-            "bad boot argument \"percpu.seed={w}\": it acts only on the seeded method, and no user=percpu:modes=... \
-             runs `seeded`"
-        )),
-        (None | Some("no-sync-cpu1"), true) => Err(alloc::string::String::from(
-            "bad boot argument \"user=percpu:modes=...seeded...\": the seeded method needs percpu.seed=no-guard or \
-             percpu.seed=window-plain (it would run no bug)",
-        )),
-        _ => Ok(()),
-    }
-}
-
 /// Boot CPU, after `mm::init`: maps every CPU's static page at `AREAS_BASE`, builds the
-/// per-CPU roots and windows, and switches this CPU to its area (and its root when `on`).
-pub fn init(cpus: usize, on: bool) -> Result<(), String> {
+/// per-CPU roots and windows, and switches this CPU to its area (and its root when
+/// `percpu_tables=on`).
+pub fn init(cpus: usize, o: &PercpuOptions) -> Result<(), String> {
+    SEED.call_once(|| o.seed);
+    tables::SEED_SKIP_CPU1.store(o.seed == Seed::NoSyncCpu1, Ordering::Relaxed);
+    let on = o.tables;
     let cpus = cpus.clamp(1, rt::MAX_CPUS);
     CPUS.store(cpus, Ordering::Relaxed);
     for (c, a) in STATIC_AREAS.iter().enumerate().take(cpus) {

@@ -45,9 +45,9 @@ use alloc::collections::BTreeMap;
 use alloc::format;
 use alloc::string::String;
 use alloc::sync::Arc;
-use alloc::vec::Vec;
 use core::cell::UnsafeCell;
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use kcore::options::{Program, SchedOptions};
 use kcore::sched::{Queues, Switch};
 use rt::TrapFrame;
 use spin::Mutex;
@@ -138,27 +138,14 @@ fn stack_lookup(addr: usize) -> Option<(usize, usize)> {
     (lo..hi).contains(&addr).then_some((lo, hi))
 }
 
-/// Takes `tick_hz=N` from the boot words (checked by `crate::cmdline`) and returns the
-/// programs `user=NAME[:ARGS][+NAME[:ARGS]...]` names (in order; they run concurrently; the
-/// same program may come several times). An empty item or an unknown program is refused.
-pub fn parse_args() -> Result<Vec<(String, String)>, String> {
-    let a = crate::cmdline::args();
-    if let Some(hz) = a.uint("tick_hz") {
-        TICK_HZ.store(hz, Ordering::Relaxed);
+/// The scheduler's boot words: `tick_hz=N`, and the programs of `user=` (checked against
+/// `abi::programs` by the options) must be embedded in this kernel.
+pub fn configure(o: &SchedOptions) -> Result<(), String> {
+    TICK_HZ.store(o.tick_hz, Ordering::Relaxed);
+    for p in &o.programs {
+        crate::user_programs::find(p.name)?;
     }
-    let mut programs = Vec::new();
-    if let Some(v) = a.text("user") {
-        for item in v.split('+') {
-            let (name, args) = item.split_once(':').unwrap_or((item, ""));
-            if name.is_empty() {
-                return Err(format!("bad boot argument \"user={v}\": an empty program name"));
-            }
-            abi::programs::check(name, args).map_err(|e| format!("bad boot argument \"user={v}\": {e}"))?;
-            crate::user_programs::find(name)?;
-            programs.push((name.into(), args.into()));
-        }
-    }
-    Ok(programs)
+    Ok(())
 }
 
 /// Boot CPU, once: backtraces learn task stacks, the tick hook goes in.
@@ -547,7 +534,7 @@ fn secondary_scheduler(cpu: usize) -> ! {
 
 /// Runs the programs `(name, args)` to completion on every online CPU; returns how many
 /// processes ended with a status other than 0.
-pub fn run_programs(programs: &[(String, String)]) -> Result<u64, String> {
+pub fn run_programs(programs: &[Program]) -> Result<u64, String> {
     if !SECONDARIES_STARTED.swap(true, Ordering::AcqRel) {
         let cpus = crate::work::hand_over(secondary_scheduler);
         for cpu in (0..rt::MAX_CPUS).filter(|c| cpus & (1 << c) != 0) {
@@ -556,8 +543,8 @@ pub fn run_programs(programs: &[(String, String)]) -> Result<u64, String> {
     }
     QUEUES.set_online(0);
     let failed0 = FAILED_PROCESSES.load(Ordering::Relaxed);
-    for (name, args) in programs {
-        start_program(name, args)?;
+    for p in programs {
+        start_program(p.name, &p.args)?;
     }
     cpu_loop(0);
     Ok(FAILED_PROCESSES.load(Ordering::Relaxed) - failed0)

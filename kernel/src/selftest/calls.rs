@@ -17,13 +17,14 @@
 //!   the run must end with 1.
 
 use crate::smccc::{self, call, Conduit};
-use crate::{cmdline, hyp, work, KERNEL};
+use crate::{hyp, work, KERNEL};
 use abi::hypercall::{self as hc, function_id, is_smc64};
 use abi::{error, psci};
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, Ordering};
+use kcore::options::TestOptions;
 
 /// Upper-half garbage for "only W0 counts" and "32-bit calls read 32-bit arguments".
 const JUNK: u64 = 0xdead_beef_0000_0000;
@@ -424,10 +425,9 @@ pub fn cpu_cycle() -> Result<(), String> {
 }
 
 /// `test=pool-calls`.
-pub fn pool_calls() -> Result<(), String> {
+pub fn pool_calls(o: &TestOptions) -> Result<(), String> {
     needs_hypervisor("pool-calls")?;
-    let a = cmdline::args();
-    let (Some(frame), Some(slot)) = (a.uint("pools.frame"), a.uint("pools.slot")) else {
+    let Some((frame, slot)) = o.pools else {
         return Err("test=pool-calls needs pools.frame=IPA and pools.slot=IPA".into());
     };
     let base = crate::selftest::memslot::slot_window();
@@ -462,8 +462,8 @@ pub fn pool_calls() -> Result<(), String> {
 }
 
 /// `test=touch`.
-pub fn touch() -> Result<String, String> {
-    let ipa = cmdline::args().uint("touch.ipa").ok_or("test=touch needs touch.ipa=IPA")?;
+pub fn touch(o: &TestOptions) -> Result<String, String> {
+    let ipa = o.touch_ipa.ok_or("test=touch needs touch.ipa=IPA")?;
     let va = crate::mm::map_phys_page(ipa)?;
     rt::println!("kernel: touch: reading IPA {ipa:#x} (mapped at {va:#x})");
     // SAFETY: deliberately reads an IPA the guest may not own; the hypervisor must stop it.

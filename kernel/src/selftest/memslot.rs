@@ -301,15 +301,12 @@ enum Scenario {
 }
 
 /// `test=dirty-log`.
-pub fn dirty(args: &[String]) -> Result<(), String> {
+pub fn dirty(o: &kcore::options::TestOptions) -> Result<(), String> {
     let k = crate::KERNEL.get().unwrap();
     if k.host != crate::power::Host::Hypervisor {
         return Err("test=dirty-log needs the hypervisor".into());
     }
-    let seed = args
-        .iter()
-        .find_map(|a| a.strip_prefix("dirty.seed=").and_then(|v| v.parse::<u64>().ok()))
-        .unwrap_or_else(|| crate::perf::now_ns() | 1);
+    let seed = o.dirty_seed.unwrap_or_else(|| crate::perf::now_ns() | 1);
     let cpus = work::cpus();
     rt::println!("kernel: dirty-log: seed {seed}, {cpus} CPUs writing");
     let mut rng = Rng(seed);

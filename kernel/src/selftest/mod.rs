@@ -35,17 +35,12 @@ mod pan;
 use crate::KERNEL;
 use alloc::format;
 use alloc::string::String;
+use kcore::options::{Options, TestOptions};
 
-/// Every self-test `test=` accepts: `abi::names::SELFTESTS` (add a new one there and in
-/// [`RUNNERS`]).
-pub const NAMES: &[&str] = abi::names::SELFTESTS;
-
-/// Self-tests that end the run (whatever follows them would never run).
-pub const ENDS_RUN: &[&str] = abi::names::SELFTESTS_ENDING_RUN;
-
-/// What runs each self-test (its boot words are the argument), in the order of [`NAMES`];
+/// What runs each self-test (its parameters are the argument), in the order of
+/// `abi::names::SELFTESTS` (the names `test=` accepts: add a new one there and here);
 /// checked against that list at compile time.
-type Runner = fn(&[String]) -> Result<(), String>;
+type Runner = fn(&TestOptions) -> Result<(), String>;
 const RUNNERS: [(&str, Runner); 21] = [
     ("panic", |_| panic!("deliberate panic (test=panic)")),
     ("undef", |_| {
@@ -58,13 +53,13 @@ const RUNNERS: [(&str, Runner); 21] = [
     ("stray-access", |_| stray_access()),
     ("sve-state", |_| cpu_state::sve_state()),
     ("mte-regs", |_| cpu_state::mte_regs()),
-    ("touch", |_| Err(calls::touch()?)),
+    ("touch", |o| Err(calls::touch(o)?)),
     ("exit-claim", |_| calls::exit_claim()),
     ("bad-calls", |_| bad_calls()),
     ("smccc", |_| calls::smccc_rules()),
     ("storm", |_| calls::storm()),
     ("cpu-cycle", |_| calls::cpu_cycle()),
-    ("pool-calls", |_| calls::pool_calls()),
+    ("pool-calls", |o| calls::pool_calls(o)),
     ("mem-perms", |_| mem_perms::run()),
     ("memslot-errors", |_| memslot::errors()),
     ("dirty-log", memslot::dirty),
@@ -76,25 +71,13 @@ const RUNNERS: [(&str, Runner); 21] = [
 ];
 const _: () = assert!(abi::names::table_matches(&RUNNERS, abi::names::SELFTESTS));
 
-/// Refuses a list where a test that ends the run is not the last.
-pub fn check_order(tests: &[&str]) -> Result<(), String> {
-    match tests.iter().position(|t| ENDS_RUN.contains(t)) {
-        Some(i) if i + 1 < tests.len() => Err(format!(
-            "bad boot argument \"test={}\": test={} ends the run, so {} would never run; put it last",
-            tests.join(","),
-            tests[i],
-            tests[i + 1..].join(",")
-        )),
-        _ => Ok(()),
-    }
-}
-
-pub fn run(args: &[String]) -> Result<(), String> {
-    for &name in crate::cmdline::args().list("test") {
+/// Runs the self-tests `test=` named, in order.
+pub fn run(o: &Options) -> Result<(), String> {
+    for &name in &o.tests.names {
         rt::println!("kernel: self-test {name}");
-        // The table in `cmdline` accepts only NAMES, and RUNNERS has each.
+        // The boot-word table accepts only NAMES, and RUNNERS has each.
         let (_, run) = RUNNERS.iter().find(|(n, _)| *n == name).ok_or_else(|| format!("unknown self-test {name:?}"))?;
-        run(args)?;
+        run(&o.tests)?;
     }
     Ok(())
 }

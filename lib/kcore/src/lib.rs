@@ -6,6 +6,8 @@
 //!   end of interrupt, SGIs) over a register trait, the IRQ loop, and [`gic::fake`], a GIC
 //!   model that checks every write (TCG ignores the source-CPU bits of a GICv2 EOI; the fake
 //!   does not).
+//! * [`options`]: the kernel's boot words and the typed [`options::Options`] they are parsed
+//!   into, once, at boot.
 //! * [`sched`]: the scheduler's run queues and every decision on them (wake-up, the switch and
 //!   the hand-over after it, load balancing, affinity, the time slice, sleepers).
 #![no_std]
@@ -16,4 +18,5 @@ extern crate alloc;
 extern crate std;
 
 pub mod gic;
+pub mod options;
 pub mod sched;
