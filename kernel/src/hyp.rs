@@ -2,7 +2,7 @@
 //! two address helpers a guest driver needs whether its MMU is on or off: the IPA of a kernel
 //! buffer, and a pointer to a memslot IPA.
 
-use crate::smccc::call;
+use crate::arch::smccc::call;
 use abi::error::HypError;
 use abi::hypercall as hc;
 use alloc::format;
@@ -85,7 +85,7 @@ pub fn virt_to_phys(va: u64) -> Option<u64> {
     // SAFETY: `AT S1E1R` (no aarch64-cpu wrapper) only translates `va` with this CPU's stage 1
     // and writes PAR_EL1, which nothing else here relies on; the ISB makes the result visible.
     unsafe { core::arch::asm!("at s1e1r, {}", "isb", in(reg) va, options(nostack, preserves_flags)) };
-    crate::perf::count_other_isb();
+    crate::arch::counters::count_other_isb();
     let par = PAR_EL1.get();
     (par & 1 == 0).then_some((par & 0x000f_ffff_ffff_f000) | (va & 0xfff))
 }

@@ -1,6 +1,10 @@
 //! Bringing up the other CPUs with PSCI CPU_ON.
 
-use crate::{banner, smccc, KERNEL};
+use crate::arch::cpuinfo::CpuInfo;
+use crate::arch::machine::KERNEL;
+use crate::arch::power::Host;
+use crate::arch::smccc;
+use crate::mm;
 use alloc::format;
 use alloc::string::String;
 use core::sync::atomic::{AtomicUsize, Ordering};
@@ -116,7 +120,7 @@ extern "C" fn secondary_high(cpu: usize) -> ! {
     crate::percpu::init_cpu(cpu);
     if let Err(e) = crate::irq::init_cpu(cpu) {
         rt::console::panic_print(format_args!("kernel: CPU {cpu}: {e}\n"));
-        crate::power::exit(abi::exit::GUEST_FAILURE);
+        crate::arch::power::exit(abi::exit::GUEST_FAILURE);
     }
     banner(cpu);
     ONLINE.fetch_add(1, Ordering::AcqRel);
@@ -127,14 +131,44 @@ extern "C" fn secondary_high(cpu: usize) -> ! {
 /// whose first word is its index, and SP_EL0 at its idle thread's info (`sync`).
 pub fn set_this_cpu(cpu: usize) {
     crate::percpu::set_base(cpu);
-    crate::sync::set_thread(crate::sync::idle_thread(cpu));
+    crate::arch::sync::set_thread(crate::arch::sync::idle_thread(cpu));
 }
 
-/// This CPU's kernel index (the first word of its per-CPU area, through TPIDR_EL1).
-#[inline(always)]
-pub fn this_cpu() -> usize {
-    use aarch64_cpu::registers::{Readable, TPIDR_EL1};
-    // SAFETY: `set_this_cpu` pointed TPIDR_EL1 at this CPU's area (mapped for good), whose
-    // first word is its index.
-    unsafe { ((TPIDR_EL1.get()) as *const u64).read() as usize }
+/// Prints this CPU's banner line and report record.
+pub fn banner(cpu: usize) {
+    let i = CpuInfo::read();
+    let k = KERNEL.get().expect("banner after boot");
+    let decision = mm::bbml2_decision();
+    let pa_bits =
+        i.pa_bits().map_or_else(|| alloc::format!("reserved PARange {}", i.parange), |b| alloc::format!("{b}-bit PA"));
+    rt::println!(
+        "kernel: CPU {cpu} up at EL{} | MIDR {:#010x} ({}) | MPIDR {:#x} | BBM level {} | {} MiB | bbml2 {} ({decision}) | {} | tlbi-range {} | PMUv{} | {pa_bits}",
+        i.el,
+        i.midr.0,
+        i.midr,
+        i.mpidr,
+        i.bbm(),
+        k.mem_bytes >> 20,
+        if decision.enabled { "yes" } else { "no" },
+        mm::banner_modes(),
+        if i.tlbi_range() { "yes" } else { "no" },
+        i.pmuver,
+    );
+    let mut r = abi::report::Record::new("banner");
+    r.u64("cpu", cpu as u64)
+        .u64("el", i.el)
+        .hex("midr", i.midr.0)
+        .str("core", i.midr.name())
+        .hex("mpidr", i.mpidr)
+        .u64("bbm", i.bbm().into())
+        .u64("mem_mib", k.mem_bytes >> 20)
+        .bool("bbml2", decision.enabled)
+        .bool("bbml2_capable", i.bbml2().is_ok())
+        .str("rodata", mm::info().rodata.as_str())
+        .bool("contpte", mm::contpte())
+        .u64("linear_table_pages", mm::info().linear_table_pages)
+        .bool("tlbi_range", i.tlbi_range())
+        .u64("pmuver", i.pmuver)
+        .bool("hypervisor", k.host == Host::Hypervisor);
+    rt::println!("{r}");
 }

@@ -26,9 +26,9 @@
 //! deterministic), `split.gib=N` (slot size, default 64), `split.chunk=MIB` (eager-split chunk,
 //! default the hypervisor's 1 GiB). Progress goes to the console: a line per timed run.
 
+use crate::arch::power::Host;
 use crate::perf::Pmu;
-use crate::power::Host;
-use crate::{hyp, KERNEL};
+use crate::{arch::machine::KERNEL, hyp};
 use abi::hypercall::{self as hc, Counter, WalkerMode};
 use abi::stats::{ratio, Summary};
 use alloc::format;

@@ -102,6 +102,6 @@ impl Regs for V2Mmio {
 
     fn dsb_ishst(&self) {
         aarch64_cpu::asm::barrier::dsb(aarch64_cpu::asm::barrier::ISHST);
-        crate::perf::count_other_dsb();
+        crate::arch::counters::count_other_dsb();
     }
 }

@@ -150,11 +150,11 @@ impl Regs for V3Mmio {
 
     fn dsb_ishst(&self) {
         aarch64_cpu::asm::barrier::dsb(aarch64_cpu::asm::barrier::ISHST);
-        crate::perf::count_other_dsb();
+        crate::arch::counters::count_other_dsb();
     }
 
     fn isb(&self) {
         aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
-        crate::perf::count_other_isb();
+        crate::arch::counters::count_other_isb();
     }
 }

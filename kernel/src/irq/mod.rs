@@ -27,10 +27,9 @@
 //!
 //! The GIC's registers come from the device tree's interrupt controller node (distributor and
 //! CPU interface for v2, distributor and redistributor regions for v3), mapped in the MMIO
-//! window; the timer's interrupt from its `/timer` node; the PMU's overflow interrupt from its
-//! PMU node (wired when it is one PPI for every CPU, as on QEMU `virt`; one SPI per CPU is
-//! reported and left alone: the driver folds overflows on reads then). Interrupts 0-31 (SGIs,
-//! PPIs) are banked per CPU: each CPU enables its own in [`init_cpu`].
+//! window; the timer's interrupt from its `/timer` node; the PMU's overflow interrupt is
+//! `perf`'s ([`wire_ppi`]). Interrupts 0-31 (SGIs, PPIs) are banked per CPU: each CPU enables
+//! its own in [`init_cpu`].
 
 pub mod call;
 pub mod gicv2;
@@ -41,7 +40,7 @@ use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 use board::{Board, GicVersion};
-use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use spin::Once;
 
 pub use kcore::gic::PRIORITY;
@@ -129,16 +128,6 @@ pub fn init(board: &Board) -> Result<(), String> {
     }
     GIC.call_once(|| gic);
     timer::init(board)?;
-    match board.pmu.as_ref().map(|p| p.interrupts.as_slice()) {
-        Some(&[ppi]) if (16..32).contains(&ppi) => {
-            set_handler(ppi, crate::perf::overflow_irq);
-            PMU_PPI.store(ppi, Ordering::Relaxed);
-        }
-        Some([]) | None => {}
-        Some(other) => rt::println!(
-            "kernel: the PMU's overflow interrupts are SPIs {other:?} (one per CPU): not wired; reads fold overflows"
-        ),
-    }
     set_handler(Sgi::Ping as u32, ping);
     set_handler(Sgi::Pong as u32, pong);
     set_handler(Sgi::Reschedule as u32, |_, _| {});
@@ -157,19 +146,26 @@ pub fn init_cpu(cpu: usize) -> Result<(), String> {
     for sgi in [Sgi::Reschedule, Sgi::Ping, Sgi::Pong, Sgi::Call] {
         enable_private(cpu, sgi as u32);
     }
-    if pmu_overflow_wired() {
-        enable_private(cpu, PMU_PPI.load(Ordering::Relaxed));
+    let ppis = EVERY_CPU.load(Ordering::Acquire);
+    for intid in (16..32).filter(|i| ppis & (1 << i) != 0) {
+        enable_private(cpu, intid);
     }
     Ok(())
 }
 
-/// The PMU overflow interrupt's PPI (0: none wired).
-static PMU_PPI: core::sync::atomic::AtomicU32 = core::sync::atomic::AtomicU32::new(0);
+/// Banked interrupts (PPIs) every CPU enables in [`init_cpu`], beside the kernel's SGIs.
+static EVERY_CPU: AtomicU32 = AtomicU32::new(0);
 
-/// Whether the PMU's overflow interrupt (one PPI for every CPU, from the device tree) reaches
-/// `perf::overflow_irq`.
-pub fn pmu_overflow_wired() -> bool {
-    PMU_PPI.load(Ordering::Relaxed) != 0
+/// Routes PPI `intid` (16..32) to `f` on every CPU: enabled now on this CPU (`cpu`) and by every
+/// CPU that initialises its interface later (e.g. the PMU's overflow interrupt, `perf`).
+pub fn wire_ppi(cpu: usize, intid: u32, f: fn(u32, usize)) -> Result<(), String> {
+    if !(16..32).contains(&intid) {
+        return Err(format!("interrupt {intid} is not a PPI"));
+    }
+    set_handler(intid, f);
+    EVERY_CPU.fetch_or(1 << intid, Ordering::AcqRel);
+    enable_private(cpu, intid);
+    Ok(())
 }
 
 /// Installs `f` for banked interrupt `intid` (< 32).
@@ -255,7 +251,7 @@ pub fn take_pending() {
     // SAFETY: PSTATE.I cleared and set around an ISB, as in the idle wait (no lock held); the
     // handler runs on this stack and returns here. Not `nomem`: handlers change memory.
     unsafe { core::arch::asm!("msr daifclr, #2", "isb", "msr daifset, #2", options(nostack, preserves_flags)) };
-    crate::perf::count_other_isb();
+    crate::arch::counters::count_other_isb();
 }
 
 /// The idle wait: with IRQs still masked, `WFI` (it wakes on a pending interrupt whatever
@@ -267,5 +263,5 @@ pub fn wait_for_interrupt() {
     // with IRQs unmasked, see the nesting rules); the handler runs on this stack and returns
     // here. Not `nomem`: handlers change memory the caller reads next.
     unsafe { core::arch::asm!("wfi", "msr daifclr, #2", "isb", "msr daifset, #2", options(nostack, preserves_flags)) };
-    crate::perf::count_other_isb();
+    crate::arch::counters::count_other_isb();
 }

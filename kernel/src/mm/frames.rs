@@ -5,7 +5,7 @@
 //! The allocator starts once the MMU is on (the early tables of `mm::early` come from a static
 //! pool): every frame is reached through the linear map.
 
-use super::LINEAR_BASE;
+use super::layout::LINEAR_BASE;
 use alloc::vec::Vec;
 use buddy_system_allocator::FrameAllocator;
 use core::sync::atomic::{AtomicU64, Ordering};

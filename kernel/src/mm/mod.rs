@@ -59,11 +59,12 @@ pub mod early;
 pub mod fault;
 pub mod frames;
 pub mod layout;
+pub mod roots;
 pub mod setmem;
 pub mod uaccess;
 pub mod user;
 
-use crate::cpuinfo::CpuInfo;
+use crate::arch::cpuinfo::CpuInfo;
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -159,15 +160,15 @@ fn map(
     pt.map(tlb, VirtAddr::new(va), len, PhysAddr::new(pa), attrs, c)
         .map_err(|e| format!("mapping {what} [{pa:#x}, {:#x}) at {va:#x}: {e}", pa + len))?;
     // A new top-level entry goes into every CPU's root (per-CPU tables, rule 3).
-    crate::percpu::tables::sync_roots(va, len)?;
+    crate::mm::roots::sync_roots(va, len)?;
     Ok(())
 }
 
-/// Runs `f` on the kernel table (under [`TABLES`]).
-pub fn with_kernel_table<R>(f: impl FnOnce(&PageTable<KFrames>) -> R) -> Result<R, String> {
+/// Builds every CPU's own TTBR1 root from the kernel table (`roots`; per-CPU tables).
+pub fn build_percpu_roots(cpus: usize) -> Result<(), String> {
     let g = TABLES.lock();
     let t = g.as_ref().ok_or("mm::init has not run")?;
-    Ok(f(&t.kernel))
+    roots::build(&t.kernel, cpus)
 }
 
 /// Maps one page of RAM `pa` at `va` (outside the vmalloc area and the MMIO window: the
@@ -260,7 +261,7 @@ pub fn init(board: &Board, dtb: (u64, u64), a: &MmOptions) -> Result<(), String>
         disallow_cpu: a.disallow_cpu.map(|c| c as u64).unwrap_or(u64::MAX),
         image_delta: layout::image_delta(),
         midr_override: a.midr_override.unwrap_or(u64::MAX),
-        psci_smc: crate::smccc::conduit() == crate::smccc::Conduit::Smc,
+        psci_smc: crate::arch::smccc::conduit() == crate::arch::smccc::Conduit::Smc,
     });
 
     *TABLES.lock() = Some(Tables { kernel: k, tlb, vmalloc_next: VMALLOC_START, mmio_next });
@@ -273,7 +274,7 @@ pub fn init(board: &Board, dtb: (u64, u64), a: &MmOptions) -> Result<(), String>
     let pages = 1usize << (63 - want.leading_zeros());
     if let Some(pa) = frames::alloc(pages) {
         // SAFETY: fresh frames, never freed, mapped RW by the linear map for good.
-        unsafe { crate::heap::extend((LINEAR_BASE + pa) as usize, pages * PAGE as usize) };
+        unsafe { crate::arch::heap::extend((LINEAR_BASE + pa) as usize, pages * PAGE as usize) };
     }
     Ok(())
 }
@@ -392,7 +393,7 @@ pub fn vfree(va: u64, pages: usize) -> Result<(), String> {
     let e = |x: pgtable::Error| format!("vfree({va:#x}): {x}");
     t.kernel.unmap(&mut t.tlb, VirtAddr::new(va), size).map_err(e)?;
     // Refused if the unmap removed a top-level entry the per-CPU roots still use (rule 3).
-    crate::percpu::tables::sync_roots(va, size)?;
+    crate::mm::roots::sync_roots(va, size)?;
     if kmem::alias_permissions(info().rodata) {
         for &pa in &frames_of {
             let alias = VirtAddr::new(LINEAR_BASE + pa);

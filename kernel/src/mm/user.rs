@@ -17,7 +17,7 @@
 //!   PMU cycle counter and event counters (PMUSERENR_EL0.CR/ER: read only).
 
 use super::frames::KFrames;
-use crate::cpuinfo::CpuInfo;
+use crate::arch::cpuinfo::CpuInfo;
 use aarch64_cpu::registers::{Readable, Writeable, ID_AA64MMFR0_EL1, ID_AA64MMFR1_EL1};
 use abi::syscall::Counters;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -132,7 +132,7 @@ mod extra_sctlr {
     pub fn clear_span() {
         SCTLR_EL1.set(SCTLR_EL1.get() & !SCTLR_EXTRA::SPAN::SET.mask());
         aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
-        crate::perf::count_other_isb();
+        crate::arch::counters::count_other_isb();
     }
 }
 

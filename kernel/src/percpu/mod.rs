@@ -64,9 +64,10 @@
 //!    with it off the window VA is unmapped.
 
 pub mod selftest;
-pub mod tables;
 
 use crate::mm::frames::PAGE;
+pub use crate::mm::layout::{AREAS_BASE, AREA_SPAN, LATE_VA, WINDOW_VA};
+use crate::mm::roots as tables;
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -75,60 +76,7 @@ use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use kcore::options::PercpuOptions;
 use spin::Mutex;
 
-/// Where CPU 0's area is mapped globally (top-level slot 254 of the upper half).
-pub const AREAS_BASE: u64 = 0xffff_7f00_0000_0000;
-/// Virtual span of one area: one level-3 table's worth (the window is one such table).
-pub const AREA_SPAN: u64 = 2 << 20;
-/// The window: this CPU's area, at the same address on every CPU (top-level slot 255).
-pub const WINDOW_VA: u64 = 0xffff_7f80_0000_0000;
-
-/// Static per-CPU counters (the stress test's and the benchmark's).
-pub const STATIC_COUNTERS: usize = 8;
-/// What every canary of CPU `c` holds: this pattern xor `c`.
-pub const CANARY: u64 = 0xc0ff_ee00_5afe_0000;
-
-/// Page 0 of every area.
-#[repr(C, align(4096))]
-pub struct StaticArea {
-    /// This CPU's kernel index (`smp::this_cpu` reads it through TPIDR_EL1).
-    pub cpu: u64,
-    /// The running thread's `sync::ThreadInfo` (put into SP_EL0 on entry from EL0).
-    pub thread: AtomicUsize,
-    /// The scheduler wants this CPU to switch tasks.
-    pub need_resched: AtomicU64,
-    /// `CANARY ^ cpu`.
-    pub canary_lo: u64,
-    /// Static per-CPU counters.
-    pub counters: [AtomicU64; STATIC_COUNTERS],
-    /// `CANARY ^ cpu`.
-    pub canary_hi: u64,
-}
-
-const _: () = assert!(core::mem::size_of::<StaticArea>() == PAGE as usize);
-
-/// The static parts, one page each, in the image (TPIDR_EL1 points here until the areas are
-/// mapped, then at the same frames through `AREAS_BASE`).
-#[no_mangle]
-pub static STATIC_AREAS: [StaticArea; rt::MAX_CPUS] = {
-    let mut a = [const {
-        StaticArea {
-            cpu: 0,
-            thread: AtomicUsize::new(0),
-            need_resched: AtomicU64::new(0),
-            canary_lo: 0,
-            counters: [const { AtomicU64::new(0) }; STATIC_COUNTERS],
-            canary_hi: 0,
-        }
-    }; rt::MAX_CPUS];
-    let mut c = 0;
-    while c < rt::MAX_CPUS {
-        a[c].cpu = c as u64;
-        a[c].canary_lo = CANARY ^ c as u64;
-        a[c].canary_hi = CANARY ^ c as u64;
-        c += 1;
-    }
-    a
-};
+pub use crate::arch::cpu::{StaticArea, CANARY, STATIC_AREAS};
 
 /// A per-CPU variable of type `T`: an offset into every area.
 pub struct PerCpu<T> {
@@ -168,9 +116,6 @@ pub const SYSCALLS: PerCpu<u64> = static_counter(6);
 /// Context switches of each CPU (`this_cpu_inc` in the scheduler).
 pub const SWITCHES: PerCpu<u64> = static_counter(4);
 
-/// `need_resched` as a per-CPU variable.
-const NEED_RESCHED: PerCpu<u64> = PerCpu::at(core::mem::offset_of!(StaticArea, need_resched));
-
 /// Whether the areas are mapped at `AREAS_BASE` (then TPIDR_EL1 points there).
 static AREAS_MAPPED: AtomicBool = AtomicBool::new(false);
 /// Whether the CPUs run on their own roots and the window ops may be used.
@@ -208,28 +153,10 @@ pub fn set_base(cpu: usize) {
     TPIDR_EL1.set(area_va(cpu));
 }
 
-/// Whether this CPU was asked to switch tasks (read through TPIDR_EL1: a task that moves
-/// between the read of the register and the load reads its old CPU's flag, a switch at most
-/// one tick late or early).
-#[inline(always)]
-pub fn need_resched() -> bool {
-    base::read(NEED_RESCHED) != 0
-}
-
-/// Sets or clears CPU `cpu`'s `need_resched`.
-pub fn set_need_resched(cpu: usize, v: bool) {
-    STATIC_AREAS[cpu].need_resched.store(v as u64, Ordering::Release);
-}
-
-/// Takes (reads and clears) CPU `cpu`'s `need_resched`.
-pub fn take_need_resched(cpu: usize) -> bool {
-    STATIC_AREAS[cpu].need_resched.swap(0, Ordering::AcqRel) != 0
-}
-
 /// The baseline: TPIDR_EL1 + offset, preemption disabled around every read-modify-write.
 pub mod base {
     use super::PerCpu;
-    use crate::sync::{preempt_disable, preempt_enable};
+    use crate::arch::sync::{preempt_disable, preempt_enable};
 
     /// This CPU's area (TPIDR_EL1).
     #[inline(always)]
@@ -437,7 +364,7 @@ pub fn init(cpus: usize, o: &PercpuOptions) -> Result<(), String> {
         let pa = crate::mm::layout::image_phys(a as *const StaticArea as u64);
         crate::mm::map_kernel_page(AREAS_BASE + c as u64 * AREA_SPAN, pa)?;
     }
-    tables::build(cpus)?;
+    crate::mm::build_percpu_roots(cpus)?;
     for (c, a) in STATIC_AREAS.iter().enumerate().take(cpus) {
         let pa = crate::mm::layout::image_phys(a as *const StaticArea as u64);
         tables::map_window_page(c, 0, pa)?;
@@ -574,8 +501,6 @@ pub fn check_window_on_tick(cpu: usize) {
     }
 }
 
-/// Where [`late_map`] maps its page: top-level slot 253 of the upper half, empty until then.
-pub const LATE_VA: u64 = 0xffff_7e80_0000_0000;
 const LATE_PATTERN: u64 = 0x1a7e_0a11_cafe_f00d;
 
 /// Maps a page at [`LATE_VA`] once (a top-level slot nothing used: the per-CPU roots get the new

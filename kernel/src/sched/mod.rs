@@ -37,9 +37,9 @@ pub mod preempt;
 pub mod switch;
 pub mod task;
 
+use crate::arch::cpu::this_cpu;
 use crate::irq::{self, timer, Sgi};
 use crate::mm::user::{self, UserSpace};
-use crate::smp::this_cpu;
 use abi::syscall::EXIT_KILLED;
 use alloc::collections::BTreeMap;
 use alloc::format;
@@ -74,7 +74,7 @@ impl kcore::sched::Kick for Kick {
         irq::send_sgi(1 << cpu, Sgi::Reschedule);
     }
     fn local(&self, cpu: usize) {
-        crate::percpu::set_need_resched(cpu, true);
+        crate::arch::cpu::set_need_resched(cpu, true);
     }
 }
 
@@ -148,11 +148,12 @@ pub fn configure(o: &SchedOptions) -> Result<(), String> {
     Ok(())
 }
 
-/// Boot CPU, once: backtraces learn task stacks, the tick hook goes in.
+/// Boot CPU, once: backtraces learn task stacks, the tick hook and the preemption point go in.
 pub fn init() {
     rt::backtrace::set_stack_lookup(stack_lookup);
     timer::set_hook(on_tick);
-    irq::set_handler(Sgi::Reschedule as u32, |_, cpu| crate::percpu::set_need_resched(cpu, true));
+    irq::set_handler(Sgi::Reschedule as u32, |_, cpu| crate::arch::cpu::set_need_resched(cpu, true));
+    crate::arch::sync::set_preempt_hook(preempt::preempt_schedule);
 }
 
 /// Starts process `name` (an embedded program) with argument string `args`.
@@ -284,7 +285,7 @@ pub fn schedule() {
     };
     let sw = QUEUES.switch_out(cpu, taken, |n| start_running(cpu, n));
     if !matches!(sw, Switch::NoTask) {
-        crate::percpu::set_need_resched(cpu, false);
+        crate::arch::cpu::set_need_resched(cpu, false);
     }
     let (save, load): (*mut Context, *const Context) = match sw {
         Switch::NoTask => return,
@@ -301,7 +302,7 @@ pub fn schedule() {
                 Some(n) => n.ctx.get() as *const Context,
                 None => {
                     use_mm(cpu, None);
-                    set_thread(cpu, crate::sync::idle_thread(cpu));
+                    set_thread(cpu, crate::arch::sync::idle_thread(cpu));
                     CPUS[cpu].idle.get()
                 }
             };
@@ -319,9 +320,9 @@ pub fn schedule() {
 
 /// The thread info SP_EL0 holds from now on on this CPU (`cpu`), and where the EL0 entry finds
 /// it.
-fn set_thread(cpu: usize, ti: &crate::sync::ThreadInfo) {
+fn set_thread(cpu: usize, ti: &crate::arch::sync::ThreadInfo) {
     crate::percpu::static_area(cpu).thread.store(ti as *const _ as usize, Ordering::Relaxed);
-    crate::sync::set_thread(ti);
+    crate::arch::sync::set_thread(ti);
 }
 
 /// On entry from EL0 (SP_EL0 held the user's stack pointer, now saved in the frame): SP_EL0
@@ -329,7 +330,7 @@ fn set_thread(cpu: usize, ti: &crate::sync::ThreadInfo) {
 pub fn enter_from_user() {
     let cpu = this_cpu();
     let ti = crate::percpu::static_area(cpu).thread.load(Ordering::Relaxed);
-    crate::sync::set_thread(ti as *const crate::sync::ThreadInfo);
+    crate::arch::sync::set_thread(ti as *const crate::arch::sync::ThreadInfo);
 }
 
 /// Bookkeeping for `n` going on this CPU (the queues set its state and `on_cpu`): TTBR0,
@@ -357,10 +358,10 @@ fn on_tick(cpu: usize, now: u64) {
     wake_sleepers(cpu, now);
     crate::percpu::check_window_on_tick(cpu);
     if QUEUES.tick(cpu) {
-        crate::percpu::set_need_resched(cpu, true);
+        crate::arch::cpu::set_need_resched(cpu, true);
     }
     if preempt::balance(cpu, QUEUES.running(cpu)) {
-        crate::percpu::set_need_resched(cpu, true);
+        crate::arch::cpu::set_need_resched(cpu, true);
     }
 }
 
@@ -377,7 +378,7 @@ fn wake_sleepers(cpu: usize, now: u64) {
 /// The end of an exception from EL0: the preemption point.
 pub fn return_to_user() {
     let cpu = this_cpu();
-    if crate::percpu::take_need_resched(cpu) {
+    if crate::arch::cpu::take_need_resched(cpu) {
         if let Some(t) = current() {
             t.set_state(State::Ready);
             drop(t);
@@ -509,7 +510,7 @@ pub fn cpu_loop(cpu: usize) {
         }
         match QUEUES.pick(cpu, |n| start_running(cpu, n)) {
             Some(n) => {
-                crate::percpu::set_need_resched(cpu, false);
+                crate::arch::cpu::set_need_resched(cpu, false);
                 SWITCHES.fetch_add(1, Ordering::Relaxed);
                 let load = n.ctx.get() as *const Context;
                 drop(n);

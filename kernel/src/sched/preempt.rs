@@ -15,7 +15,7 @@
 //!   queue while a CPU still runs it.
 
 use super::{current, schedule, Kick, State, QUEUES};
-use crate::smp::this_cpu;
+use crate::arch::cpu::this_cpu;
 use core::sync::atomic::{AtomicU64, Ordering};
 
 /// Tasks switched out by an IRQ in a preemptible kernel section, or by `preempt_enable`.
@@ -28,10 +28,10 @@ pub static PUSHES: AtomicU64 = AtomicU64::new(0);
 /// The end of an IRQ taken at EL1: switch if this is a preemptible task context and a switch
 /// is pending.
 pub fn from_irq() {
-    if crate::sync::preempt_count() != 0 {
+    if crate::arch::sync::preempt_count() != 0 {
         return;
     }
-    if !crate::percpu::take_need_resched(this_cpu()) {
+    if !crate::arch::cpu::take_need_resched(this_cpu()) {
         return;
     }
     if let Some(t) = current() {
@@ -45,10 +45,10 @@ pub fn from_irq() {
 /// `preempt_enable` reached 0 with a switch pending: switch now if IRQs are on here (a section
 /// that masks IRQs is not preemptible whatever its count).
 pub fn preempt_schedule() {
-    if crate::sync::irqs_masked() {
+    if crate::arch::sync::irqs_masked() {
         return;
     }
-    crate::sync::without_irqs(from_irq);
+    crate::arch::sync::without_irqs(from_irq);
 }
 
 /// CPU `cpu` (IRQs masked) pulls one task from the busiest CPU if that is at least two tasks

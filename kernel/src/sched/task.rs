@@ -61,7 +61,7 @@ pub struct Task {
     /// Its process.
     pub process: Arc<Process>,
     /// Its preemption count; SP_EL0 points here while its kernel side runs (`sync`).
-    pub thread: crate::sync::ThreadInfo,
+    pub thread: crate::arch::sync::ThreadInfo,
     /// The CPU whose queue it belongs to (changes when it migrates).
     cpu: AtomicUsize,
     /// Whether a CPU still runs it or has not finished switching away from it (its context is
@@ -105,7 +105,7 @@ impl Task {
     /// A task (not yet queued) with the given kernel stack and first context.
     pub fn new(tid: u64, process: Arc<Process>, cpu: usize, kstack: (u64, usize), ctx: Context) -> Task {
         Task {
-            thread: crate::sync::ThreadInfo::new(),
+            thread: crate::arch::sync::ThreadInfo::new(),
             tid,
             process,
             cpu: AtomicUsize::new(cpu),

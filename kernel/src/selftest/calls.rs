@@ -16,8 +16,8 @@
 //!   and report that IPA. `test=exit-claim`: exit with status 5, which a guest may not claim:
 //!   the run must end with 1.
 
-use crate::smccc::{self, call, Conduit};
-use crate::{hyp, work, KERNEL};
+use crate::arch::smccc::{self, call, Conduit};
+use crate::{arch::machine::KERNEL, hyp, work};
 use abi::hypercall::{self as hc, function_id, is_smc64};
 use abi::{error, psci};
 use alloc::format;
@@ -65,7 +65,7 @@ impl Rules {
 
 fn needs_hypervisor(what: &str) -> Result<(), String> {
     match KERNEL.get() {
-        Some(k) if k.host == crate::power::Host::Hypervisor => Ok(()),
+        Some(k) if k.host == crate::arch::power::Host::Hypervisor => Ok(()),
         _ => Err(format!("test={what} needs the hypervisor")),
     }
 }
@@ -474,5 +474,5 @@ pub fn touch(o: &TestOptions) -> Result<String, String> {
 /// `test=exit-claim`.
 pub fn exit_claim() -> ! {
     rt::println!("kernel: exit-claim: exiting with status 5 (a hypervisor fault, which a guest may not claim)");
-    crate::power::exit(abi::exit::HYP_FAULT)
+    crate::arch::power::exit(abi::exit::HYP_FAULT)
 }

@@ -32,7 +32,7 @@ mod mem_perms;
 pub mod memslot;
 mod pan;
 
-use crate::KERNEL;
+use crate::arch::machine::KERNEL;
 use alloc::format;
 use alloc::string::String;
 use kcore::options::{Options, TestOptions};
@@ -86,7 +86,7 @@ pub fn run(o: &Options) -> Result<(), String> {
 /// itself to the top of RAM) the first byte above it.
 pub fn hypervisor_memory() -> Result<u64, String> {
     let mem = &KERNEL.get().unwrap().board.memory;
-    if KERNEL.get().unwrap().host != crate::power::Host::Hypervisor {
+    if KERNEL.get().unwrap().host != crate::arch::power::Host::Hypervisor {
         return Err("no hypervisor memory to touch: not running under the hypervisor".into());
     }
     mem.windows(2)
@@ -138,10 +138,10 @@ fn expect(what: &str, got: u64, want: i64) -> Result<(), String> {
 }
 
 fn bad_calls() -> Result<(), String> {
-    use crate::smccc::call;
+    use crate::arch::smccc::call;
     use abi::{error, hypercall as hc, psci};
     let k = KERNEL.get().unwrap();
-    if k.host != crate::power::Host::Hypervisor {
+    if k.host != crate::arch::power::Host::Hypervisor {
         return Err("test=bad-calls needs the hypervisor".into());
     }
     let me = { rt::mpidr_affinity() };

@@ -22,7 +22,7 @@ pub fn run() -> Result<(), String> {
     if space.fault(va, Access::Write, FaultKind::Translation) != FaultOutcome::Mapped {
         return Err("pan: the page was not populated".into());
     }
-    let cpu = crate::smp::this_cpu();
+    let cpu = crate::arch::cpu::this_cpu();
     user::switch_to(cpu, Some(&space));
     let written = uaccess::copy_to_user(va, &RET.to_le_bytes());
     let privileged = probe_read(va);
