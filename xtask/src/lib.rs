@@ -22,6 +22,7 @@
 //! * [`plugin`]: the instruction-counting QEMU plugin (built with the host C compiler).
 
 pub mod bench;
+pub mod board;
 pub mod build;
 pub mod chainboot;
 pub mod cpio;
@@ -38,6 +39,7 @@ pub mod perf;
 pub mod plot;
 pub mod plugin;
 pub mod qemu;
+pub mod qemu_pkg;
 pub mod qmp;
 pub mod report;
 pub mod share;

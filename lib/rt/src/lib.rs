@@ -6,7 +6,8 @@
 //! * `mmu` (target only): the one MMU-enable sequence (EL1 and EL2).
 //! * `trap` (target only): one exception vector table shape for EL1 and EL2 and the [`TrapFrame`].
 //! * [`heap`]: the heap each binary starts in its BSS and grows into RAM.
-//! * [`pl011`] and [`console`]: the serial console, `print!`/`println!`.
+//! * [`uart`] (drivers [`pl011`], [`imx_uart`], [`cadence_uart`], [`ns16550`]) and
+//!   [`console`]: the serial console the DTB names, `print!`/`println!`.
 //! * [`esr`]: exception syndrome decoding (`abi::esr`, re-exported).
 //! * [`features`]: CPU features from the ID registers and the EL2 controls that give them to a
 //!   guest (SVE, SME, MTE, PMU, ...), tested on the host.
@@ -18,12 +19,16 @@
 #[cfg(test)]
 extern crate std;
 
+pub mod cadence_uart;
 pub mod console;
 pub use abi::esr;
 pub mod features;
 pub mod heap;
 pub mod image;
+pub mod imx_uart;
+pub mod ns16550;
 pub mod pl011;
+pub mod uart;
 
 #[cfg(target_arch = "aarch64")]
 pub mod backtrace;
