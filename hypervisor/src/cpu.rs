@@ -1,6 +1,6 @@
 //! Per-CPU state: which physical CPU runs which vCPU, and where a started vCPU enters the guest.
 
-use core::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use rt::{MAX_CPUS, MPIDR_AFF_MASK};
 
 /// Life cycle of a CPU as the hypervisor sees it.
@@ -106,4 +106,19 @@ pub fn note_guest_pc(elr: u64) {
         // written only by set_guest_pc_slot.
         unsafe { (*slot).store(elr, Ordering::Relaxed) };
     }
+}
+
+/// The CPU the hypervisor keeps for itself (`hyp.migrate`'s worker), never started for the
+/// guest (`usize::MAX`: none).
+static KEPT: AtomicUsize = AtomicUsize::new(usize::MAX);
+
+/// Keeps CPU `idx` for the hypervisor: a guest CPU_ON to it is refused.
+pub fn keep_for_hypervisor(idx: usize) {
+    KEPT.store(idx, Ordering::Release);
+}
+
+/// The CPU the hypervisor keeps, if any.
+pub fn kept_for_hypervisor() -> Option<usize> {
+    let k = KEPT.load(Ordering::Acquire);
+    (k != usize::MAX).then_some(k)
 }

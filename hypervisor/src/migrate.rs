@@ -78,6 +78,8 @@ pub fn init(guest_ram: &[Range], mirror: Range, control: u64, worker: (usize, u6
         return Err("hyp.migrate: the second memory image is smaller than the guest's RAM");
     }
     SETUP.call_once(|| Setup { ram: *ram, mirror, control, worker });
+    crate::cpu::keep_for_hypervisor(worker.0);
+    crate::dirtylog::set_hold(holding);
     Ok(())
 }
 
@@ -156,7 +158,7 @@ fn start() {
 
 /// Whether guest writes to `ipa` are being held (the stop-and-copy): the write-fault handler then
 /// leaves the page read-only and lets the guest retry (and wait in [`park`]).
-pub fn holding(ipa: u64) -> bool {
+fn holding(ipa: u64) -> bool {
     STOPPED.load(Ordering::Acquire) && SETUP.get().is_some_and(|s| s.ram.contains(ipa, 1))
 }
 
