@@ -5,6 +5,7 @@
 use crate::arch::smccc::call;
 use abi::error::HypError;
 use abi::hypercall as hc;
+use abi::PAGE_SIZE as PAGE;
 use alloc::format;
 use alloc::string::String;
 
@@ -93,13 +94,13 @@ pub fn virt_to_phys(va: u64) -> Option<u64> {
 /// The IPA of a kernel buffer the hypervisor reads or writes: it must be physically contiguous.
 pub fn buffer_ipa(va: u64, len: usize) -> Result<u64, String> {
     let start = virt_to_phys(va).ok_or_else(|| format!("buffer {va:#x} is not mapped"))?;
-    let mut page = va & !0xfff;
+    let mut page = va & !(PAGE - 1);
     while page < va + len as u64 {
         let pa = virt_to_phys(page.max(va)).ok_or_else(|| format!("buffer page {page:#x} is not mapped"))?;
         if pa != start + (page.max(va) - va) {
             return Err(format!("buffer {va:#x} (+{len}) is not physically contiguous"));
         }
-        page += 0x1000;
+        page += PAGE;
     }
     Ok(start)
 }

@@ -208,7 +208,7 @@ pub fn spawn(p: &Arc<Process>, entry: u64, sp: u64, args: [u64; 2], cpu: Option<
     };
     let va = crate::mm::vmalloc(task::KSTACK_PAGES, false).map_err(|_| abi::syscall::errno::ENOMEM)?;
     let tid = NEXT_TID.fetch_add(1, Ordering::Relaxed);
-    let top = va + task::KSTACK_PAGES as u64 * 4096;
+    let top = va + task::KSTACK_PAGES as u64 * crate::mm::frames::PAGE;
     // The first exception frame and its FP/SIMD area, as the EL1 vectors would leave them.
     let frame = top - rt::trap::EL1_FRAME_SIZE as u64;
     // SAFETY: the frame lies in the fresh, mapped, unshared kernel stack; zero is a valid bit

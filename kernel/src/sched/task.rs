@@ -150,7 +150,7 @@ impl Task {
 
     /// `[bottom, top)` of its kernel stack.
     pub fn stack_bounds(&self) -> (usize, usize) {
-        (self.kstack.0 as usize, (self.kstack.0 + self.kstack.1 as u64 * 4096) as usize)
+        (self.kstack.0 as usize, (self.kstack.0 + self.kstack.1 as u64 * crate::mm::frames::PAGE) as usize)
     }
 }
 
