@@ -7,13 +7,12 @@
 
 pub mod fault;
 pub mod io;
+pub use abi::stats;
 pub mod sys;
 pub mod thread;
 pub mod time;
 
 pub use abi::syscall::{errno, map, prot, sysctl, Counters, PAGE_SIZE};
-/// Medians and spreads (shared with the EL0 benchmark's Linux side).
-pub use el0bench::stats;
 
 // What this block guarantees: a program starts at `_start` with x0/x1 = its argument string
 // (pointer, length) and SP = the top of its stack (the kernel's doing); x29 and x30 are zeroed so

@@ -13,14 +13,14 @@
 //! search. [`alloc_zeroed`] clears a frame with `DC ZVA` where the CPU allows it (64 bytes per
 //! instruction).
 
-use super::LINEAR_BASE;
+use super::layout::LINEAR_BASE;
 use alloc::vec::Vec;
 use buddy_system_allocator::FrameAllocator;
 use core::sync::atomic::{AtomicU64, Ordering};
 use pgtable::{FrameAlloc, PhysAddr};
 use spin::Mutex;
 
-pub const PAGE: u64 = 4096;
+pub use abi::PAGE_SIZE as PAGE;
 
 static FRAMES: Mutex<FrameAllocator<32>> = Mutex::new(FrameAllocator::new());
 static CACHE: Mutex<FrameCache> = Mutex::new(FrameCache { head: 0, len: 0 });

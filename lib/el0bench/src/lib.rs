@@ -26,13 +26,11 @@
 #![cfg_attr(not(test), no_std)]
 #![deny(missing_docs)]
 
-pub mod stats;
-
 use abi::report::Record;
+use abi::stats::{ratio, Summary};
 use abi::syscall::prot;
 use core::fmt::Write as _;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use stats::{ratio, Summary};
 
 /// Bytes per page (both kernels: 4 KiB).
 pub const PAGE: u64 = 4096;
@@ -152,7 +150,7 @@ pub fn frequency() -> u64 {
 
 /// Counter ticks to nanoseconds.
 pub fn ticks_to_ns(t: u64) -> u64 {
-    (t as u128 * 1_000_000_000 / frequency() as u128) as u64
+    abi::time::ticks_to_ns(t, frequency())
 }
 
 /// The partner task's state, shared with the task measuring.
@@ -620,9 +618,11 @@ fn figures(s: &mut Samples, overhead_ns: u64, overhead_insns: u64, net: bool) ->
     }
     let sub = |x: Summary, o: u64| Summary {
         n: x.n,
+        min: x.min.saturating_sub(o),
         p10: x.p10.saturating_sub(o),
         median: x.median.saturating_sub(o),
         p90: x.p90.saturating_sub(o),
+        max: x.max.saturating_sub(o),
     };
     Figures { ns: sub(ns, overhead_ns), insns: sub(insns, overhead_insns), raw_insns }
 }
