@@ -193,17 +193,35 @@ impl Board {
     /// QEMU's serial ports: the DTB's console (`/chosen/stdout-path`) on stdio, the ports
     /// before it to `null`. `virt`: `-nographic` does it (serial 0 and the monitor on stdio).
     pub fn console_args(self) -> Vec<String> {
-        let ports: &[&str] = match self {
-            Board::Virt => return vec!["-nographic".into()],
-            // stdout-path = serial1 = the mini UART (QEMU's second port); the PL011 is the first.
-            Board::Pi4 => &["null", "stdio"],
-            Board::Zcu102 => &["stdio"],
-            Board::Imx8mpEvk => &["null", "stdio"],
-        };
-        let mut a: Vec<String> = ["-display", "none", "-monitor", "none", "-audio", "none"].map(String::from).into();
-        for p in ports {
-            a.extend(["-serial".into(), p.to_string()]);
+        match self {
+            Board::Virt => vec!["-nographic".into()],
+            b => b.serial_args("stdio"),
         }
+    }
+
+    /// Which of QEMU's serial ports (`-serial`, in order) carries the DTB's console.
+    pub fn console_port(self) -> usize {
+        match self {
+            // stdout-path = serial1 = the mini UART (QEMU's second port); the PL011 is the first.
+            Board::Pi4 => 1,
+            Board::Virt | Board::Zcu102 => 0,
+            // stdout-path = serial1 = UART2.
+            Board::Imx8mpEvk => 1,
+        }
+    }
+
+    /// No display, monitor or audio, and the DTB's console on `console` (`stdio`,
+    /// `chardev:ID`, ...), the serial ports before it to `null`.
+    pub fn serial_args(self, console: &str) -> Vec<String> {
+        let mut a: Vec<String> = ["-display", "none", "-monitor", "none"].map(String::from).into();
+        if self != Board::Virt {
+            // QEMU 7.2 (virt's) has no -audio; the boards' QEMU does.
+            a.extend(["-audio".into(), "none".into()]);
+        }
+        for _ in 0..self.console_port() {
+            a.extend(["-serial".into(), "null".into()]);
+        }
+        a.extend(["-serial".into(), console.into()]);
         a
     }
 
@@ -323,6 +341,10 @@ mod tests {
         assert_eq!(ports, ["null", "stdio"]);
         let a = Board::Zcu102.console_args();
         assert_eq!(a.iter().filter(|x| *x == "-serial").count(), 1);
+        let a = Board::Pi4.serial_args("chardev:s");
+        let ports: Vec<&str> = a.windows(2).filter(|w| w[0] == "-serial").map(|w| w[1].as_str()).collect();
+        assert_eq!(ports, ["null", "chardev:s"]);
+        assert_eq!(Board::Virt.serial_args("pty"), ["-display", "none", "-monitor", "none", "-serial", "pty"]);
         assert!(a.contains(&"-monitor".to_string()), "no monitor on stdio: the console is the only thing there");
     }
 
