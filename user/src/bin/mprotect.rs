@@ -4,14 +4,13 @@
 //! lazy relaxation for RO->RW; each measured on and off, interleaved), the TLBIs and spurious
 //! faults it counts, and its PMU counter, which counts every instruction of the CPU at EL0,
 //! EL1 (and EL2). Its Linux twin is `linux-user/src/bench.rs`. Argument: `rounds=N`.
-#![no_std]
-#![no_main]
+#![cfg_attr(target_os = "none", no_std, no_main)]
 
 use abi::syscall::{percpu, SYSCTL_GET};
 use el0bench::{Counts, Mechanism, Os};
 use user::{map, prot, sys, sysctl, time};
 
-user::entry!(main);
+user::entry!(run);
 
 const FE: &[&str] = &["baseline (flush everything)", "flush elision"];
 const LR: &[&str] = &["flushed", "lazy_relax"];
@@ -126,7 +125,7 @@ impl Os for Pgtlab {
     }
 }
 
-fn main(args: &str) -> i32 {
+fn run(args: &str) -> i32 {
     let get = |k| sys::sysctl(k, SYSCTL_GET);
     let mut os = Pgtlab {
         pmu: get(sysctl::PMU_EL0) == Ok(1),
