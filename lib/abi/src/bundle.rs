@@ -294,6 +294,11 @@ mod tests {
         assert_eq!(bad(&|b| set(b, 0x30, u64::MAX)), part("initrd", "ends past the bundle's total size"));
         assert_eq!(bad(&|b| set(b, 0x40, len)), part("cmdline", "ends past the bundle's total size"));
         assert_eq!(bad(&|b| set(b, 0x40, 0)), part("cmdline", "empty with an offset"));
+        // One byte past the total size, inside the page padding a loader may add, is past it
+        // (seeded bug `bundle-part-ends-in-padding` of `cargo xtask mutants`).
+        let csize = u64::from_le_bytes(good[0x40..0x48].try_into().unwrap());
+        assert!(!len.is_multiple_of(4096), "the sample ends inside a page");
+        assert_eq!(bad(&|b| set(b, 0x40, csize + 1)), part("cmdline", "ends past the bundle's total size"));
         let c = 4 * 4096;
         assert_eq!(bad(&|b| b[c] = 0), Err(BundleError::BadCmdline));
         assert_eq!(bad(&|b| b[c] = 0xff), Err(BundleError::BadCmdline));

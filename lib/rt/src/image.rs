@@ -336,4 +336,17 @@ mod tests {
         // CRC-32 of "123456789" is the standard check value (with no stamp field inside).
         assert_eq!(stamp_crc(b"123456789"), 0xcbf4_3926);
     }
+
+    /// A stamp whose CRC field reads 0 is checked like any other: 0 is a CRC value, not "none"
+    /// (seeded bug `image-crc-zero-skips-check` of `cargo xtask mutants`).
+    #[test]
+    fn a_stamped_crc_of_zero_is_checked_too() {
+        let mut file = [0u8; 4096];
+        file[..128].copy_from_slice(&header(0, 0, FLAG_PAGE_4K, 4096));
+        ImageHeader::patch(&mut file, 0x10000).unwrap();
+        let found = stamp_crc(&file);
+        assert_ne!(found, 0);
+        file[STAMP_OFFSET + 4..STAMP_OFFSET + 8].copy_from_slice(&0u32.to_le_bytes());
+        assert_eq!(ImageHeader::parse(&file), Err(ImageError::Corrupted { stamped: 0, found }));
+    }
 }
