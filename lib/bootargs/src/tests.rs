@@ -253,3 +253,20 @@ fn the_suggestion_is_the_nearest_word_by_distance_or_prefix() {
     assert_eq!(TABLE.closest(&long(64)), Some("bbml2"));
     assert_eq!(TABLE.closest(&long(65)), None);
 }
+
+#[test]
+fn edit_distance_counts_insertions_deletions_and_substitutions() {
+    for (a, b, d) in [
+        ("", "", 0),
+        ("", "abc", 3),
+        ("abc", "", 3),
+        ("abc", "abcd", 1),
+        ("abcd", "abc", 1),
+        ("abc", "abd", 1),
+        ("ab", "ba", 2),
+        ("kitten", "sitting", 3),
+        ("bbml2", "bbml2", 0),
+    ] {
+        assert_eq!(edit_distance(a, b), d, "{a:?} -> {b:?}");
+    }
+}

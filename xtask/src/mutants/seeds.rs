@@ -300,7 +300,7 @@ pub const SEEDS: &[Seed] = &[
         file: "kernel/src/sched/mod.rs",
         original: "        irq::send_sgi(1 << cpu, Sgi::Reschedule);\n    } else {",
         replacement: "        crate::percpu::set_need_resched(cpu, true);\n    } else {",
-        tests: &[USER_MAX],
+        tests: &[USER_MAX, q("user", "cross_cpu_wakes_come_by_sgi_not_by_the_tick")],
         missed_because: None,
     },
     Seed {
