@@ -269,6 +269,14 @@ mod tests {
     }
 
     #[test]
+    fn little_endian_words_read_at_their_offset() {
+        let b: [u8; 16] = core::array::from_fn(|i| i as u8 + 1);
+        assert_eq!(u64_at(&b, 0), 0x0807_0605_0403_0201);
+        assert_eq!(u64_at(&b, 8), 0x100f_0e0d_0c0b_0a09);
+        assert_eq!(u32_at(&b, 4), 0x0807_0605);
+    }
+
+    #[test]
     fn every_malformation_is_an_error() {
         let good = sample();
         let len = good.len() as u64;
