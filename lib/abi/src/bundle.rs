@@ -295,7 +295,10 @@ mod tests {
         assert_eq!(parse(&good[..good.len() - 1]), Err(BundleError::TotalSize { claimed: len, len: len - 1 }));
         assert_eq!(bad(&|b| set(b, 0x10, 100)), Err(BundleError::TotalSize { claimed: 100, len }));
         assert_eq!(bad(&|b| set(b, 0x20, 0)), Err(BundleError::NoKernel));
+        // The header alone is not too short; a total size of just the header leaves no room.
+        assert_eq!(parse(&good[..4096]), Err(BundleError::TotalSize { claimed: len, len: 4096 }));
         let part = |p, why| Err(BundleError::BadPart { part: p, why });
+        assert_eq!(bad(&|b| set(b, 0x10, 4096)), part("kernel", "ends past the bundle's total size"));
         assert_eq!(bad(&|b| set(b, 0x18, 4097)), part("kernel", "offset not 4 KiB aligned"));
         assert_eq!(bad(&|b| set(b, 0x18, 0)), part("kernel", "starts inside the header or the part before it"));
         assert_eq!(bad(&|b| set(b, 0x28, 4096)), part("initrd", "starts inside the header or the part before it"));
@@ -311,6 +314,12 @@ mod tests {
         assert_eq!(bad(&|b| b[c] = 0), Err(BundleError::BadCmdline));
         assert_eq!(bad(&|b| b[c] = 0xff), Err(BundleError::BadCmdline));
         assert_eq!(write(&[], None, None), Err(BundleError::NoKernel));
+        // Every error says something.
+        extern crate std;
+        use std::string::ToString;
+        for e in [BundleError::BadMagic, BundleError::NoKernel, BundleError::Version(2), BundleError::BadCmdline] {
+            assert!(e.to_string().len() > 10, "{e:?}");
+        }
         assert_eq!(write(&[1], None, Some("a\0b")), Err(BundleError::BadCmdline));
     }
 }

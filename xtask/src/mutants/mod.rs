@@ -41,6 +41,9 @@ pub struct Args {
     /// Skip the clean-tree run of the tests (only when it is known to pass).
     #[arg(long)]
     pub no_baseline: bool,
+    /// Run every test a seed names, not only up to the first that catches it.
+    #[arg(long)]
+    pub all_tests: bool,
     /// Seed ids or class names (seeded bugs), or crates (with --host). None: all.
     pub names: Vec<String>,
     /// Arguments for cargo-mutants (with --host), after `--`.
@@ -74,7 +77,7 @@ pub fn cli(a: Args) -> Result<()> {
         println!("{} seeded bugs", chosen.len());
         return Ok(());
     }
-    run_seeds(&chosen, !a.no_baseline)
+    run_seeds(&chosen, !a.no_baseline, a.all_tests)
 }
 
 /// nice 19 for the xtask and everything it starts.
@@ -347,7 +350,7 @@ fn append(log: &Path, text: &str) {
     }
 }
 
-fn run_seeds(chosen: &[&'static Seed], baseline: bool) -> Result<()> {
+fn run_seeds(chosen: &[&'static Seed], baseline: bool, all_tests: bool) -> Result<()> {
     let root = workspace_root();
     let stale: Vec<_> = stale_seeds(&root).into_iter().filter(|(id, _)| chosen.iter().any(|s| s.id == *id)).collect();
     if !stale.is_empty() {
@@ -408,7 +411,12 @@ fn run_seeds(chosen: &[&'static Seed], baseline: bool) -> Result<()> {
             for t in s.tests {
                 match run_test(&dir, t, &qemu, &log).map_err(|e| (false, e))? {
                     Ran::Passed => {}
-                    Ran::Failed => caught.push(t.to_string()),
+                    Ran::Failed => {
+                        caught.push(t.to_string());
+                        if !all_tests {
+                            break;
+                        }
+                    }
                     Ran::NoBuild => return Err((true, format!("{t} did not build (log: {})", log.display()))),
                 }
             }
