@@ -403,12 +403,15 @@ fn run_seeds(chosen: &[&'static Seed], baseline: bool, all_tests: bool) -> Resul
         let log = logs.join(format!("{}.log", s.id));
         let _ = std::fs::remove_file(&log);
         let r = (|| {
-            // The Images only for QEMU tests (a host test's cargo builds what it needs).
-            if s.tests.iter().any(Test::is_qemu) {
-                build_scratch(&dir, &log).map_err(|e| (true, e))?;
-            }
+            // The Images only before the first QEMU test (a host test's cargo builds what it
+            // needs; a seed its host test catches never pays for them).
+            let mut built = false;
             let mut caught = Vec::new();
             for t in s.tests {
+                if t.is_qemu() && !built {
+                    build_scratch(&dir, &log).map_err(|e| (true, e))?;
+                    built = true;
+                }
                 match run_test(&dir, t, &qemu, &log).map_err(|e| (false, e))? {
                     Ran::Passed => {}
                     Ran::Failed => {
