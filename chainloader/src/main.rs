@@ -78,11 +78,15 @@ fn setup(dtb_addr: usize) -> Result<Loader, String> {
         .map_err(|e| format!("device tree at {dtb_addr:#x}: {e}"))?
         .to_vec();
     let board = Board::from_dtb(&host_dtb).map_err(|e| format!("device tree: {e}"))?;
-    let uart = board.console.as_ref().ok_or("device tree has no PL011 console")?;
+    let uart = board
+        .console
+        .as_ref()
+        .filter(|u| u.kind == board::UartKind::Pl011)
+        .ok_or("the device tree names no PL011 for the console (the chainloader receives through a PL011)")?;
     // SAFETY: the DTB names this PL011 as the console; rt::console sends through it and `Rx`
     // only receives (both polled).
     let rx = unsafe {
-        rt::console::init(uart.base as usize);
+        rt::console::init(uart.kind, uart.base as usize);
         Rx::new(uart.base as usize)
     };
     rx.uart().enable_fifos();

@@ -1,6 +1,6 @@
 //! Per-CPU state: which physical CPU runs which vCPU, and where a started vCPU enters the guest.
 
-use core::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use rt::MAX_CPUS;
 
 /// Life cycle of a CPU as the hypervisor sees it.
@@ -22,6 +22,12 @@ pub struct PerCpu {
     /// Guest entry point and context id given to PSCI CPU_ON.
     pub entry: AtomicU64,
     pub context: AtomicU64,
+    /// The spin-table `cpu-release-addr` this CPU waits on in the firmware (0: started by
+    /// PSCI firmware instead).
+    pub release_addr: AtomicU64,
+    /// Set once the CPU left the firmware's spin loop: from then on the hypervisor keeps it
+    /// (a guest CPU_OFF parks it in [`crate::psci::park`]).
+    pub released: AtomicBool,
 }
 
 impl PerCpu {
@@ -31,6 +37,17 @@ impl PerCpu {
             mpidr: AtomicU64::new(u64::MAX),
             entry: AtomicU64::new(0),
             context: AtomicU64::new(0),
+            release_addr: AtomicU64::new(0),
+            released: AtomicBool::new(false),
+        }
+    }
+
+    /// The state now.
+    pub fn state(&self) -> CpuState {
+        match self.state.load(Ordering::Acquire) {
+            0 => CpuState::Off,
+            1 => CpuState::Starting,
+            _ => CpuState::On,
         }
     }
 

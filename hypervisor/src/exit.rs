@@ -1,24 +1,58 @@
 //! Ending the run. Every run ends with the final line `@@exit CODE (meaning)`
-//! (`abi::exit::FinalLine`), then the firmware's PSCI SYSTEM_OFF (SYSTEM_RESET when the guest
-//! asked for a reset): QEMU's own PSCI ends the QEMU process, TF-A powers a Pi 5 off. The code
-//! travels only in that line, on QEMU as on a board: QEMU semihosting, which could carry it as
-//! QEMU's exit status, would also give every guest the host's files and shell, so it is never on.
+//! (`abi::exit::FinalLine`); then the machine is switched off the way the board offers, decided
+//! by its DTB alone ([`init`]). The code travels only in that line, on QEMU as on a board: QEMU
+//! semihosting, which could carry it as QEMU's exit status, would also give every guest the
+//! host's files and shell, so it is never on.
 //!
-//! Without PSCI firmware (the device tree has no `psci` node) there is nothing to call: the
-//! hypervisor says so in one line after the final line and parks the CPU.
+//! * PSCI firmware (a PSCI node: QEMU's own PSCI on `virt`, the ZCU102 and i.MX 8M Plus
+//!   models; TF-A on the Pi 5): PSCI SYSTEM_OFF, or SYSTEM_RESET when the guest asked for a
+//!   reset (QEMU's ends the process, with `-no-reboot` for a reset);
+//! * no PSCI, a Broadcom PM watchdog (the Pi 4): the watchdog's reset with the reset-status
+//!   partition 63, which the Pi's firmware (and QEMU's model) takes as "halt", or partition 0
+//!   for a reset (Linux's `bcm2835_wdt` does the same);
+//! * nothing of these (or the power-off did not happen): the hypervisor says so in one line
+//!   after the final line (`abi::exit::NO_POWER_OFF`: the xtask then ends QEMU) and parks.
 
 use crate::smccc;
-use core::sync::atomic::{AtomicBool, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 
-/// Whether the device tree names PSCI firmware (read once the DTB is parsed; until then the run
-/// cannot know, and parks after its final line).
-static FIRMWARE_PSCI: AtomicBool = AtomicBool::new(false);
+/// How this board powers off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+enum Method {
+    /// PSCI firmware over SMC.
+    Psci = 1,
+    /// The Broadcom PM watchdog at [`PM_BASE`].
+    PmWatchdog = 2,
+    /// Nothing: say so and park.
+    None = 3,
+}
+
+/// Until [`init`] ran the run cannot know: it parks after its final line.
+static METHOD: AtomicU8 = AtomicU8::new(Method::None as u8);
+static PM_BASE: AtomicU64 = AtomicU64::new(0);
 /// Set by the first CPU that ends the run; any other then only waits to be powered off.
 static ENDING: AtomicBool = AtomicBool::new(false);
 
-/// Called once the DTB says whether there is PSCI firmware to power off with.
-pub fn set_firmware_psci(present: bool) {
-    FIRMWARE_PSCI.store(present, Ordering::Relaxed);
+/// Called once the DTB says how this machine powers off.
+pub fn init(board: &board::Board) {
+    let m = if board.psci.is_some() {
+        Method::Psci
+    } else if let Some(pm) = board.pm_watchdog() {
+        PM_BASE.store(pm.base, Ordering::Relaxed);
+        Method::PmWatchdog
+    } else {
+        Method::None
+    };
+    METHOD.store(m as u8, Ordering::Relaxed);
+}
+
+fn method() -> Method {
+    match METHOD.load(Ordering::Relaxed) {
+        1 => Method::Psci,
+        2 => Method::PmWatchdog,
+        _ => Method::None,
+    }
 }
 
 /// What the firmware is asked to do once the final line is out.
@@ -48,21 +82,64 @@ fn finish(code: u32, power: Power) -> ! {
     crate::counters::report();
     rt::console::panic_print(format_args!("{}\n", abi::exit::FinalLine(code)));
     rt::console::flush();
-    if !FIRMWARE_PSCI.load(Ordering::Relaxed) {
-        rt::console::panic_print(format_args!("hyp: {}\n", abi::exit::NO_POWER_OFF));
-        rt::console::flush();
-        halt();
+    match method() {
+        Method::Psci => {
+            let (fid, name) = match power {
+                Power::Off => (abi::psci::SYSTEM_OFF, "SYSTEM_OFF"),
+                Power::Reset => (abi::psci::SYSTEM_RESET, "SYSTEM_RESET"),
+            };
+            let r = smccc::smc(fid, 0, 0, 0)[0] as i64;
+            rt::console::panic_print(format_args!(
+                "hyp: the firmware returned {r} from PSCI {name}: {}\n",
+                abi::exit::NO_POWER_OFF
+            ));
+        }
+        Method::PmWatchdog => {
+            pm_watchdog(PM_BASE.load(Ordering::Relaxed), power);
+            rt::console::panic_print(format_args!(
+                "hyp: the PM watchdog did not power off: {}\n",
+                abi::exit::NO_POWER_OFF
+            ));
+        }
+        Method::None => rt::console::panic_print(format_args!("hyp: {}\n", abi::exit::NO_POWER_OFF)),
     }
-    let (fid, name) = match power {
-        Power::Off => (abi::psci::SYSTEM_OFF, "SYSTEM_OFF"),
-        Power::Reset => (abi::psci::SYSTEM_RESET, "SYSTEM_RESET"),
-    };
-    let r = smccc::smc(fid, 0, 0, 0)[0] as i64;
-    rt::console::panic_print(format_args!(
-        "hyp: the firmware returned {r} from PSCI {name}: {}\n",
-        abi::exit::NO_POWER_OFF
-    ));
+    rt::console::flush();
     halt()
+}
+
+/// The Broadcom PM block's registers (offsets in its "pm" region) and values, as the Pi's
+/// firmware and Linux's `bcm2835_wdt.c` use them: every write carries the password in bits
+/// 31:24; RSTS bits 0, 2, 4, 6, 8, 10 hold the partition to boot next (63 = halt).
+mod pm {
+    pub const RSTC: u64 = 0x1c;
+    pub const RSTS: u64 = 0x20;
+    pub const WDOG: u64 = 0x24;
+    pub const PASSWORD: u32 = 0x5a00_0000;
+    pub const RSTC_WRCFG_CLR: u32 = 0xffff_ffcf;
+    pub const RSTC_WRCFG_FULL_RESET: u32 = 0x20;
+    pub const RSTS_PARTITION_CLR: u32 = 0xffff_faaa;
+    /// Partition 63 spread over the even bits.
+    pub const RSTS_HALT: u32 = 0x555;
+}
+
+/// Powers off (or resets) through the PM watchdog at `base`: partition, a short timeout, a
+/// full reset; returns if nothing happened within ~10^7 spins.
+fn pm_watchdog(base: u64, power: Power) {
+    use tock_registers::interfaces::{Readable, Writeable};
+    use tock_registers::registers::ReadWrite;
+    // SAFETY: `base` is the DTB's PM watchdog register block, mapped device RW at EL2 by
+    // mmu::setup; the run is over, nothing else uses it now.
+    let reg = |off: u64| unsafe { &*((base + off) as *const ReadWrite<u32>) };
+    let partition = if power == Power::Off { pm::RSTS_HALT } else { 0 };
+    let rsts = (reg(pm::RSTS).get() & pm::RSTS_PARTITION_CLR) | partition;
+    reg(pm::RSTS).set(pm::PASSWORD | rsts);
+    reg(pm::WDOG).set(pm::PASSWORD | 10);
+    let rstc = (reg(pm::RSTC).get() & pm::RSTC_WRCFG_CLR) | pm::RSTC_WRCFG_FULL_RESET;
+    reg(pm::RSTC).set(pm::PASSWORD | rstc);
+    // The reset takes a few watchdog ticks.
+    for _ in 0..10_000_000 {
+        core::hint::spin_loop();
+    }
 }
 
 fn halt() -> ! {

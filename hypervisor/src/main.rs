@@ -95,10 +95,15 @@ fn boot(dtb_addr: usize, loaded_at: Option<u64>) -> Result<core::convert::Infall
     // a fresh heap buffer, so the two do not overlap.
     unsafe { mem::copy_fast(host_dtb.as_mut_ptr() as u64, dtb_addr as u64, size as u64) };
     let board = Board::from_dtb(&host_dtb).map_err(|e| format!("device tree: {e}"))?;
-    let uart = board.console.as_ref().ok_or("device tree has no PL011 console")?;
-    // SAFETY: the DTB names this PL011 as the console; it is used only through rt::console.
-    unsafe { rt::console::init(uart.base as usize) };
-    exit::set_firmware_psci(board.psci.is_some());
+    let uart = board.console.as_ref().ok_or(
+        "the device tree names no UART this build drives (PL011, i.MX, Cadence, 16550) for /chosen/stdout-path",
+    )?;
+    // SAFETY: the DTB names this UART as the console; it is used only through rt::console.
+    unsafe { rt::console::init(uart.kind, uart.base as usize) };
+    if let Some(p) = &board.console_problem {
+        rt::println!("hyp: warning: {p}: this console is {} ({}) instead", uart.path, uart.kind.name());
+    }
+    exit::init(&board);
 
     let opts = options::parse(board.bootargs.as_deref().unwrap_or(""));
     trap::set_stop_on_fault(opts.stop_on_fault);
@@ -115,7 +120,9 @@ fn boot(dtb_addr: usize, loaded_at: Option<u64>) -> Result<core::convert::Infall
     for (i, c) in board.cpus.iter().enumerate().take(rt::MAX_CPUS) {
         CPUS[i].mpidr.store(c.mpidr & cpu::MPIDR_AFF_MASK, Ordering::Relaxed);
     }
-    let guest_cpus = board.cpus.len().min(rt::MAX_CPUS);
+    psci::init(&board);
+    let guest_cpus = board.cpus.len().min(rt::MAX_CPUS).min(opts.cpus.unwrap_or(usize::MAX));
+    psci::set_guest_cpus(guest_cpus);
     if board.cpus.len() > rt::MAX_CPUS {
         rt::println!(
             "hyp: the device tree has {} CPUs and this hypervisor runs at most {}: the guest's device tree lists \
@@ -352,10 +359,16 @@ fn guest_device_tree(
         .join(" ");
     // The guest sees only the CPUs it can run on (and no CPU topology naming the others).
     let trimmed: Vec<String> = board.cpus.iter().skip(guest_cpus).map(|c| c.path.clone()).collect();
-    // QEMU's virt gives a guest without EL2 PSCI over HVC; a board's firmware, SMC.
+    // QEMU's virt gives a guest without EL2 PSCI over HVC; a board's firmware, SMC. The guest
+    // always starts its CPUs with PSCI, the hypervisor's (the Pi 4's spin-table and missing
+    // PSCI firmware included): HVC where the host has no PSCI.
     let on_virt = board.compatible.iter().any(|c| c == "linux,dummy-virt");
-    let conduit = opts.conduit.or(on_virt.then_some(board::PsciMethod::Hvc));
-    let mut spec = plan.guest_spec(bootargs, conduit);
+    let conduit = opts
+        .conduit
+        .or(on_virt.then_some(board::PsciMethod::Hvc))
+        .or(board.psci.as_ref().map(|p| p.method))
+        .unwrap_or(board::PsciMethod::Hvc);
+    let mut spec = plan.guest_spec(bootargs, Some(conduit));
     spec.initrd = initrd.map(|r| board::Region::new(r.start, r.len()));
     spec.hide_el2 = true;
     if let Some(m) = migration {
@@ -434,7 +447,7 @@ fn ranges_str(r: &[Range]) -> String {
 }
 
 /// Configures EL2 on this CPU and enters the guest.
-fn start_cpu(cpu: usize, entry: u64, x0: u64) -> ! {
+pub(crate) fn start_cpu(cpu: usize, entry: u64, x0: u64) -> ! {
     let c = CONFIG.get().expect("EL2 configuration is set before any CPU enters the guest");
     cpu::set_guest_pc_slot(cpu);
     el2::setup_cpu(c.vttbr, c.vtcr, c.gic_v3);

@@ -162,15 +162,14 @@ fn write_reg(off: u64, v: u64) {
     }
 }
 
-/// Starts the worker CPU (firmware PSCI CPU_ON into the hypervisor's secondary entry).
+/// Starts the worker CPU (PSCI firmware or spin-table, into the hypervisor's secondary entry).
 fn start() {
     let Some(s) = SETUP.get() else { return };
     STATE.store(state::PRECOPY, Ordering::Release);
     ROUNDS.store(0, Ordering::Release);
     VERDICT.store(0, Ordering::Release);
     let (idx, mpidr) = s.worker;
-    let entry = rt::start::secondary_entry_addr() as u64;
-    let r = crate::smccc::smc(abi::psci::CPU_ON_64, mpidr, entry, idx as u64)[0] as i64;
+    let r = crate::psci::start_physical(idx, mpidr);
     if r != abi::psci::SUCCESS {
         rt::println!("hyp: migrate: starting the worker CPU {idx} failed (PSCI {r})");
         STATE.store(state::FAILED, Ordering::Release);

@@ -177,6 +177,14 @@ pub fn setup(board: &Board, plan: &hypcore::plan::MemoryPlan) -> Result<(u64, u6
     for r in guest::ram() {
         map(&mut el2, &mut tlb, "guest RAM", r.start, r.end, Attributes::normal(Perms::RW), false)?;
     }
+    // Where the firmware's spin-table CPUs wait (release addresses written at CPU_ON) and the
+    // board's power controller (`exit.rs`): the hypervisor's, never the guest's RAM.
+    for r in board.spin_table_regions() {
+        map(&mut el2, &mut tlb, "spin-table", r.base, r.end(), Attributes::normal(Perms::RW), false)?;
+    }
+    if let Some(r) = board.pm_watchdog() {
+        map(&mut el2, &mut tlb, "PM watchdog", r.base, r.end(), Attributes::device(Perms::RW), false)?;
+    }
 
     // Stage 2.
     let vmid16 = pgtable::cpu::has_vmid16(mmfr1);

@@ -33,6 +33,8 @@ pub struct Options {
     pub stop_on_fault: bool,
     /// `hyp.migrate`.
     pub migrate: bool,
+    /// `hyp.cpus=N`: the guest gets the first N CPUs.
+    pub cpus: Option<usize>,
 }
 
 /// Splits the command line and checks the hypervisor's words; the message of an `Err` names
@@ -70,6 +72,7 @@ pub fn try_parse(bootargs: &str) -> Result<Options, bootargs::Error> {
         check_stage2: a.flag("hyp.check-stage2"),
         stop_on_fault: a.choice("hyp.on-fault") == Some("stop"),
         migrate: a.flag("hyp.migrate"),
+        cpus: a.uint("hyp.cpus").map(|n| n as usize),
     })
 }
 

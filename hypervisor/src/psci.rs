@@ -1,13 +1,43 @@
-//! PSCI for the guest. vCPU n runs on physical CPU n, so most calls are forwarded to the
-//! firmware after checking their arguments; CPU_ON is rewritten so the physical CPU starts in
-//! the hypervisor (which sets up EL2 and then enters the guest at the requested address), and
-//! SYSTEM_OFF (success) / SYSTEM_RESET (its own exit code: a reset is not a power-off) end the
-//! run.
+//! PSCI for the guest, whatever the board has. vCPU n runs on physical CPU n. With PSCI
+//! firmware (QEMU's, TF-A) most calls are forwarded after checking their arguments; CPU_ON is
+//! rewritten so the physical CPU starts in the hypervisor (which sets up EL2 and then enters
+//! the guest at the requested address). Without it (the Pi 4: spin-table CPUs, no EL3) the
+//! hypervisor answers everything itself: CPU_ON releases the CPU from the firmware's spin
+//! table the first time and wakes it from [`park`] after a CPU_OFF; VERSION, AFFINITY_INFO and
+//! MIGRATE_INFO_TYPE come from its own state. SYSTEM_OFF (success) / SYSTEM_RESET (its own
+//! exit code: a reset is not a power-off) end the run (`exit.rs`).
 
 use crate::cpu::{self, CpuState, CPUS};
 use crate::{exit, guest, smccc};
 use abi::psci as p;
-use core::sync::atomic::Ordering;
+use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+/// Whether the board has PSCI firmware to forward to (its DTB has a PSCI node).
+static FIRMWARE: AtomicBool = AtomicBool::new(true);
+
+/// Called once at boot: whether the board's DTB has a PSCI node, and the spin-table release
+/// address of each CPU that has one.
+pub fn init(board: &board::Board) {
+    FIRMWARE.store(board.psci.is_some(), Ordering::Relaxed);
+    for (i, c) in board.cpus.iter().enumerate().take(rt::MAX_CPUS) {
+        if let Some(board::EnableMethod::SpinTable { release_addr: Some(a) }) = c.enable_method {
+            CPUS[i].release_addr.store(a, Ordering::Relaxed);
+        }
+    }
+}
+
+/// CPUs the guest has (the first N of the DTB): CPU_ON for any other is refused.
+static GUEST_CPUS: AtomicUsize = AtomicUsize::new(rt::MAX_CPUS);
+
+/// Called once at boot with the number of CPUs in the guest's DTB.
+pub fn set_guest_cpus(n: usize) {
+    GUEST_CPUS.store(n, Ordering::Relaxed);
+}
+
+/// Whether PSCI calls go to firmware.
+pub fn has_firmware() -> bool {
+    FIRMWARE.load(Ordering::Relaxed)
+}
 
 /// Whether `fid` is in the PSCI range (SMCCC standard secure service, 0x84000000-0x8400001F and
 /// the 64-bit 0xC4000000-0xC400001F).
@@ -55,24 +85,42 @@ fn cpu_suspend(power_state: u64) -> i64 {
     p::SUCCESS
 }
 
+/// The hypervisor's own answers where there is no firmware to ask: PSCI 1.0; AFFINITY_INFO
+/// of one CPU (level 0) from the hypervisor's CPU states; no Trusted OS to migrate (2).
+fn own_answer(fid: u64, a: [u64; 3]) -> i64 {
+    match fid {
+        p::VERSION => 0x1_0000,
+        p::MIGRATE_INFO_TYPE => 2,
+        _ => {
+            if a[1] != 0 {
+                // Only affinity level 0 (one CPU) is answered.
+                return p::INVALID_PARAMETERS;
+            }
+            match cpu::index_of(a[0]) {
+                Some(i) => match CPUS[i].state() {
+                    CpuState::On => 0,
+                    CpuState::Off => 1,
+                    CpuState::Starting => 2,
+                },
+                None => p::INVALID_PARAMETERS,
+            }
+        }
+    }
+}
+
 /// Handles one PSCI call (`fid` is W0; a 32-bit call's arguments are W1..W3); returns x0..x3.
 pub fn handle(fid: u64, a: [u64; 3]) -> [u64; 4] {
     let fid = fid & 0xffff_ffff;
     match fid {
-        p::VERSION | p::MIGRATE_INFO_TYPE | p::AFFINITY_INFO_32 | p::AFFINITY_INFO_64 => {
+        p::VERSION | p::MIGRATE_INFO_TYPE | p::AFFINITY_INFO_32 | p::AFFINITY_INFO_64 if has_firmware() => {
             // Harmless queries: the firmware's answer is the truth.
             smccc::smc(fid, a[0], a[1], a[2])
         }
+        p::VERSION | p::MIGRATE_INFO_TYPE | p::AFFINITY_INFO_32 | p::AFFINITY_INFO_64 => ret(own_answer(fid, a)),
         p::FEATURES => ret(features(a[0])),
         p::CPU_SUSPEND_32 | p::CPU_SUSPEND_64 => ret(cpu_suspend(a[0])),
         p::CPU_ON_32 | p::CPU_ON_64 => ret(cpu_on(a[0], a[1], a[2])),
-        p::CPU_OFF => {
-            CPUS[cpu::current()].set_state(CpuState::Off);
-            let r = smccc::smc(fid, 0, 0, 0);
-            // CPU_OFF only returns on failure.
-            CPUS[cpu::current()].set_state(CpuState::On);
-            r
-        }
+        p::CPU_OFF => cpu_off(),
         p::SYSTEM_OFF => {
             rt::println!("hyp: guest called PSCI SYSTEM_OFF");
             exit::exit(0)
@@ -87,9 +135,42 @@ pub fn handle(fid: u64, a: [u64; 3]) -> [u64; 4] {
     }
 }
 
+/// CPU_OFF: to the firmware when it started the CPU (returns only on failure); otherwise the
+/// hypervisor keeps the CPU in [`park`] until a CPU_ON for it (never returns).
+fn cpu_off() -> [u64; 4] {
+    let me = cpu::current();
+    CPUS[me].set_state(CpuState::Off);
+    if !CPUS[me].released.load(Ordering::Acquire) {
+        let r = smccc::smc(p::CPU_OFF, 0, 0, 0);
+        // CPU_OFF only returns on failure.
+        CPUS[me].set_state(CpuState::On);
+        return r;
+    }
+    park(me)
+}
+
+/// A CPU the hypervisor keeps off (no firmware to give it back to): waits, in WFE, for a
+/// CPU_ON to mark it Starting, then enters the guest at the entry CPU_ON gave.
+fn park(me: usize) -> ! {
+    while CPUS[me].state() != CpuState::Starting {
+        aarch64_cpu::asm::wfe();
+    }
+    // Leave the trap's frames behind: the guest starts over from the top of this CPU's stack.
+    let top = rt::start::stack_bounds(me).1;
+    // SAFETY: `resume_parked` never returns and takes the CPU index; `top` is this CPU's boot
+    // stack top (16-byte aligned), and nothing on the current stack is used again.
+    unsafe { rt::start::jump(rt::pc_relative!(resume_parked), top, me) }
+}
+
+extern "C" fn resume_parked(me: usize) -> ! {
+    crate::start_cpu(me, CPUS[me].entry.load(Ordering::Acquire), CPUS[me].context.load(Ordering::Acquire))
+}
+
 fn cpu_on(target: u64, entry: u64, context: u64) -> i64 {
-    let Some(idx) = cpu::index_of(target).filter(|&i| Some(i) != crate::migrate::worker_cpu()) else {
-        // Not a CPU of the guest (the migration worker is the hypervisor's).
+    let guest_cpus = GUEST_CPUS.load(Ordering::Relaxed);
+    let Some(idx) = cpu::index_of(target).filter(|&i| Some(i) != crate::migrate::worker_cpu() && i < guest_cpus) else {
+        // Not a CPU of the guest (the migration worker is the hypervisor's; `hyp.cpus` left
+        // the others out).
         return p::INVALID_PARAMETERS;
     };
     if !guest::is_guest_ram(entry, 4) || !entry.is_multiple_of(4) {
@@ -101,9 +182,41 @@ fn cpu_on(target: u64, entry: u64, context: u64) -> i64 {
     }
     c.entry.store(entry, Ordering::Relaxed);
     c.context.store(context, Ordering::Relaxed);
-    let r = smccc::smc(p::CPU_ON_64, target, rt::start::secondary_entry_addr() as u64, idx as u64)[0] as i64;
+    let r = start_physical(idx, target);
     if r != p::SUCCESS {
         c.set_state(CpuState::Off);
     }
     r
+}
+
+/// Starts physical CPU `idx` (MPIDR `mpidr`) in the hypervisor's secondary entry
+/// (`rt_secondary_main(idx)`): wakes it from [`park`] if the hypervisor already holds it,
+/// releases it from the firmware's spin table (`cpu-release-addr`), or asks PSCI firmware.
+/// Returns a PSCI status.
+pub fn start_physical(idx: usize, mpidr: u64) -> i64 {
+    let c = &CPUS[idx];
+    if c.released.load(Ordering::Acquire) {
+        // A parked CPU (its state is Starting now): wake it.
+        aarch64_cpu::asm::barrier::dsb(aarch64_cpu::asm::barrier::SY);
+        aarch64_cpu::asm::sev();
+        return p::SUCCESS;
+    }
+    let release = c.release_addr.load(Ordering::Relaxed);
+    if release != 0 {
+        rt::start::set_spin_mpidr(idx, mpidr & cpu::MPIDR_AFF_MASK);
+        c.released.store(true, Ordering::Release);
+        let entry = rt::start::spin_entry_addr() as u64;
+        // SAFETY: `release` is the CPU's cpu-release-addr in the firmware's spin-table memory,
+        // mapped at EL2 by mmu::setup and kept out of the guest's RAM; the firmware's loop
+        // reads it (MMU off) and jumps there. 8-byte aligned as the binding requires.
+        unsafe { core::ptr::write_volatile(release as *mut u64, entry) };
+        rt::cache::clean_to_poc(release, 8);
+        aarch64_cpu::asm::barrier::dsb(aarch64_cpu::asm::barrier::SY);
+        aarch64_cpu::asm::sev();
+        return p::SUCCESS;
+    }
+    if !has_firmware() {
+        return p::INTERNAL_FAILURE;
+    }
+    smccc::smc(p::CPU_ON_64, mpidr, rt::start::secondary_entry_addr() as u64, idx as u64)[0] as i64
 }

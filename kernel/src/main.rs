@@ -85,8 +85,8 @@ fn refuse_el(el: u64, dtb: usize) -> ! {
     // SAFETY: x0 is 0 or points at the DTB (boot protocol), in RAM nothing else writes.
     let board = unsafe { Board::from_ptr(dtb as *const u8) }.ok();
     if let Some(uart) = board.as_ref().and_then(|b| b.console.as_ref()) {
-        // SAFETY: the DTB names this PL011 as the console; nothing else uses it.
-        unsafe { rt::console::init(uart.base as usize) };
+        // SAFETY: the DTB names this UART as the console; nothing else uses it.
+        unsafe { rt::console::init(uart.kind, uart.base as usize) };
     }
     rt::console::panic_print(format_args!(
         "kernel: boot failed: started at EL{el}: this kernel runs at EL1 only (boot it as the hypervisor's \

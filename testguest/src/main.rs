@@ -83,8 +83,8 @@ fn run(dtb: usize, regs: [u64; 3]) -> Result<u32, String> {
     let blob = unsafe { board::dtb_at(dtb as *const u8) }.map_err(|e| format!("device tree at {dtb:#x}: {e}"))?;
     let board = Board::from_dtb(blob).map_err(|e| format!("device tree: {e}"))?;
     if let Some(uart) = board.console.as_ref() {
-        // SAFETY: the DTB names this PL011 as the console; nothing else in this guest uses it.
-        unsafe { rt::console::init(uart.base as usize) };
+        // SAFETY: the DTB names this UART as the console; nothing else in this guest uses it.
+        unsafe { rt::console::init(uart.kind, uart.base as usize) };
     }
     if let Some(p) = board.psci.as_ref() {
         PSCI.store(if p.method == board::PsciMethod::Smc { 2 } else { 1 }, Ordering::Relaxed);

@@ -7,6 +7,7 @@ use abi::report::{parse_line, ParsedRecord};
 use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::time::Duration;
+use xtask::board::Board;
 use xtask::build::Images;
 use xtask::qemu::{self, Outcome, QemuConfig};
 
@@ -39,9 +40,46 @@ fn env() -> &'static Env {
     })
 }
 
-/// The QEMU binary the tests run.
+/// The QEMU binary the tests run on `virt`.
 pub fn qemu_binary() -> &'static std::path::Path {
     &env().qemu
+}
+
+/// The QEMU for `board`: the system one for `virt`; for a board model the one `cargo xtask
+/// test` provisioned (`XTASK_QEMU_BOARDS`, or why it could not: `XTASK_QEMU_BOARDS_ERROR`),
+/// else provisioned here (`xtask::qemu_pkg`). A board test that cannot get its QEMU fails
+/// and says why.
+pub fn qemu_for(board: Board) -> PathBuf {
+    if board == Board::Virt {
+        return env().qemu.clone();
+    }
+    static Q: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    let q = Q.get_or_init(|| {
+        if let Some(p) = std::env::var_os("XTASK_QEMU_BOARDS") {
+            return Ok(PathBuf::from(p));
+        }
+        if let Ok(e) = std::env::var("XTASK_QEMU_BOARDS_ERROR") {
+            return Err(e);
+        }
+        xtask::qemu_pkg::qemu_at_least(board_qemu_version()).map_err(|e| format!("{e:#}"))
+    });
+    q.clone().unwrap_or_else(|e| panic!("--board {board}: no QEMU for the board models: {e}"))
+}
+
+/// The QEMU version every board model runs on (the newest any board needs).
+pub fn board_qemu_version() -> xtask::qemu_pkg::Version {
+    Board::ALL.iter().map(|b| b.min_qemu()).max().expect("boards")
+}
+
+/// `cfg` with its board's DTB fetched (once per process: the fetch is not safe to run twice
+/// at the same time).
+pub fn with_dtb(mut cfg: QemuConfig) -> QemuConfig {
+    static FETCH: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    if cfg.board != Board::Virt && cfg.dtb.is_none() {
+        let _g = FETCH.lock().unwrap_or_else(|p| p.into_inner());
+        cfg.resolve_dtb().unwrap_or_else(|e| panic!("--board {}: {e:#}", cfg.board));
+    }
+    cfg
 }
 
 /// The Images under test.
@@ -126,10 +164,12 @@ pub fn boot_with(cfg: QemuConfig, extra: &[String]) -> Run {
 /// [`try_boot`] with `extra` QEMU arguments after the usual ones.
 pub fn try_boot_with(cfg: QemuConfig, extra: &[String]) -> Result<Run, String> {
     let e = env();
+    let cfg = with_dtb(cfg);
     cfg.validate()?;
+    let qemu = qemu_for(cfg.board);
     let mut args = cfg.args(&e.images)?;
     args.extend_from_slice(extra);
-    let outcome = qemu::run_args(&e.qemu, &args, BOOT_TIMEOUT, None, |_| {}).expect("running QEMU");
+    let outcome = qemu::run_args(&qemu, &args, BOOT_TIMEOUT, None, |_| {}).expect("running QEMU");
     let mut records = Vec::new();
     for line in outcome.output.lines() {
         if let Some(r) = parse_line(line) {
@@ -248,12 +288,39 @@ pub fn qemu_dtb(cfg: &QemuConfig) -> Vec<u8> {
 /// tests then fail with that message.
 pub fn linux_guest() -> Result<xtask::linux::LinuxGuest, String> {
     static LINUX: OnceLock<Result<xtask::linux::LinuxGuest, String>> = OnceLock::new();
-    LINUX
-        .get_or_init(|| {
-            let extra = xtask::linux::extra_programs().map_err(|e| format!("{e:#}"))?;
-            xtask::linux::prepare(xtask::linux::Flavour::Cloud, &extra).map_err(|e| format!("{e:#}"))
-        })
-        .clone()
+    prepared_linux(&LINUX, xtask::linux::Flavour::Cloud)
+}
+
+/// Debian's backports Linux (the kernel the board models need) with the busybox initramfs,
+/// fetched and built once per test process.
+pub fn linux_guest_backports() -> Result<xtask::linux::LinuxGuest, String> {
+    static LINUX: OnceLock<Result<xtask::linux::LinuxGuest, String>> = OnceLock::new();
+    prepared_linux(&LINUX, xtask::linux::Flavour::Backports)
+}
+
+fn prepared_linux(
+    once: &OnceLock<Result<xtask::linux::LinuxGuest, String>>,
+    flavour: xtask::linux::Flavour,
+) -> Result<xtask::linux::LinuxGuest, String> {
+    once.get_or_init(|| {
+        let extra = xtask::linux::extra_programs().map_err(|e| format!("{e:#}"))?;
+        xtask::linux::prepare(flavour, &extra).map_err(|e| format!("{e:#}"))
+    })
+    .clone()
+}
+
+/// A configuration booting Debian's backports Linux on `board` (its console, quiet, the
+/// `pgtlab_*` words for its init) on the hypervisor.
+pub fn board_linux_config(board: Board, init_args: &str) -> QemuConfig {
+    let l = linux_guest_backports().unwrap_or_else(|e| panic!("the Linux guest is not available: {e}"));
+    QemuConfig {
+        guest: Some(xtask::qemu::Guest {
+            kernel: l.kernel,
+            initrd: Some(l.initramfs),
+            append: format!("{} quiet {init_args}", xtask::linux::default_append(board)).trim().to_string(),
+        }),
+        ..QemuConfig::default().for_board(board)
+    }
 }
 
 /// A configuration booting Debian's Linux (quiet kernel, `pgtlab_*` words for its init) on the

@@ -13,7 +13,27 @@ fn boot(chainloader: bool) -> Boot {
         guest: (!chainloader).then(|| std::fs::read(&i.kernel).unwrap()),
         bootargs: "hyp.conduit=smc".into(),
         baud: None,
+        pi: flash::Pi::Pi5,
     }
+}
+
+/// A Pi 4 card: the hypervisor as kernel8.img (the Pi 4 firmware's 64-bit kernel, entered at
+/// EL2 with arm_64bit=1), the kernel as its initramfs, the Pi 4 DTB asked for.
+#[test]
+fn pi4_card_boots_kernel8_img_in_64_bit_mode() {
+    let b = Boot { pi: flash::Pi::Pi4, ..boot(false) };
+    let files = flash::image_files(&b, None).unwrap();
+    let names: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
+    assert_eq!(names, ["config.txt", "kernel8.img", "pgtlab-cmdline.txt", "pgtlab-kernel.img"]);
+    let config = String::from_utf8(files[0].data.clone()).unwrap();
+    for line in ["arm_64bit=1", "kernel=kernel8.img", "initramfs pgtlab-kernel.img followkernel", "enable_uart=1"] {
+        assert!(config.lines().any(|l| l.trim() == line), "{line} in\n{config}");
+    }
+    let w = flash::dtb_warning_for(flash::Pi::Pi4, names.into_iter()).unwrap();
+    assert!(w.contains("bcm2711-rpi-4-b.dtb"), "{w}");
+    assert_eq!(flash::Pi::from_name("pi4"), Some(flash::Pi::Pi4));
+    assert_eq!(flash::Pi::from_name("raspi4b"), Some(flash::Pi::Pi4));
+    assert_eq!(flash::Pi::from_name("zcu102"), None);
 }
 
 #[test]

@@ -82,12 +82,17 @@ fn seeded_missing_preempt_guard_loses_updates() {
 }
 
 /// Seeded: a plain load, add and store on the window instead of one atomic op. A task moved
-/// between its load and its store writes its old CPU's value into the new CPU's copy.
+/// between its load and its store writes its old CPU's value into the new CPU's copy: that copy
+/// ends short or long depending on which CPU's value was larger, so either way the sums are off
+/// (seen both: `"lost":0,"extra":51105` on a loaded machine).
 #[test]
-fn seeded_plain_rmw_on_the_window_loses_updates() {
+fn seeded_plain_rmw_on_the_window_breaks_the_sums() {
     let r = run(4, "percpu.seed=window-plain user=percpu:modes=seeded,rounds=6,iters=20000 tick_hz=1000");
     r.expect_exit(abi::exit::GUEST_FAILURE as i32);
-    assert!(stress(&r, "seeded").u64("lost").unwrap() > 0, "no update lost\n{}", r.dump());
+    let s = stress(&r, "seeded");
+    let off = s.u64("lost").unwrap() + s.u64("extra").unwrap();
+    assert!(off > 0, "no update lost or doubled\n{}", r.dump());
+    r.expect_output("percpu: seeded: the sums are not exact");
 }
 
 /// Seeded: `sync_roots` forgets CPU 1's root; the page mapped after boot faults there.

@@ -494,7 +494,9 @@ fn a_signal_to_the_xtask_ends_its_qemu_and_says_so() {
         };
         // SAFETY: kill(2) on the xtask this test started.
         assert_eq!(unsafe { libc::kill(xtask as libc::pid_t, sig) }, 0);
-        let said = lines.next().unwrap().unwrap();
+        // The shell's own line; QEMU may print its "terminating on signal" line first (it
+        // shares the xtask's stdout), so read up to the shell's.
+        let said = lines.by_ref().map(|l| l.unwrap()).find(|l| l.starts_with("exit ")).unwrap_or_default();
         let _ = sh.wait();
         let mut err = String::new();
         std::io::Read::read_to_string(&mut sh.stderr.take().unwrap(), &mut err).unwrap();

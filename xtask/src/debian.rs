@@ -5,9 +5,12 @@
 //! and installed packages are never touched, and apt checks the archive's signatures and the
 //! package's checksum as always. Results are cached: once a file is there, no network is used.
 //!
-//! Two uses: the Raspberry Pi 5's device tree, `broadcom/bcm2712-rpi-5-b.dtb`, from the
-//! `<codename>-backports` arm64 kernel (Debian 12's own 6.1 kernel predates it); and the Linux
-//! guest's kernel and busybox from the machine's own suites ([`Apt`]).
+//! Three uses: the boards' device trees (Pi 5, Pi 4, ZCU102, i.MX 8M Plus EVK) and a kernel
+//! that boots on QEMU's board models, from the `<codename>-backports` arm64 kernel (Debian 12's
+//! own 6.1 kernel predates the Pi 5), [`file_from_kernel_package`]; the Linux guest's kernel
+//! and busybox from the machine's own suites ([`Apt::new`]); and a QEMU new enough for the
+//! board models from `<codename>-backports` for the host's architecture
+//! ([`Apt::backports`], `crate::qemu_pkg`).
 
 use anyhow::{bail, ensure, Context, Result};
 use std::path::{Path, PathBuf};
@@ -95,16 +98,17 @@ pub fn machine_sources(etc_apt: &Path) -> Vec<Source> {
     out
 }
 
-/// A one-line sources.list for `suite` from the machine's archive for `codename`: every source
+/// A one-line sources.list for `suite` (packages of `arch`) from the machine's archive for
+/// `codename`: every source
 /// that carries the release itself (`bookworm`, not `bookworm-security` or a third party's
 /// suite), with its keyring.
-pub fn sources_for(sources: &[Source], codename: &str, suite: &str) -> Result<String> {
+pub fn sources_for(sources: &[Source], codename: &str, suite: &str, arch: &str) -> Result<String> {
     let lines: Vec<String> = sources
         .iter()
         .filter(|s| s.suites.iter().any(|x| x == codename))
         .map(|s| {
             let key = s.signed_by.as_deref().map(|k| format!(" signed-by={k}")).unwrap_or_default();
-            format!("deb [arch=arm64{key}] {} {suite} main\n", s.uri)
+            format!("deb [arch={arch}{key}] {} {suite} main\n", s.uri)
         })
         .collect();
     ensure!(
@@ -122,90 +126,59 @@ pub fn cache_dir() -> PathBuf {
     target.join("downloads")
 }
 
-fn run(cmd: &mut Command) -> Result<String> {
-    let what = format!("{:?}", cmd.get_program());
-    let out = cmd.output().with_context(|| format!("running {what}"))?;
-    if !out.status.success() {
-        let err = String::from_utf8_lossy(&out.stderr);
-        bail!("{what} failed ({}): {}", out.status, err.lines().rfind(|l| !l.trim().is_empty()).unwrap_or(""));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
 /// The Pi 5's DTB from Debian's backports arm64 kernel, cached under [`cache_dir`].
 pub fn pi5_dtb() -> Result<PathBuf> {
     file_from_kernel_package("broadcom/bcm2712-rpi-5-b.dtb")
 }
 
-/// A file of the `<codename>-backports` `linux-image-arm64` kernel package (its path under
-/// `/usr/lib/linux-image-*/`), cached.
+/// What is taken from the backports arm64 kernel package, in one download: the boards' device
+/// trees (paths under `/usr/lib/linux-image-*/`) and the kernel Image (`vmlinuz`), which boots
+/// on QEMU's board models (Debian 12's own 6.1 kernel predates the Pi 5 and lacks drivers the
+/// boards' consoles need).
+pub const KERNEL_PACKAGE_FILES: [&str; 5] = [
+    "broadcom/bcm2712-rpi-5-b.dtb",
+    "broadcom/bcm2711-rpi-4-b.dtb",
+    "xilinx/zynqmp-zcu102-rev1.0.dtb",
+    "freescale/imx8mp-evk.dtb",
+    "vmlinuz",
+];
+
+/// The directory of [`file_from_kernel_package`]'s files.
+pub fn kernel_package_dir() -> PathBuf {
+    cache_dir().join("debian-arm64")
+}
+
+/// A file of the `<codename>-backports` `linux-image-arm64` kernel package (a path under
+/// `/usr/lib/linux-image-*/`, or `vmlinuz` for the kernel Image), cached under
+/// [`kernel_package_dir`] by its file name. One download extracts every file of
+/// [`KERNEL_PACKAGE_FILES`]; the `.deb` is not kept.
 pub fn file_from_kernel_package(path: &str) -> Result<PathBuf> {
-    let dir = cache_dir().join("debian-arm64");
+    // One fetch at a time (tests ask from several threads); the second finds the file cached.
+    static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = ONE.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = kernel_package_dir();
     let name = Path::new(path).file_name().context("no file name")?.to_string_lossy().into_owned();
     let cached = dir.join(&name);
     if cached.is_file() {
         return Ok(cached);
     }
-    let os_release = std::fs::read_to_string("/etc/os-release").unwrap_or_default();
-    let code = codename(&os_release).context("/etc/os-release has no VERSION_CODENAME: not a Debian-like machine")?;
-    let suite = format!("{code}-backports");
-    let list = sources_for(&machine_sources(Path::new("/etc/apt")), &code, &suite)?;
-    for sub in ["lists/partial", "cache/archives/partial", "etc/preferences.d", "dl"] {
-        std::fs::create_dir_all(dir.join(sub))?;
+    let apt = Apt::backports(&dir.join("apt"), "arm64")?;
+    eprintln!("xtask: fetching {path} from {}'s arm64 kernel with the machine's apt sources", apt.suite_name());
+    let deb = apt.fetch("linux-image-arm64", true)?;
+    let image = deb.file_name().and_then(|n| n.to_str()).unwrap_or("?").split('_').next().unwrap_or("?").to_string();
+    let mut wanted: Vec<&str> = KERNEL_PACKAGE_FILES.to_vec();
+    if !wanted.contains(&path) {
+        wanted.push(path);
     }
-    std::fs::write(dir.join("etc/sources.list"), list)?;
-    let d = dir.display();
-    let opts: Vec<String> = [
-        "APT::Architecture=arm64".to_string(),
-        "APT::Architectures=arm64".into(),
-        format!("Dir::State::Lists={d}/lists"),
-        "Dir::State::Status=/dev/null".into(),
-        format!("Dir::Cache={d}/cache"),
-        format!("Dir::Etc::SourceList={d}/etc/sources.list"),
-        "Dir::Etc::SourceParts=/nonexistent".into(),
-        format!("Dir::Etc::PreferencesParts={d}/etc/preferences.d"),
-        "Debug::NoLocking=1".into(),
-        "Acquire::Languages=none".into(),
-        "Acquire::http::Timeout=60".into(),
-        "Acquire::Retries=3".into(),
-    ]
-    .iter()
-    .flat_map(|o| ["-o".to_string(), o.clone()])
-    .collect();
-    let apt = |tool: &str| {
-        let mut c = Command::new(tool);
-        c.args(&opts).current_dir(dir.join("dl")).env("DEBIAN_FRONTEND", "noninteractive");
-        c
-    };
-    eprintln!("xtask: fetching {path} from {suite}'s arm64 kernel with the machine's apt sources");
-    run(apt("apt-get").args(["-q", "update"]))?;
-    // linux-image-arm64 is a meta package; its first dependency is the versioned image.
-    let show = run(apt("apt-cache").args(["show", "linux-image-arm64"]))?;
-    let image = show
-        .lines()
-        .find_map(|l| l.strip_prefix("Depends: "))
-        .and_then(|deps| deps.split([' ', ',']).next())
-        .context("`apt-cache show linux-image-arm64` names no kernel package")?
-        .to_string();
-    for e in std::fs::read_dir(dir.join("dl"))?.flatten() {
-        let _ = std::fs::remove_file(e.path());
+    for want in wanted {
+        let file = Path::new(want).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let member = if want == "vmlinuz" { "./boot/vmlinuz-*".to_string() } else { format!("*/{want}") };
+        match extract(&deb, &member, &dir.join(&file)) {
+            Ok(()) => std::fs::write(dir.join(format!("{file}.source")), format!("{image} ({})\n", apt.suite_name()))?,
+            Err(e) if want == path => return Err(e.context(format!("{image} has no {path}"))),
+            Err(e) => eprintln!("xtask: warning: {e:#}"),
+        }
     }
-    run(apt("apt-get").args(["-q", "download", &image]))?;
-    let deb = std::fs::read_dir(dir.join("dl"))?
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| p.extension().is_some_and(|x| x == "deb"))
-        .context("apt-get download left no .deb")?;
-    let tmp = dir.join(format!("{name}.part"));
-    let script = format!(
-        "set -o pipefail; dpkg-deb --fsys-tarfile '{}' | tar -xO --wildcards '*/{path}' > '{}'",
-        deb.display(),
-        tmp.display()
-    );
-    run(Command::new("bash").arg("-c").arg(&script)).with_context(|| format!("{image} has no {path}"))?;
-    ensure!(std::fs::metadata(&tmp)?.len() > 0, "{image} gave an empty {path}");
-    std::fs::rename(&tmp, &cached)?;
-    std::fs::write(dir.join(format!("{name}.source")), format!("{image} ({suite})\n"))?;
     let _ = std::fs::remove_file(&deb);
     eprintln!("xtask: {} from {image}", cached.display());
     Ok(cached)
@@ -219,10 +192,15 @@ pub fn file_from_kernel_package(path: &str) -> Result<PathBuf> {
 /// Longest one apt command may take.
 const APT_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// A private apt state for arm64 packages.
+/// A private apt state: the machine's own sources (its default suites), or one suite of the
+/// machine's archive (`<codename>-backports`) written into a sources list of its own; packages
+/// of one architecture (`arm64` for the guests, the host's for QEMU).
 #[derive(Debug, Clone)]
 pub struct Apt {
     dir: PathBuf,
+    arch: String,
+    /// `Some(suite)`: the sources list under `dir` names only that suite.
+    suite: Option<String>,
 }
 
 /// Runs `cmd` with a time limit; returns stdout, or an error with the last lines of stderr.
@@ -270,8 +248,26 @@ fn run_limited(cmd: &mut Command, what: &str) -> Result<String> {
 }
 
 impl Apt {
-    /// The apt state under `dir` (created as needed).
+    /// The apt state under `dir` (created as needed) for arm64 packages of the machine's own
+    /// suites.
     pub fn new(dir: &Path) -> Result<Apt> {
+        Self::create(dir, "arm64", None)
+    }
+
+    /// The apt state under `dir` for `arch` packages of `<codename>-backports` from the
+    /// machine's own archive (`/etc/os-release`'s codename, `/etc/apt`'s sources).
+    pub fn backports(dir: &Path, arch: &str) -> Result<Apt> {
+        let os_release = std::fs::read_to_string("/etc/os-release").unwrap_or_default();
+        let code =
+            codename(&os_release).context("/etc/os-release has no VERSION_CODENAME: not a Debian-like machine")?;
+        let suite = format!("{code}-backports");
+        let list = sources_for(&machine_sources(Path::new("/etc/apt")), &code, &suite, arch)?;
+        let apt = Self::create(dir, arch, Some(suite))?;
+        crate::write_if_changed(&dir.join("sources.list"), list.as_bytes())?;
+        Ok(apt)
+    }
+
+    fn create(dir: &Path, arch: &str, suite: Option<String>) -> Result<Apt> {
         for sub in ["lists/partial", "cache/archives/partial", "debs"] {
             std::fs::create_dir_all(dir.join(sub)).with_context(|| format!("creating {}", dir.join(sub).display()))?;
         }
@@ -279,14 +275,19 @@ impl Apt {
         if !status.exists() {
             std::fs::write(&status, "")?;
         }
-        Ok(Apt { dir: dir.to_path_buf() })
+        Ok(Apt { dir: dir.to_path_buf(), arch: arch.to_string(), suite })
+    }
+
+    /// What the packages come from, for messages: the suite, or "the machine's suites".
+    pub fn suite_name(&self) -> &str {
+        self.suite.as_deref().unwrap_or("the machine's suites")
     }
 
     fn options(&self) -> Vec<String> {
         let d = self.dir.display();
         let mut o = vec![
-            "APT::Architecture=arm64".to_string(),
-            "APT::Architectures::=arm64".into(),
+            format!("APT::Architecture={}", self.arch),
+            format!("APT::Architectures::={}", self.arch),
             format!("Dir::State::Lists={d}/lists"),
             format!("Dir::State::status={d}/status"),
             format!("Dir::Cache={d}/cache"),
@@ -296,6 +297,10 @@ impl Apt {
             "Acquire::https::Timeout=30".into(),
             "Acquire::Retries=1".into(),
         ];
+        if self.suite.is_some() {
+            o.push(format!("Dir::Etc::SourceList={d}/sources.list"));
+            o.push("Dir::Etc::SourceParts=/nonexistent".into());
+        }
         if crate::system::is_root() {
             // Downloads land in our directory, which apt's sandbox user may not write.
             o.push("APT::Sandbox::User=root".into());
@@ -352,7 +357,7 @@ impl Apt {
         if let Some(p) = find() {
             return Ok(p);
         }
-        eprintln!("xtask: apt-get download {package} (arm64)");
+        eprintln!("xtask: apt-get download {package} ({}, {})", self.arch, self.suite_name());
         run_limited(self.apt("apt-get")?.args(["-q", "download", package]), &format!("apt-get download {package}"))?;
         find().with_context(|| format!("apt-get download {package} left no .deb in {}", debs.display()))
     }
@@ -433,12 +438,12 @@ mod tests {
     fn backports_come_from_the_machines_own_archive() {
         let mut s = parse_deb822(DEB822);
         s.extend(parse_list("deb https://third.example/apt cloud-sdk-bookworm main\n"));
-        let list = sources_for(&s, "bookworm", "bookworm-backports").unwrap();
+        let list = sources_for(&s, "bookworm", "bookworm-backports", "arm64").unwrap();
         assert_eq!(
             list,
             "deb [arch=arm64 signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://archive.example/debian bookworm-backports main\n"
         );
-        let e = sources_for(&s, "trixie", "trixie-backports").unwrap_err().to_string();
+        let e = sources_for(&s, "trixie", "trixie-backports", "amd64").unwrap_err().to_string();
         assert!(e.contains("no archive for `trixie`"), "{e}");
     }
 

@@ -2,6 +2,8 @@
 //! hypervisor against the same kernel and initramfs on plain QEMU (no EL2, Linux entered at EL1
 //! by QEMU itself), on the same machine, runs interleaved (hypervisor, plain, hypervisor, ...),
 //! median and spread of each side, and their ratio. Goal: at most 1.3x plain QEMU.
+//! `--board B` does the same on a board's QEMU model with the backports kernel (Linux alone
+//! there is Linux on the model as the board's firmware would start it; goal 1.15x wall).
 //!
 //! Two clocks: the host's wall time from QEMU's start to the marker line (what a user waits),
 //! and the guest's own uptime at the marker (`/proc/uptime`, which under `--icount` counts
@@ -32,13 +34,24 @@ struct Sample {
 fn boot(qemu_bin: &std::path::Path, cfg: &QemuConfig, images: &Images) -> Result<Sample> {
     let t0 = Instant::now();
     let mut marker_at = None;
-    let out = qemu::run(qemu_bin, cfg, images, Duration::from_secs(300), None, |l: &str| {
-        if marker_at.is_none() && l.contains(MARKER) {
-            marker_at = Some(t0.elapsed());
-        }
-    })?;
+    cfg.validate().map_err(anyhow::Error::msg)?;
+    // Linux alone on a board that offers it no power-off (the Pi 4: its watchdog driver needs
+    // devices the model lacks) halts: the run ends at its linux_guest record instead.
+    let stop_at_record = cfg.no_hypervisor && cfg.board != crate::board::Board::Virt;
+    let (out, stopped) = qemu::run_args_until(
+        qemu_bin,
+        &cfg.args(images).map_err(anyhow::Error::msg)?,
+        Duration::from_secs(600),
+        None,
+        |l: &str| {
+            if marker_at.is_none() && l.contains(MARKER) {
+                marker_at = Some(t0.elapsed());
+            }
+        },
+        |l| stop_at_record && l.contains("\"kind\":\"linux_guest\""),
+    )?;
     let verdict = crate::outcome::judge(&out);
-    ensure!(verdict.success(), "boot failed ({}): {verdict}\n{}", cfg.describe(), out.output);
+    ensure!(stopped || verdict.success(), "boot failed ({}): {verdict}\n{}", cfg.describe(), out.output);
     let wall = marker_at.context("no marker line")?;
     let (records, _) = report::collect(&out.output);
     let uptime = records
@@ -57,44 +70,79 @@ fn stats(mut v: Vec<f64>) -> (f64, f64, f64) {
     (med, v[0], v[n - 1])
 }
 
+/// `bench guest-boot --board B`: Debian's backports Linux (the board models' kernel) with the
+/// board's console, under the hypervisor and alone, on the board's QEMU model.
+pub fn run_board(board: crate::board::Board, icount: bool) -> Result<()> {
+    let tc = toolchain::find()?;
+    let mut base = QemuConfig::default().for_board(board);
+    base.resolve_dtb()?;
+    let qemu_bin = base.qemu()?;
+    let images = build::build(&tc, &[])?;
+    let l = linux::prepare(Flavour::Backports, &linux::extra_programs()?)?;
+    let guest = Guest {
+        kernel: l.kernel.clone(),
+        initrd: Some(l.initramfs.clone()),
+        append: format!("{} quiet", linux::default_append(board)),
+    };
+    let base = QemuConfig { icount: icount.then_some(0), guest: Some(guest), ..base };
+    let label = format!("{board}-{}cpu", base.smp);
+    compare_labelled(&[&label], &[base], &qemu_bin, &images, &l.package, icount, &format!("-{board}"))
+}
+
 /// Runs the benchmark.
 pub fn run(icount: bool) -> Result<()> {
     let tc = toolchain::find()?;
     let qemu_bin = system::qemu()?;
     let images = build::build(&tc, &[])?;
     let l = linux::prepare(Flavour::Cloud, &linux::extra_programs()?)?;
-    let runs = std::env::var("PGTLAB_GUEST_BOOT_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(RUNS).max(1);
     let guest = Guest {
         kernel: l.kernel.clone(),
         initrd: Some(l.initramfs.clone()),
         append: format!("{} quiet", linux::DEFAULT_APPEND),
     };
+    let cfgs: Vec<QemuConfig> = MACHINES
+        .iter()
+        .map(|&(_, cpu, gic, smp)| QemuConfig {
+            cpu: cpu.into(),
+            gic,
+            smp,
+            mem: "1G".into(),
+            icount: icount.then_some(0),
+            guest: Some(guest.clone()),
+            ..QemuConfig::default()
+        })
+        .collect();
+    let labels: Vec<&str> = MACHINES.iter().map(|m| m.0).collect();
+    compare_labelled(&labels, &cfgs, &qemu_bin, &images, &l.package, icount, "")
+}
+
+/// Each configuration booted `runs` times per side, interleaved (hypervisor, alone, ...).
+fn compare_labelled(
+    labels: &[&str],
+    cfgs: &[QemuConfig],
+    qemu_bin: &std::path::Path,
+    images: &Images,
+    package: &str,
+    icount: bool,
+    suffix: &str,
+) -> Result<()> {
+    let runs = std::env::var("PGTLAB_GUEST_BOOT_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(RUNS).max(1);
     let mode = if icount { "QEMU TCG with -icount shift=0 (guest uptime exact)" } else { "QEMU TCG, wall time" };
     let mut text = format!(
-        "benchmark guest-boot — {} ({}) to its user-space marker, {runs} interleaved runs per side — {mode}\n\n",
-        l.package,
-        l.kernel.display()
+        "benchmark guest-boot — {package} to its user-space marker, {runs} interleaved runs per side — {mode}, {}\n\n",
+        qemu_bin.display()
     );
     let header =
         "machine          side        wall_median_s  wall_min  wall_max  spread  uptime_median_s  uptime_spread";
     let _ = writeln!(text, "{header}");
     let mut jsonl = String::new();
     let mut ratios = Vec::new();
-    for &(label, cpu, gic, smp) in MACHINES {
+    for (&label, base) in labels.iter().zip(cfgs) {
         let mut samples: [Vec<Sample>; 2] = [Vec::new(), Vec::new()];
         for i in 0..runs {
             for (side, plain) in [(0, false), (1, true)] {
-                let cfg = QemuConfig {
-                    cpu: cpu.into(),
-                    gic,
-                    smp,
-                    mem: "1G".into(),
-                    icount: icount.then_some(0),
-                    guest: Some(guest.clone()),
-                    no_hypervisor: plain,
-                    ..QemuConfig::default()
-                };
-                let s = boot(&qemu_bin, &cfg, &images)?;
+                let cfg = QemuConfig { no_hypervisor: plain, ..base.clone() };
+                let s = boot(qemu_bin, &cfg, images)?;
                 eprintln!(
                     "xtask: guest-boot {label} run {} {}: marker after {:.2} s wall, guest uptime {:.2} s",
                     i + 1,
@@ -127,15 +175,16 @@ pub fn run(icount: bool) -> Result<()> {
         ratios.push((label, wr, ur));
         let _ = writeln!(jsonl, "{}", serde_json::json!({"machine": label, "wall_ratio": wr, "uptime_ratio": ur}));
     }
-    let _ = writeln!(text, "\nhypervisor / plain QEMU (medians; goal <= 1.30):");
+    let goal = if suffix.is_empty() { 1.3 } else { 1.15 };
+    let _ = writeln!(text, "\nhypervisor / plain QEMU (medians; goal <= {goal:.2}x wall):");
     for (label, wr, ur) in &ratios {
-        let verdict = if *wr <= 1.3 { "meets the goal" } else { "ABOVE the goal" };
+        let verdict = if *wr <= goal { "meets the goal" } else { "ABOVE the goal" };
         let _ = writeln!(text, "  {label:<16} wall {wr:.2}x ({verdict}), guest uptime {ur:.2}x");
     }
     println!("{text}");
     let dir = workspace_root().join("target/bench");
     std::fs::create_dir_all(&dir)?;
-    let stem = if icount { "guest-boot-icount" } else { "guest-boot" };
+    let stem = format!("guest-boot{suffix}{}", if icount { "-icount" } else { "" });
     crate::write_file(&dir.join(format!("{stem}.jsonl")), jsonl)?;
     crate::write_file(&dir.join(format!("{stem}.txt")), &text)?;
     eprintln!("xtask: saved target/bench/{stem}.jsonl and .txt");

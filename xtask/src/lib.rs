@@ -24,6 +24,7 @@
 //!   host crates.
 
 pub mod bench;
+pub mod board;
 pub mod build;
 pub mod chainboot;
 pub mod cpio;
@@ -41,6 +42,7 @@ pub mod perf;
 pub mod plot;
 pub mod plugin;
 pub mod qemu;
+pub mod qemu_pkg;
 pub mod qmp;
 pub mod report;
 pub mod share;

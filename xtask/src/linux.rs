@@ -20,6 +20,12 @@ pub const DEFAULT_APPEND: &str = "console=ttyAMA0 panic=-1";
 /// and `/init` prints it before powering off (under the hypervisor the hypervisor does).
 pub const ALONE_WORD: &str = "pgtlab_alone=1";
 
+/// The Linux guest's command line on `board`: its console (`Board::linux_console`) and
+/// `panic=-1`.
+pub fn default_append(board: crate::board::Board) -> String {
+    format!("{} panic=-1", board.linux_console())
+}
+
 /// Which Debian kernel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Flavour {
@@ -27,6 +33,10 @@ pub enum Flavour {
     Cloud,
     /// `linux-image-arm64`: the generic kernel.
     Generic,
+    /// The generic kernel of `<codename>-backports` (6.12 on Debian 12), from the same package
+    /// as the boards' DTBs (`debian::file_from_kernel_package`): the board models need its
+    /// drivers (i.MX and Cadence UARTs, the Pi 4's mini UART).
+    Backports,
 }
 
 impl Flavour {
@@ -42,7 +52,7 @@ impl Flavour {
     fn meta_package(self) -> &'static str {
         match self {
             Flavour::Cloud => "linux-image-cloud-arm64",
-            Flavour::Generic => "linux-image-arm64",
+            Flavour::Generic | Flavour::Backports => "linux-image-arm64",
         }
     }
 
@@ -50,6 +60,7 @@ impl Flavour {
         match self {
             Flavour::Cloud => "cloud",
             Flavour::Generic => "generic",
+            Flavour::Backports => "backports",
         }
     }
 }
@@ -71,6 +82,12 @@ fn linux_dir() -> PathBuf {
 
 /// The kernel of `flavour`, fetched once.
 fn kernel(apt: &Apt, flavour: Flavour) -> Result<(PathBuf, String)> {
+    if flavour == Flavour::Backports {
+        let image = debian::file_from_kernel_package("vmlinuz")?;
+        let src = image.with_file_name("vmlinuz.source");
+        let package = std::fs::read_to_string(&src).unwrap_or_default().trim().to_string();
+        return Ok((image, package));
+    }
     let dir = linux_dir().join(flavour.name());
     let image = dir.join("vmlinuz");
     let stamp = dir.join("package");
@@ -111,6 +128,15 @@ bb=/bin/busybox
 $bb mount -t proc proc /proc
 $bb mount -t sysfs sysfs /sys
 $bb mount -t devtmpfs devtmpfs /dev
+# No serial console (a board whose UART driver never probes, e.g. the ZCU102 model without PMU
+# firmware: no console, or only the dummy VT tty0): write through the kernel's log, which its
+# early console prints.
+active=$($bb cat /sys/class/tty/console/active 2>/dev/null)
+if ! { true >&1; } 2>/dev/null || [ -z "$active" ] || [ "$active" = tty0 ]; then
+    exec >/dev/kmsg 2>&1
+    # Our lines have the default level (warning): shown even after `quiet`.
+    echo 7 > /proc/sys/kernel/printk
+fi
 read up idle < /proc/uptime
 cpus=$($bb grep -c ^processor /proc/cpuinfo)
 ram=$($bb grep ': System RAM' /proc/iomem | $bb cut -d' ' -f1 | $bb tr '\n' ' ')
@@ -217,5 +243,7 @@ mod tests {
         assert_eq!(Flavour::from_guest_arg("linux"), Some(Flavour::Cloud));
         assert_eq!(Flavour::from_guest_arg("linux-generic"), Some(Flavour::Generic));
         assert_eq!(Flavour::from_guest_arg("/some/Image"), None);
+        assert_eq!(default_append(crate::board::Board::Virt), format!("{DEFAULT_APPEND}"));
+        assert!(default_append(crate::board::Board::Imx8mpEvk).starts_with("console=ttymxc1"));
     }
 }

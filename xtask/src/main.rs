@@ -4,6 +4,7 @@ use abi::exit;
 use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
 use std::time::Duration;
+use xtask::board::Board;
 use xtask::outcome::{self, ExitWith};
 use xtask::qemu::{self, QemuConfig};
 use xtask::{build, report, system, toolchain};
@@ -35,6 +36,9 @@ enum Cmd {
         /// verdict (better / worse / within noise).
         #[arg(long)]
         compare: Option<std::path::PathBuf>,
+        /// `guest-boot` only: on this board's QEMU model (pi4, zcu102, imx8mp-evk).
+        #[arg(long)]
+        board: Option<String>,
     },
     /// Put the hypervisor and kernel (or the serial chainloader) on a Raspberry Pi 5's SD card:
     /// a mounted boot partition, a card, or a card image.
@@ -66,19 +70,26 @@ enum Cmd {
 
 #[derive(Args)]
 struct RunArgs {
-    /// QEMU CPU model: max (FEAT_BBM level 2), cortex-a76 (Raspberry Pi 5 core), cortex-a72,
-    /// cortex-a57, cortex-a53, cortex-a35, neoverse-n1, a64fx (AArch64 models only).
-    #[arg(long, default_value = "max")]
-    cpu: String,
-    /// GIC version: 2 (like the Pi 5's GIC-400) or 3.
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u8).range(2..=3))]
-    gic: u8,
+    /// The machine: virt (QEMU's, the default), pi4 (Raspberry Pi 4B), zcu102 (Xilinx ZCU102),
+    /// imx8mp-evk (NXP i.MX 8M Plus EVK): QEMU's model with the board's own DTB from Debian's
+    /// kernel package (and a QEMU new enough for it, fetched once when the system's is older).
+    #[arg(long, default_value = "virt")]
+    board: String,
+    /// QEMU CPU model (virt; default max): max (FEAT_BBM level 2), cortex-a76 (Raspberry Pi 5
+    /// core), cortex-a72, cortex-a57, cortex-a53, cortex-a35, neoverse-n1, a64fx (AArch64
+    /// models only). A board has its own.
+    #[arg(long)]
+    cpu: Option<String>,
+    /// GIC version (virt; default 3): 2 (like the Pi 5's GIC-400) or 3. A board has its own.
+    #[arg(long, value_parser = clap::value_parser!(u8).range(2..=3))]
+    gic: Option<u8>,
     /// Number of CPUs.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=8))]
     smp: u32,
     /// Memory size with a unit: 512M, 1G, 4G (K, M, G, T; a whole number of MiB, not 0).
-    #[arg(long, default_value = "1G")]
-    mem: String,
+    /// Default 1G on virt, 2G on the boards.
+    #[arg(long)]
+    mem: Option<String>,
     /// Deterministic instruction counting: -icount shift=N.
     #[arg(long)]
     icount: Option<u32>,
@@ -211,7 +222,13 @@ fn real_main(cli: Cli) -> Result<()> {
             filter: a.filter,
             include_ignored: a.include_ignored,
         }),
-        Cmd::Bench { which, icount, compare } => xtask::plot::cli(&which, icount, compare.as_deref()),
+        Cmd::Bench { which, icount, board: Some(b), .. } if which == "guest-boot" => {
+            xtask::guest_boot::run_board(board_arg(&b)?, icount)
+        }
+        Cmd::Bench { board: Some(b), .. } => {
+            Err(anyhow::Error::new(outcome::Refused(format!("--board {b}: only bench guest-boot takes a board"))))
+        }
+        Cmd::Bench { which, icount, compare, board: None } => xtask::plot::cli(&which, icount, compare.as_deref()),
         Cmd::Perf(p) if p.scenario == "list" => xtask::perf::list(&p.cpu, p.icount),
         Cmd::Perf(p) => xtask::perf::run(&xtask::perf::PerfArgs {
             scenario: p.scenario,
@@ -232,7 +249,17 @@ fn real_main(cli: Cli) -> Result<()> {
                 Some(l) => println!("  linker: {}", l.display()),
                 None => println!("  linker: the toolchain's rust-lld"),
             }
-            println!("qemu: {}", system::qemu()?.display());
+            let sys = system::qemu()?;
+            let v = |q: &std::path::Path| {
+                xtask::qemu_pkg::version_of(q).map_or_else(|e| format!("version unknown: {e:#}"), |v| v.to_string())
+            };
+            println!("qemu (virt): {} ({})", sys.display(), v(&sys));
+            for b in Board::ALL.into_iter().filter(|b| *b != Board::Virt) {
+                match QemuConfig::default().for_board(b).qemu() {
+                    Ok(q) => println!("qemu (--board {b}, needs {}): {} ({})", b.min_qemu(), q.display(), v(&q)),
+                    Err(e) => println!("qemu (--board {b}, needs {}): not available: {e:#}", b.min_qemu()),
+                }
+            }
             Ok(())
         }
     }
@@ -243,9 +270,12 @@ fn guest(
     which: Option<&str>,
     initrd: Option<std::path::PathBuf>,
     append: Option<String>,
+    board: Board,
 ) -> Result<Option<qemu::Guest>> {
     let Some(which) = which else { return Ok(None) };
     if let Some(flavour) = xtask::linux::Flavour::from_guest_arg(which) {
+        // A board model needs the backports kernel (its console drivers, its DTB's bindings).
+        let flavour = if board == Board::Virt { flavour } else { xtask::linux::Flavour::Backports };
         if let Some(i) = &initrd {
             regular_file("--guest-initrd", i).map_err(|why| anyhow::Error::new(outcome::Refused(why)))?;
         }
@@ -254,7 +284,7 @@ fn guest(
         return Ok(Some(qemu::Guest {
             kernel: l.kernel,
             initrd: Some(initrd.unwrap_or(l.initramfs)),
-            append: append.unwrap_or_else(|| xtask::linux::DEFAULT_APPEND.into()),
+            append: append.unwrap_or_else(|| xtask::linux::default_append(board)),
         }));
     }
     let refuse = |why: String| anyhow::Error::new(outcome::Refused(why));
@@ -267,6 +297,13 @@ fn guest(
     Ok(Some(qemu::Guest { kernel, initrd, append: append.unwrap_or_default() }))
 }
 
+/// `--board NAME` as a [`Board`], or a usage error listing the names.
+fn board_arg(name: &str) -> Result<Board> {
+    Board::from_name(name).ok_or_else(|| {
+        anyhow::Error::new(outcome::Refused(format!("--board {name}: not a board; one of {}", Board::names())))
+    })
+}
+
 /// `Ok` for a regular file (a FIFO or a device would block the read or never end).
 fn regular_file(option: &str, path: &std::path::Path) -> std::result::Result<(), String> {
     match std::fs::metadata(path) {
@@ -277,25 +314,29 @@ fn regular_file(option: &str, path: &std::path::Path) -> std::result::Result<(),
 }
 
 fn run(a: RunArgs) -> Result<()> {
+    let board = board_arg(&a.board)?;
+    let base = QemuConfig::default().for_board(board);
     let mut cfg = QemuConfig {
-        cpu: a.cpu,
-        gic: a.gic,
+        cpu: a.cpu.unwrap_or(base.cpu.clone()),
+        gic: a.gic.unwrap_or(base.gic),
         smp: a.smp,
-        mem: a.mem,
+        mem: a.mem.unwrap_or(base.mem.clone()),
         icount: a.icount,
         bootargs: a.bootargs,
         gdb: a.gdb,
         gdb_port: a.gdb_port,
         no_hypervisor: a.no_hypervisor,
-        guest: guest(a.guest.as_deref(), a.guest_initrd, a.guest_append)?,
+        guest: guest(a.guest.as_deref(), a.guest_initrd, a.guest_append, board)?,
         mte: a.mte,
         singlestep: a.singlestep,
-        ..QemuConfig::default()
+        ..base
     };
-    // Refuse a bad configuration before building anything.
+    // Refuse a bad configuration before fetching or building anything.
+    cfg.dtb = board.dtb().map(std::path::PathBuf::from);
     cfg.validate().map_err(|why| anyhow::Error::new(outcome::Refused(why)))?;
+    cfg.resolve_dtb()?;
     let tc = toolchain::find()?;
-    let qemu_bin = system::qemu()?;
+    let qemu_bin = cfg.qemu()?;
     let images = build::build(&tc, &[])?;
     let counts_file = images.kernel.with_file_name("insncount.jsonl");
     if a.count_insns {

@@ -15,6 +15,7 @@
 //! before QEMU starts; without the hypervisor QEMU boots it directly (`-kernel`, `-initrd`,
 //! `-append`).
 
+use crate::board::{Board, Smp};
 use crate::build::Images;
 use anyhow::{Context, Result};
 use std::hash::{Hash, Hasher};
@@ -59,6 +60,11 @@ pub struct QemuConfig {
     /// between blocks, so only then can the tick land between any two instructions (the
     /// per-CPU stress test needs it to preempt a read-modify-write in its middle). Slow.
     pub singlestep: bool,
+    /// The machine: `virt` or a board model (`crate::board`).
+    pub board: Board,
+    /// The board's DTB file (`-dtb`), resolved by [`QemuConfig::resolve_dtb`]; `None` on
+    /// `virt` (QEMU writes its DTB).
+    pub dtb: Option<PathBuf>,
 }
 
 /// A guest kernel with its initramfs and command line (`cargo xtask run --guest …`).
@@ -127,6 +133,8 @@ impl Default for QemuConfig {
             mte: false,
             plugin: None,
             singlestep: false,
+            board: Board::Virt,
+            dtb: None,
         }
     }
 }
@@ -156,7 +164,12 @@ impl QemuConfig {
     pub fn args(&self, images: &Images) -> Result<Vec<String>, String> {
         let mem = self.machine_mem(images)?;
         let mut a = self.machine_args_with(mem.total);
-        a.extend(["-nographic".into(), "-no-reboot".into()]);
+        a.extend(self.board.console_args());
+        // A reset ends QEMU (the run's code is in its final line): no second boot.
+        a.push("-no-reboot".into());
+        if let Some(d) = &self.dtb {
+            a.extend(["-dtb".into(), d.display().to_string()]);
+        }
         // Under the hypervisor the guest gets exactly --mem (hyp.guest-mem), the rest is its.
         // Last: after a boot loader's words and their `pgtlab` marker, if the user gave some.
         let mut append = if mem.total != mem.guest {
@@ -191,6 +204,18 @@ impl QemuConfig {
                 a.extend(["-initrd".into(), guest.display().to_string()]);
             }
         }
+        if let (Smp::UpTo(dtb_cpus), false) = (self.board.smp(), self.no_hypervisor) {
+            if self.board != Board::Virt && self.smp < dtb_cpus && !append.contains("hyp.cpus=") {
+                // The board's DTB lists all its CPUs, QEMU makes only --smp of them: the
+                // hypervisor gives the guest those (firmware would have trimmed the DTB).
+                append = format!("hyp.cpus={} {append}", self.smp).trim_end().to_string();
+            }
+        }
+        if append.is_empty() && self.board != Board::Virt && !self.no_hypervisor {
+            // QEMU keeps the board DTB's own /chosen/bootargs (the ZCU102's "earlycon") unless
+            // -append replaces them; those are not ours to check: end them with the marker.
+            append = "pgtlab".into();
+        }
         if !append.is_empty() {
             a.extend(["-append".into(), append]);
         }
@@ -209,24 +234,16 @@ impl QemuConfig {
 
     /// [`Self::machine_args`] with `mem` bytes of RAM (`self.mem` as given if 0).
     fn machine_args_with(&self, mem: u64) -> Vec<String> {
-        let mut machine = format!("virt,gic-version={}", self.gic);
-        if !self.no_hypervisor || self.kernel_at_el2 {
-            machine.push_str(",virtualization=on");
+        let virtualization = !self.no_hypervisor || self.kernel_at_el2;
+        let mut a: Vec<String> = vec!["-M".into(), self.board.machine(self.gic, virtualization, self.mte)];
+        if self.board.cpu().is_none() {
+            a.extend(["-cpu".into(), self.cpu.clone()]);
         }
-        if self.mte {
-            machine.push_str(",mte=on");
+        if !matches!(self.board.smp(), Smp::Fixed(_)) {
+            a.extend(["-smp".into(), self.smp.to_string()]);
         }
-        let mut a: Vec<String> = vec![
-            "-M".into(),
-            machine,
-            "-cpu".into(),
-            self.cpu.clone(),
-            "-smp".into(),
-            self.smp.to_string(),
-            "-m".into(),
-            // Normalised to MiB (QEMU reads a bare number as MiB, this project as bytes).
-            if mem == 0 { self.mem.clone() } else { format!("{}M", mem >> 20) },
-        ];
+        // Normalised to MiB (QEMU reads a bare number as MiB, this project as bytes).
+        a.extend(["-m".into(), if mem == 0 { self.mem.clone() } else { format!("{}M", mem >> 20) }]);
         if let Some(shift) = self.icount {
             a.extend(["-icount".into(), format!("shift={shift}")]);
         }
@@ -244,7 +261,7 @@ impl QemuConfig {
     /// is 0 or is not a whole number of MiB, no CPU.
     pub fn validate(&self) -> std::result::Result<(), String> {
         check_cpu(&self.cpu)?;
-        parse_mem(&self.mem)?;
+        let mem = parse_mem(&self.mem)?;
         crate::share::check_bootargs(&self.bootargs)?;
         if self.smp == 0 {
             return Err("--smp 0: at least one CPU".into());
@@ -252,13 +269,56 @@ impl QemuConfig {
         if !matches!(self.gic, 2 | 3) {
             return Err(format!("--gic {}: 2 or 3", self.gic));
         }
+        self.board.check(&self.cpu, self.gic, self.smp, mem, self.mte)?;
+        if self.board != Board::Virt && self.dtb.is_none() {
+            return Err(format!("--board {}: its device tree was not fetched (QemuConfig::resolve_dtb)", self.board));
+        }
         Ok(())
+    }
+
+    /// The configuration for `board`: its own CPU model, GIC, RAM and (where the model fixes
+    /// it) CPU count; what the user gives afterwards is checked against the board by
+    /// [`QemuConfig::validate`].
+    pub fn for_board(mut self, board: Board) -> Self {
+        self.board = board;
+        self.mem = board.default_mem().into();
+        if let Some(c) = board.cpu() {
+            self.cpu = c.into();
+        }
+        if let Some(g) = board.gic() {
+            self.gic = g;
+        }
+        if let Smp::Fixed(n) = board.smp() {
+            self.smp = n;
+        }
+        self
+    }
+
+    /// Fetches the board's DTB (once, cached: `crate::debian::file_from_kernel_package`).
+    pub fn resolve_dtb(&mut self) -> Result<()> {
+        if let Some(d) = self.board.dtb() {
+            self.dtb = Some(crate::debian::file_from_kernel_package(d).with_context(|| {
+                format!("--board {}: its device tree {d} from Debian's backports arm64 kernel", self.board)
+            })?);
+        }
+        Ok(())
+    }
+
+    /// The QEMU this configuration needs: the system one, or a newer one for a board model
+    /// (`crate::qemu_pkg`).
+    pub fn qemu(&self) -> Result<PathBuf> {
+        match self.board {
+            Board::Virt => crate::system::qemu(),
+            b => crate::qemu_pkg::qemu_at_least(b.min_qemu())
+                .with_context(|| format!("--board {b} needs QEMU {}", b.min_qemu())),
+        }
     }
 
     /// One line describing the machine, for test names and logs.
     pub fn describe(&self) -> String {
         format!(
-            "cpu={} gic=v{} smp={} mem={}{}{}{}{}",
+            "{}cpu={} gic=v{} smp={} mem={}{}{}{}{}",
+            if self.board == Board::Virt { String::new() } else { format!("board={} ", self.board) },
             self.cpu,
             self.gic,
             self.smp,
@@ -442,8 +502,24 @@ pub fn run_args(
     args: &[String],
     timeout: Duration,
     progress: Option<Duration>,
-    mut echo: impl FnMut(&str),
+    echo: impl FnMut(&str),
 ) -> Result<Outcome> {
+    Ok(run_args_until(qemu, args, timeout, progress, echo, |_| false)?.0)
+}
+
+/// [`run_args`] that also ends QEMU (SIGKILL) as soon as a console line makes `stop` true:
+/// for a guest that cannot power the machine off (Linux alone on a board without a
+/// power-off it drives). Returns whether it stopped QEMU so (the outcome then has no exit
+/// code: judging it is the caller's business).
+pub fn run_args_until(
+    qemu: &Path,
+    args: &[String],
+    timeout: Duration,
+    progress: Option<Duration>,
+    mut echo: impl FnMut(&str),
+    mut stop: impl FnMut(&str) -> bool,
+) -> Result<(Outcome, bool)> {
+    let mut stopped = false;
     let start = Instant::now();
     // A QMP socket, to see where the vCPUs are if the run hits its time limit.
     let qmp = crate::qmp::socket_path();
@@ -480,6 +556,9 @@ pub fn run_args(
     let guest_pcs = std::cell::Cell::new(None);
     let mut take = |(line, is_err): (String, bool), echo: &mut dyn FnMut(&str), watch: &mut crate::outcome::Watch| {
         let l = line.trim_end_matches('\n');
+        if is_err && is_module_noise(l) {
+            return;
+        }
         echo(l);
         if l.contains("\"kind\":\"hyp_boot\"") {
             guest_pcs.set(abi::report::parse_line(l).and_then(Result::ok).and_then(|r| r.u64("guest_pcs")));
@@ -502,8 +581,14 @@ pub fn run_args(
     loop {
         match rx.recv_timeout(Duration::from_millis(50)) {
             Ok(item) => {
+                let hit = !item.1 && stop(item.0.trim_end_matches('\n'));
                 take(item, &mut echo, &mut watch);
                 last_news = Instant::now();
+                if hit {
+                    stopped = true;
+                    child.kill();
+                    break;
+                }
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
             Err(mpsc::RecvTimeoutError::Timeout) => {}
@@ -550,19 +635,30 @@ pub fn run_args(
         take(item, &mut echo, &mut watch);
     }
     use std::os::unix::process::ExitStatusExt;
-    let by_us = timed_out || ended.is_some();
-    Ok(Outcome {
-        code: if by_us { None } else { status.code() },
-        signal: if by_us { None } else { status.signal() },
-        timed_out,
-        limit: timeout,
-        output,
-        console_lines,
-        qemu_messages,
-        elapsed: start.elapsed(),
-        cpus_at_limit,
-        ended,
-    })
+    let by_us = timed_out || ended.is_some() || stopped;
+    Ok((
+        Outcome {
+            code: if by_us { None } else { status.code() },
+            signal: if by_us { None } else { status.signal() },
+            timed_out,
+            limit: timeout,
+            output,
+            console_lines,
+            qemu_messages,
+            elapsed: start.elapsed(),
+            cpus_at_limit,
+            ended,
+        },
+        stopped,
+    ))
+}
+
+/// QEMU's complaint about a module of the system's QEMU (another build) that it found while
+/// looking for one the unpacked backports QEMU does not ship (`ui-opengl`, in
+/// qemu-system-gui): harmless, left out of the output.
+pub fn is_module_noise(line: &str) -> bool {
+    (line.contains("failed to initialize module:") || line.contains("failed to open module:"))
+        || line.trim() == "Only modules from the same build can be loaded."
 }
 
 /// Where the vCPUs of the QEMU behind `qmp` are (`None` if QMP does not answer). The guest's PC

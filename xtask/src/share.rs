@@ -65,7 +65,9 @@ fn file_len(path: &Path) -> Result<u64, String> {
 /// file QEMU loads as the hypervisor's initrd (the guest bundle or the guest kernel).
 pub fn machine_mem(cfg: &QemuConfig, images: &Images, initrd: &Path) -> Result<MachineMem, String> {
     let guest = crate::qemu::parse_mem(&cfg.mem)?;
-    if cfg.no_hypervisor || cfg.kernel_at_el2 {
+    // A board model's RAM is the model's (the Pi 4's is fixed, the ZCU102's DTB is only right
+    // up to 2 GiB): the guest gets what the hypervisor leaves of it, as on the board.
+    if cfg.no_hypervisor || cfg.kernel_at_el2 || cfg.board != crate::board::Board::Virt {
         return Ok(MachineMem { guest, total: guest, pools: 0 });
     }
     let hyp = std::fs::read(&images.hypervisor).map_err(|e| format!("{}: {e}", images.hypervisor.display()))?;

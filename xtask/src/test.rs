@@ -127,6 +127,27 @@ pub fn run(o: &TestOptions) -> Result<()> {
         let images = build::build(&tc, &[])?;
         eprintln!("xtask: QEMU integration tests (tests/){}", if o.long { ", the long ones included" } else { "" });
         let mut c = host_cargo();
+        // The board models' QEMU and DTBs, provisioned once here (a fresh CI machine has
+        // neither); when that fails the board tests fail with this reason.
+        let need = crate::board::Board::ALL.iter().map(|b| b.min_qemu()).max().expect("boards");
+        let boards = crate::qemu_pkg::qemu_at_least(need).and_then(|q| {
+            for b in crate::board::Board::ALL {
+                if let Some(d) = b.dtb() {
+                    crate::debian::file_from_kernel_package(d)?;
+                }
+            }
+            Ok(q)
+        });
+        match boards {
+            Ok(q) => {
+                eprintln!("xtask: board models run on {} (QEMU {})", q.display(), crate::qemu_pkg::version_of(&q)?);
+                c.env("XTASK_QEMU_BOARDS", q);
+            }
+            Err(e) => {
+                eprintln!("xtask: warning: no QEMU or DTBs for the board models (their tests will fail): {e:#}");
+                c.env("XTASK_QEMU_BOARDS_ERROR", format!("{e:#}"));
+            }
+        }
         c.args(["test", "--no-fail-fast", "-p", "tests"])
             .env("XTASK_QEMU", &qemu)
             .env("XTASK_HYPERVISOR_IMG", &images.hypervisor)

@@ -112,8 +112,9 @@ pub fn boot(dtb: usize) -> ! {
     let sp = core::hint::black_box(rt::start::stack_bounds(0).1) + delta;
     rt::mmu::enable_el1(&regs, &mut HwTlb::detect());
     if uart != 0 {
+        let kind = *UART_KIND.get().expect("the console's kind is set with its address");
         // SAFETY: the early TTBR1 table maps the console UART there (device memory).
-        unsafe { rt::console::init(uart_va(uart) as usize) };
+        unsafe { rt::console::init(kind, uart_va(uart) as usize) };
     }
     // SAFETY: the image is mapped read-write (data) at its physical address by the identity
     // map, and whole at KIMAGE_VA by the early TTBR1 table; this CPU is the only one running,
@@ -126,6 +127,8 @@ pub fn boot(dtb: usize) -> ! {
 
 /// Physical address of the console UART (0: none), from the first phase.
 static UART_PA: AtomicU64 = AtomicU64::new(0);
+/// Its kind (set with [`UART_PA`]).
+static UART_KIND: spin::Once<board::UartKind> = spin::Once::new();
 
 /// Reads the device tree and builds the two early tables; returns the MMU registers.
 fn early_tables(dtb: usize) -> Result<rt::mmu::MmuRegs, String> {
@@ -133,8 +136,9 @@ fn early_tables(dtb: usize) -> Result<rt::mmu::MmuRegs, String> {
     let blob = unsafe { board::dtb_at(dtb as *const u8) }.map_err(|e| format!("device tree at {dtb:#x}: {e}"))?;
     let board = board::Board::from_dtb(blob).map_err(|e| format!("device tree: {e}"))?;
     if let Some(u) = &board.console {
-        // SAFETY: the DTB names this PL011 as the console; only rt::console uses it.
-        unsafe { rt::console::init(u.base as usize) };
+        // SAFETY: the DTB names this UART as the console; only rt::console uses it.
+        unsafe { rt::console::init(u.kind, u.base as usize) };
+        UART_KIND.call_once(|| u.kind);
         UART_PA.store(u.base, Ordering::Relaxed);
     }
     let ram: Vec<(u64, u64)> = board.memory.iter().map(|r| (r.base, r.end())).collect();

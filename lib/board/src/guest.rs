@@ -33,7 +33,10 @@ pub struct GuestSpec {
     pub remove: Vec<String>,
     /// Absolute node paths that get `status = "disabled"`. Each must exist.
     pub disable: Vec<String>,
-    /// `Some` rewrites the PSCI node's `method` (the conduit the hypervisor traps).
+    /// `Some`: the guest starts and stops CPUs with PSCI through this conduit (the one the
+    /// hypervisor traps), whatever the host does: the PSCI node's `method` is rewritten (a
+    /// `/psci` node `arm,psci-1.0` is added when the host has none, e.g. the Pi 4) and every
+    /// CPU's `enable-method` becomes `"psci"` (a spin-table's `cpu-release-addr` is dropped).
     pub psci_method: Option<PsciMethod>,
     /// CPUs (by MPIDR, as in their `reg`) left out of the guest's tree, with their `cpu-map`
     /// entries. Each must exist.
@@ -62,6 +65,8 @@ pub struct ExtraDevice {
 
 struct Ctx<'s> {
     spec: &'s GuestSpec,
+    /// `/cpus`: with [`GuestSpec::psci_method`] its CPUs start by PSCI.
+    cpus_node: Option<usize>,
     root_cells: Cells,
     /// With [`GuestSpec::hide_el2`]: the GIC node and how many of its `reg` entries stay.
     gic: Option<(usize, usize)>,
@@ -114,12 +119,11 @@ pub fn guest_dtb(host_dtb: &[u8], spec: &GuestSpec) -> Result<Vec<u8>, BoardErro
     removed.extend(cpu_nodes(&t, &spec.remove_cpus)?);
     let disabled = spec.disable.iter().map(find).collect::<Result<Vec<_>, _>>()?;
     let psci = find_psci(&t);
-    if spec.psci_method.is_some() && psci.is_none() {
-        return Err(spec_err(String::from("psci_method"), "the host tree has no PSCI node"));
-    }
     let top = |name: &str| t.children(0).find(|&c| t.nodes[c].name == name);
+    let cpus_node = top("cpus");
     let (gic, timer) = if spec.hide_el2 { el2_nodes(&t)? } else { (None, None) };
     let ctx = Ctx {
+        cpus_node,
         spec,
         root_cells: t.cells(0)?,
         gic,
@@ -228,6 +232,7 @@ fn emit(t: &Tree, i: usize, cx: &Ctx, w: &mut FdtWriter) -> Result<(), BoardErro
     let node = &t.nodes[i];
     let is_chosen = cx.chosen == Some(i);
     let is_psci = cx.psci == Some(i) && spec.psci_method.is_some();
+    let psci_cpu = spec.psci_method.is_some() && node.parent.is_some() && node.parent == cx.cpus_node;
     let disable = cx.disabled.contains(&i);
     w.begin_node(node.name)?;
     let mut wrote_method = false;
@@ -235,6 +240,9 @@ fn emit(t: &Tree, i: usize, cx: &Ctx, w: &mut FdtWriter) -> Result<(), BoardErro
     // order as QEMU's); the others after the host's.
     let mut chosen_written: Vec<&str> = Vec::new();
     for p in node.fdt.properties() {
+        if psci_cpu && p.name == "cpu-release-addr" {
+            continue;
+        }
         if is_chosen && CHOSEN_PROPS.contains(&p.name) {
             if chosen_prop(spec, cx.initrd_width, p.name, w)?.is_none() && p.name == "bootargs" {
                 w.property(p.name, p.value)?;
@@ -267,6 +275,7 @@ fn emit(t: &Tree, i: usize, cx: &Ctx, w: &mut FdtWriter) -> Result<(), BoardErro
                 w.property_str("method", m.as_str())?;
                 wrote_method = true;
             }
+            _ if psci_cpu && p.name == "enable-method" => w.property_str("enable-method", "psci")?,
             _ => w.property(p.name, p.value)?,
         }
     }
@@ -287,6 +296,13 @@ fn emit(t: &Tree, i: usize, cx: &Ctx, w: &mut FdtWriter) -> Result<(), BoardErro
         memory_nodes(cx, w)?;
     }
     if i == 0 {
+        if let (None, Some(m)) = (cx.psci, spec.psci_method) {
+            // The host has no PSCI (spin-table CPUs, e.g. the Pi 4): the hypervisor's is the guest's.
+            w.begin_node("psci")?;
+            w.property("compatible", b"arm,psci-1.0\0arm,psci-0.2\0")?;
+            w.property_str("method", m.as_str())?;
+            w.end_node()?;
+        }
         for d in &spec.extra_devices {
             w.begin_node(&format!("{}@{:x}", d.name, d.reg.base))?;
             w.property_str("compatible", &d.compatible)?;

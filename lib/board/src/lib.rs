@@ -10,7 +10,7 @@
 //! ```no_run
 //! # fn demo(dtb: &[u8]) -> Result<(), board::BoardError> {
 //! let board = board::Board::from_dtb(dtb)?;
-//! let uart = board.console.as_ref().expect("no PL011");
+//! let uart = board.console.as_ref().expect("no UART");
 //! let ram: u64 = board.memory.iter().map(|r| r.size).sum();
 //! # let _ = (uart, ram); Ok(()) }
 //! ```
@@ -87,9 +87,59 @@ impl Status {
     }
 }
 
-/// The console UART (a PL011).
+/// Which UART a console is: the register interface its driver speaks (`rt::uart`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UartKind {
+    /// ARM PL011 (`arm,pl011`): QEMU `virt`, the Pi 5's debug UART, the Pi 4's `uart0`.
+    Pl011,
+    /// The i.MX UART (`fsl,imx21-uart`, `fsl,imx6q-uart`, `fsl,imx8mp-uart`, ...).
+    Imx,
+    /// The Cadence UART (`cdns,uart-r1p8`, `cdns,uart-r1p12`, `xlnx,xuartps`): Zynq, ZynqMP.
+    Cadence,
+    /// A 16550/8250 (`ns16550a`, `ns16550`, `snps,dw-apb-uart`, and the Pi's mini UART
+    /// `brcm,bcm2835-aux-uart`, a 16550 subset): register `n` at `base + (n << reg_shift)`,
+    /// accessed `reg_io_width` bytes wide (1 or 4).
+    Ns16550 {
+        /// `reg-shift` (the mini UART: 2).
+        reg_shift: u8,
+        /// `reg-io-width` (1 or 4).
+        reg_io_width: u8,
+    },
+}
+
+impl UartKind {
+    /// A short name for messages.
+    pub const fn name(self) -> &'static str {
+        match self {
+            UartKind::Pl011 => "PL011",
+            UartKind::Imx => "i.MX UART",
+            UartKind::Cadence => "Cadence UART",
+            UartKind::Ns16550 { .. } => "16550",
+        }
+    }
+}
+
+/// The UART compatibles this project drives (first match of a node's `compatible` list).
+const UART_KINDS: &[(&str, UartKind)] = &[
+    ("arm,pl011", UartKind::Pl011),
+    ("fsl,imx8mp-uart", UartKind::Imx),
+    ("fsl,imx6q-uart", UartKind::Imx),
+    ("fsl,imx21-uart", UartKind::Imx),
+    ("cdns,uart-r1p12", UartKind::Cadence),
+    ("cdns,uart-r1p8", UartKind::Cadence),
+    ("xlnx,xuartps", UartKind::Cadence),
+    ("brcm,bcm2835-aux-uart", UartKind::Ns16550 { reg_shift: 2, reg_io_width: 4 }),
+    ("snps,dw-apb-uart", UartKind::Ns16550 { reg_shift: 0, reg_io_width: 1 }),
+    ("ns16550a", UartKind::Ns16550 { reg_shift: 0, reg_io_width: 1 }),
+    ("ns16550", UartKind::Ns16550 { reg_shift: 0, reg_io_width: 1 }),
+    ("ns16450", UartKind::Ns16550 { reg_shift: 0, reg_io_width: 1 }),
+];
+
+/// The console UART.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Uart {
+    /// Which driver.
+    pub kind: UartKind,
     /// Node path, e.g. `/pl011@9000000`.
     pub path: String,
     /// MMIO base (CPU physical address).
@@ -330,8 +380,12 @@ pub struct Board {
     pub reserved_memory: Vec<ReservedMemory>,
     /// `/memreserve/` entries of the header block.
     pub mem_reserve: Vec<Region>,
-    /// Console UART.
+    /// Console UART: the one `/chosen/stdout-path` names, else the first UART of the tree this
+    /// project drives (and then [`Board::console_problem`] says why not the named one).
     pub console: Option<Uart>,
+    /// Why `/chosen/stdout-path`'s UART is not the console (a UART no driver here speaks,
+    /// naming its node and compatible), for the console that does exist to print.
+    pub console_problem: Option<String>,
     /// `/chosen/stdout-path` as written.
     pub stdout_path: Option<String>,
     /// Interrupt controller (the root's `interrupt-parent` if that is a GIC, else the first GIC).
@@ -412,7 +466,7 @@ impl Board {
             Some(c) => parse_chosen(&t, c)?,
             None => (None, None),
         };
-        let (stdout_path, console) = parse_console(&t, chosen)?;
+        let (stdout_path, console, console_problem) = parse_console(&t, chosen)?;
         let devices = parse_devices(&t)?;
         Ok(Board {
             model: t.prop_str(0, "model").ok().flatten().map(String::from),
@@ -421,6 +475,7 @@ impl Board {
             reserved_memory,
             mem_reserve,
             console,
+            console_problem,
             stdout_path,
             gic,
             psci,
@@ -467,6 +522,44 @@ impl Board {
     /// The device whose node path is `path`.
     pub fn device(&self, path: &str) -> Option<&Device> {
         self.devices.iter().find(|d| d.path == path)
+    }
+
+    /// Memory the boot firmware keeps for CPUs started by spin-table: for each CPU's
+    /// `cpu-release-addr`, the `/memreserve/` entry that holds it (the firmware's spin loop
+    /// lives there too: the Pi 4's page 0), else its 4 KiB page. Neither a guest nor anything
+    /// else may have it while a CPU may still be spinning there. Page-aligned, no duplicates.
+    pub fn spin_table_regions(&self) -> Vec<Region> {
+        let mut out: Vec<Region> = Vec::new();
+        for c in &self.cpus {
+            let Some(EnableMethod::SpinTable { release_addr: Some(a) }) = c.enable_method else { continue };
+            let r = match self.mem_reserve.iter().find(|r| r.contains(a)) {
+                Some(r) => {
+                    let base = r.base & !0xfff;
+                    Region::new(base, (r.end().saturating_add(0xfff) & !0xfff) - base)
+                }
+                None => Region::new(a & !0xfff, 0x1000),
+            };
+            if !out.contains(&r) {
+                out.push(r);
+            }
+        }
+        out
+    }
+
+    /// Whether any CPU starts by spin-table.
+    pub fn has_spin_table(&self) -> bool {
+        self.cpus.iter().any(|c| matches!(c.enable_method, Some(EnableMethod::SpinTable { .. })))
+    }
+
+    /// The power-off and reset the board offers without PSCI firmware: the Broadcom PM
+    /// watchdog (`brcm,bcm2835-pm-wdt`, `brcm,bcm2835-pm`, `brcm,bcm2711-pm`: the Pi 3 and 4),
+    /// its register block (the first `reg`, "pm").
+    pub fn pm_watchdog(&self) -> Option<Region> {
+        const PM: &[&str] = &["brcm,bcm2835-pm-wdt", "brcm,bcm2835-pm", "brcm,bcm2711-pm"];
+        self.devices
+            .iter()
+            .find(|d| d.status.is_okay() && d.compatible.iter().any(|c| PM.contains(&c.as_str())))
+            .and_then(|d| d.regions.first().copied())
     }
 }
 
@@ -573,10 +666,29 @@ fn parse_chosen(t: &Tree, c: usize) -> Result<(Option<String>, Option<Region>), 
     Ok((bootargs, initrd))
 }
 
-const PL011: &[&str] = &["arm,pl011"];
+/// The driver for node `i`, if any of its compatibles is one this project drives (the
+/// 16550's `reg-shift` and `reg-io-width` from the node when it gives them).
+fn uart_kind(t: &Tree, i: usize) -> Option<UartKind> {
+    let compat = t.prop_strs(i, "compatible").ok().flatten()?;
+    let kind = compat.iter().find_map(|c| UART_KINDS.iter().find(|(k, _)| k == c).map(|(_, kind)| *kind))?;
+    Some(match kind {
+        UartKind::Ns16550 { reg_shift, reg_io_width } => UartKind::Ns16550 {
+            reg_shift: t.prop_u32(i, "reg-shift").ok().flatten().map_or(reg_shift, |v| v.min(4) as u8),
+            reg_io_width: match t.prop_u32(i, "reg-io-width").ok().flatten() {
+                Some(4) => 4,
+                Some(_) => 1,
+                None => reg_io_width,
+            },
+        },
+        k => k,
+    })
+}
 
-fn parse_console(t: &Tree, chosen: Option<usize>) -> Result<(Option<String>, Option<Uart>), BoardError> {
+type Console = (Option<String>, Option<Uart>, Option<String>);
+
+fn parse_console(t: &Tree, chosen: Option<usize>) -> Result<Console, BoardError> {
     let mut stdout_path = None;
+    let mut problem = None;
     if let Some(c) = chosen {
         let (prop, value) = match t.prop_str(c, "stdout-path")? {
             Some(v) => ("stdout-path", Some(v)),
@@ -591,24 +703,50 @@ fn parse_console(t: &Tree, chosen: Option<usize>) -> Result<(Option<String>, Opt
             let Some(node) = t.resolve(path)? else {
                 return Err(bad_prop(t.path(c), prop, "names no node (neither a path nor an alias)"));
             };
-            if t.is_compatible(node, PL011) {
-                let uart = uart(t, node, options.map(String::from), true)?;
-                return Ok((stdout_path, Some(uart)));
+            match uart_kind(t, node) {
+                Some(kind) => {
+                    let uart = uart(t, node, kind, options.map(String::from), true)?;
+                    return Ok((stdout_path, Some(uart), None));
+                }
+                None => {
+                    let compat = t.prop_strs(node, "compatible").ok().flatten().unwrap_or_default().join("\", \"");
+                    problem = Some(alloc::format!(
+                        "/chosen/{prop} names {} (compatible \"{compat}\"), a UART no driver here speaks \
+                         (PL011, i.MX, Cadence, 16550/8250)",
+                        t.path(node)
+                    ));
+                }
             }
         }
     }
-    let first = (0..t.nodes.len()).filter(|&i| t.is_compatible(i, PL011)).min_by_key(|&i| !status(t, i).is_okay());
-    let console = first.map(|i| uart(t, i, None, false)).transpose()?;
-    Ok((stdout_path, console))
+    let first = (0..t.nodes.len())
+        .filter_map(|i| uart_kind(t, i).map(|k| (i, k)))
+        .min_by_key(|&(i, k)| (!status(t, i).is_okay(), k != UartKind::Pl011, i));
+    let console = first.map(|(i, k)| uart(t, i, k, None, false)).transpose()?;
+    Ok((stdout_path, console, problem))
 }
 
-fn uart(t: &Tree, i: usize, options: Option<String>, from_stdout_path: bool) -> Result<Uart, BoardError> {
+fn uart(
+    t: &Tree,
+    i: usize,
+    kind: UartKind,
+    options: Option<String>,
+    from_stdout_path: bool,
+) -> Result<Uart, BoardError> {
     let reg = required_reg(t, i)?[0];
     let clock_frequency = match t.prop_u32(i, "clock-frequency")? {
         Some(f) => Some(f),
         None => clock_from_provider(t, i),
     };
-    Ok(Uart { path: t.path(i).to_string(), base: reg.base, size: reg.size, clock_frequency, options, from_stdout_path })
+    Ok(Uart {
+        kind,
+        path: t.path(i).to_string(),
+        base: reg.base,
+        size: reg.size,
+        clock_frequency,
+        options,
+        from_stdout_path,
+    })
 }
 
 /// `clock-frequency` of the fixed clock feeding `uartclk` (or the first clock).

@@ -2,7 +2,7 @@
 
 mod common;
 
-use board::{guest_dtb, Board, BoardError, GuestSpec, PsciMethod, Region, Status};
+use board::{guest_dtb, Board, BoardError, EnableMethod, GuestSpec, PsciMethod, Region, Status};
 use common::{base_tree, cells, s, Qemu, N};
 
 const MIB: u64 = 1 << 20;
@@ -128,7 +128,12 @@ fn extends_an_existing_reserved_memory_node_and_filters_memreserve() {
         reserved: vec![Region::new(0x100_0000, 0x1000)],
         ..GuestSpec::default()
     };
-    let g = Board::from_dtb(&guest_dtb(&host, &spec).unwrap()).unwrap();
+    let out = guest_dtb(&host, &spec).unwrap();
+    let f = fdt::Fdt::new(&out).unwrap();
+    for cpu in ["/cpus/cpu@0", "/cpus/cpu@1"] {
+        assert!(f.find_node(cpu).unwrap().property("cpu-release-addr").is_none(), "{cpu} keeps its release address");
+    }
+    let g = Board::from_dtb(&out).unwrap();
     let paths: Vec<_> = g.reserved_memory.iter().map(|r| r.path.as_str()).collect();
     assert_eq!(paths, ["/reserved-memory/atf@0", "/reserved-memory/guest-reserved@1000000"]);
     assert_eq!(g.mem_reserve, [Region::new(0, 0x1000)], "only entries inside guest RAM");
@@ -172,14 +177,48 @@ fn spec_errors() {
             other => panic!("{why}: {other:?}"),
         }
     }
-    let mut t = base_tree();
-    t.remove_kid("psci");
-    let e = guest_dtb(&t.dtb(), &GuestSpec { psci_method: Some(PsciMethod::Smc), ..base() }).unwrap_err();
-    assert_eq!(e.to_string(), "guest DTB: psci_method: the host tree has no PSCI node");
     // A broken host tree is reported as such.
     let mut bad = host.clone();
     bad[0] = 0;
     assert!(matches!(guest_dtb(&bad, &base()), Err(BoardError::BadHeader { field: "magic", .. })));
+}
+
+/// A board without PSCI firmware whose CPUs wait in a spin table (the Pi 4): the guest gets a
+/// PSCI node and PSCI CPUs, without the release addresses; the host tree's spin-table memory
+/// is known to the board (seen failing with the node not added and with `cpu-release-addr` kept).
+#[test]
+fn spin_table_cpus_become_psci_cpus_in_the_guest() {
+    let mut t = base_tree();
+    t.remove_kid("psci");
+    for cpu in ["/cpus/cpu@0", "/cpus/cpu@1"] {
+        let n = t.at(cpu);
+        n.unset("enable-method");
+        let release: u64 = if cpu.ends_with('0') { 0xd8 } else { 0xe0 };
+        n.props.push(("enable-method".into(), s("spin-table")));
+        n.props.push(("cpu-release-addr".into(), release.to_be_bytes().to_vec()));
+    }
+    let host = t.dtb_with_reserve(&[(0, 0x1000)]);
+    let hb = Board::from_dtb(&host).unwrap();
+    assert!(hb.psci.is_none() && hb.has_spin_table());
+    assert_eq!(hb.spin_table_regions(), [Region::new(0, 0x1000)], "the /memreserve/ holding both release addresses");
+    let spec = GuestSpec {
+        memory: vec![Region::new(0x4000_0000, 1 << 20)],
+        psci_method: Some(PsciMethod::Hvc),
+        ..GuestSpec::default()
+    };
+    let out = guest_dtb(&host, &spec).unwrap();
+    let f = fdt::Fdt::new(&out).unwrap();
+    for cpu in ["/cpus/cpu@0", "/cpus/cpu@1"] {
+        assert!(f.find_node(cpu).unwrap().property("cpu-release-addr").is_none(), "{cpu} keeps its release address");
+    }
+    let g = Board::from_dtb(&out).unwrap();
+    let psci = g.psci.clone().expect("a PSCI node");
+    assert_eq!((psci.method, psci.version), (PsciMethod::Hvc, board::PsciVersion::V1_0));
+    assert!(g.cpus.iter().all(|c| c.enable_method == Some(EnableMethod::Psci)), "{:?}", g.cpus);
+    assert!(!g.has_spin_table() && g.spin_table_regions().is_empty());
+    // Without a /memreserve/ around it, the release address's own page.
+    let lone = Board::from_dtb(&t.dtb()).unwrap();
+    assert_eq!(lone.spin_table_regions(), [Region::new(0, 0x1000)]);
 }
 
 #[test]

@@ -342,15 +342,48 @@ fn stdout_path_through_an_alias_with_options() {
 }
 
 #[test]
-fn stdout_path_to_a_non_pl011_falls_back_to_the_first_pl011() {
+fn stdout_path_chooses_the_uart_kind_and_an_unknown_one_is_named() {
+    use board::UartKind;
     let mut t = base_tree();
-    t.kids.push(N::new("serial@1000").p("compatible", s("ns16550a")).p("reg", cells(&[0, 0x1000, 0, 0x100])));
+    let kinds = [
+        ("ns16550a", UartKind::Ns16550 { reg_shift: 0, reg_io_width: 1 }),
+        ("brcm,bcm2835-aux-uart", UartKind::Ns16550 { reg_shift: 2, reg_io_width: 4 }),
+        ("fsl,imx8mp-uart", UartKind::Imx),
+        ("xlnx,xuartps", UartKind::Cadence),
+        ("arm,pl011", UartKind::Pl011),
+    ];
     t.at("/chosen").set("stdout-path", s("/serial@1000"));
-    let uart = parse(&t).unwrap().console.unwrap();
-    assert_eq!((uart.path.as_str(), uart.from_stdout_path), ("/uart@9000000", false));
-    // No stdout-path at all: same fallback. No PL011 at all: no console, not an error.
+    for (compat, kind) in kinds {
+        t.remove_kid("serial@1000");
+        t.kids.push(N::new("serial@1000").p("compatible", s(compat)).p("reg", cells(&[0, 0x1000, 0, 0x100])));
+        let b = parse(&t).unwrap();
+        let uart = b.console.unwrap();
+        assert_eq!((uart.path.as_str(), uart.kind, uart.from_stdout_path), ("/serial@1000", kind, true), "{compat}");
+        assert_eq!(b.console_problem, None);
+    }
+    // A DesignWare 16550 says its own register layout.
+    t.remove_kid("serial@1000");
+    t.kids.push(
+        N::new("serial@1000")
+            .p("compatible", s("snps,dw-apb-uart"))
+            .p("reg", cells(&[0, 0x1000, 0, 0x100]))
+            .p("reg-shift", cells(&[2]))
+            .p("reg-io-width", cells(&[4])),
+    );
+    assert_eq!(parse(&t).unwrap().console.unwrap().kind, UartKind::Ns16550 { reg_shift: 2, reg_io_width: 4 });
+    // A UART no driver here speaks: the first drivable one (the PL011) is the console, and the
+    // problem names the node and its compatible (seen failing when it fell back silently).
+    t.remove_kid("serial@1000");
+    t.kids.push(N::new("serial@1000").p("compatible", s("acme,uart")).p("reg", cells(&[0, 0x1000, 0, 0x100])));
+    let b = parse(&t).unwrap();
+    let uart = b.console.unwrap();
+    assert_eq!((uart.path.as_str(), uart.kind, uart.from_stdout_path), ("/uart@9000000", UartKind::Pl011, false));
+    let p = b.console_problem.unwrap();
+    assert!(p.contains("/serial@1000") && p.contains("acme,uart"), "{p}");
+    // No stdout-path at all: the first drivable UART, no problem. No UART at all: no console.
     t.at("/chosen").unset("stdout-path");
-    assert_eq!(parse(&t).unwrap().console.unwrap().path, "/uart@9000000");
+    let b = parse(&t).unwrap();
+    assert_eq!((b.console.unwrap().path.as_str(), b.console_problem), ("/uart@9000000", None));
     t.remove_kid("uart@9000000");
     assert_eq!(parse(&t).unwrap().console, None);
 }

@@ -35,6 +35,13 @@ pub const WORDS: &[Word] = &[
         "the guest's RAM: the first SIZE bytes of the machine's memory, the rest the hypervisor's (cargo xtask run \
          sets it to --mem; default: all RAM the hypervisor does not need)",
     ),
+    Word::uint(
+        "hyp.cpus",
+        1,
+        64,
+        "CPUs the guest gets (the first N of the device tree, at most the hypervisor's limit; default all): fewer \
+         CPUs on a board whose CPU count is fixed (the Pi 4)",
+    ),
     Word::flag("hyp.check-split", "check every page after each eager split against the slot's pool mapping"),
     Word::flag("hyp.check-stage2", "at boot, check that nothing the hypervisor keeps translates in stage 2"),
     Word::flag(

@@ -80,12 +80,13 @@ pub struct PlanInput {
 
 impl PlanInput {
     /// The input for `board` with the hypervisor's `image` where it was loaded: RAM is the DTB's
-    /// memory minus its `no-map` reserved regions; the other reserved regions (and
+    /// memory minus its `no-map` reserved regions and the firmware's spin-table memory (a CPU
+    /// may still spin there: `Board::spin_table_regions`); the other reserved regions (and
     /// `/memreserve/`) stay RAM that nothing is placed in.
     pub fn from_board(board: &board::Board, image: Range, pool: Option<u64>, slotpool: Option<u64>) -> PlanInput {
         let region = |r: board::Region| Range::new(r.base, r.end());
         let mut ram: Vec<Range> = board.memory.iter().map(|r| region(*r)).collect();
-        for hole in board.no_map_regions() {
+        for hole in board.no_map_regions().chain(board.spin_table_regions()) {
             ram = range::subtract(&ram, region(hole));
         }
         let no_map: Vec<board::Region> = board.no_map_regions().collect();

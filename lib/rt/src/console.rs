@@ -1,22 +1,23 @@
-//! The console: one PL011 behind a spin lock, shared by all CPUs, with `print!`/`println!`.
+//! The console: one UART (`crate::uart`: PL011, i.MX, Cadence or 16550) behind a spin lock, shared by all CPUs, with `print!`/`println!`.
 //!
 //! Lines are written whole under the lock so output from several CPUs does not interleave
 //! within a line (report records depend on that). [`panic_print`] is for paths that may already
 //! hold the lock (a panic inside a print): it waits a bounded time and then writes regardless.
 
-use crate::pl011::Pl011;
+use crate::uart::Uart;
+use board::UartKind;
 use core::fmt::Write;
 use spin::Mutex;
 
-static CONSOLE: Mutex<Option<Pl011>> = Mutex::new(None);
+static CONSOLE: Mutex<Option<Uart>> = Mutex::new(None);
 
-/// Installs the console UART.
+/// Installs the console UART, a `kind` at `base`.
 ///
 /// # Safety
-/// As [`Pl011::new`]: `base` must be a mapped PL011 owned by this console from now on.
-pub unsafe fn init(base: usize) {
+/// As [`Uart::new`]: `base` must be a mapped UART of that kind owned by this console from now on.
+pub unsafe fn init(kind: UartKind, base: usize) {
     // SAFETY: forwarded from the caller.
-    let uart = unsafe { Pl011::new(base) };
+    let uart = unsafe { Uart::new(kind, base) };
     uart.enable();
     *CONSOLE.lock() = Some(uart);
 }

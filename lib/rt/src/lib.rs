@@ -5,7 +5,8 @@
 //! * `start` (target only): entry point, self-relocation, boot stacks, BSS clearing, secondary entry.
 //! * `mmu` (target only): the one MMU-enable sequence (EL1 and EL2).
 //! * `trap` (target only): one exception vector table shape for EL1 and EL2 and the [`TrapFrame`].
-//! * [`pl011`] and [`console`]: the serial console, `print!`/`println!`.
+//! * [`uart`] (drivers [`pl011`], [`imx_uart`], [`cadence_uart`], [`ns16550`]) and
+//!   [`console`]: the serial console the DTB names, `print!`/`println!`.
 //! * [`esr`]: exception syndrome decoding, shared and tested on the host.
 //! * [`features`]: CPU features from the ID registers and the EL2 controls that give them to a
 //!   guest (SVE, SME, MTE, PMU, ...), tested on the host.
@@ -13,11 +14,15 @@
 #![no_std]
 #![deny(missing_docs)]
 
+pub mod cadence_uart;
 pub mod console;
 pub mod esr;
 pub mod features;
 pub mod image;
+pub mod imx_uart;
+pub mod ns16550;
 pub mod pl011;
+pub mod uart;
 
 #[cfg(target_arch = "aarch64")]
 pub mod backtrace;

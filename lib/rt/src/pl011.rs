@@ -143,15 +143,3 @@ impl RxError {
         self.flags & 8 != 0
     }
 }
-
-impl core::fmt::Write for Pl011 {
-    fn write_str(&mut self, s: &str) -> core::fmt::Result {
-        for b in s.bytes() {
-            if b == b'\n' {
-                self.put(b'\r');
-            }
-            self.put(b);
-        }
-        Ok(())
-    }
-}

@@ -125,6 +125,26 @@ __rt_secondary_entry:
     bl      rt_secondary_main
     b       9b
 
+// A CPU released by a spin-table (no argument): its index is where RT_SPIN_MPIDR holds its
+// MPIDR affinity; then as __rt_secondary_entry. Unknown MPIDR: park.
+.global __rt_spin_entry
+__rt_spin_entry:
+    mrs     x9, mpidr_el1
+    mov     x10, #0xffffff
+    movk    x10, #0xff, lsl #32
+    and     x9, x9, x10
+    adrp    x11, RT_SPIN_MPIDR
+    add     x11, x11, :lo12:RT_SPIN_MPIDR
+    mov     x0, #0
+1:  ldr     x12, [x11, x0, lsl #3]
+    cmp     x12, x9
+    b.eq    __rt_secondary_entry
+    add     x0, x0, #1
+    cmp     x0, #{max_cpus}
+    b.lo    1b
+8:  wfe
+    b       8b
+
 .section .bss.rt_stacks, "aw", %nobits
 .balign 4096
 .global __rt_stacks
@@ -146,6 +166,29 @@ extern "C" {
     static __rodata_end: u8;
     static __rt_stacks: u8;
     fn __rt_secondary_entry();
+    fn __rt_spin_entry();
+}
+
+/// MPIDR affinity (Aff3..Aff0) of CPU index `i`, for [`spin_entry_addr`]: `u64::MAX` = none.
+#[no_mangle]
+static RT_SPIN_MPIDR: [core::sync::atomic::AtomicU64; MAX_CPUS] =
+    [const { core::sync::atomic::AtomicU64::new(u64::MAX) }; MAX_CPUS];
+
+/// Records that the CPU whose MPIDR affinity is `mpidr` is CPU `index` for [`spin_entry_addr`]
+/// and makes it visible to a CPU that reads it with its MMU off (cleaned to the point of
+/// coherency). Call before releasing that CPU.
+#[cfg(target_arch = "aarch64")]
+pub fn set_spin_mpidr(index: usize, mpidr: u64) {
+    let slot = &RT_SPIN_MPIDR[index];
+    slot.store(mpidr, core::sync::atomic::Ordering::Release);
+    crate::cache::clean_to_poc(slot as *const _ as u64, 8);
+}
+
+/// Where a CPU released from a firmware spin-table (`cpu-release-addr`, no argument) must
+/// begin: it finds its index from its MPIDR ([`set_spin_mpidr`]) and goes on as
+/// [`secondary_entry_addr`]. Addressed as [`secondary_entry_addr`] is.
+pub fn spin_entry_addr() -> usize {
+    crate::pc_relative!(__rt_spin_entry)
 }
 
 /// Where a CPU started by PSCI CPU_ON must begin (context_id = CPU index), as the running code

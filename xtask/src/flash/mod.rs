@@ -23,6 +23,53 @@ use std::path::{Path, PathBuf};
 
 /// The file the Pi 5's firmware boots: the hypervisor (or the chainloader).
 pub const KERNEL: &str = "kernel_2712.img";
+/// The file the Pi 4's firmware boots in 64-bit mode (`arm_64bit=1`), entering it at EL2.
+pub const KERNEL_PI4: &str = "kernel8.img";
+/// The DTB the Pi 4's firmware loads from the card.
+pub const PI4_DTB: &str = "bcm2711-rpi-4-b.dtb";
+
+/// Which Raspberry Pi the card is for (`flash --board`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Pi {
+    /// Raspberry Pi 5: `kernel_2712.img`, `bcm2712-rpi-5-b.dtb`, debug UART (PL011).
+    #[default]
+    Pi5,
+    /// Raspberry Pi 4B: `kernel8.img`, `bcm2711-rpi-4-b.dtb`, the mini UART on GPIO 14/15.
+    Pi4,
+}
+
+impl Pi {
+    /// From `--board` (`pi5` or `pi4`).
+    pub fn from_name(s: &str) -> Option<Pi> {
+        match s {
+            "pi5" => Some(Pi::Pi5),
+            _ => (crate::board::Board::from_name(s) == Some(crate::board::Board::Pi4)).then_some(Pi::Pi4),
+        }
+    }
+
+    /// The file its firmware boots.
+    pub fn kernel_file(self) -> &'static str {
+        match self {
+            Pi::Pi5 => KERNEL,
+            Pi::Pi4 => KERNEL_PI4,
+        }
+    }
+
+    /// The DTB its firmware loads from the card.
+    pub fn dtb(self) -> &'static str {
+        match self {
+            Pi::Pi5 => PI5_DTB,
+            Pi::Pi4 => PI4_DTB,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Pi::Pi5 => "Pi 5",
+            Pi::Pi4 => "Pi 4",
+        }
+    }
+}
 /// The guest kernel, which the firmware loads as the initramfs for the hypervisor.
 pub const GUEST: &str = "pgtlab-kernel.img";
 /// The boot arguments (the firmware puts its line in `/chosen/bootargs`).
@@ -51,13 +98,15 @@ pub struct Boot {
     pub bootargs: String,
     /// `init_uart_baud` when not 115200.
     pub baud: Option<u32>,
+    /// Which Pi.
+    pub pi: Pi,
 }
 
 impl Boot {
     /// The config.txt section that boots it.
     pub fn section(&self) -> Section {
         Section {
-            kernel: KERNEL.into(),
+            kernel: self.pi.kernel_file().into(),
             initramfs: self.guest.as_ref().map(|_| GUEST.to_string()),
             cmdline: CMDLINE.into(),
             baud: self.baud,
@@ -66,7 +115,7 @@ impl Boot {
 
     /// The files it writes, config.txt aside.
     pub fn files(&self) -> Vec<File> {
-        let mut v = vec![File { path: KERNEL.into(), data: self.kernel.clone() }];
+        let mut v = vec![File { path: self.pi.kernel_file().into(), data: self.kernel.clone() }];
         if let Some(g) = &self.guest {
             v.push(File { path: GUEST.into(), data: g.clone() });
         }
@@ -120,13 +169,20 @@ pub fn image_files(boot: &Boot, firmware: Option<&Path>) -> Result<Vec<File>> {
 }
 
 /// A warning when the Pi 5's DTB is missing from `paths`.
-pub fn dtb_warning<'a>(mut paths: impl Iterator<Item = &'a str>) -> Option<String> {
-    (!paths.any(|p| p.eq_ignore_ascii_case(PI5_DTB))).then(|| {
+pub fn dtb_warning<'a>(paths: impl Iterator<Item = &'a str>) -> Option<String> {
+    dtb_warning_for(Pi::Pi5, paths)
+}
+
+/// A warning when `pi`'s DTB is missing from `paths`.
+pub fn dtb_warning_for<'a>(pi: Pi, mut paths: impl Iterator<Item = &'a str>) -> Option<String> {
+    let dtb = pi.dtb();
+    let name = pi.name();
+    (!paths.any(|p| p.eq_ignore_ascii_case(dtb))).then(|| {
         format!(
-            "warning: no {PI5_DTB} on the card. The Pi 5's firmware hands the kernel the DTB it loads from the \
+            "warning: no {dtb} on the card. The {name}'s firmware hands the kernel the DTB it loads from the \
              card; without it the hypervisor gets none and cannot even find its UART. Add --firmware DIR with \
              it (from Raspberry Pi OS's boot partition, or Debian's linux-image-arm64 package: \
-             /usr/lib/linux-image-*/broadcom/{PI5_DTB})"
+             /usr/lib/linux-image-*/broadcom/{dtb}; `cargo xtask test` leaves one in target/downloads/debian-arm64/)"
         )
     })
 }
@@ -208,7 +264,7 @@ pub fn uninstall_boot_dir(dir: &Path) -> Result<Vec<String>> {
             done.push(format!("removed the pgtlab section from {CONFIG}"));
         }
     }
-    for name in [KERNEL, GUEST, CMDLINE] {
+    for name in [KERNEL, KERNEL_PI4, GUEST, CMDLINE] {
         let p = dir.join(name);
         let backup = dir.join(format!("{name}{BACKUP}"));
         if backup.exists() {
@@ -241,6 +297,10 @@ pub struct Args {
     /// pgtlab section added.
     #[arg(long, conflicts_with = "boot_dir")]
     pub firmware: Option<PathBuf>,
+    /// Which Raspberry Pi: pi5 (kernel_2712.img) or pi4 (kernel8.img, entered at EL2 with
+    /// arm_64bit=1; console on the mini UART).
+    #[arg(long, default_value = "pi5")]
+    pub board: String,
     /// Install the serial chainloader instead (then `cargo xtask chainboot --serial DEV`).
     #[arg(long)]
     pub chainloader: bool,
@@ -293,9 +353,19 @@ pub fn cli(a: Args) -> Result<()> {
             );
         }
     }
+    let pi = Pi::from_name(&a.board).ok_or_else(|| {
+        anyhow::Error::new(crate::outcome::Refused(format!("--board {}: flash knows pi5 and pi4", a.board)))
+    })?;
+    if pi == Pi::Pi4 && a.chainloader {
+        bail!(
+            "--board pi4 --chainloader: the chainloader receives through a PL011, and the Pi 4's console (its \
+             DTB's stdout-path) is the mini UART"
+        );
+    }
     let tc = crate::toolchain::find()?;
     let images = crate::build::build(&tc, &[])?;
     let boot = Boot {
+        pi,
         kernel: std::fs::read(if a.chainloader {
             crate::build::chainloader_image()
         } else {
@@ -317,7 +387,7 @@ pub fn cli(a: Args) -> Result<()> {
         }
         let names: Vec<String> =
             std::fs::read_dir(dir)?.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
-        if let Some(w) = dtb_warning(names.iter().map(String::as_str)) {
+        if let Some(w) = dtb_warning_for(pi, names.iter().map(String::as_str)) {
             eprintln!("xtask: {w}");
         }
         return Ok(());
@@ -342,7 +412,7 @@ pub fn cli(a: Args) -> Result<()> {
         write_device(dev, &image, a.yes)?;
     }
     print_summary(&info);
-    if let Some(w) = dtb_warning(info.files.iter().map(|f| f.path.as_str())) {
+    if let Some(w) = dtb_warning_for(pi, info.files.iter().map(|f| f.path.as_str())) {
         eprintln!("xtask: {w}");
     }
     Ok(())
@@ -440,7 +510,7 @@ mod tests {
     use super::*;
 
     fn boot() -> Boot {
-        Boot { kernel: vec![1; 1000], guest: Some(vec![2; 2000]), bootargs: " test=x ".into(), baud: None }
+        Boot { kernel: vec![1; 1000], guest: Some(vec![2; 2000]), bootargs: " test=x ".into(), baud: None, pi: Pi::Pi5 }
     }
 
     #[test]

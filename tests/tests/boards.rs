@@ -1,0 +1,175 @@
+//! QEMU's models of real boards, each booted from the board's own DTB (Debian's backports
+//! kernel package) on the QEMU it needs (`xtask::qemu_pkg`): the Raspberry Pi 4B (`raspi4b`:
+//! spin-table CPUs, no PSCI firmware, GIC-400, the mini UART), the ZCU102 (`xlnx-zcu102`:
+//! PSCI over SMC, GIC-400, Cadence UART) and the i.MX 8M Plus EVK (`imx8mp-evk`: GICv3, i.MX
+//! UART). On each: the hypervisor and the kernel at 1 and 4 CPUs, the kernel's self-tests and
+//! `user=selftest`, and Debian's Linux to its user-space marker (the Pi 4's under `--long`: it
+//! is slow there, see `long_pi4_linux_guest`). `--long` adds the dirty-log self-test where the
+//! board has the RAM for it. A board whose QEMU or DTB cannot be had fails
+//! with the reason.
+
+use tests::{board_linux_config, boot, Run};
+use xtask::board::Board;
+use xtask::qemu::QemuConfig;
+
+fn cfg(board: Board, f: impl FnOnce(&mut QemuConfig)) -> QemuConfig {
+    let mut c = QemuConfig::default().for_board(board);
+    f(&mut c);
+    c
+}
+
+/// The hypervisor and the kernel with `cpus` CPUs: the board's model name, the console the
+/// DTB names, every CPU online at EL1, a clean power-off with one final line.
+fn hyp_and_kernel(board: Board, cpus: u32) -> Run {
+    let run = boot(cfg(board, |c| match board.smp() {
+        xtask::board::Smp::Fixed(n) if cpus < n => c.bootargs = format!("hyp.cpus={cpus}"),
+        _ => c.smp = cpus,
+    }));
+    run.expect_exit(0);
+    run.expect_output(&format!("kernel: {cpus} of {cpus} CPUs online"));
+    let finals = run.outcome.output.lines().filter(|l| abi::exit::parse_final_line(l).is_some()).count();
+    assert_eq!(finals, 1, "one final line\n{}", run.dump());
+    let hyp = run.record("hyp_boot");
+    assert_eq!(hyp.u64("guest_cpus"), Some(cpus as u64), "{}", run.dump());
+    let banners = run.records("banner");
+    assert_eq!(banners.len(), cpus as usize, "{}", run.dump());
+    assert!(banners.iter().all(|b| b.u64("el") == Some(1) && b.bool("hypervisor") == Some(true)), "{}", run.dump());
+    run
+}
+
+fn model(run: &Run, name: &str, core: &str) {
+    run.expect_output(&format!("CPUs, {name}"));
+    assert!(run.records("banner").iter().all(|b| b.str("core") == Some(core)), "{}", run.dump());
+}
+
+#[test]
+fn pi4_hypervisor_and_kernel_4_cpus() {
+    // Spin-table CPUs released by the hypervisor, the guest on its PSCI; power-off by the PM
+    // watchdog (no PSCI firmware on the Pi 4).
+    let r = hyp_and_kernel(Board::Pi4, 4);
+    model(&r, "Raspberry Pi 4 Model B", "Cortex-A72");
+    // The spin-table page (0..4 KiB, where QEMU's and the firmware's spin loop lives) is not
+    // the guest's.
+    let ram = r.record("hyp_boot");
+    assert_eq!(ram.strs("guest_ram").and_then(|v| v.first().copied()), Some("0x1000"), "{}", r.dump());
+}
+
+#[test]
+fn pi4_hypervisor_and_kernel_1_cpu() {
+    hyp_and_kernel(Board::Pi4, 1);
+}
+
+#[test]
+fn zcu102_hypervisor_and_kernel_4_cpus() {
+    let r = hyp_and_kernel(Board::Zcu102, 4);
+    model(&r, "ZynqMP ZCU102 Rev1.0", "Cortex-A53");
+}
+
+#[test]
+fn zcu102_hypervisor_and_kernel_1_cpu() {
+    hyp_and_kernel(Board::Zcu102, 1);
+}
+
+#[test]
+fn imx8mp_evk_hypervisor_and_kernel_4_cpus() {
+    // QEMU makes as many CPUs as -smp says (the xtask always passes it): with the default 1,
+    // its PSCI refuses CPU_ON for CPUs 1-3.
+    let r = hyp_and_kernel(Board::Imx8mpEvk, 4);
+    model(&r, "NXP i.MX8MPlus EVK board", "Cortex-A53");
+}
+
+#[test]
+fn imx8mp_evk_hypervisor_and_kernel_1_cpu() {
+    hyp_and_kernel(Board::Imx8mpEvk, 1);
+}
+
+/// The kernel's self-tests (SMCCC rules, bad calls, memory permissions, interrupts on the
+/// board's GIC, PAN, the call storm from every CPU) and the EL0 self-test program.
+fn selftests(board: Board) {
+    let r = boot(cfg(board, |c| c.bootargs = "test=smccc,bad-calls,mem-perms,irq,pan,storm user=selftest".into()));
+    r.expect_exit(0);
+    let checks = r.records("check");
+    let failed: Vec<_> = checks.iter().filter(|c| c.bool("ok") != Some(true)).map(|c| c.str("check")).collect();
+    assert!(failed.is_empty(), "failed checks: {failed:?}\n{}", r.dump());
+    assert!(!checks.is_empty(), "{}", r.dump());
+    r.expect_output("kernel: mem-perms: 26 checks passed");
+    let gic = if board.gic() == Some(3) { "GICv3" } else { "GICv2" };
+    r.expect_output(&format!("kernel: irq: {gic}, 4 CPUs"));
+}
+
+#[test]
+fn pi4_selftests() {
+    selftests(Board::Pi4);
+}
+
+#[test]
+fn zcu102_selftests() {
+    selftests(Board::Zcu102);
+}
+
+#[test]
+fn imx8mp_evk_selftests() {
+    selftests(Board::Imx8mpEvk);
+}
+
+/// Debian's Linux (6.12 backports) under the hypervisor to its user-space marker, on every CPU
+/// and all the RAM the hypervisor gave it, then PSCI SYSTEM_OFF through the hypervisor.
+fn linux(board: Board) {
+    let r = boot(board_linux_config(board, ""));
+    r.expect_exit(0);
+    r.expect_output(xtask::linux::MARKER);
+    let l = r.record("linux_guest");
+    assert_eq!(l.u64("cpus"), Some(4), "{}", r.dump());
+    r.expect_output("hyp: guest called PSCI SYSTEM_OFF");
+}
+
+#[test]
+fn imx8mp_evk_linux_guest() {
+    linux(Board::Imx8mpEvk);
+}
+
+#[test]
+fn zcu102_linux_guest() {
+    linux(Board::Zcu102);
+}
+
+/// Under --long: on the raspi4b model Linux under the hypervisor stalls for ~25 s at a time
+/// (RCU reports its grace-period kthread starved: timer wake-ups come late) and takes ~250 s
+/// of uptime to its marker, against ~29 s alone at EL2 on the physical EL2 timer. Not found
+/// yet; see the notes of issue 21.
+#[test]
+#[ignore = "--long"]
+fn long_pi4_linux_guest() {
+    linux(Board::Pi4);
+}
+
+/// Dirty logging (1 GiB slots backed by the slot pool) on the board's CPUs and stage 2. The
+/// Pi 4's model has 960 MiB of RAM for its guest: too little for the test's 1 GiB slot.
+fn dirty_log(board: Board, mem: &str) {
+    let r = boot(cfg(board, |c| {
+        c.mem = mem.into();
+        c.bootargs = "test=dirty-log hyp.slotpool=1G hyp.check-split".into();
+    }));
+    r.expect_exit(0);
+}
+
+#[test]
+#[ignore = "--long"]
+fn long_zcu102_dirty_log() {
+    dirty_log(Board::Zcu102, "2G");
+}
+
+#[test]
+#[ignore = "--long"]
+fn long_imx8mp_evk_dirty_log() {
+    dirty_log(Board::Imx8mpEvk, "3G");
+}
+
+/// What a board's model cannot be is refused before QEMU starts, naming the board.
+#[test]
+fn boards_refuse_what_their_model_lacks() {
+    let e = QemuConfig { smp: 2, ..QemuConfig::default().for_board(Board::Pi4) }.validate().unwrap_err();
+    assert!(e.contains("always has 4 CPUs"), "{e}");
+    let e = QemuConfig { gic: 3, ..QemuConfig::default().for_board(Board::Zcu102) }.validate().unwrap_err();
+    assert!(e.contains("GICv2"), "{e}");
+}
