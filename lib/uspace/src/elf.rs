@@ -365,6 +365,27 @@ pub(crate) mod tests {
             ElfError::Truncated,
             "bytes past the end of the file"
         );
+        // Each identification byte on its own; 64 bytes are enough to be judged by them.
+        assert_eq!(bad(&|v| v[5] = 2), ElfError::NotElf64Le, "big-endian");
+        assert_eq!(bad(&|v| v[6] = 0), ElfError::NotElf64Le, "ELF version");
+        assert_eq!(Program::parse(&[0u8; 64]), Err(ElfError::NotElf64Le));
+        // ET_EXEC is taken as well as ET_DYN (loaded where it says, not moved).
+        let mut exec = good.clone();
+        exec[16] = 2;
+        assert!(Program::parse(&exec).is_ok_and(|p| !p.pie), "ET_EXEC");
+        // Between 1 and 64 program headers.
+        assert_eq!(bad(&|v| v[56..58].copy_from_slice(&0u16.to_le_bytes())), ElfError::BadHeader);
+        assert_eq!(bad(&|v| v[56..58].copy_from_slice(&65u16.to_le_bytes())), ElfError::BadHeader);
+        let mut most = good.clone();
+        most[56..58].copy_from_slice(&64u16.to_le_bytes()); // the 61 more are PT_NULL (zeros)
+        assert!(Program::parse(&most).is_ok(), "64 program headers are allowed");
+        // Starts inside the file, ends past it (seeded bug `elf-segment-past-the-file`).
+        let past = (good.len() as u64 - 0x1000 + 1).to_le_bytes();
+        assert_eq!(
+            bad(&|v| v[64 + 56 + 32..64 + 56 + 40].copy_from_slice(&past)),
+            ElfError::Truncated,
+            "a segment's last byte past the end of the file"
+        );
         assert_eq!(bad(&|v| v[64 + 112] = PT_INTERP as u8), ElfError::Unsupported);
         assert_eq!(bad(&|v| v[0x1018] = 1), ElfError::BadRelocation, "R_AARCH64_ABS64");
         assert_eq!(bad(&|v| v[0x1010..0x1018].copy_from_slice(&0x9000u64.to_le_bytes())), ElfError::BadRelocation);

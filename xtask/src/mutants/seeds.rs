@@ -587,7 +587,12 @@ pub const SEEDS: &[Seed] = &[
         original: "    if crate::guest::ram().iter().any(|g| g.overlaps(&r)) {\n        return Err(HypError::Overlap);\n    }\n",
         replacement: "",
         tests: &[MEMSLOT_ERRORS],
-        missed_because: None,
+        missed_because: Some(
+            "masked, not reachable: the guest's RAM is mapped in stage 2 before the guest runs, so \
+             the walk for mapped entries that follows refuses the same slot with the same OVERLAP; \
+             the check only names the reason first (a guest able to unmap its own RAM would make \
+             it observable)",
+        ),
     },
     Seed {
         id: "memslot-limit-off-by-one",
