@@ -1,7 +1,7 @@
 //! Per-CPU state: which physical CPU runs which vCPU, and where a started vCPU enters the guest.
 
-use core::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
-use rt::MAX_CPUS;
+use core::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use rt::{MAX_CPUS, MPIDR_AFF_MASK};
 
 /// Life cycle of a CPU as the hypervisor sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,13 +67,9 @@ impl PerCpu {
 /// Index = CPU number (DTB order); the boot CPU is whichever matches MPIDR at boot.
 pub static CPUS: [PerCpu; MAX_CPUS] = [const { PerCpu::new() }; MAX_CPUS];
 
-/// Affinity bits of MPIDR_EL1.
-pub const MPIDR_AFF_MASK: u64 = 0xff_00ff_ffff;
-
 /// This CPU's MPIDR affinity.
 pub fn current_mpidr() -> u64 {
-    use aarch64_cpu::registers::{Readable, MPIDR_EL1};
-    MPIDR_EL1.get() & MPIDR_AFF_MASK
+    rt::mpidr_affinity()
 }
 
 /// CPU number of an MPIDR, if the board has that CPU.
@@ -110,4 +106,19 @@ pub fn note_guest_pc(elr: u64) {
         // written only by set_guest_pc_slot.
         unsafe { (*slot).store(elr, Ordering::Relaxed) };
     }
+}
+
+/// The CPU the hypervisor keeps for itself (`hyp.migrate`'s worker), never started for the
+/// guest (`usize::MAX`: none).
+static KEPT: AtomicUsize = AtomicUsize::new(usize::MAX);
+
+/// Keeps CPU `idx` for the hypervisor: a guest CPU_ON to it is refused.
+pub fn keep_for_hypervisor(idx: usize) {
+    KEPT.store(idx, Ordering::Release);
+}
+
+/// The CPU the hypervisor keeps, if any.
+pub fn kept_for_hypervisor() -> Option<usize> {
+    let k = KEPT.load(Ordering::Acquire);
+    (k != usize::MAX).then_some(k)
 }

@@ -12,9 +12,10 @@
 //! Lock order: `memslot::SLOTS` before `mmu::STAGE2`.
 
 use crate::counters::DIRTY;
-use crate::mem::{Range, FRAMES, PAGE};
+use crate::mem::{Range, PAGE};
 use crate::memslot::{guest_buffer, ipa, SLOTS};
 use crate::mmu::STAGE2;
+use crate::slotlog::{Bitmap, Log};
 use crate::split::{self, SlotMapping, WalkerOpts};
 use abi::error::HypError;
 use abi::hypercall as hc;
@@ -22,51 +23,12 @@ use core::sync::atomic::Ordering;
 use hypcore::dirty::{self as bits, ClearRequest};
 use pgtable::hw::HwTlb;
 use pgtable::{Barrier, CrossingBlocks, Perms, Shareability, TlbFeatures, TlbMaintenance, Tlbi, TlbiOp};
+use spin::Once;
 
 pub use crate::split::set_check_split;
 
 /// The guest's VMID (`mmu::setup`).
 const VMID: u16 = 1;
-
-/// A dirty bitmap in frames of the hypervisor's pool (zeroed, identity mapped), freed on drop:
-/// the bitmap of a 64 GiB slot is 2 MiB, too large for the hypervisor's heap.
-pub struct Bitmap {
-    pa: u64,
-    frames: usize,
-    words: usize,
-}
-
-impl Bitmap {
-    fn new(pages: u64) -> Option<Bitmap> {
-        let words = bits::words_for(pages) as usize;
-        let frames = (words * 8).div_ceil(PAGE as usize).max(1);
-        let frame = FRAMES.lock().alloc(frames)?;
-        let pa = frame as u64 * PAGE;
-        // SAFETY: the frames were just taken from the hypervisor's pool, which is mapped RW at
-        // EL2 (identity) and used by nothing else.
-        unsafe { core::ptr::write_bytes(pa as *mut u8, 0, frames * PAGE as usize) };
-        Some(Bitmap { pa, frames, words })
-    }
-    fn words(&mut self) -> &mut [u64] {
-        // SAFETY: `words` u64s inside frames this bitmap owns exclusively (see `new`).
-        unsafe { core::slice::from_raw_parts_mut(self.pa as *mut u64, self.words) }
-    }
-}
-
-impl Drop for Bitmap {
-    fn drop(&mut self) {
-        FRAMES.lock().dealloc((self.pa / PAGE) as usize, self.frames);
-    }
-}
-
-/// Dirty logging on one slot.
-pub struct Log {
-    /// Manual-protect with initially-set (scenario 2): clears split eagerly.
-    manual: bool,
-    /// Eager splitting (at enable, or at each clear in scenario 2).
-    eager: bool,
-    dirty: Bitmap,
-}
 
 /// DIRTY_LOG_ENABLE.
 pub fn enable(id: u64, flags: u64) -> Result<(), HypError> {
@@ -300,6 +262,17 @@ impl TlbMaintenance for LocalTlb {
     }
 }
 
+/// Who may hold guest writes for a while (`migrate`'s stop-and-copy): asked first by
+/// [`handle_write_fault`]. Installed by that user ([`set_hold`]) so that the mechanism does not
+/// import its consumer.
+static HOLD: Once<fn(u64) -> bool> = Once::new();
+
+/// Installs `holding`: while it answers true for a faulting IPA, the write fault leaves the
+/// page read-only (the guest retries).
+pub fn set_hold(holding: fn(u64) -> bool) {
+    HOLD.call_once(|| holding);
+}
+
 /// A guest write faulted on a stage-2 permission fault at `fault_ipa`. Returns whether it was a
 /// write to a protected memslot page (logging, or left protected by a disabled log), now
 /// handled (the guest retries the write); `false` leaves it to the caller to report.
@@ -308,7 +281,7 @@ pub fn handle_write_fault(fault_ipa: u64) -> bool {
     let Some(slot) = st.containing(fault_ipa) else {
         return false;
     };
-    if crate::migrate::holding(fault_ipa) {
+    if HOLD.get().is_some_and(|holding| holding(fault_ipa)) {
         // The guest is stopped for the last copy: leave the page read-only; the write retries
         // and waits until the copy is over.
         return true;

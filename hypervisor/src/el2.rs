@@ -1,6 +1,39 @@
 //! EL2 configuration of one physical CPU before it enters the guest, and the entry itself.
 
+use crate::cpu::{self, CpuState, CPUS};
 use aarch64_cpu::registers::*;
+use spin::Once;
+
+/// What every CPU needs to configure EL2 the same way (set once by the boot CPU).
+pub struct Config {
+    /// The guest's stage-2 root and VMID.
+    pub vttbr: u64,
+    /// The stage-2 translation control.
+    pub vtcr: u64,
+    /// Whether the GIC is a GICv3 (its system-register interface is given to the guest).
+    pub gic_v3: bool,
+}
+
+static CONFIG: Once<Config> = Once::new();
+
+/// Records the configuration every CPU applies before it enters the guest (boot CPU, once).
+pub fn set_config(c: Config) {
+    CONFIG.call_once(|| c);
+}
+
+/// Configures EL2 on this CPU (`cpu`) for the guest and marks it on.
+pub fn prepare_cpu(cpu: usize) {
+    let c = CONFIG.get().expect("EL2 configuration is set before any CPU enters the guest");
+    cpu::set_guest_pc_slot(cpu);
+    setup_cpu(c.vttbr, c.vtcr, c.gic_v3);
+    CPUS[cpu].set_state(CpuState::On);
+}
+
+/// Configures EL2 on this CPU and enters the guest at `entry` with `x0`.
+pub fn start_cpu(cpu: usize, entry: u64, x0: u64) -> ! {
+    prepare_cpu(cpu);
+    enter_guest(entry, x0, cpu)
+}
 
 /// SCTLR_EL1 with its RES1 bits set and the MMU, caches and alignment checks off: the state the
 /// Linux boot protocol promises a kernel.

@@ -24,6 +24,7 @@ mod migrate;
 mod mmu;
 mod options;
 mod psci;
+mod slotlog;
 mod smccc;
 mod split;
 mod trap;
@@ -34,16 +35,6 @@ use board::Board;
 use core::sync::atomic::Ordering;
 use cpu::{CpuState, CPUS};
 use mem::Range;
-use spin::Once;
-
-/// What every CPU needs to configure EL2 the same way.
-struct Config {
-    vttbr: u64,
-    vtcr: u64,
-    gic_v3: bool,
-}
-
-static CONFIG: Once<Config> = Once::new();
 
 /// `HINT #125` (a NOP) then return: executed first thing on every boot, wherever the image
 /// runs (it may have moved itself, `hypcore::home`), so the instruction-counting QEMU plugin
@@ -118,7 +109,7 @@ fn boot(dtb_addr: usize, loaded_at: Option<u64>) -> Result<core::convert::Infall
     );
 
     for (i, c) in board.cpus.iter().enumerate().take(rt::MAX_CPUS) {
-        CPUS[i].mpidr.store(c.mpidr & cpu::MPIDR_AFF_MASK, Ordering::Relaxed);
+        CPUS[i].mpidr.store(c.mpidr & rt::MPIDR_AFF_MASK, Ordering::Relaxed);
     }
     psci::init(&board);
     let guest_cpus = board.cpus.len().min(rt::MAX_CPUS).min(opts.cpus.unwrap_or(usize::MAX));
@@ -145,7 +136,7 @@ fn boot(dtb_addr: usize, loaded_at: Option<u64>) -> Result<core::convert::Infall
 
     let gic_v3 = matches!(board.gic.as_ref().map(|g| g.version), Some(board::GicVersion::V3));
     let (vttbr, vtcr) = mmu::setup(&board, &plan).map_err(|e| format!("page tables: {e}"))?;
-    CONFIG.call_once(|| Config { vttbr, vtcr, gic_v3 });
+    el2::set_config(el2::Config { vttbr, vtcr, gic_v3 });
     // Spare RAM joins the frame pool only now: never used with the MMU off, it needs no cache
     // maintenance before its first cacheable use.
     for r in &plan.spare {
@@ -231,7 +222,7 @@ fn boot(dtb_addr: usize, loaded_at: Option<u64>) -> Result<core::convert::Infall
     if let Some(insn) = opts.aarch32_test {
         aarch32_test_guest(me, insn, kernel.entry, hyp.start)?;
     }
-    start_cpu(me, kernel.entry, gdtb_at)
+    el2::start_cpu(me, kernel.entry, gdtb_at)
 }
 
 /// `hyp.test=aarch32-*`: instead of the kernel, a guest in AArch32 at EL1 runs `insn` (then
@@ -248,10 +239,7 @@ fn aarch32_test_guest(me: usize, insn: u32, at: u64, r1: u64) -> Result<core::co
     // else uses it.
     unsafe { core::ptr::copy_nonoverlapping(code.as_ptr(), at as *mut u32, 2) };
     el2::clean_dcache_range(at, 8);
-    let c = CONFIG.get().expect("EL2 configuration is set before any CPU enters the guest");
-    cpu::set_guest_pc_slot(me);
-    el2::setup_cpu(c.vttbr, c.vtcr, c.gic_v3);
-    CPUS[me].set_state(CpuState::On);
+    el2::prepare_cpu(me);
     el2::enter_aarch32_guest(at, r1)
 }
 
@@ -350,7 +338,7 @@ fn guest_device_tree(
     guest_cpus: usize,
 ) -> Result<Vec<u8>, String> {
     use alloc::format;
-    let ctl_arg = migration.map(|m| format!("pgtlab_ctl={:#x}", m.control)).unwrap_or_default();
+    let ctl_arg = migration.map(|m| format!("{}={:#x}", abi::control::CMDLINE_WORD, m.control)).unwrap_or_default();
     let bootargs = [cmdline, opts.guest_bootargs.as_str(), ctl_arg.as_str()]
         .iter()
         .filter(|s| !s.is_empty())
@@ -375,7 +363,7 @@ fn guest_device_tree(
         spec.remove_cpus = alloc::vec![m.worker_mpidr];
         spec.extra_devices = alloc::vec![board::ExtraDevice {
             name: "hyp-control".into(),
-            compatible: "pgtlab,hyp-control".into(),
+            compatible: abi::control::COMPATIBLE.into(),
             reg: board::Region::new(m.control, mem::PAGE),
         }];
     }
@@ -446,15 +434,6 @@ fn ranges_str(r: &[Range]) -> String {
     s
 }
 
-/// Configures EL2 on this CPU and enters the guest.
-pub(crate) fn start_cpu(cpu: usize, entry: u64, x0: u64) -> ! {
-    let c = CONFIG.get().expect("EL2 configuration is set before any CPU enters the guest");
-    cpu::set_guest_pc_slot(cpu);
-    el2::setup_cpu(c.vttbr, c.vtcr, c.gic_v3);
-    CPUS[cpu].set_state(CpuState::On);
-    el2::enter_guest(entry, x0, cpu)
-}
-
 /// A CPU started through the guest's PSCI CPU_ON (context = CPU number).
 #[no_mangle]
 extern "C" fn rt_secondary_main(cpu: usize) -> ! {
@@ -466,7 +445,7 @@ extern "C" fn rt_secondary_main(cpu: usize) -> ! {
         migrate::worker_main();
     }
     let c = &CPUS[cpu];
-    start_cpu(cpu, c.entry.load(Ordering::Relaxed), c.context.load(Ordering::Relaxed))
+    el2::start_cpu(cpu, c.entry.load(Ordering::Relaxed), c.context.load(Ordering::Relaxed))
 }
 
 #[panic_handler]

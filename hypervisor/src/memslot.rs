@@ -10,9 +10,9 @@
 //!
 //! Lock order: [`SLOTS`] before `mmu::STAGE2`.
 
-use crate::dirtylog::Log;
 use crate::mem::{Range, PAGE};
 use crate::mmu::{HypFrames, STAGE2};
+use crate::slotlog::Log;
 use abi::error::HypError;
 use abi::hypercall as hc;
 use alloc::vec::Vec;

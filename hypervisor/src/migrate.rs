@@ -25,39 +25,17 @@
 //! waits (`park`), the last dirty pages are copied, and the whole mirror is compared with the
 //! guest's RAM.
 //!
-//! Registers of the control page (64-bit, offsets):
-//!
-//! | off | read | write |
-//! |---|---|---|
-//! | 0x00 | magic `"PGTLCTL1"` | - |
-//! | 0x08 | watched pages | watch the page at this IPA |
-//! | 0x10 | state (0 idle, 1 pre-copy, 2 stopped, 3 done, 4 failed) | start: scenario 1 or 2 |
-//! | 0x18 | rounds done | - |
-//! | 0x20 | dirty-set threshold (pages) | set it |
-//! | 0x28 | round limit | set it |
-//! | 0x30 | verdict (0 none yet, 1 mirror equal and no page missed, 2 not) | - |
+//! The control page's registers, states and verdicts are `abi::control` (the guest program
+//! `linux-user/` uses the same).
 
 use crate::dirtylog::internal as log;
 use crate::mem::{Range, PAGE};
+use abi::control::{reg, state, verdict, MAGIC, MAX_WATCH};
 use abi::hypercall as hc;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use rt::TrapFrame;
 use spin::{Mutex, Once};
-
-/// `"PGTLCTL1"`, little-endian.
-pub const MAGIC: u64 = u64::from_le_bytes(*b"PGTLCTL1");
-/// Watched pages at most.
-pub const MAX_WATCH: usize = 4096;
-
-/// Run states (register 0x10).
-pub mod state {
-    pub const IDLE: u64 = 0;
-    pub const PRECOPY: u64 = 1;
-    pub const STOPPED: u64 = 2;
-    pub const DONE: u64 = 3;
-    pub const FAILED: u64 = 4;
-}
 
 /// Fixed at boot.
 struct Setup {
@@ -84,7 +62,7 @@ struct Control {
 static CONTROL: Mutex<Control> = Mutex::new(Control { watch: Vec::new(), threshold: 512, max_rounds: 30, scenario: 1 });
 static STATE: AtomicU64 = AtomicU64::new(state::IDLE);
 static ROUNDS: AtomicU64 = AtomicU64::new(0);
-static VERDICT: AtomicU64 = AtomicU64::new(0);
+static VERDICT: AtomicU64 = AtomicU64::new(verdict::NONE);
 /// Guest writes to RAM wait while this is set (the stop-and-copy).
 static STOPPED: AtomicBool = AtomicBool::new(false);
 /// Writes that waited for the stop to end.
@@ -100,6 +78,8 @@ pub fn init(guest_ram: &[Range], mirror: Range, control: u64, worker: (usize, u6
         return Err("hyp.migrate: the second memory image is smaller than the guest's RAM");
     }
     SETUP.call_once(|| Setup { ram: *ram, mirror, control, worker });
+    crate::cpu::keep_for_hypervisor(worker.0);
+    crate::dirtylog::set_hold(holding);
     Ok(())
 }
 
@@ -135,13 +115,13 @@ pub fn mmio(frame: &mut TrapFrame, esr: u64, ipa: u64) -> bool {
 fn read_reg(off: u64) -> u64 {
     let c = CONTROL.lock();
     match off {
-        0x00 => MAGIC,
-        0x08 => c.watch.len() as u64,
-        0x10 => STATE.load(Ordering::Acquire),
-        0x18 => ROUNDS.load(Ordering::Acquire),
-        0x20 => c.threshold,
-        0x28 => c.max_rounds,
-        0x30 => VERDICT.load(Ordering::Acquire),
+        reg::MAGIC => MAGIC,
+        reg::WATCH => c.watch.len() as u64,
+        reg::STATE => STATE.load(Ordering::Acquire),
+        reg::ROUNDS => ROUNDS.load(Ordering::Acquire),
+        reg::THRESHOLD => c.threshold,
+        reg::MAX_ROUNDS => c.max_rounds,
+        reg::VERDICT => VERDICT.load(Ordering::Acquire),
         _ => 0,
     }
 }
@@ -150,14 +130,14 @@ fn write_reg(off: u64, v: u64) {
     let busy = STATE.load(Ordering::Acquire) == state::PRECOPY || STATE.load(Ordering::Acquire) == state::STOPPED;
     let mut c = CONTROL.lock();
     match off {
-        0x08 if !busy && c.watch.len() < MAX_WATCH && v.is_multiple_of(PAGE) => c.watch.push(v),
-        0x10 if !busy && (v == 1 || v == 2) => {
+        reg::WATCH if !busy && c.watch.len() < MAX_WATCH && v.is_multiple_of(PAGE) => c.watch.push(v),
+        reg::START if !busy && (v == 1 || v == 2) => {
             c.scenario = v;
             drop(c);
             start();
         }
-        0x20 if !busy => c.threshold = v,
-        0x28 if !busy => c.max_rounds = v.clamp(1, 1000),
+        reg::THRESHOLD if !busy => c.threshold = v,
+        reg::MAX_ROUNDS if !busy => c.max_rounds = v.clamp(1, 1000),
         _ => {}
     }
 }
@@ -167,7 +147,7 @@ fn start() {
     let Some(s) = SETUP.get() else { return };
     STATE.store(state::PRECOPY, Ordering::Release);
     ROUNDS.store(0, Ordering::Release);
-    VERDICT.store(0, Ordering::Release);
+    VERDICT.store(verdict::NONE, Ordering::Release);
     let (idx, mpidr) = s.worker;
     let r = crate::psci::start_physical(idx, mpidr);
     if r != abi::psci::SUCCESS {
@@ -178,7 +158,7 @@ fn start() {
 
 /// Whether guest writes to `ipa` are being held (the stop-and-copy): the write-fault handler then
 /// leaves the page read-only and lets the guest retry (and wait in [`park`]).
-pub fn holding(ipa: u64) -> bool {
+fn holding(ipa: u64) -> bool {
     STOPPED.load(Ordering::Acquire) && SETUP.get().is_some_and(|s| s.ram.contains(ipa, 1))
 }
 
@@ -198,8 +178,7 @@ pub fn park(ipa: u64) -> bool {
 }
 
 fn now_ns() -> u64 {
-    use aarch64_cpu::registers::{Readable, CNTFRQ_EL0, CNTPCT_EL0};
-    (CNTPCT_EL0.get() as u128 * 1_000_000_000 / CNTFRQ_EL0.get().max(1) as u128) as u64
+    rt::counter_ns()
 }
 
 /// The mirror's address for guest page `ipa`.
@@ -330,7 +309,7 @@ pub fn worker_main() -> ! {
             false
         }
     };
-    VERDICT.store(if ok { 1 } else { 2 }, Ordering::Release);
+    VERDICT.store(if ok { verdict::EQUAL } else { verdict::DIFFERS }, Ordering::Release);
     STATE.store(if ok { state::DONE } else { state::FAILED }, Ordering::Release);
     crate::smccc::smc(abi::psci::CPU_OFF, 0, 0, 0);
     loop {

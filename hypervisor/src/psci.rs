@@ -163,12 +163,13 @@ fn park(me: usize) -> ! {
 }
 
 extern "C" fn resume_parked(me: usize) -> ! {
-    crate::start_cpu(me, CPUS[me].entry.load(Ordering::Acquire), CPUS[me].context.load(Ordering::Acquire))
+    crate::el2::start_cpu(me, CPUS[me].entry.load(Ordering::Acquire), CPUS[me].context.load(Ordering::Acquire))
 }
 
 fn cpu_on(target: u64, entry: u64, context: u64) -> i64 {
     let guest_cpus = GUEST_CPUS.load(Ordering::Relaxed);
-    let Some(idx) = cpu::index_of(target).filter(|&i| Some(i) != crate::migrate::worker_cpu() && i < guest_cpus) else {
+    let Some(idx) = cpu::index_of(target).filter(|&i| Some(i) != crate::cpu::kept_for_hypervisor() && i < guest_cpus)
+    else {
         // Not a CPU of the guest (the migration worker is the hypervisor's; `hyp.cpus` left
         // the others out).
         return p::INVALID_PARAMETERS;
@@ -203,7 +204,7 @@ pub fn start_physical(idx: usize, mpidr: u64) -> i64 {
     }
     let release = c.release_addr.load(Ordering::Relaxed);
     if release != 0 {
-        rt::start::set_spin_mpidr(idx, mpidr & cpu::MPIDR_AFF_MASK);
+        rt::start::set_spin_mpidr(idx, mpidr & rt::MPIDR_AFF_MASK);
         c.released.store(true, Ordering::Release);
         let entry = rt::start::spin_entry_addr() as u64;
         // SAFETY: `release` is the CPU's cpu-release-addr in the firmware's spin-table memory,

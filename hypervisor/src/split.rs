@@ -179,8 +179,7 @@ pub fn check_split(s2: &S2, r: Range, m: SlotMapping) {
 }
 
 fn now_ns() -> u64 {
-    use aarch64_cpu::registers::{Readable, CNTFRQ_EL0, CNTPCT_EL0};
-    (CNTPCT_EL0.get() as u128 * 1_000_000_000 / CNTFRQ_EL0.get().max(1) as u128) as u64
+    rt::counter_ns()
 }
 
 /// The guest's counter of instructions retired, wherever its PMU driver put it (`None` when

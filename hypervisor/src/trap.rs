@@ -5,6 +5,7 @@ use crate::counters::{self, Exit};
 use crate::{exit, hypercall, psci};
 use aarch64_cpu::registers::{Readable, Writeable, ESR_EL2, FAR_EL2, HPFAR_EL2};
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use hypcore::fault::GuestAbort;
 use rt::esr;
 use rt::trap::vector;
 use rt::TrapFrame;
@@ -63,18 +64,21 @@ fn lower_sync(frame: &mut TrapFrame) {
             call(frame);
         }
         esr::EC_DABT_LOWER | esr::EC_IABT_LOWER => {
-            let insn = esr::class(esr_v) == esr::EC_IABT_LOWER;
-            counters::count(if insn { Exit::InstructionAbort } else { Exit::DataAbort });
-            if !insn && dirty_log_fault(esr_v) {
+            // Decoded once: every handler below reads the same typed abort.
+            let Some(abort) = GuestAbort::decode(esr_v, FAR_EL2.get(), HPFAR_EL2.get()) else {
+                unreachable!("a lower-EL abort class decodes")
+            };
+            counters::count(if abort.insn { Exit::InstructionAbort } else { Exit::DataAbort });
+            if !abort.insn && dirty_log_fault(&abort) {
                 return;
             }
-            if insn && in_split(esr_v) {
+            if abort.insn && in_split(&abort) {
                 return;
             }
-            if !insn && emulated_mmio(frame, esr_v) {
+            if !abort.insn && emulated_mmio(frame, &abort) {
                 return;
             }
-            guest_abort(frame, esr_v, insn);
+            guest_abort(frame, &abort);
         }
         ec => {
             counters::count(if ec == esr::EC_SYSREG { Exit::SysReg } else { Exit::Other });
@@ -110,25 +114,19 @@ fn call(frame: &mut TrapFrame) {
     frame.x[0..4].copy_from_slice(&ret);
 }
 
-/// ESR ISS bit 7: the fault happened on a stage-1 translation table walk.
-const ISS_S1PTW: u64 = 1 << 7;
-
 /// A stage-2 permission fault on a write may be dirty logging's, and a translation fault in a
 /// memslot may have hit an entry another CPU is splitting (break-before-make leaves it invalid
 /// for a moment): let `memslot` handle them. Returns true when handled (the guest then retries
 /// the access).
-fn dirty_log_fault(esr_v: u64) -> bool {
-    let fsc = esr::fault_status(esr_v);
-    // DFSC 0b0001LL: translation fault at level LL; HPFAR_EL2 holds the IPA for it.
-    if fsc & 0b11_1100 == 0b00_0100 {
-        let ipa = ((HPFAR_EL2.get() & 0x0fff_ffff_fff0) << 8) | (FAR_EL2.get() & 0xfff);
-        return crate::dirtylog::handle_translation_fault(ipa);
+fn dirty_log_fault(abort: &GuestAbort) -> bool {
+    if abort.is_translation() {
+        // HPFAR_EL2 holds the IPA of a translation fault.
+        return abort.hpfar_ipa().is_some_and(crate::dirtylog::handle_translation_fault);
     }
-    // DFSC 0b0011LL: permission fault at level LL.
-    if fsc & 0b11_1100 != 0b00_1100 || !esr::is_write(esr_v) {
+    if !abort.is_write_permission() {
         return false;
     }
-    let Some(ipa) = fault_ipa(esr_v) else {
+    let Some(ipa) = fault_ipa(abort) else {
         // The guest's stage 1 changed under us: let it retry (it faults again if it must).
         return true;
     };
@@ -139,15 +137,15 @@ fn dirty_log_fault(esr_v: u64) -> bool {
     crate::dirtylog::handle_write_fault(ipa)
 }
 
-/// The IPA of a stage-2 permission fault. HPFAR_EL2 is valid for it only on a stage-1 walk
-/// (S1PTW); otherwise translate FAR_EL2 through the guest's stage 1 with `AT S1E1R` (as KVM
-/// does). `None` if that translation fails now.
-fn fault_ipa(esr_v: u64) -> Option<u64> {
+/// The IPA of a stage-2 abort: from HPFAR_EL2 where it is valid (`GuestAbort::hpfar_ipa`),
+/// else by translating FAR_EL2 through the guest's stage 1 with `AT S1E1R` (as KVM does).
+/// `None` if that translation fails now.
+fn fault_ipa(abort: &GuestAbort) -> Option<u64> {
     use aarch64_cpu::registers::PAR_EL1;
-    let far = FAR_EL2.get();
-    if esr_v & ISS_S1PTW != 0 {
-        return Some(((HPFAR_EL2.get() & 0x0fff_ffff_fff0) << 8) | (far & 0xfff));
+    if let Some(ipa) = abort.hpfar_ipa() {
+        return Some(ipa);
     }
+    let far = abort.far;
     let saved = PAR_EL1.get();
     // SAFETY: `AT S1E1R` (no aarch64-cpu wrapper) translates FAR through the guest's EL1&0 stage 1
     // (its registers are live at EL2 in this non-VHE setup) and writes only PAR_EL1, which is
@@ -175,45 +173,28 @@ pub fn set_stop_on_fault(stop: bool) {
 /// An instruction fetch that hit a block another CPU is splitting (break-before-make leaves the
 /// entry invalid for a moment): it translates again now, so the guest retries. Data accesses
 /// get the same treatment in [`dirty_log_fault`].
-fn in_split(esr_v: u64) -> bool {
-    if esr::fault_status(esr_v) & 0x3c != 0x04 {
-        return false;
-    }
-    let ipa = ((HPFAR_EL2.get() & 0x0fff_ffff_fff0) << 8) | (FAR_EL2.get() & 0xfff);
-    crate::dirtylog::handle_translation_fault(ipa)
+fn in_split(abort: &GuestAbort) -> bool {
+    abort.is_translation() && abort.hpfar_ipa().is_some_and(crate::dirtylog::handle_translation_fault)
 }
 
 /// A load or store to the hypervisor's control page (`migrate`), emulated; HPFAR_EL2 holds the
 /// IPA of the translation fault. Returns whether it was one.
-fn emulated_mmio(frame: &mut TrapFrame, esr_v: u64) -> bool {
-    if esr::fault_status(esr_v) & 0x3c != 0x04 {
+fn emulated_mmio(frame: &mut TrapFrame, abort: &GuestAbort) -> bool {
+    if !abort.is_translation() {
         return false;
     }
-    let ipa = ((HPFAR_EL2.get() & 0x0fff_ffff_fff0) << 8) | (FAR_EL2.get() & 0xfff);
-    crate::migrate::mmio(frame, esr_v, ipa)
+    abort.hpfar_ipa().is_some_and(|ipa| crate::migrate::mmio(frame, abort.esr, ipa))
 }
 
 /// A guest access that stage 2 refused (no RAM, no device there): by default the guest takes a
 /// synchronous external abort, as a bus error on hardware would give it; with
 /// `hyp.on-fault=stop` the run ends with the IPA reported.
-fn guest_abort(frame: &mut TrapFrame, esr_v: u64, insn: bool) {
-    let far = FAR_EL2.get();
+fn guest_abort(frame: &mut TrapFrame, abort: &GuestAbort) {
+    let (far, esr_v, insn) = (abort.far, abort.esr, abort.insn);
     let fsc = esr::fault_status(esr_v);
-    // HPFAR_EL2.FIPA (IPA[47:12] in bits [43:4]) is only valid for stage-2 translation and
-    // access-flag faults (and faults on a stage-1 walk); for others translate FAR again. An
-    // IPA that cannot be found is reported as such rather than guessed.
-    let ipa = if matches!(fsc & 0x3c, 0x04 | 0x08) || esr_v & ISS_S1PTW != 0 {
-        ((HPFAR_EL2.get() & 0x0fff_ffff_fff0) << 8) | (far & 0xfff)
-    } else {
-        fault_ipa(esr_v).unwrap_or(u64::MAX)
-    };
-    let what = if insn {
-        "instruction fetch"
-    } else if esr::is_write(esr_v) {
-        "write"
-    } else {
-        "read"
-    };
+    // An IPA that cannot be found is reported as such rather than guessed.
+    let ipa = fault_ipa(abort).unwrap_or(u64::MAX);
+    let what = abort.access();
     // An AArch32 kernel at EL1 cannot be given an AArch64 exception entry: stop it instead.
     let aarch32_el1 = frame.spsr & 0x10 != 0 && frame.spsr & 0xf != 0;
     if !STOP_ON_FAULT.load(Ordering::Relaxed) && !aarch32_el1 {

@@ -2,9 +2,10 @@
 //! two address helpers a guest driver needs whether its MMU is on or off: the IPA of a kernel
 //! buffer, and a pointer to a memslot IPA.
 
-use crate::smccc::call;
+use crate::arch::smccc::call;
 use abi::error::HypError;
 use abi::hypercall as hc;
+use abi::PAGE_SIZE as PAGE;
 use alloc::format;
 use alloc::string::String;
 
@@ -85,7 +86,7 @@ pub fn virt_to_phys(va: u64) -> Option<u64> {
     // SAFETY: `AT S1E1R` (no aarch64-cpu wrapper) only translates `va` with this CPU's stage 1
     // and writes PAR_EL1, which nothing else here relies on; the ISB makes the result visible.
     unsafe { core::arch::asm!("at s1e1r, {}", "isb", in(reg) va, options(nostack, preserves_flags)) };
-    crate::perf::count_other_isb();
+    crate::arch::counters::count_other_isb();
     let par = PAR_EL1.get();
     (par & 1 == 0).then_some((par & 0x000f_ffff_ffff_f000) | (va & 0xfff))
 }
@@ -93,13 +94,13 @@ pub fn virt_to_phys(va: u64) -> Option<u64> {
 /// The IPA of a kernel buffer the hypervisor reads or writes: it must be physically contiguous.
 pub fn buffer_ipa(va: u64, len: usize) -> Result<u64, String> {
     let start = virt_to_phys(va).ok_or_else(|| format!("buffer {va:#x} is not mapped"))?;
-    let mut page = va & !0xfff;
+    let mut page = va & !(PAGE - 1);
     while page < va + len as u64 {
         let pa = virt_to_phys(page.max(va)).ok_or_else(|| format!("buffer page {page:#x} is not mapped"))?;
         if pa != start + (page.max(va) - va) {
             return Err(format!("buffer {va:#x} (+{len}) is not physically contiguous"));
         }
-        page += 0x1000;
+        page += PAGE;
     }
     Ok(start)
 }

@@ -6,41 +6,27 @@
 
 extern crate alloc;
 
+mod arch;
 mod bench;
-mod cmdline;
-mod cpuinfo;
-mod heap;
 mod hyp;
 mod irq;
 mod mm;
 mod percpu;
 mod perf;
-mod power;
 mod sched;
 mod selftest;
-mod smccc;
 mod smp;
-mod sync;
 mod syscall;
 mod trap;
 mod user_programs;
 mod work;
 
 use alloc::string::String;
-use alloc::vec::Vec;
+use arch::machine::{Kernel, KERNEL};
+use arch::power::{self, Host};
+use arch::{heap, smccc};
 use board::Board;
-use cpuinfo::CpuInfo;
-use power::Host;
-use spin::Once;
-
-/// What every CPU needs to know after boot.
-pub struct Kernel {
-    pub board: Board,
-    pub host: Host,
-    pub mem_bytes: u64,
-}
-
-pub static KERNEL: Once<Kernel> = Once::new();
+use kcore::options::Options;
 
 /// The boot CPU, MMU off, at the image's physical address: on to `mm::early::boot`, which
 /// builds the early tables, turns the MMU on and continues at [`boot_high`].
@@ -57,7 +43,7 @@ extern "C" fn rt_main(dtb: usize) -> ! {
     if power::probe_hypervisor() {
         power::set_host(Host::Hypervisor);
     }
-    mm::early::boot(dtb)
+    mm::early::boot(dtb, rt::pc_relative!(boot_high))
 }
 
 /// The boot CPU at the image's virtual address (MMU on, early tables), `dtb` the DTB's
@@ -118,15 +104,20 @@ fn boot(dtb_pa: usize) -> Result<(), String> {
     });
     power::set_psci_known();
     let mem_bytes = board.memory.iter().map(|r| r.size).sum();
-    cmdline::init(board.bootargs.as_deref().unwrap_or(""))?;
-    // The checked words (a boot loader's words before the marker left out).
-    let args: Vec<String> = cmdline::args().words().map(String::from).collect();
-    mm::init(&board, (dtb_pa as u64, (dtb_pa + dtb.len()) as u64), &args)?;
-    mm::user::parse_args();
-    let percpu_tables = percpu::parse_args();
-    percpu::init(board.cpus.len(), percpu_tables)?;
-    let programs = sched::parse_args()?;
-    percpu::check_seed(&programs)?;
+    // The command line, checked and typed once; each subsystem gets its part.
+    let (opts, firmware) = Options::parse(board.bootargs.as_deref().unwrap_or("")).map_err(|e| format!("{e}"))?;
+    if !firmware.is_empty() {
+        rt::println!(
+            "kernel: {} words before {:?} are the boot loader's, ignored: {}",
+            firmware.len(),
+            bootargs::FIRMWARE_MARKER,
+            firmware.join(" ")
+        );
+    }
+    mm::init(&board, (dtb_pa as u64, (dtb_pa + dtb.len()) as u64), &opts.mm)?;
+    mm::user::configure(&opts.user);
+    percpu::init(board.cpus.len(), &opts.percpu)?;
+    sched::configure(&opts.sched)?;
     rt::println!(
         "kernel: pgtlab kernel, {} CPUs, {} MiB RAM in {} ranges, PSCI over {:?}, {}, bootargs {:?}",
         board.cpus.len(),
@@ -138,13 +129,14 @@ fn boot(dtb_pa: usize) -> Result<(), String> {
             Host::Qemu => "on bare QEMU (no hypervisor)",
             Host::Firmware => "on firmware",
         },
-        args.join(" ")
+        opts.words.join(" ")
     );
     irq::init(&board)?;
-    mm::user::init(board.cpus.len().min(rt::MAX_CPUS))?;
+    perf::init_irq(&board)?;
+    mm::user::init(board.cpus.len().min(rt::MAX_CPUS), &opts.user)?;
     sched::init();
     KERNEL.call_once(|| Kernel { board, host, mem_bytes });
-    banner(0);
+    smp::banner(0);
     let online = smp::start_secondaries()?;
     let k = KERNEL.get().unwrap();
     let usable = k.board.cpus.len().min(rt::MAX_CPUS);
@@ -157,15 +149,16 @@ fn boot(dtb_pa: usize) -> Result<(), String> {
     } else {
         rt::println!("kernel: {online} of {} CPUs online", k.board.cpus.len());
     }
-    perf::scenario::around(|| {
-        selftest::run(&args)?;
-        if let Some(name) = cmdline::args().choice("bench") {
-            bench::run(name)?;
+    perf::scenario::around(&opts.perf, || {
+        selftest::run(&opts)?;
+        if let Some(name) = opts.bench.name {
+            bench::run(name, &opts.bench)?;
         }
         Ok(())
     })?;
+    let programs = &opts.sched.programs;
     if !programs.is_empty() {
-        let failed = sched::run_programs(&programs)?;
+        let failed = sched::run_programs(programs)?;
         if failed != 0 {
             return Err(format!("{failed} of {} EL0 programs failed", programs.len()));
         }
@@ -184,45 +177,6 @@ fn detect_host(board: &Board) -> Host {
     } else {
         Host::Firmware
     }
-}
-
-/// Prints this CPU's banner line and report record.
-pub fn banner(cpu: usize) {
-    let i = CpuInfo::read();
-    let k = KERNEL.get().expect("banner after boot");
-    let decision = mm::bbml2_decision();
-    let pa_bits =
-        i.pa_bits().map_or_else(|| alloc::format!("reserved PARange {}", i.parange), |b| alloc::format!("{b}-bit PA"));
-    rt::println!(
-        "kernel: CPU {cpu} up at EL{} | MIDR {:#010x} ({}) | MPIDR {:#x} | BBM level {} | {} MiB | bbml2 {} ({decision}) | {} | tlbi-range {} | PMUv{} | {pa_bits}",
-        i.el,
-        i.midr.0,
-        i.midr,
-        i.mpidr,
-        i.bbm(),
-        k.mem_bytes >> 20,
-        if decision.enabled { "yes" } else { "no" },
-        mm::banner_modes(),
-        if i.tlbi_range() { "yes" } else { "no" },
-        i.pmuver,
-    );
-    let mut r = abi::report::Record::new("banner");
-    r.u64("cpu", cpu as u64)
-        .u64("el", i.el)
-        .hex("midr", i.midr.0)
-        .str("core", i.midr.name())
-        .hex("mpidr", i.mpidr)
-        .u64("bbm", i.bbm().into())
-        .u64("mem_mib", k.mem_bytes >> 20)
-        .bool("bbml2", decision.enabled)
-        .bool("bbml2_capable", i.bbml2().is_ok())
-        .str("rodata", mm::info().rodata.as_str())
-        .bool("contpte", mm::contpte())
-        .u64("linear_table_pages", mm::info().linear_table_pages)
-        .bool("tlbi_range", i.tlbi_range())
-        .u64("pmuver", i.pmuver)
-        .bool("hypervisor", k.host == Host::Hypervisor);
-    rt::println!("{r}");
 }
 
 #[panic_handler]

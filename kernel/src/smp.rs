@@ -1,6 +1,10 @@
 //! Bringing up the other CPUs with PSCI CPU_ON.
 
-use crate::{banner, smccc, KERNEL};
+use crate::arch::cpuinfo::CpuInfo;
+use crate::arch::machine::KERNEL;
+use crate::arch::power::Host;
+use crate::arch::smccc;
+use crate::mm;
 use alloc::format;
 use alloc::string::String;
 use core::sync::atomic::{AtomicUsize, Ordering};
@@ -16,9 +20,9 @@ const WAIT_SECONDS: u64 = 10;
 /// reported here and not counted, and is an error too unless `bbml2_test_disallow_cpu` asked
 /// for it.
 pub fn start_secondaries() -> Result<usize, String> {
-    use aarch64_cpu::registers::{Readable, CNTFRQ_EL0, CNTPCT_EL0, MPIDR_EL1};
+    use aarch64_cpu::registers::{Readable, CNTFRQ_EL0, CNTPCT_EL0};
     let k = KERNEL.get().unwrap();
-    let me = MPIDR_EL1.get() & 0xff_00ff_ffff;
+    let me = rt::mpidr_affinity();
     let entry = secondary_entry_pa();
     let mut unasked = alloc::vec::Vec::new();
     for (idx, cpu) in k.board.cpus.iter().enumerate().take(rt::MAX_CPUS) {
@@ -40,6 +44,7 @@ pub fn start_secondaries() -> Result<usize, String> {
                     "kernel: CPU {idx} refused: the system uses BBML2 but this CPU ({}, MIDR {midr:#x}) is not allowed: {why}; it powers off",
                     pgtable::cpu::Midr(midr),
                 );
+                wait_until_off(idx, cpu.mpidr, deadline)?;
                 // Fewer CPUs than the device tree lists is a failure, unless the user asked.
                 if why != crate::mm::early::RefusalReason::TestDisallowed {
                     unasked.push(idx);
@@ -74,6 +79,26 @@ pub fn start_secondaries() -> Result<usize, String> {
     Ok(online)
 }
 
+/// Waits until PSCI AFFINITY_INFO says the refused CPU `idx` is off. It records its refusal
+/// before it calls CPU_OFF, so the refusal alone does not say it is off yet; whatever runs
+/// next (a self-test that counts the CPUs that are on, a CPU_ON of it) must find it off.
+/// Waits until `deadline` (the CPU's own 10 s start window) at most.
+fn wait_until_off(idx: usize, mpidr: u64, deadline: u64) -> Result<(), String> {
+    use aarch64_cpu::registers::{Readable, CNTPCT_EL0};
+    loop {
+        let state = smccc::call(abi::psci::AFFINITY_INFO_64, mpidr, 0, 0)[0] as i64;
+        if state == abi::psci::AFFINITY_OFF {
+            return Ok(());
+        }
+        if CNTPCT_EL0.get() > deadline {
+            return Err(format!(
+                "CPU {idx} (MPIDR {mpidr:#x}) refused to come up but was not off within {WAIT_SECONDS} s (AFFINITY_INFO {state})"
+            ));
+        }
+        core::hint::spin_loop();
+    }
+}
+
 /// Where a CPU started by PSCI CPU_ON begins: `rt`'s secondary entry at its physical address
 /// (the CPU starts with its MMU off).
 pub fn secondary_entry_pa() -> u64 {
@@ -95,7 +120,7 @@ extern "C" fn secondary_high(cpu: usize) -> ! {
     crate::percpu::init_cpu(cpu);
     if let Err(e) = crate::irq::init_cpu(cpu) {
         rt::console::panic_print(format_args!("kernel: CPU {cpu}: {e}\n"));
-        crate::power::exit(abi::exit::GUEST_FAILURE);
+        crate::arch::power::exit(abi::exit::GUEST_FAILURE);
     }
     banner(cpu);
     ONLINE.fetch_add(1, Ordering::AcqRel);
@@ -106,14 +131,44 @@ extern "C" fn secondary_high(cpu: usize) -> ! {
 /// whose first word is its index, and SP_EL0 at its idle thread's info (`sync`).
 pub fn set_this_cpu(cpu: usize) {
     crate::percpu::set_base(cpu);
-    crate::sync::set_thread(crate::sync::idle_thread(cpu));
+    crate::arch::sync::set_thread(crate::arch::sync::idle_thread(cpu));
 }
 
-/// This CPU's kernel index (the first word of its per-CPU area, through TPIDR_EL1).
-#[inline(always)]
-pub fn this_cpu() -> usize {
-    use aarch64_cpu::registers::{Readable, TPIDR_EL1};
-    // SAFETY: `set_this_cpu` pointed TPIDR_EL1 at this CPU's area (mapped for good), whose
-    // first word is its index.
-    unsafe { ((TPIDR_EL1.get()) as *const u64).read() as usize }
+/// Prints this CPU's banner line and report record.
+pub fn banner(cpu: usize) {
+    let i = CpuInfo::read();
+    let k = KERNEL.get().expect("banner after boot");
+    let decision = mm::bbml2_decision();
+    let pa_bits =
+        i.pa_bits().map_or_else(|| alloc::format!("reserved PARange {}", i.parange), |b| alloc::format!("{b}-bit PA"));
+    rt::println!(
+        "kernel: CPU {cpu} up at EL{} | MIDR {:#010x} ({}) | MPIDR {:#x} | BBM level {} | {} MiB | bbml2 {} ({decision}) | {} | tlbi-range {} | PMUv{} | {pa_bits}",
+        i.el,
+        i.midr.0,
+        i.midr,
+        i.mpidr,
+        i.bbm(),
+        k.mem_bytes >> 20,
+        if decision.enabled { "yes" } else { "no" },
+        mm::banner_modes(),
+        if i.tlbi_range() { "yes" } else { "no" },
+        i.pmuver,
+    );
+    let mut r = abi::report::Record::new("banner");
+    r.u64("cpu", cpu as u64)
+        .u64("el", i.el)
+        .hex("midr", i.midr.0)
+        .str("core", i.midr.name())
+        .hex("mpidr", i.mpidr)
+        .u64("bbm", i.bbm().into())
+        .u64("mem_mib", k.mem_bytes >> 20)
+        .bool("bbml2", decision.enabled)
+        .bool("bbml2_capable", i.bbml2().is_ok())
+        .str("rodata", mm::info().rodata.as_str())
+        .bool("contpte", mm::contpte())
+        .u64("linear_table_pages", mm::info().linear_table_pages)
+        .bool("tlbi_range", i.tlbi_range())
+        .u64("pmuver", i.pmuver)
+        .bool("hypervisor", k.host == Host::Hypervisor);
+    rt::println!("{r}");
 }

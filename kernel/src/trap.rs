@@ -9,8 +9,8 @@
 //!   (`mm::fault`). Every other exception is reported with its class, ESR, FAR, ELR and a
 //!   backtrace, and ends the run with a failure status.
 
+use crate::arch::power;
 use crate::mm::uaccess;
-use crate::power;
 use crate::sched;
 use aarch64_cpu::registers::{Readable, ESR_EL1, FAR_EL1};
 use rt::esr;
@@ -22,7 +22,7 @@ use uspace::{Access, FaultKind, FaultOutcome};
 extern "C" fn rt_exception(frame: &mut TrapFrame, vec: u64) {
     match vec {
         vector::CUR_SPX_IRQ => {
-            crate::irq::handle(crate::smp::this_cpu());
+            crate::irq::handle(crate::arch::cpu::this_cpu());
             // A preemptible section may be switched out here (see `sync`).
             sched::preempt::from_irq();
         }
@@ -33,7 +33,7 @@ extern "C" fn rt_exception(frame: &mut TrapFrame, vec: u64) {
         }
         vector::LOWER64_IRQ => {
             sched::enter_from_user();
-            crate::irq::handle(crate::smp::this_cpu());
+            crate::irq::handle(crate::arch::cpu::this_cpu());
             sched::return_to_user();
         }
         vector::CUR_SPX_SYNC => {
@@ -49,9 +49,9 @@ extern "C" fn rt_exception(frame: &mut TrapFrame, vec: u64) {
 
 /// What kind of fault a data or instruction abort's status code says.
 fn fault_kind(esr_v: u64) -> FaultKind {
-    match esr::fault_status(esr_v) & 0x3c {
-        0x04 => FaultKind::Translation,
-        0x0c => FaultKind::Permission,
+    match esr::FaultStatus::of(esr_v) {
+        esr::FaultStatus::Translation(_) => FaultKind::Translation,
+        esr::FaultStatus::Permission(_) => FaultKind::Permission,
         _ => FaultKind::Other,
     }
 }

@@ -23,14 +23,14 @@ static HANDOVER: AtomicUsize = AtomicUsize::new(0);
 /// Parks a secondary CPU until work is published; never returns.
 pub fn secondary_loop() -> ! {
     let mut seen = GENERATION.load(Ordering::Acquire);
-    WAITING_MASK.fetch_or(1 << crate::smp::this_cpu(), Ordering::AcqRel);
+    WAITING_MASK.fetch_or(1 << crate::arch::cpu::this_cpu(), Ordering::AcqRel);
     let me = WAITING.fetch_add(1, Ordering::AcqRel) + 1;
     loop {
         let h = HANDOVER.load(Ordering::Acquire);
         if h != 0 {
             // SAFETY: only `hand_over` stores here, always a `fn(usize) -> !`.
             let f = unsafe { core::mem::transmute::<usize, fn(usize) -> !>(h) };
-            f(crate::smp::this_cpu());
+            f(crate::arch::cpu::this_cpu());
         }
         let g = GENERATION.load(Ordering::Acquire);
         if g != seen {

@@ -20,23 +20,10 @@ mod sys;
 use core::sync::atomic::{compiler_fence, Ordering};
 use sys::{Args, Errno};
 
-const PAGE: u64 = 4096;
-const MAX_PAGES: usize = 4096;
+use abi::control::{reg, state};
 
-/// Control page registers (hypervisor/src/migrate.rs).
-mod reg {
-    pub const MAGIC: u64 = 0x00;
-    pub const WATCH: u64 = 0x08;
-    pub const START: u64 = 0x10;
-    pub const STATE: u64 = 0x10;
-    pub const ROUNDS: u64 = 0x18;
-    pub const THRESHOLD: u64 = 0x20;
-    pub const MAX_ROUNDS: u64 = 0x28;
-    pub const VERDICT: u64 = 0x30;
-    pub const MAGIC_VALUE: u64 = u64::from_le_bytes(*b"PGTLCTL1");
-    pub const DONE: u64 = 3;
-    pub const FAILED: u64 = 4;
-}
+const PAGE: u64 = abi::PAGE_SIZE;
+const MAX_PAGES: usize = abi::control::MAX_WATCH;
 
 struct Params {
     pages: u64,
@@ -208,14 +195,14 @@ pub fn main(args: &Args) -> i32 {
             return 2;
         }
     };
-    let Some(ctl_addr) = args.env(b"pgtlab_ctl").and_then(number) else {
+    let Some(ctl_addr) = args.env(abi::control::CMDLINE_WORD.as_bytes()).and_then(number) else {
         say!("pgtlab-dirty: no pgtlab_ctl in the environment: boot the hypervisor with hyp.migrate");
         return 2;
     };
     let run = || -> Result<i32, Errno> {
         let pg = pages(p.pages)?;
         let ctl = control(ctl_addr)?;
-        if ctl.read(reg::MAGIC) != reg::MAGIC_VALUE {
+        if ctl.read(reg::MAGIC) != abi::control::MAGIC {
             say!("pgtlab-dirty: no hypervisor control page at {ctl_addr:#x}");
             return Ok(2);
         }
@@ -240,9 +227,9 @@ pub fn main(args: &Args) -> i32 {
         let during = write_phase(&pg, p.rate, &mut seq, &mut next, |ns| {
             let st = ctl.read(reg::STATE);
             timed_out = ns > timeout;
-            st == reg::DONE || st == reg::FAILED || timed_out
+            st == state::DONE || st == state::FAILED || timed_out
         });
-        let (state, verdict, rounds) = (ctl.read(reg::STATE), ctl.read(reg::VERDICT), ctl.read(reg::ROUNDS));
+        let (run_state, verdict, rounds) = (ctl.read(reg::STATE), ctl.read(reg::VERDICT), ctl.read(reg::ROUNDS));
         let base_work = per_s_milli(base.work, base.ns);
         let during_work = per_s_milli(during.work, during.ns);
         say!(
@@ -260,12 +247,12 @@ pub fn main(args: &Args) -> i32 {
             milli((base_work as u128 * 1000 / during_work.max(1) as u128) as u64),
             during.ns / 1_000_000,
             rounds,
-            state,
+            run_state,
             verdict,
             timed_out
         );
         sys::munmap(pg.base, p.pages * PAGE);
-        Ok(if verdict == 1 && !timed_out { 0 } else { 1 })
+        Ok(if verdict == abi::control::verdict::EQUAL && !timed_out { 0 } else { 1 })
     };
     match run() {
         Ok(code) => code,

@@ -70,7 +70,10 @@ fn plain(cfg: &QemuConfig) -> (Vec<u8>, Vec<(String, u64)>) {
     if !g.append.is_empty() {
         files.extend(["-append".into(), g.append.clone()]);
     }
-    let file = scratch_dir().join(format!("plain-{}.dtb", std::process::id()));
+    // One file per call: the tests of this file run in parallel threads of one process.
+    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let file = scratch_dir().join(format!("plain-{}-{n}.dtb", std::process::id()));
     let mut args = plain.machine_args();
     let m = args.iter().position(|a| a == "-M").unwrap() + 1;
     args[m] = format!("{},dumpdtb={}", args[m], file.display());

@@ -9,7 +9,7 @@
 
 use pgtable::{Attributes, Constraints, CountingTlb, HeapFrames, IntermPhysAddr, PageTable, Perms, PhysAddr, Regime};
 
-const PAGE: u64 = 4096;
+use abi::PAGE_SIZE as PAGE;
 const GIB: u64 = 1 << 30;
 const SLOT: u64 = 4 * GIB;
 const SLOT_SIZE: u64 = 2 * GIB;

@@ -31,6 +31,13 @@ fn selftest_passed(r: &Run) {
     assert_eq!(s.u64("checks"), Some(checks.len() as u64), "{}", r.dump());
     assert!(checks.len() >= 130, "only {} checks ran\n{}", checks.len(), r.dump());
     assert_eq!(s.u64("failed"), Some(0));
+    // Every user-memory argument of the ABI table with each of its 5 kinds of bad pointer
+    // (plus the 5 set-up checks): EFAULT.
+    assert_eq!(s.u64("bad_pointer_checks"), Some(abi::syscall::USER_POINTERS.len() as u64 * 5 + 5), "{}", r.dump());
+    for u in abi::syscall::USER_POINTERS {
+        let name = format!("{} with a kernel address", u.name);
+        assert!(checks.iter().any(|c| c.str("check") == Some(name.as_str())), "no check {name:?}");
+    }
     // Every call number was exercised with good and bad arguments: spot-check a few by name.
     for name in
         ["write from a kernel address", "mmap FIXED over a mapping", "NONE -> RW: write goes", "wait for no such task"]

@@ -17,11 +17,11 @@ pub struct Fault {
 impl Fault {
     /// Permission fault (as opposed to translation, ...).
     pub fn is_permission(&self) -> bool {
-        self.esr & 0x3c == 0x0c
+        abi::esr::FaultStatus::of(self.esr).is_permission()
     }
     /// Translation fault.
     pub fn is_translation(&self) -> bool {
-        self.esr & 0x3c == 0x04
+        abi::esr::FaultStatus::of(self.esr).is_translation()
     }
     /// A data abort on a write (ISS.WnR).
     pub fn is_write(&self) -> bool {
@@ -50,7 +50,7 @@ extern "C" fn on_fault(addr: u64, esr: u64, pc: u64, cookie: u64) -> ! {
     p.faulted.store(true, Ordering::Release);
     // An instruction abort faulted on the fetch of a call's target: return to the caller. A
     // data abort: skip the load or store.
-    let instruction_abort = (esr >> 26) == 0x20;
+    let instruction_abort = abi::esr::class(esr) == abi::esr::EC_IABT_LOWER;
     let how = if instruction_abort { abi::syscall::RETURN_TO_LR } else { abi::syscall::SKIP };
     let _ = crate::sys::fault_return(how);
     crate::sys::exit(102)

@@ -7,7 +7,7 @@
 
 pub mod fault;
 pub mod io;
-pub mod stats;
+pub use abi::stats;
 pub mod sys;
 pub mod thread;
 pub mod time;

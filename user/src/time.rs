@@ -36,7 +36,7 @@ pub fn frequency() -> u64 {
 
 /// Counter ticks to nanoseconds.
 pub fn ticks_to_ns(t: u64) -> u64 {
-    (t as u128 * 1_000_000_000 / frequency() as u128) as u64
+    abi::time::ticks_to_ns(t, frequency())
 }
 
 /// Instructions retired (PMU event counter 0), when EL0 may read it; else 0.

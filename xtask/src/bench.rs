@@ -52,7 +52,8 @@ pub struct GuestBench {
     pub timeout_s: u64,
 }
 
-/// Every in-guest benchmark. The kernel's `bench` module has the matching list.
+/// Every in-guest benchmark, in the order of `abi::names::BENCHES` (the kernel's `bench=`
+/// names; a test keeps them equal).
 pub const GUEST_BENCHES: &[GuestBench] = &[
     GuestBench {
         name: "exits",
@@ -316,6 +317,12 @@ mod tests {
             }
         }
         report::collect(&out).0
+    }
+
+    #[test]
+    fn the_guest_benchmarks_are_the_kernels() {
+        let here: Vec<&str> = GUEST_BENCHES.iter().map(|b| b.name).collect();
+        assert_eq!(here, abi::names::BENCHES);
     }
 
     #[test]

@@ -424,6 +424,40 @@ pub fn list(cpu: &str, icount: bool) -> Result<()> {
 mod tests {
     use super::*;
 
+    /// A command line the xtask composes: its `hyp.` words must pass the hypervisor's table, the
+    /// rest the kernel's (with their rules between words).
+    fn accepted(line: &str) {
+        let (hyp, kernel): (Vec<&str>, Vec<&str>) = line.split_whitespace().partition(|w| w.starts_with("hyp."));
+        bootargs::parse_words(hyp, &hypcore::options::TABLE).unwrap_or_else(|e| panic!("{line}: {e}"));
+        kcore::options::Options::parse(&kernel.join(" ")).unwrap_or_else(|e| panic!("{line}: {e}"));
+    }
+
+    #[test]
+    fn every_boot_word_the_xtask_writes_is_one_the_binaries_accept() {
+        for m in MECHANISMS {
+            for v in m.values {
+                accepted(&(m.bootarg)(v));
+            }
+        }
+        for (name, _, _) in SELFTESTS {
+            accepted(&scenario(name, "max").unwrap().bootargs);
+        }
+        for b in crate::bench::GUEST_BENCHES {
+            for icount in [false, true] {
+                accepted(&scenario(b.name, "max").unwrap().bootargs);
+                accepted(&format!("bench={}{}", b.name, crate::bench::extra_bootargs(b.name, icount)));
+            }
+        }
+    }
+
+    #[test]
+    fn every_selftest_scenario_is_a_kernel_selftest() {
+        for (name, _, _) in SELFTESTS.iter().filter(|s| s.0 != "boot") {
+            assert!(abi::names::SELFTESTS.contains(name), "{name} is not in abi::names::SELFTESTS");
+            assert!(!abi::names::SELFTESTS_ENDING_RUN.contains(name), "{name} ends the run: no scenario");
+        }
+    }
+
     #[test]
     fn settings_are_the_product_of_the_mechanisms() {
         let s = settings(&["bbml2=on".into(), "bbml2=off".into(), "contpte=off".into()]).unwrap();

@@ -11,8 +11,8 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 /// Crates whose unit tests run on the host.
-pub const HOST_CRATES: [&str; 11] =
-    ["abi", "board", "bootargs", "chainboot", "fuzz", "hypcore", "pgtable", "pmu", "rt", "uspace", "xtask"];
+pub const HOST_CRATES: [&str; 12] =
+    ["abi", "board", "bootargs", "chainboot", "fuzz", "hypcore", "kcore", "pgtable", "pmu", "rt", "uspace", "xtask"];
 
 /// What `cargo xtask test` runs.
 #[derive(Debug, Clone, Default)]

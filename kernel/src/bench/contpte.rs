@@ -28,10 +28,10 @@
 //! [`Leaf::convert_group`]: pgtable::Leaf::convert_group
 //! [`Pmu::measure`]: crate::perf::Pmu::measure
 
-use super::stats::{ratio, timing_fields, Summary};
 use crate::mm::frames::PAGE;
 use crate::mm::{self, Tables, TABLES};
 use crate::perf::Pmu;
+use abi::stats::{ratio, timing_fields, Summary};
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;

@@ -1,10 +1,10 @@
 //! `bench=exits`: what a guest exit costs. A null hypercall (handled entirely at EL2) against a
 //! PSCI_VERSION call (trapped, then forwarded by the hypervisor to the firmware), interleaved.
 
-use super::stats::{ratio, timing_fields, Summary};
+use crate::arch::power::Host;
 use crate::perf::Pmu;
-use crate::power::Host;
-use crate::{smccc, KERNEL};
+use crate::{arch::machine::KERNEL, arch::smccc};
+use abi::stats::{ratio, timing_fields, Summary};
 use alloc::string::String;
 use alloc::vec::Vec;
 

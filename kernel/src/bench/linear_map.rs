@@ -14,10 +14,10 @@
 //!    are not installed in a TTBR, so the BBML2 layout can be timed on any CPU; `kernel_uses`
 //!    says which layout this CPU's kernel really runs.
 
-use super::stats::{ratio, timing_fields, Summary};
 use crate::mm::frames::{self, KFrames, PAGE};
 use crate::mm::{self, setmem, SCRATCH_BASE};
 use crate::perf::{now_ns, Pmu};
+use abi::stats::{ratio, timing_fields, Summary};
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;

@@ -12,63 +12,52 @@ mod contpte;
 mod exits;
 mod linear_map;
 mod split;
-pub mod stats;
 
 use alloc::format;
 use alloc::string::String;
+use kcore::options::{BenchOptions, Program};
 
-/// The names `bench=` accepts (the same as [`BENCHES`]; a unit check keeps them equal).
-pub const NAMES: &[&str] = &["exits", "linear-map", "contpte", "split", "mprotect", "percpu"];
-
-/// The benchmarks this kernel knows.
-pub const BENCHES: &[(&str, &str)] = &[
-    ("exits", "cost of a guest exit: null hypercall, PSCI call forwarded to firmware"),
-    ("linear-map", "linear map table pages with and without BBML2, and a set_memory_ro/rw storm"),
-    ("contpte", "contpte convert (fold/unfold) with and without its TLBI"),
-    ("split", "stage-2 eager split for dirty logging on a 64 GiB memslot: baseline, SKIP_LEVEL3, summary bit"),
-    (
-        "mprotect",
-        "mprotect from EL0: NONE<->RW with and without flush elision, RO->RW with and without lazy relaxation",
-    ),
-    (
-        "percpu",
-        "this_cpu ops through TPIDR_EL1 + preemption guard vs the per-CPU-root window; switches, storm, tasks, syscalls",
-    ),
+/// The benchmarks, in the order of `abi::names::BENCHES` (the names `bench=` accepts), each
+/// with what runs it; checked against that list at compile time.
+type Runner = fn(&BenchOptions) -> Result<(), String>;
+const RUNNERS: [(&str, Runner); 6] = [
+    ("exits", |_| exits::run()),
+    ("linear-map", |_| linear_map::run()),
+    ("contpte", |_| contpte::run()),
+    ("split", split::run),
+    ("mprotect", mprotect),
+    ("percpu", percpu),
 ];
+const _: () = assert!(abi::names::table_matches(&RUNNERS, abi::names::BENCHES));
 
-/// Runs the benchmark `name`.
-pub fn run(name: &str) -> Result<(), String> {
+/// Runs the benchmark `name` with its parameters `o`.
+pub fn run(name: &str, o: &BenchOptions) -> Result<(), String> {
     rt::println!("kernel: benchmark {name}");
-    match name {
-        "mprotect" => {
-            // An EL0 program (user/src/bin/mprotect.rs); `mprotect.rounds=N` is passed on.
-            let rounds = crate::cmdline::args().uint("mprotect.rounds").unwrap_or(100);
-            let failed = crate::sched::run_programs(&[("mprotect".into(), format!("rounds={rounds}"))])?;
-            if failed != 0 {
-                return Err("the mprotect benchmark program failed".into());
-            }
-            Ok(())
-        }
-        "percpu" => {
-            // An EL0 program (user/src/bin/percpu_bench.rs).
-            // `percpu.rounds=N` is passed on (the program's default: 20, or 3 under -icount).
-            let args = match crate::cmdline::args().uint("percpu.rounds") {
-                Some(r) => format!("rounds={r}"),
-                None => String::new(),
-            };
-            let failed = crate::sched::run_programs(&[("percpu_bench".into(), args)])?;
-            if failed != 0 {
-                return Err("the percpu benchmark program failed".into());
-            }
-            Ok(())
-        }
-        "exits" => exits::run(),
-        "linear-map" => linear_map::run(),
-        "contpte" => contpte::run(),
-        "split" => split::run(),
-        other => {
-            let known: alloc::vec::Vec<&str> = BENCHES.iter().map(|(n, _)| *n).collect();
-            Err(format!("unknown benchmark {other:?} (known: {})", known.join(", ")))
-        }
+    let (_, run) = RUNNERS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .ok_or_else(|| format!("unknown benchmark {name:?} (known: {})", abi::names::BENCHES.join(", ")))?;
+    run(o)
+}
+
+/// `bench=mprotect`: an EL0 program (user/src/bin/mprotect.rs); `mprotect.rounds=N` is passed
+/// on.
+fn mprotect(o: &BenchOptions) -> Result<(), String> {
+    let p = Program { name: "mprotect", args: format!("rounds={}", o.mprotect_rounds) };
+    let failed = crate::sched::run_programs(&[p])?;
+    if failed != 0 {
+        return Err("the mprotect benchmark program failed".into());
     }
+    Ok(())
+}
+
+/// `bench=percpu`: an EL0 program (user/src/bin/percpu_bench.rs); `percpu.rounds=N` is passed
+/// on (the program's default: 20, or 3 under -icount).
+fn percpu(o: &BenchOptions) -> Result<(), String> {
+    let args = o.percpu_rounds.map(|r| format!("rounds={r}")).unwrap_or_default();
+    let failed = crate::sched::run_programs(&[Program { name: "percpu_bench", args }])?;
+    if failed != 0 {
+        return Err("the percpu benchmark program failed".into());
+    }
+    Ok(())
 }

@@ -26,23 +26,19 @@
 //! deterministic), `split.gib=N` (slot size, default 64), `split.chunk=MIB` (eager-split chunk,
 //! default the hypervisor's 1 GiB). Progress goes to the console: a line per timed run.
 
-use super::stats::{ratio, Summary};
+use crate::arch::power::Host;
 use crate::perf::Pmu;
-use crate::power::Host;
-use crate::{hyp, KERNEL};
+use crate::{arch::machine::KERNEL, hyp};
 use abi::hypercall::{self as hc, Counter, WalkerMode};
+use abi::stats::{ratio, Summary};
 use alloc::format;
 use alloc::string::String;
 use alloc::vec;
 use alloc::vec::Vec;
 
 const GIB: u64 = 1 << 30;
-const PAGE: u64 = 4096;
+use crate::mm::frames::PAGE;
 const WALKERS: [WalkerMode; 3] = [WalkerMode::Baseline, WalkerMode::SkipLevel3, WalkerMode::Summary];
-
-fn arg(name: &str) -> Option<u64> {
-    crate::cmdline::args().uint(name.trim_end_matches('='))
-}
 
 fn e(what: &str) -> impl Fn(abi::error::HypError) -> String + '_ {
     move |err| format!("bench=split: {what}: {err}")
@@ -127,13 +123,13 @@ fn once(pmu: &Pmu, slot: &mut Slot, scenario: u8, mask: &[u64]) -> Result<(u64, 
     Ok((ns, insns))
 }
 
-pub fn run() -> Result<(), String> {
+pub fn run(o: &kcore::options::BenchOptions) -> Result<(), String> {
     if KERNEL.get().unwrap().host != Host::Hypervisor {
         return Err("bench=split needs the hypervisor".into());
     }
-    let iters = arg("split.iters=").unwrap_or(3).max(1) as usize;
-    let size = arg("split.gib=").unwrap_or(64).max(1) * GIB;
-    if let Some(mib) = arg("split.chunk=") {
+    let iters = o.split_iters.unwrap_or(3).max(1) as usize;
+    let size = o.split_gib.unwrap_or(64).max(1) * GIB;
+    if let Some(mib) = o.split_chunk_mib {
         hyp::walker_mode(WalkerMode::SkipLevel3, mib << 20).map_err(e("chunk"))?;
     }
     let (_, chunk) = hyp::walker_mode(WalkerMode::SkipLevel3, 0).map_err(e("walker"))?;

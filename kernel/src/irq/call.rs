@@ -10,7 +10,7 @@
 //! `work::run_everywhere` there).
 
 use super::{send_sgi, Sgi};
-use crate::smp::this_cpu;
+use crate::arch::cpu::this_cpu;
 use alloc::format;
 use alloc::string::String;
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -42,9 +42,9 @@ pub fn handler(_intid: u32, cpu: usize) {
 /// Runs `f(cpu)` on every CPU in `cpus` (this one directly, the others by IPI) and returns
 /// when all have. The caller holds no lock and has IRQs masked; it stays on its CPU.
 pub fn on_cpus(cpus: u64, f: fn(usize)) -> Result<(), String> {
-    crate::sync::preempt_disable();
+    crate::arch::sync::preempt_disable();
     let r = on_cpus_pinned(cpus, f);
-    crate::sync::preempt_enable_no_resched();
+    crate::arch::sync::preempt_enable_no_resched();
     r
 }
 

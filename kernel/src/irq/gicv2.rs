@@ -1,12 +1,8 @@
-//! GICv2 (QEMU `virt,gic-version=2`, the Pi 5's GIC-400): a distributor and a memory-mapped
-//! CPU interface per CPU (the same address, banked).
-//!
-//! Groups: the kernel leaves every interrupt in the group the firmware (or reset) put it in and
-//! enables "group 0/1" in both the distributor and the CPU interface with bit 0, as Linux does:
-//! without security extensions (QEMU without EL3) bit 0 enables group 0, which is signalled as
-//! IRQ; with them (the Pi 5 under TF-A) the kernel sees the non-secure view, where bit 0 enables
-//! group 1 (non-secure), which the firmware configured.
+//! GICv2 registers: the distributor and the banked CPU interface as tock-registers structs,
+//! each register of `kcore::gic::v2::Reg` mapped onto its field. The driver (what is written
+//! where, and when) is `kcore::gic::v2`, tested on the host against a fake GIC.
 
+use kcore::gic::v2::{Reg, Regs};
 use tock_registers::interfaces::{Readable, Writeable};
 use tock_registers::register_structs;
 use tock_registers::registers::{ReadOnly, ReadWrite, WriteOnly};
@@ -41,22 +37,19 @@ register_structs! {
     }
 }
 
-/// A GICv2 reached through the MMIO window.
-pub struct GicV2 {
+/// A GICv2's register blocks in the MMIO window.
+pub struct V2Mmio {
     gicd: usize,
     gicc: usize,
-    /// GIC CPU-interface bit of each kernel CPU index (read from the banked ITARGETSR0 when
-    /// the CPU initialises its interface); 0 until then.
-    targets: [core::sync::atomic::AtomicU8; rt::MAX_CPUS],
 }
 
-impl GicV2 {
+impl V2Mmio {
     /// # Safety
     ///
     /// `gicd` and `gicc` must be the mapped (device memory) register blocks of one GICv2,
     /// used by nothing else.
     pub unsafe fn new(gicd: usize, gicc: usize) -> Self {
-        GicV2 { gicd, gicc, targets: [const { core::sync::atomic::AtomicU8::new(0) }; rt::MAX_CPUS] }
+        V2Mmio { gicd, gicc }
     }
 
     fn d(&self) -> &Gicd {
@@ -68,72 +61,47 @@ impl GicV2 {
         // SAFETY: `new`'s caller guarantees a mapped CPU interface (banked per CPU).
         unsafe { &*(self.gicc as *const Gicc) }
     }
+}
 
-    /// Number of interrupt lines (GICD_TYPER.ITLinesNumber).
-    pub fn lines(&self) -> u32 {
-        32 * ((self.d().typer.get() & 0x1f) + 1)
-    }
-
-    /// Boot CPU: every shared interrupt disabled, then the distributor enabled.
-    pub fn init_distributor(&self) {
-        let d = self.d();
-        d.ctlr.set(0);
-        for i in 1..(self.lines() / 32) as usize {
-            d.icenabler[i].set(u32::MAX);
+impl Regs for V2Mmio {
+    fn read(&self, r: Reg) -> u32 {
+        let (d, c) = (self.d(), self.c());
+        match r {
+            Reg::DCtlr => d.ctlr.get(),
+            Reg::DTyper => d.typer.get(),
+            Reg::DIsenabler(n) => d.isenabler[n].get(),
+            Reg::DIcenabler(n) => d.icenabler[n].get(),
+            Reg::DIpriority(i) => d.ipriorityr[i as usize].get() as u32,
+            Reg::DItargets(i) => d.itargetsr[i as usize].get() as u32,
+            Reg::CCtlr => c.ctlr.get(),
+            Reg::CPmr => c.pmr.get(),
+            Reg::CBpr => c.bpr.get(),
+            Reg::CIar => c.iar.get(),
+            // Write-only registers read as nothing.
+            Reg::DSgir | Reg::CEoir => 0,
         }
-        d.ctlr.set(1);
     }
 
-    /// This CPU: its banked SGIs and PPIs disabled, priority mask open, interface enabled; its
-    /// interface bit recorded for SGIs.
-    pub fn init_cpu(&self, cpu: usize) {
-        let d = self.d();
-        d.icenabler[0].set(u32::MAX);
-        // ITARGETSR0..7 read back this CPU's own interface bit on a multiprocessor GIC.
-        let me = d.itargetsr[0].get();
-        self.targets[cpu].store(if me == 0 { 1 } else { me }, core::sync::atomic::Ordering::Relaxed);
-        let c = self.c();
-        c.pmr.set(super::PRIORITY_MASK as u32);
-        c.bpr.set(0);
-        c.ctlr.set(1);
-    }
-
-    /// Enables banked interrupt `intid` (an SGI or a PPI) on this CPU at `priority`.
-    pub fn enable_private(&self, intid: u32, priority: u8) {
-        let d = self.d();
-        d.ipriorityr[intid as usize].set(priority);
-        d.isenabler[0].set(1 << intid);
-    }
-
-    /// Disables banked interrupt `intid` on this CPU.
-    pub fn disable_private(&self, intid: u32) {
-        self.d().icenabler[0].set(1 << intid);
-    }
-
-    /// Acknowledges the highest-priority pending interrupt: its INTID (1023: none).
-    pub fn ack(&self) -> u32 {
-        self.c().iar.get()
-    }
-
-    /// Ends interrupt `iar` (the value `ack` returned: SGIs carry the source CPU in it).
-    pub fn eoi(&self, iar: u32) {
-        self.c().eoir.set(iar);
-    }
-
-    /// Sends SGI `sgi` to the CPUs whose kernel indices are set in `cpus`.
-    pub fn send_sgi(&self, cpus: u64, sgi: u32) {
-        let mut list = 0u32;
-        for cpu in 0..rt::MAX_CPUS {
-            if cpus & (1 << cpu) != 0 {
-                list |= self.targets[cpu].load(core::sync::atomic::Ordering::Relaxed) as u32;
-            }
+    fn write(&self, r: Reg, v: u32) {
+        let (d, c) = (self.d(), self.c());
+        match r {
+            Reg::DCtlr => d.ctlr.set(v),
+            Reg::DIsenabler(n) => d.isenabler[n].set(v),
+            Reg::DIcenabler(n) => d.icenabler[n].set(v),
+            Reg::DIpriority(i) => d.ipriorityr[i as usize].set(v as u8),
+            Reg::DItargets(i) => d.itargetsr[i as usize].set(v as u8),
+            Reg::DSgir => d.sgir.set(v),
+            Reg::CCtlr => c.ctlr.set(v),
+            Reg::CPmr => c.pmr.set(v),
+            Reg::CBpr => c.bpr.set(v),
+            Reg::CEoir => c.eoir.set(v),
+            // Read-only registers take no writes.
+            Reg::DTyper | Reg::CIar => {}
         }
-        if list != 0 {
-            // The SGI must be ordered after earlier stores the target will read.
-            aarch64_cpu::asm::barrier::dsb(aarch64_cpu::asm::barrier::ISHST);
-            crate::perf::count_other_dsb();
-            // TargetListFilter 0 (use the list), CPUTargetList, SGIINTID.
-            self.d().sgir.set((list << 16) | (sgi & 0xf));
-        }
+    }
+
+    fn dsb_ishst(&self) {
+        aarch64_cpu::asm::barrier::dsb(aarch64_cpu::asm::barrier::ISHST);
+        crate::arch::counters::count_other_dsb();
     }
 }

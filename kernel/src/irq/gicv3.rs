@@ -1,10 +1,9 @@
-//! GICv3 (QEMU `virt,gic-version=3`): a distributor, one redistributor per CPU (found by
-//! matching GICR_TYPER's affinity with MPIDR), and the CPU interface as ICC_* system registers.
-//!
-//! Affinity routing is on (ARE); SGIs and PPIs are group 1 (non-secure), configured in each
-//! CPU's redistributor; the CPU interface signals group 1 as IRQ. Under the hypervisor,
-//! ICC_SRE_EL2.ENABLE lets EL1 use the system-register interface (`hypervisor/src/el2.rs`).
+//! GICv3 registers: the distributor and the redistributors as tock-registers structs, the CPU
+//! interface as ICC_* system registers, each register of `kcore::gic::v3::Reg` mapped onto
+//! its field or encoding. The driver (what is written where, and when) is `kcore::gic::v3`,
+//! tested on the host against a fake GIC.
 
+use kcore::gic::v3::{Reg, Regs};
 use tock_registers::interfaces::{Readable, Writeable};
 use tock_registers::register_structs;
 use tock_registers::registers::{ReadOnly, ReadWrite};
@@ -49,30 +48,6 @@ register_structs! {
     }
 }
 
-/// GICD_CTLR: ARE_NS (affinity routing), EnableGrp1A, EnableGrp1 (bit 0: group 0 with
-/// security disabled), RWP (register write pending).
-const GICD_CTLR_ARE: u32 = 1 << 4;
-const GICD_CTLR_ENABLE_G1A: u32 = 1 << 1;
-const GICD_CTLR_ENABLE_G1: u32 = 1 << 0;
-const GICD_CTLR_RWP: u32 = 1 << 31;
-/// GICR_WAKER: ProcessorSleep, ChildrenAsleep.
-const WAKER_PROCESSOR_SLEEP: u32 = 1 << 1;
-const WAKER_CHILDREN_ASLEEP: u32 = 1 << 2;
-/// GICR_TYPER: Last (the last redistributor of its region), VLPIS (4 frames instead of 2).
-const TYPER_LAST: u64 = 1 << 4;
-const TYPER_VLPIS: u64 = 1 << 1;
-
-/// A GICv3 reached through the MMIO window.
-pub struct GicV3 {
-    gicd: usize,
-    /// Mapped redistributor regions: (virtual address, size).
-    regions: alloc::vec::Vec<(usize, usize)>,
-    /// RD_base of each kernel CPU index (0 until the CPU initialised its interface).
-    rd: [core::sync::atomic::AtomicUsize; rt::MAX_CPUS],
-    /// MPIDR affinity of each kernel CPU index, for ICC_SGI1R_EL1.
-    mpidr: [core::sync::atomic::AtomicU64; rt::MAX_CPUS],
-}
-
 /// `mrs` of an ICC register by its encoding (aarch64-cpu names none of the EL1 ones used here).
 macro_rules! icc_read {
     ($enc:literal) => {{
@@ -92,145 +67,94 @@ macro_rules! icc_write {
     }};
 }
 
-impl GicV3 {
+/// A GICv3's distributor in the MMIO window (its redistributors are named by address).
+pub struct V3Mmio {
+    gicd: usize,
+}
+
+impl V3Mmio {
     /// # Safety
     ///
-    /// `gicd` and every `regions` entry must be the mapped (device memory) register blocks of
-    /// one GICv3, used by nothing else.
-    pub unsafe fn new(gicd: usize, regions: alloc::vec::Vec<(usize, usize)>) -> Self {
-        GicV3 {
-            gicd,
-            regions,
-            rd: [const { core::sync::atomic::AtomicUsize::new(0) }; rt::MAX_CPUS],
-            mpidr: [const { core::sync::atomic::AtomicU64::new(0) }; rt::MAX_CPUS],
-        }
+    /// `gicd` must be the mapped (device memory) distributor of one GICv3, and every
+    /// redistributor address the driver names must lie in a mapped redistributor region; used
+    /// by nothing else.
+    pub unsafe fn new(gicd: usize) -> Self {
+        V3Mmio { gicd }
     }
 
     fn d(&self) -> &Gicd {
         // SAFETY: `new`'s caller guarantees a mapped distributor.
         unsafe { &*(self.gicd as *const Gicd) }
     }
+}
 
-    fn wait_rwp(&self) {
-        while self.d().ctlr.get() & GICD_CTLR_RWP != 0 {
-            core::hint::spin_loop();
-        }
-    }
+fn rd(base: usize) -> &'static GicrRd {
+    // SAFETY: the driver names only RD_base frames inside the mapped regions (`new`'s contract).
+    unsafe { &*(base as *const GicrRd) }
+}
 
-    /// Number of SPI lines + 32 (GICD_TYPER.ITLinesNumber).
-    pub fn lines(&self) -> u32 {
-        32 * ((self.d().typer.get() & 0x1f) + 1)
-    }
+fn sgi(rd_base: usize) -> &'static GicrSgi {
+    // SAFETY: the SGI_base frame follows RD_base in the mapped region.
+    unsafe { &*((rd_base + 0x10000) as *const GicrSgi) }
+}
 
-    /// Boot CPU: distributor off, every SPI disabled and group 1, then on with affinity routing.
-    pub fn init_distributor(&self) {
+impl Regs for V3Mmio {
+    fn read(&self, r: Reg) -> u64 {
         let d = self.d();
-        d.ctlr.set(0);
-        self.wait_rwp();
-        for i in 1..(self.lines() / 32) as usize {
-            d.icenabler[i].set(u32::MAX);
-            d.igroupr[i].set(u32::MAX);
+        match r {
+            Reg::DCtlr => d.ctlr.get() as u64,
+            Reg::DTyper => d.typer.get() as u64,
+            Reg::DIgroupr(n) => d.igroupr[n].get() as u64,
+            Reg::DIsenabler(n) => d.isenabler[n].get() as u64,
+            Reg::DIcenabler(n) => d.icenabler[n].get() as u64,
+            Reg::RTyper(a) => rd(a).typer.get(),
+            Reg::RWaker(a) => rd(a).waker.get() as u64,
+            Reg::SIgroupr0(a) => sgi(a).igroupr0.get() as u64,
+            Reg::SIsenabler0(a) => sgi(a).isenabler0.get() as u64,
+            Reg::SIcenabler0(a) => sgi(a).icenabler0.get() as u64,
+            Reg::SIpriority(a, i) => sgi(a).ipriorityr[i as usize].get() as u64,
+            Reg::IccSre => icc_read!("s3_0_c12_c12_5"),
+            Reg::IccPmr => icc_read!("s3_0_c4_c6_0"),
+            Reg::IccBpr1 => icc_read!("s3_0_c12_c12_3"),
+            Reg::IccCtlr => icc_read!("s3_0_c12_c12_4"),
+            Reg::IccIgrpen1 => icc_read!("s3_0_c12_c12_7"),
+            Reg::IccIar1 => icc_read!("s3_0_c12_c12_0"),
+            // Write-only registers read as nothing.
+            Reg::IccEoir1 | Reg::IccSgi1r => 0,
         }
-        self.wait_rwp();
-        d.ctlr.set(GICD_CTLR_ARE | GICD_CTLR_ENABLE_G1A | GICD_CTLR_ENABLE_G1);
-        self.wait_rwp();
     }
 
-    /// The RD_base whose GICR_TYPER affinity is `aff` (MPIDR Aff3.Aff2.Aff1.Aff0).
-    fn find_rd(&self, aff: u64) -> Option<usize> {
-        for &(base, size) in &self.regions {
-            let mut off = 0;
-            while off + 0x20000 <= size {
-                // SAFETY: inside a mapped redistributor region, at a frame boundary.
-                let rd = unsafe { &*((base + off) as *const GicrRd) };
-                let typer = rd.typer.get();
-                if typer >> 32 == aff {
-                    return Some(base + off);
-                }
-                if typer & TYPER_LAST != 0 {
-                    break;
-                }
-                off += if typer & TYPER_VLPIS != 0 { 0x40000 } else { 0x20000 };
-            }
+    fn write(&self, r: Reg, v: u64) {
+        let d = self.d();
+        match r {
+            Reg::DCtlr => d.ctlr.set(v as u32),
+            Reg::DIgroupr(n) => d.igroupr[n].set(v as u32),
+            Reg::DIsenabler(n) => d.isenabler[n].set(v as u32),
+            Reg::DIcenabler(n) => d.icenabler[n].set(v as u32),
+            Reg::RWaker(a) => rd(a).waker.set(v as u32),
+            Reg::SIgroupr0(a) => sgi(a).igroupr0.set(v as u32),
+            Reg::SIsenabler0(a) => sgi(a).isenabler0.set(v as u32),
+            Reg::SIcenabler0(a) => sgi(a).icenabler0.set(v as u32),
+            Reg::SIpriority(a, i) => sgi(a).ipriorityr[i as usize].set(v as u8),
+            Reg::IccSre => icc_write!("s3_0_c12_c12_5", v),
+            Reg::IccPmr => icc_write!("s3_0_c4_c6_0", v),
+            Reg::IccBpr1 => icc_write!("s3_0_c12_c12_3", v),
+            Reg::IccCtlr => icc_write!("s3_0_c12_c12_4", v),
+            Reg::IccIgrpen1 => icc_write!("s3_0_c12_c12_7", v),
+            Reg::IccEoir1 => icc_write!("s3_0_c12_c12_1", v),
+            Reg::IccSgi1r => icc_write!("s3_0_c12_c11_5", v),
+            // Read-only registers take no writes.
+            Reg::DTyper | Reg::RTyper(_) | Reg::IccIar1 => {}
         }
-        None
     }
 
-    /// This CPU: finds and wakes its redistributor, makes its SGIs and PPIs group 1 and
-    /// disabled, turns on the system-register CPU interface with an open priority mask.
-    pub fn init_cpu(&self, cpu: usize, mpidr: u64) -> Result<(), alloc::string::String> {
-        let aff = ((mpidr >> 8) & 0xff00_0000) | (mpidr & 0xff_ffff);
-        let rd = self.find_rd(aff).ok_or_else(|| alloc::format!("no GICv3 redistributor for MPIDR {mpidr:#x}"))?;
-        self.rd[cpu].store(rd, core::sync::atomic::Ordering::Relaxed);
-        self.mpidr[cpu].store(mpidr, core::sync::atomic::Ordering::Relaxed);
-        // SAFETY: `rd` is this CPU's RD_base frame, found above in a mapped region.
-        let r = unsafe { &*(rd as *const GicrRd) };
-        r.waker.set(r.waker.get() & !WAKER_PROCESSOR_SLEEP);
-        while r.waker.get() & WAKER_CHILDREN_ASLEEP != 0 {
-            core::hint::spin_loop();
-        }
-        let s = self.sgi(cpu);
-        s.icenabler0.set(u32::MAX);
-        s.igroupr0.set(u32::MAX);
-        // ICC_SRE_EL1.SRE (bit 0): system-register interface.
-        icc_write!("s3_0_c12_c12_5", icc_read!("s3_0_c12_c12_5") | 1);
-        aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
-        crate::perf::count_other_isb();
-        icc_write!("s3_0_c4_c6_0", super::PRIORITY_MASK as u64); // ICC_PMR_EL1
-        icc_write!("s3_0_c12_c12_3", 0); // ICC_BPR1_EL1
-        icc_write!("s3_0_c12_c12_4", 0); // ICC_CTLR_EL1: EOImode 0 (EOI also deactivates)
-        icc_write!("s3_0_c12_c12_7", 1); // ICC_IGRPEN1_EL1
-        aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
-        crate::perf::count_other_isb();
-        Ok(())
-    }
-
-    fn sgi(&self, cpu: usize) -> &GicrSgi {
-        let rd = self.rd[cpu].load(core::sync::atomic::Ordering::Relaxed);
-        // SAFETY: the SGI_base frame follows RD_base in the mapped region; `rd` was set by
-        // `init_cpu` for this CPU index.
-        unsafe { &*((rd + 0x10000) as *const GicrSgi) }
-    }
-
-    /// Enables banked interrupt `intid` (SGI or PPI) of CPU `cpu` (this one) at `priority`.
-    pub fn enable_private(&self, cpu: usize, intid: u32, priority: u8) {
-        let s = self.sgi(cpu);
-        s.ipriorityr[intid as usize].set(priority);
-        s.isenabler0.set(1 << intid);
-    }
-
-    /// Disables banked interrupt `intid` of CPU `cpu`.
-    pub fn disable_private(&self, cpu: usize, intid: u32) {
-        self.sgi(cpu).icenabler0.set(1 << intid);
-    }
-
-    /// Acknowledges the highest-priority pending group-1 interrupt (ICC_IAR1_EL1): its INTID
-    /// (1023: none).
-    pub fn ack(&self) -> u32 {
-        (icc_read!("s3_0_c12_c12_0") & 0xff_ffff) as u32
-    }
-
-    /// Ends interrupt `intid` (ICC_EOIR1_EL1).
-    pub fn eoi(&self, intid: u32) {
-        icc_write!("s3_0_c12_c12_1", intid as u64);
-    }
-
-    /// Sends SGI `sgi` to the CPUs whose kernel indices are set in `cpus` (ICC_SGI1R_EL1, one
-    /// write per CPU: affinity Aff3.Aff2.Aff1 and a target-list bit for Aff0).
-    pub fn send_sgi(&self, cpus: u64, sgi: u32) {
-        // The SGI must be ordered after earlier stores the target will read.
+    fn dsb_ishst(&self) {
         aarch64_cpu::asm::barrier::dsb(aarch64_cpu::asm::barrier::ISHST);
-        crate::perf::count_other_dsb();
-        for cpu in 0..rt::MAX_CPUS {
-            if cpus & (1 << cpu) == 0 || self.rd[cpu].load(core::sync::atomic::Ordering::Relaxed) == 0 {
-                continue;
-            }
-            let m = self.mpidr[cpu].load(core::sync::atomic::Ordering::Relaxed);
-            let (aff0, aff1, aff2, aff3) = (m & 0xf, (m >> 8) & 0xff, (m >> 16) & 0xff, (m >> 32) & 0xff);
-            let v = (aff3 << 48) | (aff2 << 32) | ((sgi as u64 & 0xf) << 24) | (aff1 << 16) | (1 << aff0);
-            icc_write!("s3_0_c12_c11_5", v); // ICC_SGI1R_EL1
-        }
+        crate::arch::counters::count_other_dsb();
+    }
+
+    fn isb(&self) {
         aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
-        crate::perf::count_other_isb();
+        crate::arch::counters::count_other_isb();
     }
 }

@@ -27,10 +27,9 @@
 //!
 //! The GIC's registers come from the device tree's interrupt controller node (distributor and
 //! CPU interface for v2, distributor and redistributor regions for v3), mapped in the MMIO
-//! window; the timer's interrupt from its `/timer` node; the PMU's overflow interrupt from its
-//! PMU node (wired when it is one PPI for every CPU, as on QEMU `virt`; one SPI per CPU is
-//! reported and left alone: the driver folds overflows on reads then). Interrupts 0-31 (SGIs,
-//! PPIs) are banked per CPU: each CPU enables its own in [`init_cpu`].
+//! window; the timer's interrupt from its `/timer` node; the PMU's overflow interrupt is
+//! `perf`'s ([`wire_ppi`]). Interrupts 0-31 (SGIs, PPIs) are banked per CPU: each CPU enables
+//! its own in [`init_cpu`].
 
 pub mod call;
 pub mod gicv2;
@@ -41,16 +40,10 @@ use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 use board::{Board, GicVersion};
-use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use spin::Once;
 
-/// Priority mask programmed in every CPU interface: interrupts with a priority value below it
-/// are signalled.
-pub const PRIORITY_MASK: u8 = 0xf0;
-/// Priority of every interrupt the kernel enables (one level: nothing preempts a handler).
-pub const PRIORITY: u8 = 0xa0;
-/// INTIDs from here on are "spurious / nothing pending" (1020-1023).
-const SPURIOUS: u32 = 1020;
+pub use kcore::gic::PRIORITY;
 
 /// The SGIs the kernel uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,12 +60,12 @@ pub enum Sgi {
     Call = 3,
 }
 
-/// The interrupt controller.
+/// The interrupt controller: `kcore`'s drivers over this kernel's register access.
 pub enum Gic {
     /// GICv2 (memory-mapped CPU interface).
-    V2(gicv2::GicV2),
+    V2(kcore::gic::v2::GicV2<gicv2::V2Mmio>),
     /// GICv3 (system-register CPU interface, redistributors).
-    V3(gicv3::GicV3),
+    V3(kcore::gic::v3::GicV3<gicv3::V3Mmio>),
 }
 
 static GIC: Once<Gic> = Once::new();
@@ -117,15 +110,16 @@ pub fn init(board: &Board) -> Result<(), String> {
             let c = g.cpu_interface.ok_or("GICv2 without a CPU interface")?;
             let gicc = crate::mm::ioremap(c.base, c.size)? as usize;
             // SAFETY: both blocks were just mapped as device memory, for the GIC driver alone.
-            Gic::V2(unsafe { gicv2::GicV2::new(gicd, gicc) })
+            Gic::V2(kcore::gic::v2::GicV2::new(unsafe { gicv2::V2Mmio::new(gicd, gicc) }))
         }
         GicVersion::V3 => {
             let mut regions = Vec::new();
             for r in &g.redistributors {
                 regions.push((crate::mm::ioremap(r.base, r.size)? as usize, r.size as usize));
             }
-            // SAFETY: the distributor and every redistributor region were just mapped.
-            Gic::V3(unsafe { gicv3::GicV3::new(gicd, regions) })
+            // SAFETY: the distributor and every redistributor region were just mapped; the
+            // driver names redistributors only inside these regions.
+            Gic::V3(kcore::gic::v3::GicV3::new(unsafe { gicv3::V3Mmio::new(gicd) }, regions))
         }
     };
     match &gic {
@@ -134,16 +128,6 @@ pub fn init(board: &Board) -> Result<(), String> {
     }
     GIC.call_once(|| gic);
     timer::init(board)?;
-    match board.pmu.as_ref().map(|p| p.interrupts.as_slice()) {
-        Some(&[ppi]) if (16..32).contains(&ppi) => {
-            set_handler(ppi, crate::perf::overflow_irq);
-            PMU_PPI.store(ppi, Ordering::Relaxed);
-        }
-        Some([]) | None => {}
-        Some(other) => rt::println!(
-            "kernel: the PMU's overflow interrupts are SPIs {other:?} (one per CPU): not wired; reads fold overflows"
-        ),
-    }
     set_handler(Sgi::Ping as u32, ping);
     set_handler(Sgi::Pong as u32, pong);
     set_handler(Sgi::Reschedule as u32, |_, _| {});
@@ -157,27 +141,31 @@ pub fn init_cpu(cpu: usize) -> Result<(), String> {
     let gic = GIC.get().ok_or("irq::init_cpu before irq::init")?;
     match gic {
         Gic::V2(g) => g.init_cpu(cpu),
-        Gic::V3(g) => {
-            use aarch64_cpu::registers::{Readable, MPIDR_EL1};
-            g.init_cpu(cpu, MPIDR_EL1.get() & 0xff_00ff_ffff).map_err(|e| format!("CPU {cpu}: {e}"))?
-        }
+        Gic::V3(g) => g.init_cpu(cpu, rt::mpidr_affinity()).map_err(|e| format!("CPU {cpu}: {e}"))?,
     }
     for sgi in [Sgi::Reschedule, Sgi::Ping, Sgi::Pong, Sgi::Call] {
         enable_private(cpu, sgi as u32);
     }
-    if pmu_overflow_wired() {
-        enable_private(cpu, PMU_PPI.load(Ordering::Relaxed));
+    let ppis = EVERY_CPU.load(Ordering::Acquire);
+    for intid in (16..32).filter(|i| ppis & (1 << i) != 0) {
+        enable_private(cpu, intid);
     }
     Ok(())
 }
 
-/// The PMU overflow interrupt's PPI (0: none wired).
-static PMU_PPI: core::sync::atomic::AtomicU32 = core::sync::atomic::AtomicU32::new(0);
+/// Banked interrupts (PPIs) every CPU enables in [`init_cpu`], beside the kernel's SGIs.
+static EVERY_CPU: AtomicU32 = AtomicU32::new(0);
 
-/// Whether the PMU's overflow interrupt (one PPI for every CPU, from the device tree) reaches
-/// `perf::overflow_irq`.
-pub fn pmu_overflow_wired() -> bool {
-    PMU_PPI.load(Ordering::Relaxed) != 0
+/// Routes PPI `intid` (16..32) to `f` on every CPU: enabled now on this CPU (`cpu`) and by every
+/// CPU that initialises its interface later (e.g. the PMU's overflow interrupt, `perf`).
+pub fn wire_ppi(cpu: usize, intid: u32, f: fn(u32, usize)) -> Result<(), String> {
+    if !(16..32).contains(&intid) {
+        return Err(format!("interrupt {intid} is not a PPI"));
+    }
+    set_handler(intid, f);
+    EVERY_CPU.fetch_or(1 << intid, Ordering::AcqRel);
+    enable_private(cpu, intid);
+    Ok(())
 }
 
 /// Installs `f` for banked interrupt `intid` (< 32).
@@ -213,45 +201,32 @@ pub fn send_sgi(cpus: u64, sgi: Sgi) {
 }
 
 /// The IRQ exception of CPU `cpu`: acknowledges and handles every pending interrupt (IRQs
-/// stay masked throughout).
+/// stay masked throughout), each ended with the value its acknowledge read
+/// (`kcore::gic::handle_pending`).
 pub fn handle(cpu: usize) {
     let Some(gic) = GIC.get() else {
         return;
     };
-    let mut handled = 0;
-    loop {
-        let iar = match gic {
-            Gic::V2(g) => g.ack(),
-            Gic::V3(g) => g.ack(),
-        };
-        let intid = match gic {
-            Gic::V2(_) => iar & 0x3ff,
-            Gic::V3(_) => iar,
-        };
-        if intid >= SPURIOUS {
-            break;
-        }
-        handled += 1;
-        let c = &COUNTS[cpu.min(rt::MAX_CPUS - 1)];
-        let f = if intid < 32 { HANDLERS[intid as usize].load(Ordering::Acquire) } else { 0 };
+    let dispatch = |intid: u32| {
+        let f = if intid < kcore::gic::BANKED { HANDLERS[intid as usize].load(Ordering::Acquire) } else { 0 };
         if f == 0 {
-            c.unexpected.fetch_add(1, Ordering::Relaxed);
-            if intid < 32 {
-                disable_private(cpu, intid);
-            }
-        } else {
-            if intid < 16 { &c.sgi } else { &c.ppi }.fetch_add(1, Ordering::Relaxed);
-            // SAFETY: only `set_handler` stores here, always a `fn(u32, usize)`.
-            let f = unsafe { core::mem::transmute::<usize, fn(u32, usize)>(f) };
-            f(intid, cpu);
+            return false;
         }
-        match gic {
-            Gic::V2(g) => g.eoi(iar),
-            Gic::V3(g) => g.eoi(iar),
-        }
-    }
-    if handled == 0 {
-        COUNTS[cpu.min(rt::MAX_CPUS - 1)].spurious.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: only `set_handler` stores here, always a `fn(u32, usize)`.
+        let f = unsafe { core::mem::transmute::<usize, fn(u32, usize)>(f) };
+        f(intid, cpu);
+        true
+    };
+    let h = match gic {
+        Gic::V2(g) => kcore::gic::handle_pending(g, cpu, dispatch),
+        Gic::V3(g) => kcore::gic::handle_pending(g, cpu, dispatch),
+    };
+    let c = &COUNTS[cpu.min(rt::MAX_CPUS - 1)];
+    c.sgi.fetch_add(h.sgi, Ordering::Relaxed);
+    c.ppi.fetch_add(h.ppi, Ordering::Relaxed);
+    c.unexpected.fetch_add(h.unexpected, Ordering::Relaxed);
+    if h.total() == 0 {
+        c.spurious.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -276,7 +251,7 @@ pub fn take_pending() {
     // SAFETY: PSTATE.I cleared and set around an ISB, as in the idle wait (no lock held); the
     // handler runs on this stack and returns here. Not `nomem`: handlers change memory.
     unsafe { core::arch::asm!("msr daifclr, #2", "isb", "msr daifset, #2", options(nostack, preserves_flags)) };
-    crate::perf::count_other_isb();
+    crate::arch::counters::count_other_isb();
 }
 
 /// The idle wait: with IRQs still masked, `WFI` (it wakes on a pending interrupt whatever
@@ -288,5 +263,5 @@ pub fn wait_for_interrupt() {
     // with IRQs unmasked, see the nesting rules); the handler runs on this stack and returns
     // here. Not `nomem`: handlers change memory the caller reads next.
     unsafe { core::arch::asm!("wfi", "msr daifclr, #2", "isb", "msr daifset, #2", options(nostack, preserves_flags)) };
-    crate::perf::count_other_isb();
+    crate::arch::counters::count_other_isb();
 }

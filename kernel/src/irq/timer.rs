@@ -56,12 +56,12 @@ pub fn now() -> u64 {
 
 /// Nanoseconds to counter ticks (rounded up).
 pub fn ns_to_ticks(ns: u64) -> u64 {
-    ((ns as u128 * frequency() as u128).div_ceil(1_000_000_000)).min(u64::MAX as u128) as u64
+    abi::time::ns_to_ticks(ns, frequency())
 }
 
 /// Counter ticks to nanoseconds.
 pub fn ticks_to_ns(t: u64) -> u64 {
-    (t as u128 * 1_000_000_000 / frequency() as u128) as u64
+    abi::time::ticks_to_ns(t, frequency())
 }
 
 /// Installs the scheduler's `fn(cpu, now)`.

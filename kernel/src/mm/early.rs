@@ -46,7 +46,7 @@ use pgtable::{VaHalf, VirtAddr};
 /// the early TTBR1 table (image, UART, linear map in blocks: a few pages per GiB of RAM that is
 /// not 1 GiB aligned).
 pub const POOL_PAGES: usize = 48;
-const PAGE: usize = 4096;
+const PAGE: usize = abi::PAGE_SIZE as usize;
 
 #[repr(C, align(4096))]
 struct Pool([[u64; 512]; POOL_PAGES]);
@@ -93,22 +93,24 @@ pub fn uart_va(uart_pa: u64) -> u64 {
 }
 
 /// The boot CPU's first phase (MMU off, at the physical address); never returns: continues at
-/// `crate::boot_high` at the image's virtual address, with `dtb` (the DTB's physical address).
-pub fn boot(dtb: usize) -> ! {
+/// the image's virtual address with `dtb` (the DTB's physical address) at the code whose
+/// address *now* (MMU off, PC-relative: `rt::pc_relative!`) is `cont_pc_now` (the caller's
+/// next phase: `main`'s `boot_high`; passed down, as for a later CPU's `secondary`).
+pub fn boot(dtb: usize, cont_pc_now: usize) -> ! {
     let l = rt::start::image_layout();
     layout::set_image_phys(l.start as u64);
     let regs = match early_tables(dtb) {
         Ok(r) => r,
         Err(e) => {
             rt::console::panic_print(format_args!("kernel: boot failed: {e}\n"));
-            crate::power::exit(1)
+            crate::arch::power::exit(1)
         }
     };
     let uart = UART_PA.load(Ordering::Relaxed);
     // Everything the continuation needs, computed before the relocation rewrites the pointers
     // (black_box: the compiler must not recompute an address from the GOT afterwards).
     let delta = layout::image_delta() as usize;
-    let pc = core::hint::black_box(rt::pc_relative!(crate::boot_high)) + delta;
+    let pc = core::hint::black_box(cont_pc_now) + delta;
     let sp = core::hint::black_box(rt::start::stack_bounds(0).1) + delta;
     rt::mmu::enable_el1(&regs, &mut HwTlb::detect());
     if uart != 0 {
@@ -300,8 +302,8 @@ pub fn secondary(cpu: usize, cont_pc_now: usize) -> ! {
     if let Err(why) = accept_cpu(cpu, boot) {
         // SAFETY: this CPU's own slot.
         record_refusal(unsafe { core::ptr::addr_of_mut!(REFUSALS[cpu]) }, why, effective_midr(boot));
-        let conduit = if boot.psci_smc { crate::smccc::Conduit::Smc } else { crate::smccc::Conduit::Hvc };
-        crate::smccc::call_via(conduit, abi::psci::CPU_OFF, 0, 0, 0);
+        let conduit = if boot.psci_smc { crate::arch::smccc::Conduit::Smc } else { crate::arch::smccc::Conduit::Hvc };
+        crate::arch::smccc::call_via(conduit, abi::psci::CPU_OFF, 0, 0, 0);
         loop {
             aarch64_cpu::asm::wfe();
         }

@@ -7,6 +7,7 @@
 //! exception, stays fatal.
 
 use core::sync::atomic::{AtomicU64, Ordering};
+use rt::esr::FaultStatus;
 use rt::TrapFrame;
 
 /// MPIDR + 1 of the CPU whose probe is armed, 0 when none: a fault on any other CPU stays fatal.
@@ -37,16 +38,16 @@ impl Fault {
     }
     /// Permission fault (any level).
     pub fn is_permission(&self) -> bool {
-        self.fsc() & 0x3c == 0x0c
+        FaultStatus::of(self.esr).is_permission()
     }
     /// Translation fault (any level).
     pub fn is_translation(&self) -> bool {
-        self.fsc() & 0x3c == 0x04
+        FaultStatus::of(self.esr).is_translation()
     }
     /// Synchronous external abort (not on a table walk): what the hypervisor injects for an
     /// access to memory nobody owns.
     pub fn is_external_abort(&self) -> bool {
-        self.fsc() == 0x10
+        FaultStatus::of(self.esr) == FaultStatus::SyncExternal
     }
     /// A short description.
     pub fn describe(&self) -> &'static str {
@@ -61,9 +62,11 @@ pub fn try_catch(frame: &mut TrapFrame, esr: u64, far: u64) -> bool {
         return false;
     }
     let ec = rt::esr::class(esr);
-    let fsc = rt::esr::fault_status(esr) & 0x3c;
-    let external = rt::esr::fault_status(esr) == 0x10;
-    if !(ec == EC_IABT_CUR || ec == EC_DABT_CUR) || !(fsc == 0x0c || fsc == 0x04 || external) {
+    let expected = matches!(
+        FaultStatus::of(esr),
+        FaultStatus::Permission(_) | FaultStatus::Translation(_) | FaultStatus::SyncExternal
+    );
+    if !(ec == EC_IABT_CUR || ec == EC_DABT_CUR) || !expected {
         return false;
     }
     ARMED_BY.store(0, Ordering::Release);
@@ -85,8 +88,7 @@ pub fn try_catch(frame: &mut TrapFrame, esr: u64, far: u64) -> bool {
 
 /// This CPU's MPIDR affinity + 1 (never 0).
 fn me() -> u64 {
-    use aarch64_cpu::registers::{Readable, MPIDR_EL1};
-    (MPIDR_EL1.get() & 0xff_00ff_ffff) + 1
+    rt::mpidr_affinity() + 1
 }
 
 /// Arms the catcher for this CPU. One probe at a time in the whole system (the tests run on

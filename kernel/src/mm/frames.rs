@@ -5,14 +5,14 @@
 //! The allocator starts once the MMU is on (the early tables of `mm::early` come from a static
 //! pool): every frame is reached through the linear map.
 
-use super::LINEAR_BASE;
+use super::layout::LINEAR_BASE;
 use alloc::vec::Vec;
 use buddy_system_allocator::FrameAllocator;
 use core::sync::atomic::{AtomicU64, Ordering};
 use pgtable::{FrameAlloc, PhysAddr};
 use spin::Mutex;
 
-pub const PAGE: u64 = 4096;
+pub use abi::PAGE_SIZE as PAGE;
 
 static FRAMES: Mutex<FrameAllocator<32>> = Mutex::new(FrameAllocator::new());
 static FREE_PAGES: AtomicU64 = AtomicU64::new(0);

@@ -8,7 +8,7 @@
 //! 0xffff_0000_4000_0000  vmalloc area: task kernel stacks, pages whose permissions change
 //! 0xffff_4000_0000_0000  scratch tables of the benchmarks (never installed)
 //! 0xffff_7e80_0000_0000  test=percpu's late mapping (a top-level slot of its own, 253)
-//! 0xffff_7f00_0000_0000  per-CPU areas, 2 MiB apart (slot 254; `percpu::AREAS_BASE`)
+//! 0xffff_7f00_0000_0000  per-CPU areas, 2 MiB apart (slot 254; [`AREAS_BASE`])
 //! 0xffff_7f80_0000_0000  the per-CPU window: this CPU's area, in its own root only (slot 255)
 //! 0xffff_8000_0000_0000  linear map: physical address pa at LINEAR_BASE + pa
 //! ```
@@ -43,6 +43,16 @@ pub const MMIO_START: u64 = 0xffff_0000_1000_0000;
 pub const MMIO_END: u64 = KIMAGE_VA;
 /// Lowest upper-half (TTBR1) address.
 pub const UPPER: u64 = 0xffff_0000_0000_0000;
+/// Where CPU 0's per-CPU area is mapped globally (top-level slot 254 of the upper half).
+pub const AREAS_BASE: u64 = 0xffff_7f00_0000_0000;
+/// Virtual span of one per-CPU area: one level-3 table's worth (the window is one such table).
+pub const AREA_SPAN: u64 = 2 << 20;
+/// The per-CPU window: this CPU's area, at the same address on every CPU (top-level slot 255,
+/// mapped only in each CPU's own root: `mm::roots`).
+pub const WINDOW_VA: u64 = 0xffff_7f80_0000_0000;
+/// Where `percpu::late_map` maps its page: top-level slot 253 of the upper half, empty until
+/// then.
+pub const LATE_VA: u64 = 0xffff_7e80_0000_0000;
 
 /// Physical address of the image's first byte, recorded before the MMU goes on.
 static IMAGE_PHYS: AtomicU64 = AtomicU64::new(0);

@@ -59,20 +59,22 @@ pub mod early;
 pub mod fault;
 pub mod frames;
 pub mod layout;
+pub mod roots;
 pub mod setmem;
 pub mod uaccess;
 pub mod user;
 
-use crate::cpuinfo::CpuInfo;
+use crate::arch::cpuinfo::CpuInfo;
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 use board::Board;
 use core::sync::atomic::{AtomicBool, Ordering};
 use frames::{KFrames, PAGE};
+use kcore::options::MmOptions;
 pub use layout::{LINEAR_BASE, SCRATCH_BASE, VMALLOC_END, VMALLOC_START};
 use pgtable::hw::HwTlb;
-use pgtable::kmem::{self, Bbml2Arg, Bbml2Decision, Rodata};
+use pgtable::kmem::{self, Bbml2Decision, Rodata};
 use pgtable::{regime, Attributes, Constraints, PageTable, Perms, PhysAddr, Regime, VaHalf, VirtAddr};
 use spin::{Mutex, Once};
 
@@ -133,44 +135,11 @@ pub fn reserved_ttbr0() -> u64 {
     *RESERVED_TTBR0.get().expect("mm::init ran")
 }
 
-struct Args {
-    bbml2: Bbml2Arg,
-    unsafe_override: bool,
-    /// `bbml2_test_disallow_cpu=N`: treat CPU N as not allowed, to test the refusal of a late
-    /// CPU on QEMU, whose CPUs are all alike.
-    disallow_cpu: Option<usize>,
-    rodata: Rodata,
-    contpte: bool,
-}
-
-fn parse_args(args: &[String]) -> Result<Args, String> {
-    let mut a =
-        Args { bbml2: Bbml2Arg::Auto, unsafe_override: false, disallow_cpu: None, rodata: Rodata::Full, contpte: true };
-    for w in args {
-        if let Some(v) = w.strip_prefix("bbml2=") {
-            a.bbml2 = Bbml2Arg::parse(v).ok_or_else(|| format!("bad boot argument {w:?} (bbml2=auto|on|off)"))?;
-        } else if w == "bbml2_unsafe_override" {
-            a.unsafe_override = true;
-        } else if let Some(v) = w.strip_prefix("bbml2_test_disallow_cpu=") {
-            a.disallow_cpu = Some(v.parse().map_err(|_| format!("bad boot argument {w:?} (a CPU index)"))?);
-        } else if let Some(v) = w.strip_prefix("rodata=") {
-            a.rodata = Rodata::parse(v).ok_or_else(|| format!("bad boot argument {w:?} (rodata=full|on|off)"))?;
-        } else if let Some(v) = w.strip_prefix("contpte=") {
-            a.contpte = match v {
-                "on" => true,
-                "off" => false,
-                _ => return Err(format!("bad boot argument {w:?} (contpte=on|off)")),
-            };
-        }
-    }
-    Ok(a)
-}
-
 /// This CPU's identification, with `bbml2_test_midr=` standing in for its MIDR: that is how a
 /// test feeds the boot's own BBML2 decision a core that is not on the allow-list.
-fn cpu_info() -> CpuInfo {
+fn cpu_info(o: &MmOptions) -> CpuInfo {
     let mut i = CpuInfo::read();
-    if let Some(midr) = crate::cmdline::args().uint("bbml2_test_midr") {
+    if let Some(midr) = o.midr_override {
         i.midr = pgtable::cpu::Midr(midr);
     }
     i
@@ -191,15 +160,15 @@ fn map(
     pt.map(tlb, VirtAddr::new(va), len, PhysAddr::new(pa), attrs, c)
         .map_err(|e| format!("mapping {what} [{pa:#x}, {:#x}) at {va:#x}: {e}", pa + len))?;
     // A new top-level entry goes into every CPU's root (per-CPU tables, rule 3).
-    crate::percpu::tables::sync_roots(va, len)?;
+    crate::mm::roots::sync_roots(va, len)?;
     Ok(())
 }
 
-/// Runs `f` on the kernel table (under [`TABLES`]).
-pub fn with_kernel_table<R>(f: impl FnOnce(&PageTable<KFrames>) -> R) -> Result<R, String> {
+/// Builds every CPU's own TTBR1 root from the kernel table (`roots`; per-CPU tables).
+pub fn build_percpu_roots(cpus: usize) -> Result<(), String> {
     let g = TABLES.lock();
     let t = g.as_ref().ok_or("mm::init has not run")?;
-    Ok(f(&t.kernel))
+    roots::build(&t.kernel, cpus)
 }
 
 /// Maps one page of RAM `pa` at `va` (outside the vmalloc area and the MMIO window: the
@@ -213,10 +182,9 @@ pub fn map_kernel_page(va: u64, pa: u64) -> Result<(), String> {
 /// Builds the kernel's table and swaps it in for the early one (boot CPU, running at the
 /// image's virtual address with the early tables), then grows the heap. `dtb` is the DTB's
 /// physical range (kept out of the frame allocator).
-pub fn init(board: &Board, dtb: (u64, u64), args: &[String]) -> Result<(), String> {
-    let a = parse_args(args)?;
-    let cpu = cpu_info();
-    let decision = kmem::bbml2_decide(cpu.bbml2(), a.bbml2, a.unsafe_override);
+pub fn init(board: &Board, dtb: (u64, u64), a: &MmOptions) -> Result<(), String> {
+    let cpu = cpu_info(a);
+    let decision = kmem::bbml2_decide(cpu.bbml2(), a.bbml2, a.bbml2_unsafe_override);
     if decision.refused {
         rt::println!("kernel: {decision}");
     }
@@ -292,8 +260,8 @@ pub fn init(board: &Board, dtb: (u64, u64), args: &[String]) -> Result<(), Strin
         bbml2: decision,
         disallow_cpu: a.disallow_cpu.map(|c| c as u64).unwrap_or(u64::MAX),
         image_delta: layout::image_delta(),
-        midr_override: crate::cmdline::args().uint("bbml2_test_midr").unwrap_or(u64::MAX),
-        psci_smc: crate::smccc::conduit() == crate::smccc::Conduit::Smc,
+        midr_override: a.midr_override.unwrap_or(u64::MAX),
+        psci_smc: crate::arch::smccc::conduit() == crate::arch::smccc::Conduit::Smc,
     });
 
     *TABLES.lock() = Some(Tables { kernel: k, tlb, vmalloc_next: VMALLOC_START, mmio_next });
@@ -306,7 +274,7 @@ pub fn init(board: &Board, dtb: (u64, u64), args: &[String]) -> Result<(), Strin
     let pages = 1usize << (63 - want.leading_zeros());
     if let Some(pa) = frames::alloc(pages) {
         // SAFETY: fresh frames, never freed, mapped RW by the linear map for good.
-        unsafe { crate::heap::extend((LINEAR_BASE + pa) as usize, pages * PAGE as usize) };
+        unsafe { crate::arch::heap::extend((LINEAR_BASE + pa) as usize, pages * PAGE as usize) };
     }
     Ok(())
 }
@@ -425,7 +393,7 @@ pub fn vfree(va: u64, pages: usize) -> Result<(), String> {
     let e = |x: pgtable::Error| format!("vfree({va:#x}): {x}");
     t.kernel.unmap(&mut t.tlb, VirtAddr::new(va), size).map_err(e)?;
     // Refused if the unmap removed a top-level entry the per-CPU roots still use (rule 3).
-    crate::percpu::tables::sync_roots(va, size)?;
+    crate::mm::roots::sync_roots(va, size)?;
     if kmem::alias_permissions(info().rodata) {
         for &pa in &frames_of {
             let alias = VirtAddr::new(LINEAR_BASE + pa);

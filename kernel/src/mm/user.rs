@@ -17,13 +17,14 @@
 //!   PMU cycle counter and event counters (PMUSERENR_EL0.CR/ER: read only).
 
 use super::frames::KFrames;
-use crate::cpuinfo::CpuInfo;
+use crate::arch::cpuinfo::CpuInfo;
 use aarch64_cpu::registers::{Readable, Writeable, ID_AA64MMFR0_EL1, ID_AA64MMFR1_EL1};
 use abi::syscall::Counters;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use kcore::options::UserOptions;
 use pgtable::asid::AsidAllocator;
 use pgtable::hw::HwTlb;
-use pgtable::{regime, Barrier, Shareability, TlbMaintenance, Tlbi, TlbiOp, VirtAddr};
+use pgtable::{regime, Barrier, TlbMaintenance, Tlbi, VirtAddr};
 use spin::{Mutex, Once};
 use uspace::{Access, AddressSpace, FaultKind, FaultOutcome};
 
@@ -48,18 +49,11 @@ pub static FLUSHES_ELIDED: AtomicU64 = AtomicU64::new(0);
 /// Permission upgrades left to lazy relaxation.
 pub static LAZY_RELAXED: AtomicU64 = AtomicU64::new(0);
 
-/// Takes `flush_elision=on|off`, `lazy_relax=on|off` and `asid_bits=N` from the boot words
-/// (checked by `crate::cmdline`).
-pub fn parse_args() {
-    let a = crate::cmdline::args();
-    if let Some(b) = a.uint("asid_bits") {
-        ASID_BITS_LIMIT.store(b, Ordering::Relaxed);
-    }
-    for (word, knob) in [("flush_elision", &FLUSH_ELISION), ("lazy_relax", &LAZY_RELAX)] {
-        if let Some(v) = a.choice(word) {
-            knob.store(v == "on", Ordering::Relaxed);
-        }
-    }
+/// The run-time switches as the boot words set them (`flush_elision=`, `lazy_relax=`); the
+/// `sysctl` call may change them later.
+pub fn configure(o: &UserOptions) {
+    FLUSH_ELISION.store(o.flush_elision, Ordering::Relaxed);
+    LAZY_RELAX.store(o.lazy_relax, Ordering::Relaxed);
 }
 
 /// The ASID allocator.
@@ -71,18 +65,16 @@ fn tlb() -> HwTlb {
     *TLB.get().expect("mm::user::init ran")
 }
 
-/// `asid_bits=N`: use only N-bit ASIDs (2 up to what the CPU has), so roll-overs happen with
-/// a handful of address spaces (for tests).
-static ASID_BITS_LIMIT: AtomicU64 = AtomicU64::new(16);
-
 /// Boot CPU, after `mm::init`: the ASID allocator (for `cpus` CPUs), then [`init_cpu`].
 ///
 /// # Errors
 ///
 /// `asid_bits=` too small: a roll-over keeps one ASID per CPU, so there must be more.
-pub fn init(cpus: usize) -> Result<(), alloc::string::String> {
+pub fn init(cpus: usize, o: &UserOptions) -> Result<(), alloc::string::String> {
     let hw = if pgtable::cpu::has_asid16(ID_AA64MMFR0_EL1.get()) { 16 } else { 8 };
-    let bits = hw.min(ASID_BITS_LIMIT.load(Ordering::Relaxed) as u32);
+    // `asid_bits=N`: use only N-bit ASIDs (2 up to what the CPU has), so roll-overs happen with a
+    // handful of address spaces (for tests).
+    let bits = hw.min(o.asid_bits);
     if (1usize << bits) - 1 <= cpus {
         return Err(alloc::format!(
             "asid_bits={bits} gives {} ASIDs for {cpus} CPUs: a roll-over keeps one per CPU, so more are needed",
@@ -140,7 +132,7 @@ mod extra_sctlr {
     pub fn clear_span() {
         SCTLR_EL1.set(SCTLR_EL1.get() & !SCTLR_EXTRA::SPAN::SET.mask());
         aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
-        crate::perf::count_other_isb();
+        crate::arch::counters::count_other_isb();
     }
 }
 
@@ -221,11 +213,8 @@ impl UserSpace {
             }
             FaultOutcome::Spurious => {
                 FAULTS_SPURIOUS.fetch_add(1, Ordering::Relaxed);
-                let asid = asids().asid(self.ctx.load(Ordering::Relaxed));
-                let mut t = tlb();
-                let va = VirtAddr::new(va & !(abi::syscall::PAGE_SIZE - 1));
-                t.tlbi(Tlbi { op: TlbiOp::Vae1 { asid, va }, leaf_only: true, sh: Shareability::Local });
-                t.dsb(Barrier::Nsh);
+                // The same fix the user-space model checker replays (`lib/pgtable`).
+                self.with(|s, t| s.table().fix_spurious_fault(t, VirtAddr::new(va)));
             }
             FaultOutcome::Retry => {}
             FaultOutcome::Denied(_) => {
@@ -268,8 +257,7 @@ impl Drop for UserSpace {
         // flush, and the ASID is invalidated everywhere right after (its number is reused only
         // after a roll-over, which flushes every CPU anyway).
         unsafe { s.destroy(&mut t) };
-        t.tlbi(Tlbi { op: TlbiOp::Aside1 { asid }, leaf_only: false, sh: Shareability::InnerShareable });
-        t.dsb(Barrier::Ish);
+        asids().retire(asid, &mut t);
     }
 }
 
@@ -281,11 +269,8 @@ pub fn switch_to(cpu: usize, to: Option<&UserSpace>) {
     match to {
         None => TTBR0_EL1.set(super::reserved_ttbr0()),
         Some(u) => {
-            let sw = asids().switch(cpu, &u.ctx);
-            if sw.flush_local {
-                t.tlbi(Tlbi { op: TlbiOp::Vmalle1 { vmid: None }, leaf_only: false, sh: Shareability::Local });
-                t.dsb(Barrier::Nsh);
-            }
+            // The allocator's decision and its local flush, as the model checker replays them.
+            let sw = asids().switch_to(cpu, &u.ctx, &mut t);
             TTBR0_EL1.set(regime::ttbr_el1(pgtable::PhysAddr::new(u.root), sw.asid));
         }
     }

@@ -64,70 +64,19 @@
 //!    with it off the window VA is unmapped.
 
 pub mod selftest;
-pub mod tables;
 
 use crate::mm::frames::PAGE;
+pub use crate::mm::layout::{AREAS_BASE, AREA_SPAN, LATE_VA, WINDOW_VA};
+use crate::mm::roots as tables;
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::marker::PhantomData;
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use kcore::options::PercpuOptions;
 use spin::Mutex;
 
-/// Where CPU 0's area is mapped globally (top-level slot 254 of the upper half).
-pub const AREAS_BASE: u64 = 0xffff_7f00_0000_0000;
-/// Virtual span of one area: one level-3 table's worth (the window is one such table).
-pub const AREA_SPAN: u64 = 2 << 20;
-/// The window: this CPU's area, at the same address on every CPU (top-level slot 255).
-pub const WINDOW_VA: u64 = 0xffff_7f80_0000_0000;
-
-/// Static per-CPU counters (the stress test's and the benchmark's).
-pub const STATIC_COUNTERS: usize = 8;
-/// What every canary of CPU `c` holds: this pattern xor `c`.
-pub const CANARY: u64 = 0xc0ff_ee00_5afe_0000;
-
-/// Page 0 of every area.
-#[repr(C, align(4096))]
-pub struct StaticArea {
-    /// This CPU's kernel index (`smp::this_cpu` reads it through TPIDR_EL1).
-    pub cpu: u64,
-    /// The running thread's `sync::ThreadInfo` (put into SP_EL0 on entry from EL0).
-    pub thread: AtomicUsize,
-    /// The scheduler wants this CPU to switch tasks.
-    pub need_resched: AtomicU64,
-    /// `CANARY ^ cpu`.
-    pub canary_lo: u64,
-    /// Static per-CPU counters.
-    pub counters: [AtomicU64; STATIC_COUNTERS],
-    /// `CANARY ^ cpu`.
-    pub canary_hi: u64,
-}
-
-const _: () = assert!(core::mem::size_of::<StaticArea>() == PAGE as usize);
-
-/// The static parts, one page each, in the image (TPIDR_EL1 points here until the areas are
-/// mapped, then at the same frames through `AREAS_BASE`).
-#[no_mangle]
-pub static STATIC_AREAS: [StaticArea; rt::MAX_CPUS] = {
-    let mut a = [const {
-        StaticArea {
-            cpu: 0,
-            thread: AtomicUsize::new(0),
-            need_resched: AtomicU64::new(0),
-            canary_lo: 0,
-            counters: [const { AtomicU64::new(0) }; STATIC_COUNTERS],
-            canary_hi: 0,
-        }
-    }; rt::MAX_CPUS];
-    let mut c = 0;
-    while c < rt::MAX_CPUS {
-        a[c].cpu = c as u64;
-        a[c].canary_lo = CANARY ^ c as u64;
-        a[c].canary_hi = CANARY ^ c as u64;
-        c += 1;
-    }
-    a
-};
+pub use crate::arch::cpu::{StaticArea, CANARY, STATIC_AREAS};
 
 /// A per-CPU variable of type `T`: an offset into every area.
 pub struct PerCpu<T> {
@@ -167,9 +116,6 @@ pub const SYSCALLS: PerCpu<u64> = static_counter(6);
 /// Context switches of each CPU (`this_cpu_inc` in the scheduler).
 pub const SWITCHES: PerCpu<u64> = static_counter(4);
 
-/// `need_resched` as a per-CPU variable.
-const NEED_RESCHED: PerCpu<u64> = PerCpu::at(core::mem::offset_of!(StaticArea, need_resched));
-
 /// Whether the areas are mapped at `AREAS_BASE` (then TPIDR_EL1 points there).
 static AREAS_MAPPED: AtomicBool = AtomicBool::new(false);
 /// Whether the CPUs run on their own roots and the window ops may be used.
@@ -207,28 +153,10 @@ pub fn set_base(cpu: usize) {
     TPIDR_EL1.set(area_va(cpu));
 }
 
-/// Whether this CPU was asked to switch tasks (read through TPIDR_EL1: a task that moves
-/// between the read of the register and the load reads its old CPU's flag, a switch at most
-/// one tick late or early).
-#[inline(always)]
-pub fn need_resched() -> bool {
-    base::read(NEED_RESCHED) != 0
-}
-
-/// Sets or clears CPU `cpu`'s `need_resched`.
-pub fn set_need_resched(cpu: usize, v: bool) {
-    STATIC_AREAS[cpu].need_resched.store(v as u64, Ordering::Release);
-}
-
-/// Takes (reads and clears) CPU `cpu`'s `need_resched`.
-pub fn take_need_resched(cpu: usize) -> bool {
-    STATIC_AREAS[cpu].need_resched.swap(0, Ordering::AcqRel) != 0
-}
-
 /// The baseline: TPIDR_EL1 + offset, preemption disabled around every read-modify-write.
 pub mod base {
     use super::PerCpu;
-    use crate::sync::{preempt_disable, preempt_enable};
+    use crate::arch::sync::{preempt_disable, preempt_enable};
 
     /// This CPU's area (TPIDR_EL1).
     #[inline(always)]
@@ -414,72 +342,29 @@ static DYNAMIC: Mutex<Dynamic> = Mutex::new(Dynamic { free: Vec::new(), mapped: 
 pub static ALLOCS: AtomicU64 = AtomicU64::new(0);
 pub static FREES: AtomicU64 = AtomicU64::new(0);
 
-/// A bug seeded for the tests (`percpu.seed=`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Seed {
-    None,
-    /// The baseline's add without its preemption guard.
-    NoGuard,
-    /// The window's add as a plain load, add and store.
-    WindowPlain,
-    /// `sync_roots` forgets CPU 1's root.
-    NoSyncCpu1,
-}
+pub use kcore::options::PercpuSeed as Seed;
 
 static SEED: spin::Once<Seed> = spin::Once::new();
 
-/// The seeded bug (none unless `percpu.seed=` says).
+/// The seeded bug (none unless `percpu.seed=` said).
 pub fn seed() -> Seed {
     *SEED.get().unwrap_or(&Seed::None)
 }
 
-/// Boot words: `percpu_tables=on|off` (default on), `percpu.seed=...` (tests only). Returns
-/// whether the tables are on.
-pub fn parse_args() -> bool {
-    let a = crate::cmdline::args();
-    let s = match a.choice("percpu.seed") {
-        Some("no-guard") => Seed::NoGuard,
-        Some("window-plain") => Seed::WindowPlain,
-        Some("no-sync-cpu1") => Seed::NoSyncCpu1,
-        _ => Seed::None,
-    };
-    SEED.call_once(|| s);
-    tables::SEED_SKIP_CPU1.store(s == Seed::NoSyncCpu1, Ordering::Relaxed);
-    a.choice("percpu_tables") != Some("off")
-}
-
-/// A seeded bug must be one a run can show, and a run that asks for the seeded method must have
-/// one: `percpu.seed=no-guard|window-plain` act only through `user=percpu:modes=...seeded...`
-/// (the `seeded` method), which does nothing seeded without them (`no-sync-cpu1` seeds the
-/// tables themselves, whatever runs).
-pub fn check_seed(programs: &[(alloc::string::String, alloc::string::String)]) -> Result<(), alloc::string::String> {
-    let seeded_mode = programs.iter().any(|(n, a)| {
-        n == "percpu" && abi::programs::text(a, "modes").is_some_and(|m| m.split('/').any(|x| x == "seeded"))
-    });
-    let word = crate::cmdline::args().choice("percpu.seed");
-    match (word, seeded_mode) {
-        (Some(w @ ("no-guard" | "window-plain")), false) => Err(alloc::format!(
-            "bad boot argument \"percpu.seed={w}\": it acts only on the seeded method, and no user=percpu:modes=... \
-             runs `seeded`"
-        )),
-        (None | Some("no-sync-cpu1"), true) => Err(alloc::string::String::from(
-            "bad boot argument \"user=percpu:modes=...seeded...\": the seeded method needs percpu.seed=no-guard or \
-             percpu.seed=window-plain (it would run no bug)",
-        )),
-        _ => Ok(()),
-    }
-}
-
 /// Boot CPU, after `mm::init`: maps every CPU's static page at `AREAS_BASE`, builds the
-/// per-CPU roots and windows, and switches this CPU to its area (and its root when `on`).
-pub fn init(cpus: usize, on: bool) -> Result<(), String> {
+/// per-CPU roots and windows, and switches this CPU to its area (and its root when
+/// `percpu_tables=on`).
+pub fn init(cpus: usize, o: &PercpuOptions) -> Result<(), String> {
+    SEED.call_once(|| o.seed);
+    tables::SEED_SKIP_CPU1.store(o.seed == Seed::NoSyncCpu1, Ordering::Relaxed);
+    let on = o.tables;
     let cpus = cpus.clamp(1, rt::MAX_CPUS);
     CPUS.store(cpus, Ordering::Relaxed);
     for (c, a) in STATIC_AREAS.iter().enumerate().take(cpus) {
         let pa = crate::mm::layout::image_phys(a as *const StaticArea as u64);
         crate::mm::map_kernel_page(AREAS_BASE + c as u64 * AREA_SPAN, pa)?;
     }
-    tables::build(cpus)?;
+    crate::mm::build_percpu_roots(cpus)?;
     for (c, a) in STATIC_AREAS.iter().enumerate().take(cpus) {
         let pa = crate::mm::layout::image_phys(a as *const StaticArea as u64);
         tables::map_window_page(c, 0, pa)?;
@@ -616,8 +501,6 @@ pub fn check_window_on_tick(cpu: usize) {
     }
 }
 
-/// Where [`late_map`] maps its page: top-level slot 253 of the upper half, empty until then.
-pub const LATE_VA: u64 = 0xffff_7e80_0000_0000;
 const LATE_PATTERN: u64 = 0x1a7e_0a11_cafe_f00d;
 
 /// Maps a page at [`LATE_VA`] once (a top-level slot nothing used: the per-CPU roots get the new

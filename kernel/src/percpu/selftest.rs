@@ -35,7 +35,7 @@ fn expected(cpu: usize) -> u64 {
 }
 
 fn api_on_this_cpu(_idx: usize, _n: usize) {
-    let cpu = crate::smp::this_cpu();
+    let cpu = crate::arch::cpu::this_cpu();
     type Ops = (
         fn(PerCpu<u64>) -> u64,
         fn(PerCpu<u64>, u64),
@@ -76,7 +76,7 @@ fn api_on_this_cpu(_idx: usize, _n: usize) {
 }
 
 fn install_on_this_cpu(_idx: usize, _n: usize) {
-    super::tables::install(crate::smp::this_cpu(), super::tables_on());
+    super::tables::install(crate::arch::cpu::this_cpu(), super::tables_on());
 }
 
 /// Runs the test on every CPU `work::run_everywhere` has.
@@ -123,7 +123,7 @@ pub fn run() -> Result<(), String> {
         SEEN.store(0, Ordering::Relaxed);
         work::run_everywhere(n, |_, _| {
             if super::late_read() {
-                SEEN.fetch_or(1 << crate::smp::this_cpu(), Ordering::Relaxed);
+                SEEN.fetch_or(1 << crate::arch::cpu::this_cpu(), Ordering::Relaxed);
             }
         })?;
         SEEN.load(Ordering::Relaxed)

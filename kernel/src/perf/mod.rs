@@ -12,33 +12,44 @@
 //! * [`scenario`]: `perf.events=...` counts events around a whole self-test or benchmark.
 //! * [`selftest`]: `test=pmu`, the driver's checks on the CPU.
 //! * [`mark`]: window markers for the instruction-counting QEMU plugin.
-//! * [`overflow_irq`]: the PMU overflow interrupt (the device tree's PMU PPI, wired by `irq`):
+//! * [`overflow_irq`]: the PMU overflow interrupt (the device tree's PMU PPI, [`init_irq`]):
 //!   every counter claimed here on a 32-bit PMU has it armed ([`arm_overflow`]), so a wrap is
 //!   folded in when it happens, however long between reads.
 
 pub mod scenario;
 pub mod selftest;
 
-use crate::power::Host;
-use crate::KERNEL;
-use aarch64_cpu::registers::{Readable, CNTFRQ_EL0, CNTVCT_EL0, MIDR_EL1, MPIDR_EL1};
-use core::sync::atomic::{AtomicU64, Ordering};
+use crate::arch::machine::KERNEL;
+use crate::arch::power::Host;
+use aarch64_cpu::registers::{Readable, CNTFRQ_EL0, CNTVCT_EL0, MIDR_EL1};
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use pmu::hw::SysRegs;
 use pmu::{CpuState, ElFilter};
 
-static OTHER_ISBS: AtomicU64 = AtomicU64::new(0);
-static OTHER_DSBS: AtomicU64 = AtomicU64::new(0);
+/// The PMU overflow interrupt's PPI (0: none wired).
+static PMU_PPI: AtomicU32 = AtomicU32::new(0);
 
-/// Counts an ISB the kernel issues outside `lib/pgtable`, `rt::cache` and the PMU driver (the
-/// one after an address translation, `hyp::virt_to_phys`; the GIC's and the idle wait's), so
-/// the own counts stay complete.
-pub fn count_other_isb() {
-    OTHER_ISBS.fetch_add(1, Ordering::Relaxed);
+/// Wires the PMU's overflow interrupt from the device tree's PMU node (boot CPU, after
+/// `irq::init`): when it is one PPI for every CPU, as on QEMU `virt`; one SPI per CPU is
+/// reported and left alone (the driver folds overflows on reads then).
+pub fn init_irq(board: &board::Board) -> Result<(), alloc::string::String> {
+    match board.pmu.as_ref().map(|p| p.interrupts.as_slice()) {
+        Some(&[ppi]) if (16..32).contains(&ppi) => {
+            crate::irq::wire_ppi(0, ppi, overflow_irq)?;
+            PMU_PPI.store(ppi, Ordering::Relaxed);
+        }
+        Some([]) | None => {}
+        Some(other) => rt::println!(
+            "kernel: the PMU's overflow interrupts are SPIs {other:?} (one per CPU): not wired; reads fold overflows"
+        ),
+    }
+    Ok(())
 }
 
-/// Counts a DSB the kernel issues outside `lib/pgtable` and `rt::cache` (before an SGI).
-pub fn count_other_dsb() {
-    OTHER_DSBS.fetch_add(1, Ordering::Relaxed);
+/// Whether the PMU's overflow interrupt (one PPI for every CPU, from the device tree) reaches
+/// [`overflow_irq`].
+pub fn pmu_overflow_wired() -> bool {
+    PMU_PPI.load(Ordering::Relaxed) != 0
 }
 
 /// PMU overflow interrupts handled, per CPU.
@@ -57,7 +68,7 @@ pub fn overflow_irq(_intid: u32, cpu: usize) {
 /// interrupt is wired (64-bit counters never wrap in practice; without the interrupt, reads
 /// fold overflows).
 pub fn arm_overflow(p: &pmu::Pmu<'static, SysRegs>, c: &pmu::Counter) {
-    if !p.info().long_events && crate::irq::pmu_overflow_wired() {
+    if !p.info().long_events && pmu_overflow_wired() {
         p.enable_overflow_irq(c, true);
     }
 }
@@ -100,7 +111,7 @@ pub fn ticks() -> u64 {
 
 /// Nanoseconds of `ticks` virtual-counter ticks.
 pub fn ticks_to_ns(ticks: u64) -> u64 {
-    (ticks as u128 * 1_000_000_000 / CNTFRQ_EL0.get().max(1) as u128) as u64
+    abi::time::ticks_to_ns(ticks, CNTFRQ_EL0.get())
 }
 
 /// The PMU driver's per-CPU state (claimed counters, wrap counts), by CPU index.
@@ -108,7 +119,7 @@ pub static CPU_STATE: [CpuState; rt::MAX_CPUS] = [const { CpuState::new() }; rt:
 
 /// This CPU's index in the DTB's CPU list.
 pub fn cpu_index() -> usize {
-    let me = MPIDR_EL1.get() & 0xff_00ff_ffff;
+    let me = rt::mpidr_affinity();
     KERNEL.get().and_then(|k| k.board.cpus.iter().position(|c| c.mpidr == me)).unwrap_or(0).min(rt::MAX_CPUS - 1)
 }
 
@@ -255,19 +266,19 @@ impl Barriers {
             dsb_cache,
             isb_cache,
             isb_pmu: pmu::hw::isb_count(),
-            isb_other: OTHER_ISBS.load(Ordering::Relaxed),
-            dsb_other: OTHER_DSBS.load(Ordering::Relaxed),
+            isb_other: crate::arch::counters::other_isbs(),
+            dsb_other: crate::arch::counters::other_dsbs(),
         }
     }
 
     /// EL2's counts through MAINT_COUNTS (`None` without the hypervisor).
     pub fn el2_now() -> Option<LevelCounts> {
         use abi::hypercall as hc;
-        if crate::power::host() != Host::Hypervisor {
+        if crate::arch::power::host() != Host::Hypervisor {
             return None;
         }
-        let a = crate::smccc::call(hc::MAINT_COUNTS, hc::MAINT_TLB, 0, 0);
-        let b = crate::smccc::call(hc::MAINT_COUNTS, hc::MAINT_OTHER, 0, 0);
+        let a = crate::arch::smccc::call(hc::MAINT_COUNTS, hc::MAINT_TLB, 0, 0);
+        let b = crate::arch::smccc::call(hc::MAINT_COUNTS, hc::MAINT_OTHER, 0, 0);
         if a[0] != 0 || b[0] != 0 {
             return None;
         }

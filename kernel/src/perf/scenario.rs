@@ -16,11 +16,11 @@
 
 use super::{driver, mark, now_ns, Barriers, LevelCounts};
 use crate::{hyp, mm};
-use abi::hypercall::WalkerMode;
 use abi::report::Record;
 use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
+use kcore::options::PerfOptions;
 use pmu::{ElFilter, Event, NotCounted};
 
 struct Wanted {
@@ -58,24 +58,15 @@ fn list() -> Result<(), String> {
 }
 
 /// Runs `f`, counting around it when the command line asks for it.
-pub fn around(f: impl FnOnce() -> Result<(), String>) -> Result<(), String> {
-    let args = crate::cmdline::args();
-    if args.flag("perf.list") {
+pub fn around(o: &PerfOptions, f: impl FnOnce() -> Result<(), String>) -> Result<(), String> {
+    if o.list {
         list()?;
     }
-    let Some(list) = args.text("perf.events") else {
+    let Some(list) = o.events.as_deref() else {
         return f();
     };
-    let label = args.text("perf.scenario").unwrap_or("scenario").to_string();
-    let walker = match args.choice("perf.walker") {
-        None => None,
-        Some(w) => Some(
-            [WalkerMode::Baseline, WalkerMode::SkipLevel3, WalkerMode::Summary]
-                .into_iter()
-                .find(|m| m.name() == w)
-                .ok_or_else(|| format!("perf.walker={w}: one of baseline, skip_level3, summary"))?,
-        ),
-    };
+    let label = o.scenario.clone();
+    let walker = o.walker;
     let pmu = driver();
     let mut wanted: Vec<Wanted> = Vec::new();
     for spec in list.split(',').filter(|s| !s.is_empty()) {

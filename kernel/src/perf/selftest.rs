@@ -16,7 +16,7 @@
 //! * MAINT_COUNTS with an unknown selector answers INVALID_PARAMETER.
 
 use super::driver;
-use crate::power::Host;
+use crate::arch::power::Host;
 use abi::report::Record;
 use alloc::format;
 use alloc::string::String;
@@ -94,7 +94,7 @@ pub fn run() -> Result<(), String> {
         return Err(format!("test=pmu: 32-bit counter wrapped {wraps} times, expected once"));
     }
     rec.hex("swincr_after_wrap", v).u64("wraps_seen", wraps as u64);
-    if !i.long_events && crate::irq::pmu_overflow_wired() {
+    if !i.long_events && super::pmu_overflow_wired() {
         let (irqs, wraps) = overflow_interrupt(&pmu, ev(SW_INCR)?)?;
         rec.u64("overflow_irqs", irqs).u64("irq_wraps_before_read", wraps);
     } else {
@@ -170,16 +170,16 @@ pub fn run() -> Result<(), String> {
         Ok(())
     };
     rec.str("filtered_event", filtered.name).u64("el1_over_el1_loop", b1 - a1).u64("el2_over_el1_loop", b2 - a2);
-    let under_hyp = crate::power::host() == Host::Hypervisor;
+    let under_hyp = crate::arch::power::host() == Host::Hypervisor;
     let hyp_result = if under_hyp && result.is_ok() {
         let a2 = pmu.read(&c2);
-        crate::smccc::call(abi::hypercall::VERSION, 0, 0, 0);
+        crate::arch::smccc::call(abi::hypercall::VERSION, 0, 0, 0);
         let d = pmu.read(&c2) - a2;
         rec.u64("el2_over_hypercall", d);
         if d == 0 {
             Err("test=pmu: a counter filtered to EL2 did not move over a hypercall".into())
         } else {
-            let r = crate::smccc::call(abi::hypercall::MAINT_COUNTS, 7, 0, 0)[0] as i64;
+            let r = crate::arch::smccc::call(abi::hypercall::MAINT_COUNTS, 7, 0, 0)[0] as i64;
             if r != abi::error::INVALID_PARAMETER {
                 Err(format!("test=pmu: MAINT_COUNTS with selector 7 answered {r}, expected INVALID_PARAMETER"))
             } else {

@@ -23,26 +23,32 @@
 //!   reschedule SGI (out of its idle wait). The tick wakes sleepers and marks the running task
 //!   for preemption once it has had its time slice while others wait.
 //!
-//! Lock order: a CPU's queue, then its sleepers; a task's `waiters` before any queue; a
-//! process's `tasks` / `zombies` before any queue. IRQ handlers take queue and sleeper locks, so
-//! these are only ever taken with IRQs masked (preemptible sections take none). Queue locks are
-//! never nested: a pull takes the victim's queue, lets go, then takes its own.
+//! The queues and every decision on them (who is requeued, picked, handed over, pulled) are
+//! `kcore::sched::Queues`, tested on the host with threads playing CPUs; this file keeps the
+//! hardware side (the context switch, TTBR0, TPIDR_EL0, SP_EL0, the SGI, the tick) and the
+//! processes.
+//!
+//! Lock order: a CPU's `current`, then its queue, then its sleepers (`kcore::sched`); a task's
+//! `waiters` before any of those; a process's `tasks` / `zombies` before any queue. IRQ
+//! handlers take queue and sleeper locks, so these are only ever taken with IRQs masked
+//! (preemptible sections take none).
 
 pub mod preempt;
 pub mod switch;
 pub mod task;
 
+use crate::arch::cpu::this_cpu;
 use crate::irq::{self, timer, Sgi};
 use crate::mm::user::{self, UserSpace};
-use crate::smp::this_cpu;
 use abi::syscall::EXIT_KILLED;
-use alloc::collections::{BTreeMap, VecDeque};
+use alloc::collections::BTreeMap;
 use alloc::format;
 use alloc::string::String;
 use alloc::sync::Arc;
-use alloc::vec::Vec;
 use core::cell::UnsafeCell;
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use kcore::options::{Program, SchedOptions};
+use kcore::sched::{Queues, Switch};
 use rt::TrapFrame;
 use spin::Mutex;
 use switch::Context;
@@ -50,44 +56,46 @@ pub use task::{Process, State, Task};
 
 /// Timer ticks per second (`tick_hz=N`).
 pub static TICK_HZ: AtomicU64 = AtomicU64::new(100);
-/// Ticks a task runs before another ready task of its CPU gets its turn.
-const TIMESLICE_TICKS: u64 = 2;
 /// Most tasks a process may have alive.
 pub const MAX_TASKS: u64 = 64;
 
-/// One CPU's scheduler state.
+/// Every CPU's run queue, sleepers, running task and the task it switched away from.
+static QUEUES: Queues<Task> = Queues::new();
+
+/// How the queues tell a CPU to look at its queue: the reschedule SGI, or this CPU's
+/// `need_resched`.
+struct Kick;
+
+impl kcore::sched::Kick for Kick {
+    fn this_cpu(&self) -> usize {
+        this_cpu()
+    }
+    fn remote(&self, cpu: usize) {
+        irq::send_sgi(1 << cpu, Sgi::Reschedule);
+    }
+    fn local(&self, cpu: usize) {
+        crate::arch::cpu::set_need_resched(cpu, true);
+    }
+}
+
+/// One CPU's state beyond its queues.
 struct CpuSched {
-    queue: Mutex<VecDeque<Arc<Task>>>,
-    sleepers: Mutex<Vec<Arc<Task>>>,
-    current: Mutex<Option<Arc<Task>>>,
-    /// The task switched away from, kept until the next context runs.
-    prev: Mutex<Option<Arc<Task>>>,
     /// The process whose address space TTBR0 holds (None: the reserved table).
     mm: Mutex<Option<Arc<Process>>>,
     /// The idle loop's context while a task runs.
     idle: UnsafeCell<Context>,
-    /// Ticks the current task has run since it was last picked.
-    slice: AtomicU64,
-    /// Whether this CPU runs (or is about to run) its scheduler loop.
-    online: AtomicBool,
     /// Whether its loop has set the CPU up (tick, PMU, EL0 access).
     ready: AtomicBool,
 }
 
-// SAFETY: everything is locked or atomic except `idle`, which only its CPU touches (switch
-// path, IRQs masked).
+// SAFETY: `mm` is locked and `ready` atomic; `idle` only its CPU touches (switch path, IRQs
+// masked).
 unsafe impl Sync for CpuSched {}
 
 static CPUS: [CpuSched; rt::MAX_CPUS] = [const {
     CpuSched {
-        queue: Mutex::new(VecDeque::new()),
-        sleepers: Mutex::new(Vec::new()),
-        current: Mutex::new(None),
-        prev: Mutex::new(None),
         mm: Mutex::new(None),
         idle: UnsafeCell::new(Context { x: [0; 12], sp: 0, d: [0; 8] }),
-        slice: AtomicU64::new(0),
-        online: AtomicBool::new(false),
         ready: AtomicBool::new(false),
     }
 }; rt::MAX_CPUS];
@@ -105,56 +113,47 @@ static SECONDARIES_STARTED: AtomicBool = AtomicBool::new(false);
 
 /// Whether CPU `cpu` runs the scheduler.
 pub fn online(cpu: usize) -> bool {
-    cpu < rt::MAX_CPUS && CPUS[cpu].online.load(Ordering::Acquire)
+    QUEUES.online(cpu)
+}
+
+/// CPUs running the scheduler, as a bit set.
+pub fn online_mask() -> u64 {
+    QUEUES.online_mask()
 }
 
 /// CPUs running the scheduler.
 pub fn online_cpus() -> usize {
-    (0..rt::MAX_CPUS).filter(|&c| online(c)).count()
+    online_mask().count_ones() as usize
 }
 
 /// The task running on this CPU.
 pub fn current() -> Option<Arc<Task>> {
-    CPUS[this_cpu()].current.lock().clone()
+    QUEUES.current(this_cpu())
 }
 
 /// The kernel stack holding `addr`, if it is the running task's (for backtraces; takes no
-/// lock that could be held: `try_lock`).
+/// lock that could be held).
 fn stack_lookup(addr: usize) -> Option<(usize, usize)> {
-    let c = CPUS.get(this_cpu())?;
-    let cur = c.current.try_lock()?;
-    let (lo, hi) = cur.as_ref()?.stack_bounds();
+    let (lo, hi) = QUEUES.try_current(this_cpu())?.stack_bounds();
     (lo..hi).contains(&addr).then_some((lo, hi))
 }
 
-/// Takes `tick_hz=N` from the boot words (checked by `crate::cmdline`) and returns the
-/// programs `user=NAME[:ARGS][+NAME[:ARGS]...]` names (in order; they run concurrently; the
-/// same program may come several times). An empty item or an unknown program is refused.
-pub fn parse_args() -> Result<Vec<(String, String)>, String> {
-    let a = crate::cmdline::args();
-    if let Some(hz) = a.uint("tick_hz") {
-        TICK_HZ.store(hz, Ordering::Relaxed);
+/// The scheduler's boot words: `tick_hz=N`, and the programs of `user=` (checked against
+/// `abi::programs` by the options) must be embedded in this kernel.
+pub fn configure(o: &SchedOptions) -> Result<(), String> {
+    TICK_HZ.store(o.tick_hz, Ordering::Relaxed);
+    for p in &o.programs {
+        crate::user_programs::find(p.name)?;
     }
-    let mut programs = Vec::new();
-    if let Some(v) = a.text("user") {
-        for item in v.split('+') {
-            let (name, args) = item.split_once(':').unwrap_or((item, ""));
-            if name.is_empty() {
-                return Err(format!("bad boot argument \"user={v}\": an empty program name"));
-            }
-            abi::programs::check(name, args).map_err(|e| format!("bad boot argument \"user={v}\": {e}"))?;
-            crate::user_programs::find(name)?;
-            programs.push((name.into(), args.into()));
-        }
-    }
-    Ok(programs)
+    Ok(())
 }
 
-/// Boot CPU, once: backtraces learn task stacks, the tick hook goes in.
+/// Boot CPU, once: backtraces learn task stacks, the tick hook and the preemption point go in.
 pub fn init() {
     rt::backtrace::set_stack_lookup(stack_lookup);
     timer::set_hook(on_tick);
-    irq::set_handler(Sgi::Reschedule as u32, |_, cpu| crate::percpu::set_need_resched(cpu, true));
+    irq::set_handler(Sgi::Reschedule as u32, |_, cpu| crate::arch::cpu::set_need_resched(cpu, true));
+    crate::arch::sync::set_preempt_hook(preempt::preempt_schedule);
 }
 
 /// Starts process `name` (an embedded program) with argument string `args`.
@@ -209,7 +208,7 @@ pub fn spawn(p: &Arc<Process>, entry: u64, sp: u64, args: [u64; 2], cpu: Option<
     };
     let va = crate::mm::vmalloc(task::KSTACK_PAGES, false).map_err(|_| abi::syscall::errno::ENOMEM)?;
     let tid = NEXT_TID.fetch_add(1, Ordering::Relaxed);
-    let top = va + task::KSTACK_PAGES as u64 * 4096;
+    let top = va + task::KSTACK_PAGES as u64 * crate::mm::frames::PAGE;
     // The first exception frame and its FP/SIMD area, as the EL1 vectors would leave them.
     let frame = top - rt::trap::EL1_FRAME_SIZE as u64;
     // SAFETY: the frame lies in the fresh, mapped, unshared kernel stack; zero is a valid bit
@@ -239,32 +238,10 @@ pub fn spawn(p: &Arc<Process>, entry: u64, sp: u64, args: [u64; 2], cpu: Option<
     Ok(tid)
 }
 
-/// Makes `t` runnable on its CPU (and wakes that CPU if it is another).
-///
-/// A task may be woken while it still runs: between putting itself on a wait list (or the
-/// sleepers) and its own `schedule()`. Then it is only marked ready: its `schedule()` keeps it
-/// (it requeues a ready task). Queuing it here as well would put it on the queue twice, and
-/// the second copy would run it again after it exited. `schedule` takes the task off `current`
-/// under the same lock, so the two cannot both miss or both queue it.
+/// Makes `t` runnable on its CPU (and wakes that CPU if it is another; see
+/// `kcore::sched::Queues::wake` for a task woken while it still runs).
 pub fn wake(t: Arc<Task>) {
-    let cur = CPUS[t.cpu()].current.lock();
-    t.set_state(State::Ready);
-    if cur.as_ref().is_some_and(|c| Arc::ptr_eq(c, &t)) {
-        return;
-    }
-    drop(cur);
-    enqueue(t);
-}
-
-/// Puts a ready task on its CPU's queue and tells that CPU.
-fn enqueue(t: Arc<Task>) {
-    let cpu = t.cpu();
-    CPUS[cpu].queue.lock().push_back(t);
-    if cpu != this_cpu() {
-        irq::send_sgi(1 << cpu, Sgi::Reschedule);
-    } else {
-        crate::percpu::set_need_resched(cpu, true);
-    }
+    QUEUES.wake(t, &Kick);
 }
 
 /// Where a new task's context starts: finish the switch, then enter EL0 through its frame.
@@ -276,17 +253,11 @@ pub extern "C" fn task_first_run(frame: u64) -> ! {
 }
 
 /// Runs right after every switch, in the context switched to: the task switched away from is
-/// off this CPU now (its context saved): other CPUs may pick it; one that is to run elsewhere
-/// (a new affinity) goes to its new CPU's queue; a dead one is dropped (its stack is no longer
-/// in use).
+/// off this CPU now (its context saved); `kcore::sched::Queues::finish_switch` lets other CPUs
+/// pick it and hands it to its new CPU if it moved; a dead one is dropped here (its stack is no
+/// longer in use).
 fn finish_switch(cpu: usize) {
-    let prev = CPUS[cpu].prev.lock().take();
-    if let Some(p) = prev {
-        p.on_cpu.store(false, Ordering::Release);
-        if p.state() == State::Ready && p.cpu() != cpu {
-            enqueue(p);
-        }
-    }
+    drop(QUEUES.finish_switch(cpu, &Kick));
 }
 
 /// Puts the TTBR0 of `p` (None: the reserved table) on this CPU if it is not there yet.
@@ -307,55 +278,41 @@ fn use_mm(cpu: usize, p: Option<&Arc<Process>>) {
 /// requeues it) and the next one in, or the idle loop. Returns when the task runs again.
 pub fn schedule() {
     let cpu = this_cpu();
-    let c = &CPUS[cpu];
-    // Held until `current` names the next task: `wake` decides under it whether the task it
-    // wakes is still running here (see there). Lock order: `current`, then `queue`.
-    let mut cur = c.current.lock();
-    let Some(prev) = cur.take() else {
-        return;
-    };
     let now = timer::now();
-    prev.cputime.fetch_add(now - prev.ran_since.load(Ordering::Relaxed), Ordering::Relaxed);
-    prev.tpidr_el0.store(read_tpidr_el0(), Ordering::Relaxed);
-    let next = {
-        let mut q = c.queue.lock();
-        // A task moving to another CPU goes there in `finish_switch`, once it is off this one.
-        if prev.state() == State::Ready && prev.cpu() == cpu {
-            q.push_back(prev.clone());
-        }
-        q.pop_front()
+    let taken = |prev: &Arc<Task>| {
+        prev.cputime.fetch_add(now - prev.ran_since.load(Ordering::Relaxed), Ordering::Relaxed);
+        prev.tpidr_el0.store(read_tpidr_el0(), Ordering::Relaxed);
     };
-    crate::percpu::set_need_resched(cpu, false);
-    c.slice.store(0, Ordering::Relaxed);
-    if let Some(n) = &next {
-        if Arc::ptr_eq(n, &prev) {
-            prev.set_state(State::Running);
-            prev.ran_since.store(now, Ordering::Relaxed);
-            *cur = Some(prev);
+    let sw = QUEUES.switch_out(cpu, taken, |n| start_running(cpu, n));
+    if !matches!(sw, Switch::NoTask) {
+        crate::arch::cpu::set_need_resched(cpu, false);
+    }
+    let (save, load): (*mut Context, *const Context) = match sw {
+        Switch::NoTask => return,
+        Switch::Stay => {
+            if let Some(t) = current() {
+                t.ran_since.store(now, Ordering::Relaxed);
+            }
             return;
         }
-    }
-    SWITCHES.fetch_add(1, Ordering::Relaxed);
-    crate::percpu::this_cpu_inc(crate::percpu::SWITCHES);
-    let save = prev.ctx.get();
-    *c.prev.lock() = Some(prev);
-    let load: *const Context = match next {
-        Some(n) => {
-            start_running(cpu, &n);
-            let ctx = n.ctx.get();
-            *cur = Some(n);
-            ctx
-        }
-        None => {
-            use_mm(cpu, None);
-            set_thread(cpu, crate::sync::idle_thread(cpu));
-            c.idle.get()
+        Switch::To { prev, next } => {
+            SWITCHES.fetch_add(1, Ordering::Relaxed);
+            crate::percpu::this_cpu_inc(crate::percpu::SWITCHES);
+            let load = match next {
+                Some(n) => n.ctx.get() as *const Context,
+                None => {
+                    use_mm(cpu, None);
+                    set_thread(cpu, crate::arch::sync::idle_thread(cpu));
+                    CPUS[cpu].idle.get()
+                }
+            };
+            (prev.ctx.get(), load)
         }
     };
-    drop(cur);
-    // SAFETY: `save` belongs to the task kept in `c.prev` (alive until the next context has
-    // run `finish_switch`), `load` to a task or this CPU's idle loop, all on this CPU with
-    // IRQs masked; no Arc is held on this stack across the switch.
+    // SAFETY: `save` belongs to the task the queues keep in this CPU's `prev` (alive until the
+    // next context has run `finish_switch`), `load` to the task now `current` or this CPU's
+    // idle loop, all on this CPU with IRQs masked; no Arc is held on this stack across the
+    // switch.
     unsafe { switch::switch(save, load) };
     // Back, maybe on another CPU (the task may have migrated meanwhile).
     finish_switch(this_cpu());
@@ -363,9 +320,9 @@ pub fn schedule() {
 
 /// The thread info SP_EL0 holds from now on on this CPU (`cpu`), and where the EL0 entry finds
 /// it.
-fn set_thread(cpu: usize, ti: &crate::sync::ThreadInfo) {
+fn set_thread(cpu: usize, ti: &crate::arch::sync::ThreadInfo) {
     crate::percpu::static_area(cpu).thread.store(ti as *const _ as usize, Ordering::Relaxed);
-    crate::sync::set_thread(ti);
+    crate::arch::sync::set_thread(ti);
 }
 
 /// On entry from EL0 (SP_EL0 held the user's stack pointer, now saved in the frame): SP_EL0
@@ -373,13 +330,12 @@ fn set_thread(cpu: usize, ti: &crate::sync::ThreadInfo) {
 pub fn enter_from_user() {
     let cpu = this_cpu();
     let ti = crate::percpu::static_area(cpu).thread.load(Ordering::Relaxed);
-    crate::sync::set_thread(ti as *const crate::sync::ThreadInfo);
+    crate::arch::sync::set_thread(ti as *const crate::arch::sync::ThreadInfo);
 }
 
-/// Bookkeeping for `n` going on this CPU: state, TTBR0, TPIDR_EL0, SP_EL0, time.
+/// Bookkeeping for `n` going on this CPU (the queues set its state and `on_cpu`): TTBR0,
+/// TPIDR_EL0, SP_EL0, time.
 fn start_running(cpu: usize, n: &Arc<Task>) {
-    n.on_cpu.store(true, Ordering::Relaxed);
-    n.set_state(State::Running);
     set_thread(cpu, &n.thread);
     use_mm(cpu, Some(&n.process));
     write_tpidr_el0(n.tpidr_el0.load(Ordering::Relaxed));
@@ -397,33 +353,23 @@ fn write_tpidr_el0(v: u64) {
 }
 
 /// The tick (IRQ context): wake due sleepers, and ask the running task to make way once its
-/// slice is used up while others wait.
+/// slice is used up while others wait, or when this CPU pulled a task.
 fn on_tick(cpu: usize, now: u64) {
     wake_sleepers(cpu, now);
     crate::percpu::check_window_on_tick(cpu);
-    let c = &CPUS[cpu];
-    let running = c.current.try_lock().is_some_and(|g| g.is_some());
-    if running {
-        let used = c.slice.fetch_add(1, Ordering::Relaxed) + 1;
-        if used >= TIMESLICE_TICKS && !c.queue.lock().is_empty() {
-            crate::percpu::set_need_resched(cpu, true);
-        }
+    if QUEUES.tick(cpu) {
+        crate::arch::cpu::set_need_resched(cpu, true);
     }
-    if preempt::balance(cpu, running) {
-        crate::percpu::set_need_resched(cpu, true);
+    if preempt::balance(cpu, QUEUES.running(cpu)) {
+        crate::arch::cpu::set_need_resched(cpu, true);
     }
 }
 
 fn wake_sleepers(cpu: usize, now: u64) {
-    let due: Vec<Arc<Task>> = {
-        let mut s = CPUS[cpu].sleepers.lock();
-        let (due, keep): (Vec<_>, Vec<_>) = s.drain(..).partition(|t| t.wake_at.load(Ordering::Relaxed) <= now);
-        *s = keep;
-        if let Some(next) = s.iter().map(|t| t.wake_at.load(Ordering::Relaxed)).min() {
-            timer::set_wakeup(cpu, next);
-        }
-        due
-    };
+    let (due, next) = QUEUES.due(cpu, now);
+    if let Some(next) = next {
+        timer::set_wakeup(cpu, next);
+    }
     for t in due {
         wake(t);
     }
@@ -432,7 +378,7 @@ fn wake_sleepers(cpu: usize, now: u64) {
 /// The end of an exception from EL0: the preemption point.
 pub fn return_to_user() {
     let cpu = this_cpu();
-    if crate::percpu::take_need_resched(cpu) {
+    if crate::arch::cpu::take_need_resched(cpu) {
         if let Some(t) = current() {
             t.set_state(State::Ready);
             drop(t);
@@ -458,8 +404,7 @@ pub fn sleep(ns: u64) {
     };
     let at = timer::now().saturating_add(timer::ns_to_ticks(ns));
     t.wake_at.store(at, Ordering::Relaxed);
-    t.set_state(State::Sleeping);
-    CPUS[cpu].sleepers.lock().push(t);
+    QUEUES.sleep(cpu, t);
     timer::set_wakeup(cpu, at);
     schedule();
 }
@@ -551,9 +496,8 @@ fn process_ended(p: &Process) {
 /// The scheduler loop of CPU `cpu` on its boot stack: runs queued tasks, wakes sleepers,
 /// waits for interrupts. On CPU 0 it returns once every process has ended; elsewhere never.
 pub fn cpu_loop(cpu: usize) {
-    let c = &CPUS[cpu];
-    c.online.store(true, Ordering::Release);
-    if !c.ready.swap(true, Ordering::AcqRel) {
+    QUEUES.set_online(cpu);
+    if !CPUS[cpu].ready.swap(true, Ordering::AcqRel) {
         user::init_cpu();
         crate::perf::claim_el0_instructions();
         timer::start(cpu, TICK_HZ.load(Ordering::Relaxed));
@@ -564,18 +508,15 @@ pub fn cpu_loop(cpu: usize) {
         if cpu == 0 && LIVE_PROCESSES.load(Ordering::Acquire) == 0 {
             return;
         }
-        let next = c.queue.lock().pop_front();
-        match next {
+        match QUEUES.pick(cpu, |n| start_running(cpu, n)) {
             Some(n) => {
-                c.slice.store(0, Ordering::Relaxed);
-                crate::percpu::set_need_resched(cpu, false);
+                crate::arch::cpu::set_need_resched(cpu, false);
                 SWITCHES.fetch_add(1, Ordering::Relaxed);
-                start_running(cpu, &n);
                 let load = n.ctx.get() as *const Context;
-                *c.current.lock() = Some(n);
+                drop(n);
                 // SAFETY: the idle context is this CPU's own; `load` is the picked task's
-                // saved (or first) context, kept alive by `c.current`.
-                unsafe { switch::switch(c.idle.get(), load) };
+                // saved (or first) context, kept alive by the queues' `current`.
+                unsafe { switch::switch(CPUS[cpu].idle.get(), load) };
             }
             None => {
                 if !preempt::balance(cpu, false) {
@@ -594,19 +535,17 @@ fn secondary_scheduler(cpu: usize) -> ! {
 
 /// Runs the programs `(name, args)` to completion on every online CPU; returns how many
 /// processes ended with a status other than 0.
-pub fn run_programs(programs: &[(String, String)]) -> Result<u64, String> {
+pub fn run_programs(programs: &[Program]) -> Result<u64, String> {
     if !SECONDARIES_STARTED.swap(true, Ordering::AcqRel) {
         let cpus = crate::work::hand_over(secondary_scheduler);
-        for (cpu, c) in CPUS.iter().enumerate() {
-            if cpus & (1 << cpu) != 0 {
-                c.online.store(true, Ordering::Release);
-            }
+        for cpu in (0..rt::MAX_CPUS).filter(|c| cpus & (1 << c) != 0) {
+            QUEUES.set_online(cpu);
         }
     }
-    CPUS[0].online.store(true, Ordering::Release);
+    QUEUES.set_online(0);
     let failed0 = FAILED_PROCESSES.load(Ordering::Relaxed);
-    for (name, args) in programs {
-        start_program(name, args)?;
+    for p in programs {
+        start_program(p.name, &p.args)?;
     }
     cpu_loop(0);
     Ok(FAILED_PROCESSES.load(Ordering::Relaxed) - failed0)

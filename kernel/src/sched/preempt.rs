@@ -14,8 +14,8 @@
 //!   once its context is saved. So a task is never on two queues, and never on another CPU's
 //!   queue while a CPU still runs it.
 
-use super::{current, online, schedule, State, CPUS};
-use crate::smp::this_cpu;
+use super::{current, schedule, Kick, State, QUEUES};
+use crate::arch::cpu::this_cpu;
 use core::sync::atomic::{AtomicU64, Ordering};
 
 /// Tasks switched out by an IRQ in a preemptible kernel section, or by `preempt_enable`.
@@ -28,10 +28,10 @@ pub static PUSHES: AtomicU64 = AtomicU64::new(0);
 /// The end of an IRQ taken at EL1: switch if this is a preemptible task context and a switch
 /// is pending.
 pub fn from_irq() {
-    if crate::sync::preempt_count() != 0 {
+    if crate::arch::sync::preempt_count() != 0 {
         return;
     }
-    if !crate::percpu::take_need_resched(this_cpu()) {
+    if !crate::arch::cpu::take_need_resched(this_cpu()) {
         return;
     }
     if let Some(t) = current() {
@@ -45,73 +45,35 @@ pub fn from_irq() {
 /// `preempt_enable` reached 0 with a switch pending: switch now if IRQs are on here (a section
 /// that masks IRQs is not preemptible whatever its count).
 pub fn preempt_schedule() {
-    if crate::sync::irqs_masked() {
+    if crate::arch::sync::irqs_masked() {
         return;
     }
-    crate::sync::without_irqs(from_irq);
-}
-
-/// The load of CPU `cpu`: queued tasks plus the running one. Reads without waiting (a busy
-/// lock counts as no load).
-fn load(cpu: usize) -> Option<usize> {
-    let c = &CPUS[cpu];
-    let q = c.queue.try_lock()?.len();
-    let running = c.current.try_lock().map(|g| g.is_some()).unwrap_or(true);
-    Some(q + running as usize)
+    crate::arch::sync::without_irqs(from_irq);
 }
 
 /// CPU `cpu` (IRQs masked) pulls one task from the busiest CPU if that is at least two tasks
-/// busier. `running`: whether `cpu` runs a task now. Returns whether it pulled one.
+/// busier (`kcore::sched::Queues::balance`). `running`: whether `cpu` runs a task now.
+/// Returns whether it pulled one.
 pub fn balance(cpu: usize, running: bool) -> bool {
-    let mine = match CPUS[cpu].queue.try_lock() {
-        Some(q) => q.len() + running as usize,
-        None => return false,
-    };
-    let mut busiest = None;
-    for other in (0..rt::MAX_CPUS).filter(|&o| o != cpu && online(o)) {
-        if let Some(l) = load(other) {
-            if l >= mine + 2 && busiest.is_none_or(|(_, bl)| l > bl) {
-                busiest = Some((other, l));
-            }
-        }
+    let pulled = QUEUES.balance(cpu, running, &Kick);
+    if pulled {
+        PULLS.fetch_add(1, Ordering::Relaxed);
     }
-    let Some((from, _)) = busiest else {
-        return false;
-    };
-    let task = {
-        let mut q = CPUS[from].queue.lock();
-        let pick = q
-            .iter()
-            .rposition(|t| !t.on_cpu.load(Ordering::Acquire) && t.affinity.load(Ordering::Relaxed) & (1 << cpu) != 0);
-        pick.and_then(|i| q.remove(i))
-    };
-    let Some(t) = task else {
-        return false;
-    };
-    t.set_cpu(cpu);
-    CPUS[cpu].queue.lock().push_back(t);
-    PULLS.fetch_add(1, Ordering::Relaxed);
-    true
+    pulled
 }
 
 /// Limits the running task to the CPUs in `mask` (of the online ones); moves it now if its CPU
 /// is not among them. Returns the CPU it runs on after.
 pub fn set_affinity(mask: u64) -> Result<u64, i64> {
     use abi::syscall::errno;
-    let allowed: u64 = (0..rt::MAX_CPUS).filter(|&c| online(c) && mask & (1 << c) != 0).fold(0, |m, c| m | 1 << c);
+    let allowed = QUEUES.allowed(mask);
     if allowed == 0 {
         return Err(errno::EINVAL);
     }
     let t = current().ok_or(errno::ESRCH)?;
     t.affinity.store(mask, Ordering::Relaxed);
-    let cpu = this_cpu();
-    if allowed & (1 << cpu) == 0 {
-        // The least loaded allowed CPU.
-        let to = (0..rt::MAX_CPUS)
-            .filter(|&c| allowed & (1 << c) != 0)
-            .min_by_key(|&c| load(c).unwrap_or(usize::MAX))
-            .unwrap_or(allowed.trailing_zeros() as usize);
-        t.set_cpu(to);
+    if allowed & (1 << this_cpu()) == 0 {
+        t.set_cpu(QUEUES.affinity_target(allowed));
         t.set_state(State::Ready);
         PUSHES.fetch_add(1, Ordering::Relaxed);
         drop(t);

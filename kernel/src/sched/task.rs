@@ -41,21 +41,7 @@ pub struct Process {
     pub killed: AtomicU64,
 }
 
-/// A task's life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub enum State {
-    /// In its CPU's run queue.
-    Ready = 0,
-    /// On its CPU.
-    Running = 1,
-    /// Waiting for its wake-up time.
-    Sleeping = 2,
-    /// Waiting for another task to end.
-    Blocked = 3,
-    /// Ended.
-    Dead = 4,
-}
+pub use kcore::sched::State;
 
 /// What a fault handler registration holds.
 #[derive(Default)]
@@ -75,7 +61,7 @@ pub struct Task {
     /// Its process.
     pub process: Arc<Process>,
     /// Its preemption count; SP_EL0 points here while its kernel side runs (`sync`).
-    pub thread: crate::sync::ThreadInfo,
+    pub thread: crate::arch::sync::ThreadInfo,
     /// The CPU whose queue it belongs to (changes when it migrates).
     cpu: AtomicUsize,
     /// Whether a CPU still runs it or has not finished switching away from it (its context is
@@ -119,7 +105,7 @@ impl Task {
     /// A task (not yet queued) with the given kernel stack and first context.
     pub fn new(tid: u64, process: Arc<Process>, cpu: usize, kstack: (u64, usize), ctx: Context) -> Task {
         Task {
-            thread: crate::sync::ThreadInfo::new(),
+            thread: crate::arch::sync::ThreadInfo::new(),
             tid,
             process,
             cpu: AtomicUsize::new(cpu),
@@ -154,13 +140,7 @@ impl Task {
 
     /// Its state.
     pub fn state(&self) -> State {
-        match self.state.load(Ordering::Acquire) {
-            0 => State::Ready,
-            1 => State::Running,
-            2 => State::Sleeping,
-            3 => State::Blocked,
-            _ => State::Dead,
-        }
+        State::from_u8(self.state.load(Ordering::Acquire))
     }
 
     /// Sets its state.
@@ -170,7 +150,34 @@ impl Task {
 
     /// `[bottom, top)` of its kernel stack.
     pub fn stack_bounds(&self) -> (usize, usize) {
-        (self.kstack.0 as usize, (self.kstack.0 + self.kstack.1 as u64 * 4096) as usize)
+        (self.kstack.0 as usize, (self.kstack.0 + self.kstack.1 as u64 * crate::mm::frames::PAGE) as usize)
+    }
+}
+
+impl kcore::sched::SchedTask for Task {
+    fn cpu(&self) -> usize {
+        Task::cpu(self)
+    }
+    fn set_cpu(&self, cpu: usize) {
+        Task::set_cpu(self, cpu)
+    }
+    fn state(&self) -> State {
+        Task::state(self)
+    }
+    fn set_state(&self, s: State) {
+        Task::set_state(self, s)
+    }
+    fn on_cpu(&self) -> bool {
+        self.on_cpu.load(Ordering::Acquire)
+    }
+    fn set_on_cpu(&self, v: bool) {
+        self.on_cpu.store(v, Ordering::Release)
+    }
+    fn affinity(&self) -> u64 {
+        self.affinity.load(Ordering::Relaxed)
+    }
+    fn wake_at(&self) -> u64 {
+        self.wake_at.load(Ordering::Relaxed)
     }
 }
 

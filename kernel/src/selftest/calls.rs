@@ -16,47 +16,27 @@
 //!   and report that IPA. `test=exit-claim`: exit with status 5, which a guest may not claim:
 //!   the run must end with 1.
 
-use crate::smccc::{self, call, Conduit};
-use crate::{cmdline, hyp, work, KERNEL};
+use crate::arch::smccc::{self, call, Conduit};
+use crate::{arch::machine::KERNEL, hyp, work};
 use abi::hypercall::{self as hc, function_id, is_smc64};
 use abi::{error, psci};
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, Ordering};
+use kcore::options::TestOptions;
 
 /// Upper-half garbage for "only W0 counts" and "32-bit calls read 32-bit arguments".
 const JUNK: u64 = 0xdead_beef_0000_0000;
 
 fn me() -> u64 {
-    use aarch64_cpu::registers::{Readable, MPIDR_EL1};
-    MPIDR_EL1.get() & 0xff_00ff_ffff
+    rt::mpidr_affinity()
 }
 
-/// One SMCCC call with all of x0..x7 chosen, through the conduit; returns x0..x3.
+/// One SMCCC call with all of x0..x7 chosen, through the conduit; returns x0..x3 (the storm
+/// never asks for a call that writes guest memory: no memslot exists for it to use).
 fn call8(r: [u64; 8]) -> [u64; 4] {
-    let (r0, r1, r2, r3);
-    match smccc::conduit() {
-        // SAFETY: an SMCCC call; x0-x17 may be clobbered (SMCCC), no memory of ours is
-        // touched except as the called function documents (the storm never asks for a call that
-        // writes guest memory: no memslot exists for it to use).
-        Conduit::Hvc => unsafe {
-            core::arch::asm!("hvc #0",
-                inout("x0") r[0] => r0, inout("x1") r[1] => r1, inout("x2") r[2] => r2, inout("x3") r[3] => r3,
-                inout("x4") r[4] => _, inout("x5") r[5] => _, inout("x6") r[6] => _, inout("x7") r[7] => _,
-                out("x8") _, out("x9") _, out("x10") _, out("x11") _, out("x12") _, out("x13") _,
-                out("x14") _, out("x15") _, out("x16") _, out("x17") _, options(nostack))
-        },
-        // SAFETY: as for the HVC arm.
-        Conduit::Smc => unsafe {
-            core::arch::asm!("smc #0",
-                inout("x0") r[0] => r0, inout("x1") r[1] => r1, inout("x2") r[2] => r2, inout("x3") r[3] => r3,
-                inout("x4") r[4] => _, inout("x5") r[5] => _, inout("x6") r[6] => _, inout("x7") r[7] => _,
-                out("x8") _, out("x9") _, out("x10") _, out("x11") _, out("x12") _, out("x13") _,
-                out("x14") _, out("x15") _, out("x16") _, out("x17") _, options(nostack))
-        },
-    }
-    [r0, r1, r2, r3]
+    rt::smccc::call(smccc::conduit(), r)
 }
 
 /// x0 of a call as the caller reads it: W0 sign-extended for a 32-bit call.
@@ -85,7 +65,7 @@ impl Rules {
 
 fn needs_hypervisor(what: &str) -> Result<(), String> {
     match KERNEL.get() {
-        Some(k) if k.host == crate::power::Host::Hypervisor => Ok(()),
+        Some(k) if k.host == crate::arch::power::Host::Hypervisor => Ok(()),
         _ => Err(format!("test={what} needs the hypervisor")),
     }
 }
@@ -445,10 +425,9 @@ pub fn cpu_cycle() -> Result<(), String> {
 }
 
 /// `test=pool-calls`.
-pub fn pool_calls() -> Result<(), String> {
+pub fn pool_calls(o: &TestOptions) -> Result<(), String> {
     needs_hypervisor("pool-calls")?;
-    let a = cmdline::args();
-    let (Some(frame), Some(slot)) = (a.uint("pools.frame"), a.uint("pools.slot")) else {
+    let Some((frame, slot)) = o.pools else {
         return Err("test=pool-calls needs pools.frame=IPA and pools.slot=IPA".into());
     };
     let base = crate::selftest::memslot::slot_window();
@@ -483,8 +462,8 @@ pub fn pool_calls() -> Result<(), String> {
 }
 
 /// `test=touch`.
-pub fn touch() -> Result<String, String> {
-    let ipa = cmdline::args().uint("touch.ipa").ok_or("test=touch needs touch.ipa=IPA")?;
+pub fn touch(o: &TestOptions) -> Result<String, String> {
+    let ipa = o.touch_ipa.ok_or("test=touch needs touch.ipa=IPA")?;
     let va = crate::mm::map_phys_page(ipa)?;
     rt::println!("kernel: touch: reading IPA {ipa:#x} (mapped at {va:#x})");
     // SAFETY: deliberately reads an IPA the guest may not own; the hypervisor must stop it.
@@ -495,5 +474,5 @@ pub fn touch() -> Result<String, String> {
 /// `test=exit-claim`.
 pub fn exit_claim() -> ! {
     rt::println!("kernel: exit-claim: exiting with status 5 (a hypervisor fault, which a guest may not claim)");
-    crate::power::exit(abi::exit::HYP_FAULT)
+    crate::arch::power::exit(abi::exit::HYP_FAULT)
 }

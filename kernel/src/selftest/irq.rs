@@ -4,8 +4,8 @@
 //! [`PINGS`] times, one at a time, and each ping must be answered by exactly one pong (SGIs do
 //! not queue, so a lost or doubled one shows in the counts). Prints one `irq` record.
 
+use crate::arch::cpu::this_cpu;
 use crate::irq::{self, timer, Sgi};
-use crate::smp::this_cpu;
 use crate::work;
 use alloc::format;
 use alloc::string::String;

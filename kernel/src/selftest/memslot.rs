@@ -24,12 +24,12 @@ use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, Ordering};
 use spin::Mutex;
 
-const PAGE: u64 = 4096;
+use crate::mm::frames::PAGE;
 const GIB: u64 = 1 << 30;
 
 /// Where the tests put memslots: 128 GiB, or the first 64 GiB boundary above RAM.
 pub fn slot_window() -> u64 {
-    let k = crate::KERNEL.get().unwrap();
+    let k = crate::arch::machine::KERNEL.get().unwrap();
     let ram_end = k.board.memory.iter().map(|r| r.end()).max().unwrap_or(0);
     (0x20_0000_0000u64).max((ram_end + (64 * GIB) - 1) & !(64 * GIB - 1))
 }
@@ -52,8 +52,8 @@ fn code(r: Result<impl Sized, HypError>) -> i64 {
 /// `test=memslot-errors`.
 pub fn errors() -> Result<(), String> {
     use abi::error::*;
-    let k = crate::KERNEL.get().unwrap();
-    if k.host != crate::power::Host::Hypervisor {
+    let k = crate::arch::machine::KERNEL.get().unwrap();
+    if k.host != crate::arch::power::Host::Hypervisor {
         return Err("test=memslot-errors needs the hypervisor".into());
     }
     let base = slot_window();
@@ -301,15 +301,12 @@ enum Scenario {
 }
 
 /// `test=dirty-log`.
-pub fn dirty(args: &[String]) -> Result<(), String> {
-    let k = crate::KERNEL.get().unwrap();
-    if k.host != crate::power::Host::Hypervisor {
+pub fn dirty(o: &kcore::options::TestOptions) -> Result<(), String> {
+    let k = crate::arch::machine::KERNEL.get().unwrap();
+    if k.host != crate::arch::power::Host::Hypervisor {
         return Err("test=dirty-log needs the hypervisor".into());
     }
-    let seed = args
-        .iter()
-        .find_map(|a| a.strip_prefix("dirty.seed=").and_then(|v| v.parse::<u64>().ok()))
-        .unwrap_or_else(|| crate::perf::now_ns() | 1);
+    let seed = o.dirty_seed.unwrap_or_else(|| crate::perf::now_ns() | 1);
     let cpus = work::cpus();
     rt::println!("kernel: dirty-log: seed {seed}, {cpus} CPUs writing");
     let mut rng = Rng(seed);

@@ -32,81 +32,52 @@ mod mem_perms;
 pub mod memslot;
 mod pan;
 
-use crate::KERNEL;
+use crate::arch::machine::KERNEL;
 use alloc::format;
 use alloc::string::String;
+use kcore::options::{Options, TestOptions};
 
-/// Every self-test `test=` accepts (add a new one here and in [`run`]).
-pub const NAMES: &[&str] = &[
-    "panic",
-    "undef",
-    "touch-hyp",
-    "stray-access",
-    "sve-state",
-    "mte-regs",
-    "touch",
-    "exit-claim",
-    "bad-calls",
-    "smccc",
-    "storm",
-    "cpu-cycle",
-    "pool-calls",
-    "mem-perms",
-    "memslot-errors",
-    "dirty-log",
-    "memslot-nopool",
-    "pmu",
-    "irq",
-    "pan",
-    "percpu",
+/// What runs each self-test (its parameters are the argument), in the order of
+/// `abi::names::SELFTESTS` (the names `test=` accepts: add a new one there and here);
+/// checked against that list at compile time.
+type Runner = fn(&TestOptions) -> Result<(), String>;
+const RUNNERS: [(&str, Runner); 21] = [
+    ("panic", |_| panic!("deliberate panic (test=panic)")),
+    ("undef", |_| {
+        // SAFETY: deliberately executes a permanently undefined instruction; the exception
+        // handler reports it and ends the run.
+        unsafe { core::arch::asm!("udf #0") };
+        Ok(())
+    }),
+    ("touch-hyp", |_| touch_hole()),
+    ("stray-access", |_| stray_access()),
+    ("sve-state", |_| cpu_state::sve_state()),
+    ("mte-regs", |_| cpu_state::mte_regs()),
+    ("touch", |o| Err(calls::touch(o)?)),
+    ("exit-claim", |_| calls::exit_claim()),
+    ("bad-calls", |_| bad_calls()),
+    ("smccc", |_| calls::smccc_rules()),
+    ("storm", |_| calls::storm()),
+    ("cpu-cycle", |_| calls::cpu_cycle()),
+    ("pool-calls", |o| calls::pool_calls(o)),
+    ("mem-perms", |_| mem_perms::run()),
+    ("memslot-errors", |_| memslot::errors()),
+    ("dirty-log", memslot::dirty),
+    ("memslot-nopool", |_| memslot::no_pool()),
+    ("pmu", |_| crate::perf::selftest::run()),
+    ("irq", |_| irq::run()),
+    ("pan", |_| pan::run()),
+    ("percpu", |_| crate::percpu::selftest::run()),
 ];
+const _: () = assert!(abi::names::table_matches(&RUNNERS, abi::names::SELFTESTS));
 
-/// Self-tests that end the run (whatever follows them would never run).
-pub const ENDS_RUN: &[&str] = &["panic", "undef", "touch-hyp", "touch", "exit-claim"];
-
-/// Refuses a list where a test that ends the run is not the last.
-pub fn check_order(tests: &[&str]) -> Result<(), String> {
-    match tests.iter().position(|t| ENDS_RUN.contains(t)) {
-        Some(i) if i + 1 < tests.len() => Err(format!(
-            "bad boot argument \"test={}\": test={} ends the run, so {} would never run; put it last",
-            tests.join(","),
-            tests[i],
-            tests[i + 1..].join(",")
-        )),
-        _ => Ok(()),
-    }
-}
-
-pub fn run(args: &[String]) -> Result<(), String> {
-    for &name in crate::cmdline::args().list("test") {
+/// Runs the self-tests `test=` named, in order.
+pub fn run(o: &Options) -> Result<(), String> {
+    for &name in &o.tests.names {
         rt::println!("kernel: self-test {name}");
-        match name {
-            "panic" => panic!("deliberate panic (test=panic)"),
-            // SAFETY: deliberately executes a permanently undefined instruction; the exception
-            // handler reports it and ends the run.
-            "undef" => unsafe { core::arch::asm!("udf #0") },
-            "touch-hyp" => touch_hole()?,
-            "touch" => return Err(calls::touch()?),
-            "exit-claim" => calls::exit_claim(),
-            "stray-access" => stray_access()?,
-            "sve-state" => cpu_state::sve_state()?,
-            "mte-regs" => cpu_state::mte_regs()?,
-            "bad-calls" => bad_calls()?,
-            "smccc" => calls::smccc_rules()?,
-            "storm" => calls::storm()?,
-            "cpu-cycle" => calls::cpu_cycle()?,
-            "pool-calls" => calls::pool_calls()?,
-            "mem-perms" => mem_perms::run()?,
-            "irq" => irq::run()?,
-            "pan" => pan::run()?,
-            "percpu" => crate::percpu::selftest::run()?,
-            "memslot-errors" => memslot::errors()?,
-            "dirty-log" => memslot::dirty(args)?,
-            "memslot-nopool" => memslot::no_pool()?,
-            "pmu" => crate::perf::selftest::run()?,
-            // The table in `cmdline` accepts only NAMES.
-            other => return Err(format!("self-test {other:?} is in NAMES but not run here")),
-        }
+        // The boot-word table accepts only NAMES, and RUNNERS has each.
+        let (_, run) = RUNNERS.iter().find(|(n, _)| *n == name).ok_or_else(|| format!("unknown self-test {name:?}"))?;
+        run(&o.tests)?;
     }
     Ok(())
 }
@@ -115,7 +86,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
 /// itself to the top of RAM) the first byte above it.
 pub fn hypervisor_memory() -> Result<u64, String> {
     let mem = &KERNEL.get().unwrap().board.memory;
-    if KERNEL.get().unwrap().host != crate::power::Host::Hypervisor {
+    if KERNEL.get().unwrap().host != crate::arch::power::Host::Hypervisor {
         return Err("no hypervisor memory to touch: not running under the hypervisor".into());
     }
     mem.windows(2)
@@ -167,16 +138,13 @@ fn expect(what: &str, got: u64, want: i64) -> Result<(), String> {
 }
 
 fn bad_calls() -> Result<(), String> {
-    use crate::smccc::call;
+    use crate::arch::smccc::call;
     use abi::{error, hypercall as hc, psci};
     let k = KERNEL.get().unwrap();
-    if k.host != crate::power::Host::Hypervisor {
+    if k.host != crate::arch::power::Host::Hypervisor {
         return Err("test=bad-calls needs the hypervisor".into());
     }
-    let me = {
-        use aarch64_cpu::registers::{Readable, MPIDR_EL1};
-        MPIDR_EL1.get() & 0xff_00ff_ffff
-    };
+    let me = { rt::mpidr_affinity() };
     let entry = crate::mm::layout::image_phys(rt::start::secondary_entry_addr() as u64);
     let hole = k.board.memory.windows(2).find(|w| w[0].end() < w[1].base).map(|w| w[0].end()).unwrap_or(0);
     let v = call(hc::VERSION, 0, 0, 0);

@@ -4,6 +4,7 @@
 //! user page at EL1 must fault whatever PAN says (user pages are PXN). Prints one `pan` record.
 
 use crate::mm::fault::{probe_exec, probe_read};
+use crate::mm::frames::PAGE;
 use crate::mm::uaccess;
 use crate::mm::user::{self, UserSpace};
 use aarch64_cpu::registers::{Readable, ID_AA64MMFR1_EL1};
@@ -18,18 +19,18 @@ pub fn run() -> Result<(), String> {
     let pan = (ID_AA64MMFR1_EL1.get() >> 20) & 0xf != 0;
     let space = UserSpace::new().map_err(|e| format!("pan: address space: {e}"))?;
     let rwx = abi::syscall::prot::READ | abi::syscall::prot::WRITE;
-    let va = space.with(|s, t| s.mmap(t, Mmap::anon(0, 4096, rwx, 0))).map_err(|e| format!("pan: mmap: {e}"))?;
+    let va = space.with(|s, t| s.mmap(t, Mmap::anon(0, PAGE, rwx, 0))).map_err(|e| format!("pan: mmap: {e}"))?;
     if space.fault(va, Access::Write, FaultKind::Translation) != FaultOutcome::Mapped {
         return Err("pan: the page was not populated".into());
     }
-    let cpu = crate::smp::this_cpu();
+    let cpu = crate::arch::cpu::this_cpu();
     user::switch_to(cpu, Some(&space));
     let written = uaccess::copy_to_user(va, &RET.to_le_bytes());
     let privileged = probe_read(va);
     let unprivileged = uaccess::read_u64(va);
     // Make the page executable at EL0 only: EL1 must still not execute it (PXN; the fetch
     // faults before any instruction cache is consulted).
-    let _ = space.with(|s, t| s.mprotect(t, va, 4096, abi::syscall::prot::READ | abi::syscall::prot::EXEC));
+    let _ = space.with(|s, t| s.mprotect(t, va, PAGE, abi::syscall::prot::READ | abi::syscall::prot::EXEC));
     let exec = probe_exec(va);
     user::switch_to(cpu, None);
     drop(space);

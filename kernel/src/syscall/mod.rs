@@ -32,7 +32,7 @@ pub fn dispatch(frame: &mut TrapFrame) {
             Ok(0)
         }
         nr::CLOCK => clock(a[0], a[1]),
-        nr::GETCPU => Ok(crate::smp::this_cpu() as u64),
+        nr::GETCPU => Ok(crate::arch::cpu::this_cpu() as u64),
         nr::MMAP => {
             let m = uspace::Mmap { addr: a[0], len: a[1], prot: a[2], flags: a[3], fd: a[4], offset: a[5] };
             with_mm(|s, t| s.mmap(t, m))

@@ -122,7 +122,7 @@ fn add_loop(v: PerCpu<u64>, n: u64, m: u64) -> Result<u64, i64> {
         },
         _ => return Err(errno::EINVAL),
     };
-    let _on = crate::sync::IrqsOn::new();
+    let _on = crate::arch::sync::IrqsOn::new();
     for _ in 0..n {
         f(v, 1);
     }
@@ -139,8 +139,8 @@ fn stats() -> Stats {
         pushes: preempt::PUSHES.load(r),
         window_checks: pc::WINDOW_CHECKS.load(r),
         window_mismatches: pc::WINDOW_MISMATCHES.load(r),
-        root_syncs: pc::tables::SYNCED.load(r),
-        table_pages: pc::tables::TABLE_PAGES.load(r),
+        root_syncs: crate::mm::roots::SYNCED.load(r),
+        table_pages: crate::mm::roots::TABLE_PAGES.load(r),
         area_pages: pc::mapped_pages(),
         allocs: pc::ALLOCS.load(r),
         frees: pc::FREES.load(r),

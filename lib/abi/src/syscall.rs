@@ -154,7 +154,7 @@ pub const USER_START: u64 = 0x1_0000;
 /// One past the last user address (TTBR0_EL1 covers 48 bits).
 pub const USER_END: u64 = 1 << 48;
 /// The page size.
-pub const PAGE_SIZE: u64 = 4096;
+pub use crate::PAGE_SIZE;
 /// Longest [`nr::WRITE`].
 pub const MAX_WRITE: u64 = 1 << 20;
 /// [`nr::SPAWN`]'s CPU argument: any CPU (the kernel spreads tasks round-robin).
@@ -322,6 +322,100 @@ impl Counters {
     }
 }
 
+/// How a system call reaches user memory through one of its arguments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UserAccess {
+    /// The kernel reads the bytes there (`copy_from_user`).
+    Reads,
+    /// The kernel writes its result there (`copy_to_user`).
+    Writes,
+}
+
+/// One argument of a call (or of a [`nr::PERCPU`] operation) that points into user memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UserPointer {
+    /// The call (x8).
+    pub nr: u64,
+    /// For [`nr::PERCPU`]: the operation (x0); else `None`.
+    pub op: Option<u64>,
+    /// Which argument (x0..x5) is the pointer.
+    pub arg: usize,
+    /// What the kernel does there.
+    pub access: UserAccess,
+    /// Arguments that reach the access when the pointer is good (the pointer's own slot is
+    /// replaced): so a bad pointer must come back [`errno::EFAULT`] and nothing else.
+    pub args: [u64; 6],
+    /// What the call is called in reports.
+    pub name: &'static str,
+}
+
+/// Every argument of every call that points into user memory: the kernel must answer
+/// [`errno::EFAULT`] for each one given a pointer the task may not access that way (NULL, a
+/// kernel address, a range that wraps, an unmapped page, a read-only page for a write). The
+/// EL0 selftest (`user/src/bin/selftest.rs`) tries every row with every kind of bad pointer, so
+/// a call added here is tested without more code; [`CALLS`] says which calls have pointers and
+/// a host test keeps the two tables in step.
+pub const USER_POINTERS: &[UserPointer] = &[
+    UserPointer { nr: nr::WRITE, op: None, arg: 1, access: UserAccess::Reads, args: [1, 0, 8, 0, 0, 0], name: "write" },
+    UserPointer {
+        nr: nr::CLOCK,
+        op: None,
+        arg: 1,
+        access: UserAccess::Writes,
+        args: [clock::MONOTONIC, 0, 0, 0, 0, 0],
+        name: "clock",
+    },
+    UserPointer {
+        nr: nr::COUNTERS,
+        op: None,
+        arg: 0,
+        access: UserAccess::Writes,
+        args: [0, 8 * COUNTERS_WORDS as u64, 0, 0, 0, 0],
+        name: "counters",
+    },
+    UserPointer {
+        nr: nr::PERCPU,
+        op: Some(percpu::STATS),
+        arg: 1,
+        access: UserAccess::Writes,
+        args: [percpu::STATS, 0, 0, 0, 0, 0],
+        name: "percpu STATS",
+    },
+    UserPointer {
+        nr: nr::PERCPU,
+        op: Some(percpu::BENCH_OP),
+        arg: 3,
+        access: UserAccess::Writes,
+        args: [percpu::BENCH_OP, percpu::bench_op::EMPTY, 1, 0, 0, 0],
+        name: "percpu BENCH_OP",
+    },
+];
+
+/// Per call number: the arguments that point into user memory (the [`nr::PERCPU`] operations
+/// that have one are listed by operation in [`PERCPU_POINTERS`]). A new call must get its row
+/// here (the array has one per call number) and a row in [`USER_POINTERS`] per pointer.
+pub const CALLS: [&[usize]; nr::COUNT as usize] = [
+    &[1], // write(fd, buf, len)
+    &[],  // exit
+    &[],  // yield
+    &[],  // sleep
+    &[1], // clock(id, *mut u64)
+    &[],  // getcpu
+    &[],  // mmap (an address to map, never accessed by the call)
+    &[],  // munmap
+    &[],  // mprotect
+    &[0], // counters(*mut Counters, size)
+    &[],  // spawn (entry and stack are checked as user addresses, never accessed)
+    &[],  // wait
+    &[],  // sysctl
+    &[],  // fault_handler (an entry point, never accessed)
+    &[],  // fault_return
+    &[],  // percpu: by operation, below
+];
+
+/// [`nr::PERCPU`] operations whose arguments point into user memory: (operation, argument).
+pub const PERCPU_POINTERS: &[(u64, usize)] = &[(percpu::STATS, 1), (percpu::BENCH_OP, 3)];
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -336,6 +430,30 @@ mod tests {
         assert_eq!(errno::name(errno::EFAULT), "EFAULT");
         assert_eq!(errno::name(99), "E?");
         assert_eq!(nr::NAMES[nr::MPROTECT as usize], "mprotect");
+    }
+
+    #[test]
+    fn every_user_pointer_has_its_efault_row() {
+        // Every pointer argument [`CALLS`] and [`PERCPU_POINTERS`] name has exactly one row in
+        // USER_POINTERS, and every row names a listed pointer: a call with a pointer cannot be
+        // added without its bad-pointer test.
+        let mut want: std::vec::Vec<(u64, Option<u64>, usize)> = std::vec::Vec::new();
+        for (n, args) in CALLS.iter().enumerate() {
+            want.extend(args.iter().map(|&a| (n as u64, None, a)));
+        }
+        want.extend(PERCPU_POINTERS.iter().map(|&(op, a)| (nr::PERCPU, Some(op), a)));
+        let mut have: std::vec::Vec<_> = USER_POINTERS.iter().map(|u| (u.nr, u.op, u.arg)).collect();
+        want.sort();
+        have.sort();
+        assert_eq!(have, want);
+        for u in USER_POINTERS {
+            assert!(u.arg < 6 && u.args[u.arg] == 0, "{}: the pointer's slot is a placeholder", u.name);
+            assert_eq!(u.op.is_some(), u.nr == nr::PERCPU, "{}", u.name);
+            if let Some(op) = u.op {
+                assert_eq!(u.args[0], op, "{}: x0 is the operation", u.name);
+            }
+            assert!(u.name.starts_with(nr::NAMES[u.nr as usize]), "{} is call {}", u.name, nr::NAMES[u.nr as usize]);
+        }
     }
 
     #[test]

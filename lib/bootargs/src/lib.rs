@@ -1,7 +1,7 @@
 //! Strict boot arguments, shared by the hypervisor and the kernel.
 //!
 //! Each binary owns one [`Table`] of the words it accepts (the hypervisor's in
-//! `hypervisor/src/options.rs`, the kernel's in `kernel/src/cmdline.rs`); adding a word is one
+//! `lib/hypcore/src/options.rs`, the kernel's in `lib/kcore/src/options/mod.rs`); adding a word is one
 //! line there. [`parse`] checks a command line against it and refuses, with a message that
 //! names the word and lists the accepted ones:
 //!

@@ -20,7 +20,7 @@
 //! Compression halves the transfer of this project's Images (about 2:1): 23 s instead of 45 s
 //! at 115200 baud. The CRC-32s cover the inflated files, so they check the inflater too.
 
-use crate::crc32::crc32;
+use abi::crc32::crc32;
 use core::fmt;
 
 /// First bytes of every transfer.

@@ -22,12 +22,11 @@
 #![no_std]
 #![deny(missing_docs)]
 
-pub mod crc32;
 pub mod frame;
 pub mod plan;
 pub mod status;
 
-pub use crc32::{crc32, Crc32};
+pub use abi::crc32::{crc32, Crc32};
 pub use frame::{Header, HeaderError, MagicScanner, FLAG_DEFLATE, HEADER_LEN, MAGIC, MAX_ARGS, VERSION};
 pub use plan::{plan, Layout, PlanError, Request, HYP_RESERVE};
 pub use status::Status;

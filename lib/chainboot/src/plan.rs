@@ -17,7 +17,7 @@ use core::fmt;
 /// Memory the hypervisor uses right after its image (its minimum page-table frame pool).
 pub const HYP_RESERVE: u64 = 16 << 20;
 const BLOCK_2M: u64 = 2 << 20;
-const PAGE: u64 = 4096;
+use abi::PAGE_SIZE as PAGE;
 
 /// Sizes of what is to be placed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

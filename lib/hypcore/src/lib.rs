@@ -8,6 +8,8 @@
 //!   when a request cannot be met.
 //! * [`exception`]: exception entry into the guest (the synchronous external abort it gets
 //!   for a stray access), as AArch64.TakeException defines it.
+//! * [`fault`]: a guest's abort at EL2 decoded once (ESR, FAR, HPFAR) into one typed value,
+//!   with the IPA where HPFAR holds it.
 //! * [`home`]: where the hypervisor runs (it moves itself to the top of RAM at boot) so the
 //!   guest's RAM has no hole.
 //! * [`load`]: where QEMU's loader puts a kernel, its initrd and the DTB, so the guest gets
@@ -27,6 +29,7 @@ extern crate alloc;
 
 pub mod dirty;
 pub mod exception;
+pub mod fault;
 pub mod home;
 pub mod load;
 pub mod mmio;
@@ -37,8 +40,8 @@ pub mod share;
 
 pub use range::Range;
 
-/// 4 KiB.
-pub const PAGE: u64 = 4096;
+/// 4 KiB (`abi::PAGE_SIZE`).
+pub use abi::PAGE_SIZE as PAGE;
 /// 2 MiB: a level-2 block.
 pub const BLOCK_2M: u64 = 2 << 20;
 /// 1 GiB: a level-1 block.

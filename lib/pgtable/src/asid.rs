@@ -29,6 +29,8 @@ use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, Ordering};
 use spin::Mutex;
 
+use crate::tlb::{Barrier, Shareability, TlbMaintenance, Tlbi, TlbiOp};
+
 /// Most CPUs an allocator serves.
 pub const MAX_CPUS: usize = 8;
 
@@ -82,6 +84,28 @@ pub struct AsidAllocator {
 }
 
 impl AsidAllocator {
+    /// The TLB side of CPU `cpu` switching to the address space whose context id is `ctx`:
+    /// [`AsidAllocator::switch`], then, when a roll-over asks for it, this CPU's whole EL1&0 TLB
+    /// dropped (`TLBI VMALLE1` local; `DSB NSH`). Returns the decision; the caller then writes
+    /// TTBR0_EL1 (root and ASID in one write) and an `ISB`. The kernel's switch and the
+    /// user-space model checker both go through here.
+    pub fn switch_to<T: TlbMaintenance + ?Sized>(&self, cpu: usize, ctx: &AtomicU64, tlb: &mut T) -> Switch {
+        let sw = self.switch(cpu, ctx);
+        if sw.flush_local {
+            tlb.tlbi(Tlbi { op: TlbiOp::Vmalle1 { vmid: None }, leaf_only: false, sh: Shareability::Local });
+            tlb.dsb(Barrier::Nsh);
+        }
+        sw
+    }
+
+    /// An address space is gone (its table unmapped and destroyed): every translation tagged
+    /// with its ASID `asid` is dropped on every CPU (`TLBI ASIDE1IS`; `DSB ISH`). Its number
+    /// is handed out again only after a roll-over, which flushes every CPU anyway.
+    pub fn retire<T: TlbMaintenance + ?Sized>(&self, asid: u16, tlb: &mut T) {
+        tlb.tlbi(Tlbi { op: TlbiOp::Aside1 { asid }, leaf_only: false, sh: Shareability::InnerShareable });
+        tlb.dsb(Barrier::Ish);
+    }
+
     /// An allocator for `bits`-bit ASIDs (8 or 16 on real CPUs: ID_AA64MMFR0_EL1.ASIDBits;
     /// tests use fewer to roll over quickly). Numbers `1 .. 2^bits` are handed out; a roll-over
     /// keeps one per CPU, so there must be more numbers than CPUs using the allocator.

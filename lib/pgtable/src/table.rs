@@ -11,7 +11,7 @@ use crate::error::{Arg, Error};
 use crate::frame::FrameAlloc;
 use crate::gather::FlushPolicy;
 use crate::regime::Regime;
-use crate::tlb::{Barrier, TlbMaintenance};
+use crate::tlb::{Barrier, Shareability, TlbMaintenance, Tlbi, TlbiOp};
 use crate::walker::{walk, Entry, ReadOnly, WalkFlags, WalkStats};
 
 #[cfg(any(test, feature = "seeded-bugs"))]
@@ -263,6 +263,21 @@ impl<A: FrameAlloc> PageTable<A> {
         if let Regime::El1 { half, .. } = self.regime {
             self.regime = Regime::El1 { asid, half };
         }
+    }
+    /// Repairs a *spurious* permission fault at `va` taken by this CPU: the tables allow the
+    /// access but a narrower entry this CPU cached refused it (lazy relaxation left a permission
+    /// upgrade unflushed, or another CPU's upgrade raced the access). Drops this CPU's entry
+    /// for the page of `va` under the table's ASID (`TLBI VALE1` local; `DSB NSH`); the access
+    /// is then retried. Only an EL1&0 lower-half (user) table relaxes lazily: for any other
+    /// this issues nothing and returns false.
+    pub fn fix_spurious_fault<T: TlbMaintenance + ?Sized>(&self, tlb: &mut T, va: crate::VirtAddr) -> bool {
+        let Regime::El1 { asid, half: crate::regime::VaHalf::Lower } = self.regime else {
+            return false;
+        };
+        let va = crate::VirtAddr::new(va.as_u64() & !(PAGE_SIZE - 1));
+        tlb.tlbi(Tlbi { op: TlbiOp::Vae1 { asid, va }, leaf_only: true, sh: Shareability::Local });
+        tlb.dsb(Barrier::Nsh);
+        true
     }
     /// What the table was created with.
     pub fn config(&self) -> &Config {

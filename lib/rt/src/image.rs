@@ -148,31 +148,15 @@ fn read_u32(b: &[u8], off: usize) -> u32 {
     u32::from_le_bytes(v)
 }
 
-/// CRC-32 (IEEE 802.3, reflected, as zlib) of `data` with the stamp's CRC field read as zeros.
+/// CRC-32 (`abi::crc32`: IEEE 802.3, reflected, as zlib) of `data` with the stamp's CRC field
+/// read as zeros.
 pub fn stamp_crc(data: &[u8]) -> u32 {
-    const fn table() -> [u32; 256] {
-        let mut t = [0u32; 256];
-        let mut i = 0;
-        while i < 256 {
-            let mut c = i as u32;
-            let mut k = 0;
-            while k < 8 {
-                c = if c & 1 != 0 { 0xedb8_8320 ^ (c >> 1) } else { c >> 1 };
-                k += 1;
-            }
-            t[i] = c;
-            i += 1;
-        }
-        t
-    }
-    static TABLE: [u32; 256] = table();
     let crc_field = STAMP_OFFSET + 4..STAMP_OFFSET + 8;
-    let mut c = !0u32;
+    let mut c = abi::crc32::Crc32::new();
     for (i, &b) in data.iter().enumerate() {
-        let b = if crc_field.contains(&i) { 0 } else { b };
-        c = TABLE[((c ^ u32::from(b)) & 0xff) as usize] ^ (c >> 8);
+        c.byte(if crc_field.contains(&i) { 0 } else { b });
     }
-    !c
+    c.value()
 }
 
 impl ImageHeader {

@@ -105,7 +105,9 @@ fn run_mode(mode: &str, tasks: u64) -> bool {
     }
     let mut bad_exits = 0;
     for &t in &tids[..started] {
-        if sys::wait(t) != Ok(0) {
+        let r = sys::wait(t);
+        if r != Ok(0) {
+            user::println!("percpu: {mode}: task {t}: wait gave {r:?}");
             bad_exits += 1;
         }
     }

@@ -94,11 +94,59 @@ fn main(_args: &str) -> i32 {
     exec_permissions(&mut c);
     tasks(&mut c);
     knobs(&mut c);
+    let bad = bad_pointers(&mut c);
     let mut r = Record::new("selftest");
-    r.u64("checks", c.n).u64("failed", c.failed).u64("faults_caught", PROBE.count.load(Ordering::Relaxed));
+    r.u64("checks", c.n)
+        .u64("failed", c.failed)
+        .u64("faults_caught", PROBE.count.load(Ordering::Relaxed))
+        .u64("bad_pointer_checks", bad);
     user::io::report(&r);
     user::println!("selftest: {} checks, {} failed", c.n, c.failed);
     c.failed.min(255) as i32
+}
+
+/// Every row of `abi::syscall::USER_POINTERS` (each argument of each call that points into user
+/// memory) with every kind of pointer the task may not use that way: EFAULT, nothing else.
+/// Generated from the ABI table: a call added there is tested here without more code. Returns
+/// the checks made.
+fn bad_pointers(c: &mut Checks) -> u64 {
+    use abi::syscall::{UserAccess, USER_POINTERS};
+    let (n0, page) = (c.n, PAGE_SIZE);
+    // Read-only (for the calls that write) and PROT_NONE (for those that read), both touched
+    // first so they are mapped, not just reserved; then a page unmapped (last: nothing is
+    // mapped after it, so its address stays free).
+    let ro = sys::mmap(0, page, RW, ANON).unwrap_or(0);
+    c.goes("bad pointers: touch a page", PROBE.write(ro, 1));
+    c.ok("bad pointers: make it read-only", sys::mprotect(ro, page, prot::READ), 0);
+    let none = sys::mmap(0, page, RW, ANON).unwrap_or(0);
+    c.goes("bad pointers: touch another", PROBE.write(none, 1));
+    c.ok("bad pointers: make it PROT_NONE", sys::mprotect(none, page, prot::NONE), 0);
+    let unmapped = sys::mmap(0, page, RW, ANON).unwrap_or(0);
+    c.ok("bad pointers: unmap a page", sys::munmap(unmapped, page), 0);
+    for u in USER_POINTERS {
+        let denied = match u.access {
+            UserAccess::Writes => ("a read-only page", ro),
+            UserAccess::Reads => ("a PROT_NONE page", none),
+        };
+        let kinds = [
+            ("NULL", 0),
+            ("a kernel address", KERNEL_ADDR),
+            ("a range that wraps", u64::MAX - 2),
+            ("an unmapped page", unmapped),
+            denied,
+        ];
+        for (what, ptr) in kinds {
+            let mut a = u.args;
+            a[u.arg] = ptr;
+            let mut name = Text::<96>::new();
+            let _ = core::fmt::Write::write_fmt(&mut name, format_args!("{} with {what}", u.name));
+            c.err(name.as_str(), sys::result(u.nr, a), errno::EFAULT);
+        }
+    }
+    for (p, n) in [(ro, page), (none, page)] {
+        let _ = sys::munmap(p, n);
+    }
+    c.n - n0
 }
 
 fn calls_without_memory(c: &mut Checks) {

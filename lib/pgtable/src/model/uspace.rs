@@ -32,7 +32,7 @@ use crate::asid::AsidAllocator;
 use crate::attrs::{Attributes, Constraints, Perms};
 use crate::descriptor::decode_leaf;
 use crate::regime::{Regime, VaHalf};
-use crate::tlb::{Shareability, Tlbi, TlbiOp};
+use crate::tlb::{Shareability, TlbMaintenance, Tlbi, TlbiOp};
 use crate::walker::WalkFlags;
 
 /// CPUs of the model.
@@ -77,6 +77,26 @@ struct Pending {
     cpu: usize,
 }
 
+/// A CPU's own TLB maintenance outside an operation (its switch, a spurious-fault fix): what
+/// it issued, replayed into the model TLBs afterwards.
+#[derive(Default)]
+struct CpuTlb(Vec<Event>);
+
+impl TlbMaintenance for CpuTlb {
+    fn tlbi(&mut self, op: Tlbi) {
+        self.0.push(Event::Tlbi(op));
+    }
+    fn dsb(&mut self, b: crate::tlb::Barrier) {
+        self.0.push(Event::Dsb(b));
+    }
+    fn isb(&mut self) {
+        self.0.push(Event::Isb);
+    }
+    fn features(&self) -> crate::tlb::TlbFeatures {
+        crate::tlb::TlbFeatures::default()
+    }
+}
+
 /// How an access ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Access {
@@ -99,7 +119,8 @@ pub struct UModel {
     /// The driver copies the space's current ASID into its table before each operation (as
     /// the kernel must); off: a seeded bug.
     pub sync_asid: bool,
-    /// The fault handler fixes a spurious fault with a local TLBI; off: a seeded bug.
+    /// The fault handler fixes a spurious fault (`PageTable::fix_spurious_fault`); off: a
+    /// seeded bug.
     pub fix_spurious: bool,
     /// Everything found.
     pub violations: Vec<String>,
@@ -227,11 +248,12 @@ impl UModel {
             }
             Some(s) => {
                 let before = self.asids.rollovers();
-                let sw = self.asids.switch(c, &self.spaces[s].ctx);
+                // The kernel's switch: the allocator's decision and its local flush, replayed
+                // into this CPU's TLB.
+                let mut tlb = CpuTlb::default();
+                let sw = self.asids.switch_to(c, &self.spaces[s].ctx, &mut tlb);
                 self.rollovers += self.asids.rollovers() - before;
-                if sw.flush_local {
-                    self.cpus[c].tlb.clear();
-                }
+                self.replay(c, &tlb.0);
                 self.cpus[c].running = Some(s);
                 self.cpus[c].asid = sw.asid;
                 self.check_cpu(c, &format!("switch of CPU {c} to space {s}"));
@@ -337,8 +359,12 @@ impl UModel {
                             self.spurious += 1;
                             faulted = true;
                             if self.fix_spurious {
-                                // TLBI VALE1 (this ASID, va), local; DSB NSH.
-                                self.cpus[c].tlb.retain(|e| !(e.asid == asid && e.va == va));
+                                // The kernel's fix, replayed into this CPU's TLB.
+                                let mut tlb = CpuTlb::default();
+                                let pt = &mut self.spaces[s].h.pt;
+                                pt.set_asid(asid);
+                                assert!(pt.fix_spurious_fault(&mut tlb, VirtAddr::new(va)));
+                                self.replay(c, &tlb.0);
                             }
                         }
                         _ => return Access::Denied,

@@ -27,7 +27,7 @@ impl CpuInfo {
         Self {
             el: CurrentEL.read(CurrentEL::EL),
             midr: Midr(MIDR_EL1.get()),
-            mpidr: MPIDR_EL1.get() & 0xff_00ff_ffff,
+            mpidr: rt::mpidr_affinity(),
             mmfr2: ID_AA64MMFR2_EL1.get(),
             isar0: ID_AA64ISAR0_EL1.get(),
             pmuver: ID_AA64DFR0_EL1.read(ID_AA64DFR0_EL1::PMUVer),

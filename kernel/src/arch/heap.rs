@@ -8,21 +8,15 @@
 //! physical addresses that are not mapped later): [`reset`] starts the heap afresh at the
 //! block's virtual address.
 
-use buddy_system_allocator::{Heap, LockedHeap};
-
+/// Bytes of the boot block.
 const HEAP_SIZE: usize = 4 << 20;
 
-#[repr(C, align(4096))]
-struct HeapSpace([u8; HEAP_SIZE]);
-static mut HEAP_SPACE: HeapSpace = HeapSpace([0; HEAP_SIZE]);
-
 #[global_allocator]
-static HEAP: LockedHeap<32> = LockedHeap::empty();
+static HEAP: rt::heap::BssHeap<HEAP_SIZE> = rt::heap::BssHeap::new();
 
 /// Call once on the boot CPU before anything allocates.
 pub fn init() {
-    // SAFETY: HEAP_SPACE is used only here, once, and handed to the allocator for good.
-    unsafe { HEAP.lock().init(core::ptr::addr_of_mut!(HEAP_SPACE) as usize, HEAP_SIZE) };
+    HEAP.init();
 }
 
 /// Starts the heap afresh over its boot block, as the running code reaches it now (the image's
@@ -32,11 +26,8 @@ pub fn init() {
 ///
 /// No object allocated before may be used (or freed) afterwards.
 pub unsafe fn reset() {
-    let mut h = HEAP.lock();
-    *h = Heap::empty();
-    // SAFETY: HEAP_SPACE belongs to the heap alone; the caller guarantees nothing allocated from
-    // it before is still in use.
-    unsafe { h.init(core::ptr::addr_of_mut!(HEAP_SPACE) as usize, HEAP_SIZE) };
+    // SAFETY: the caller's contract.
+    unsafe { HEAP.reset() }
 }
 
 /// Adds `[start, start + size)` to the heap.
@@ -46,6 +37,6 @@ pub unsafe fn reset() {
 /// The range must be mapped read-write for every CPU for the kernel's whole life and used by
 /// nothing else from now on.
 pub unsafe fn extend(start: usize, size: usize) {
-    // SAFETY: the caller hands over a mapped, otherwise unused region for good.
-    unsafe { HEAP.lock().add_to_heap(start, start + size) };
+    // SAFETY: the caller's contract.
+    unsafe { HEAP.extend(start, size) }
 }

@@ -26,7 +26,7 @@
 //! CPU's idle loop and the boot CPU's self-tests run on [`ThreadInfo`]s whose count is 1 for
 //! good: never preempted.
 
-use core::sync::atomic::{compiler_fence, AtomicU32, Ordering};
+use core::sync::atomic::{compiler_fence, AtomicU32, AtomicUsize, Ordering};
 
 /// What SP_EL0 points at while the kernel runs: the running thread's preemption count.
 #[repr(C)]
@@ -94,8 +94,30 @@ pub fn preempt_enable() {
     let t = thread();
     let n = t.preempt_count.load(Ordering::Relaxed) - 1;
     t.preempt_count.store(n, Ordering::Relaxed);
-    if n == 0 && crate::percpu::need_resched() {
-        crate::sched::preempt::preempt_schedule();
+    if n == 0 && crate::arch::cpu::need_resched() {
+        preempt_schedule();
+    }
+}
+
+/// What switches tasks at a preemption point: the scheduler installs it at boot
+/// ([`set_preempt_hook`]). The bottom layer cannot name the scheduler (it sits above
+/// everything that takes a preemption count), so the one call upward goes through this hook;
+/// before the scheduler installs it there is nothing to switch to.
+static PREEMPT_HOOK: AtomicUsize = AtomicUsize::new(0);
+
+/// Installs the scheduler's preemption point (`sched::preempt::preempt_schedule`).
+pub fn set_preempt_hook(f: fn()) {
+    PREEMPT_HOOK.store(f as usize, Ordering::Release);
+}
+
+/// A pending switch at a preemption point: the scheduler's hook, if installed.
+#[cold]
+fn preempt_schedule() {
+    let f = PREEMPT_HOOK.load(Ordering::Acquire);
+    if f != 0 {
+        // SAFETY: only `set_preempt_hook` stores here, always a `fn()`.
+        let f = unsafe { core::mem::transmute::<usize, fn()>(f) };
+        f();
     }
 }
 

@@ -3,16 +3,17 @@
 //! subtree of its own, which maps CPU `c`'s area at `WINDOW_VA`.
 //!
 //! `mm` calls [`sync_roots`] after every change of the kernel table (under `mm::TABLES`; lock
-//! order `mm::TABLES` before [`ROOTS`]).
+//! order `mm::TABLES` before [`ROOTS`]). The per-CPU areas these roots' windows map are
+//! `percpu`'s; the roots are kernel page tables, so they are `mm`'s.
 
-use super::WINDOW_VA;
-use crate::mm::frames::KFrames;
+use super::frames::KFrames;
+use super::layout::WINDOW_VA;
 use alloc::format;
 use alloc::string::String;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use pgtable::hw::HwTlb;
 use pgtable::percpu::{PerCpuRoots, Seed};
-use pgtable::{regime, PhysAddr};
+use pgtable::{regime, PageTable, PhysAddr};
 use spin::Mutex;
 
 static ROOTS: Mutex<Option<PerCpuRoots<KFrames>>> = Mutex::new(None);
@@ -26,10 +27,10 @@ pub static TABLE_PAGES: AtomicU64 = AtomicU64::new(0);
 /// late-mapping test must catch).
 pub static SEED_SKIP_CPU1: AtomicBool = AtomicBool::new(false);
 
-/// Builds every CPU's root (and empty window) from the kernel table's top level.
-pub fn build(cpus: usize) -> Result<(), String> {
-    let mut r = crate::mm::with_kernel_table(|k| PerCpuRoots::new(k, cpus, WINDOW_VA, KFrames))?
-        .map_err(|e| format!("per-CPU roots: {e}"))?;
+/// Builds every CPU's root (and empty window) from the kernel table's top level (`kernel`:
+/// `mm::build_percpu_roots` passes it, under `mm::TABLES`).
+pub fn build(kernel: &PageTable<KFrames>, cpus: usize) -> Result<(), String> {
+    let mut r = PerCpuRoots::new(kernel, cpus, WINDOW_VA, KFrames).map_err(|e| format!("per-CPU roots: {e}"))?;
     if SEED_SKIP_CPU1.load(Ordering::Relaxed) {
         r.seed = Some(Seed::NoSyncRoot1);
     }

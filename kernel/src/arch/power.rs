@@ -4,7 +4,7 @@
 //! tree's conduit (QEMU's own PSCI ends the QEMU process). The code travels only in that line:
 //! QEMU semihosting is never used (it would give any guest the host's files and shell).
 
-use crate::smccc;
+use crate::arch::smccc;
 use core::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
 /// Who ends the run.

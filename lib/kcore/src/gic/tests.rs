@@ -1,0 +1,208 @@
+//! The drivers against the fake GIC.
+
+use super::fake::FakeGic;
+use super::v2::GicV2;
+use super::v3::{self, GicV3};
+use super::{handle_pending, Handled, PRIORITY};
+use std::vec::Vec;
+
+const RESCHEDULE: u32 = 0;
+const CALL: u32 = 3;
+const TIMER: u32 = 27;
+
+fn v2_up(fake: &FakeGic, cpus: usize) -> GicV2<&FakeGic> {
+    let g = GicV2::new(fake);
+    fake.on(0);
+    g.init_distributor();
+    for c in 0..cpus {
+        fake.as_cpu(c, || {
+            g.init_cpu(c);
+            for i in [RESCHEDULE, CALL, TIMER] {
+                g.enable_private(i, PRIORITY);
+            }
+        });
+    }
+    g
+}
+
+fn v3_up(fake: &FakeGic, cpus: usize) -> GicV3<&FakeGic> {
+    let g = GicV3::new(fake, fake.regions());
+    fake.on(0);
+    g.init_distributor();
+    for c in 0..cpus {
+        fake.as_cpu(c, || {
+            g.init_cpu(c, fake.mpidr(c)).unwrap();
+            for i in [RESCHEDULE, CALL, TIMER] {
+                g.enable_private(c, i, PRIORITY);
+            }
+        });
+    }
+    g
+}
+
+#[test]
+fn gicv2_ends_each_sgi_with_its_source_cpu() {
+    let fake = FakeGic::v2(3);
+    let g = v2_up(&fake, 3);
+    // CPUs 1 and 2 both call CPU 0: one SGI, two sources, two interrupts.
+    fake.as_cpu(1, || g.send_sgi(1 << 0, CALL));
+    fake.as_cpu(2, || g.send_sgi(1 << 0, CALL));
+    assert_eq!(fake.pending(0), [(CALL, 1), (CALL, 2)]);
+    let mut seen = Vec::new();
+    let h = fake.as_cpu(0, || {
+        handle_pending(&g, 0, |i| {
+            seen.push(i);
+            true
+        })
+    });
+    assert_eq!(h, Handled { sgi: 2, ppi: 0, unexpected: 0 });
+    assert_eq!(seen, [CALL, CALL]);
+    assert!(fake.active(0).is_empty() && fake.pending(0).is_empty());
+    fake.verdict().unwrap();
+    // And again: nothing was left active, so the next one is taken too.
+    fake.as_cpu(2, || g.send_sgi(1, CALL));
+    assert_eq!(fake.as_cpu(0, || handle_pending(&g, 0, |_| true)).sgi, 1);
+    fake.verdict().unwrap();
+}
+
+/// What the driver must not do (and QEMU's TCG would let pass): end a GICv2 SGI by its INTID
+/// alone. The fake keeps it active, so the CPU takes nothing more, and says why.
+#[test]
+fn the_fake_gicv2_catches_an_eoi_without_the_source() {
+    use super::{Acked, CpuInterface};
+    struct DropsSource<'a>(GicV2<&'a FakeGic>);
+    impl CpuInterface for DropsSource<'_> {
+        fn ack(&self) -> Option<Acked> {
+            self.0.ack()
+        }
+        fn eoi(&self, a: Acked) {
+            self.0.eoi(Acked { intid: a.intid, iar: a.intid });
+        }
+        fn disable_private(&self, cpu: usize, intid: u32) {
+            CpuInterface::disable_private(&self.0, cpu, intid)
+        }
+    }
+    let fake = FakeGic::v2(2);
+    let g = DropsSource(v2_up(&fake, 2));
+    fake.as_cpu(1, || g.0.send_sgi(1, CALL));
+    let h = fake.as_cpu(0, || handle_pending(&g, 0, |_| true));
+    assert_eq!(h.sgi, 1);
+    let v = fake.verdict().unwrap_err();
+    assert!(v.contains("(INTID 3, source 0) but its running interrupt is INTID 3 from source 1"), "{v}");
+    // Still active: the timer is not taken any more.
+    fake.raise(0, TIMER);
+    assert_eq!(fake.as_cpu(0, || handle_pending(&g, 0, |_| true)).total(), 0);
+}
+
+#[test]
+fn nothing_pending_is_never_ended() {
+    let fake = FakeGic::v2(2);
+    let g = v2_up(&fake, 2);
+    assert_eq!(fake.as_cpu(0, || handle_pending(&g, 0, |_| panic!("nothing is pending"))).total(), 0);
+    let fake3 = FakeGic::v3(&[0, 1], false);
+    let g3 = v3_up(&fake3, 2);
+    assert_eq!(fake3.as_cpu(1, || handle_pending(&g3, 1, |_| panic!("nothing is pending"))).total(), 0);
+    for f in [&fake, &fake3] {
+        assert_eq!(f.eois(), 0);
+        f.verdict().unwrap();
+    }
+}
+
+#[test]
+fn an_interrupt_without_a_handler_is_disabled_and_ended() {
+    let fake = FakeGic::v2(1);
+    let g = v2_up(&fake, 1);
+    fake.raise(0, TIMER);
+    let h = fake.as_cpu(0, || handle_pending(&g, 0, |_| false));
+    assert_eq!(h, Handled { sgi: 0, ppi: 0, unexpected: 1 });
+    assert!(!fake.banked_enabled(0, TIMER));
+    assert_eq!(fake.eois(), 1);
+    fake.verdict().unwrap();
+}
+
+#[test]
+fn gicv2_sgis_follow_a_dsb_and_reach_the_named_cpus_only() {
+    let fake = FakeGic::v2(4);
+    let g = v2_up(&fake, 4);
+    fake.as_cpu(0, || g.send_sgi(0b1010, RESCHEDULE));
+    assert_eq!(fake.sgis(), [(0, 1, RESCHEDULE), (0, 3, RESCHEDULE)]);
+    fake.verdict().unwrap();
+    // A CPU that never initialised its interface gets nothing (its bit is unknown).
+    let fake = FakeGic::v2(4);
+    let g = v2_up(&fake, 2);
+    fake.as_cpu(0, || g.send_sgi(0b1100, RESCHEDULE));
+    assert!(fake.sgis().is_empty());
+}
+
+#[test]
+fn the_fake_catches_an_sgi_without_a_dsb() {
+    use super::v2::{Reg, Regs};
+    let fake = FakeGic::v2(2);
+    let _g = v2_up(&fake, 2);
+    (&fake).write(Reg::DSgir, super::v2::sgir(0b10, CALL));
+    assert!(fake.verdict().unwrap_err().contains("without a DSB ISHST"));
+}
+
+#[test]
+fn gicv3_finds_each_redistributor_and_takes_sgis_by_mpidr() {
+    // The Pi 5's way (core number in Aff1) and a wide cluster (Aff0 up to 17: the range
+    // selector), with and without the VLPI frames.
+    for (mpidrs, vlpis) in
+        [(&[0x0, 0x100, 0x200, 0x300][..], false), (&[0x0, 0x1, 0x10, 0x11, 0x1_0000_0005][..], true)]
+    {
+        let fake = FakeGic::v3(mpidrs, vlpis);
+        let n = mpidrs.len();
+        let g = v3_up(&fake, n);
+        for from in 0..n {
+            for to in 0..n {
+                fake.as_cpu(from, || g.send_sgi(1 << to, CALL));
+                assert_eq!(fake.pending(to), [(CALL, 0)], "{mpidrs:x?}: {from} -> {to}");
+                let mut seen = 0;
+                let h = fake.as_cpu(to, || {
+                    handle_pending(&g, to, |i| {
+                        seen += (i == CALL) as u32;
+                        true
+                    })
+                });
+                assert_eq!((h.sgi, seen), (1, 1));
+            }
+        }
+        fake.verdict().unwrap();
+    }
+}
+
+#[test]
+fn sgi1r_encodes_every_affinity_field() {
+    // Aff3 0x12, Aff2 0x34, Aff1 0x56, Aff0 0x27 (range 2, bit 7), SGI 5.
+    let v = v3::sgi1r(0x12_0034_5627, 5);
+    assert_eq!(v, (0x12 << 48) | (2 << 44) | (0x34 << 32) | (5 << 24) | (0x56 << 16) | (1 << 7));
+}
+
+#[test]
+fn gicv3_without_a_redistributor_for_the_cpu_is_an_error() {
+    let fake = FakeGic::v3(&[0, 1], false);
+    let g = GicV3::new(&fake, fake.regions());
+    fake.on(0);
+    g.init_distributor();
+    let e = fake.as_cpu(0, || g.init_cpu(0, 0x300)).unwrap_err();
+    assert!(e.contains("no GICv3 redistributor for MPIDR 0x300"), "{e}");
+}
+
+#[test]
+fn one_priority_level_no_nesting_until_the_eoi() {
+    let fake = FakeGic::v3(&[0, 1], false);
+    let g = v3_up(&fake, 2);
+    fake.raise(0, TIMER);
+    fake.as_cpu(1, || g.send_sgi(1, RESCHEDULE));
+    // Taken one after the other, each ended before the next is acknowledged.
+    let mut order = Vec::new();
+    let h = fake.as_cpu(0, || {
+        handle_pending(&g, 0, |i| {
+            order.push((i, fake.active(0).len()));
+            true
+        })
+    });
+    assert_eq!(h, Handled { sgi: 1, ppi: 1, unexpected: 0 });
+    assert_eq!(order, [(RESCHEDULE, 1), (TIMER, 1)]);
+    fake.verdict().unwrap();
+}
