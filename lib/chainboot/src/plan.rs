@@ -324,6 +324,8 @@ mod tests {
         // [GIB + 3M, GIB + 4M) ends at a 2 MiB boundary without crossing one.
         assert_eq!(highest(&ram, MIB, PAGE, BLOCK_2M, &[]), Some(GIB + 3 * MIB));
         assert_eq!(highest(&ram, MIB + PAGE, PAGE, BLOCK_2M, &[]), Some(GIB + 3 * MIB - PAGE));
+        // The highest place crosses GIB + 2M: the next candidate ends exactly there.
+        assert_eq!(highest(&[Region::new(GIB, 3 * MIB)], MIB + PAGE, PAGE, BLOCK_2M, &[]), Some(GIB + MIB - PAGE));
         // 2M + a page cannot help crossing one in 4M.
         assert_eq!(highest(&ram, 2 * MIB + PAGE, PAGE, BLOCK_2M, &[]), None);
     }

@@ -394,6 +394,47 @@ pub(crate) mod tests {
         assert_eq!(bad(&|v| v[64 + 56 + 16..64 + 56 + 24].copy_from_slice(&0x0u64.to_le_bytes())), ElfError::Overlap);
     }
 
+    /// `tiny_pie` without its dynamic section, of type `ty`, every address moved up by `by`.
+    fn moved(ty: u16, by: u64) -> Vec<u8> {
+        let mut v = tiny_pie();
+        v[16..18].copy_from_slice(&ty.to_le_bytes());
+        v[56..58].copy_from_slice(&2u16.to_le_bytes());
+        let add = |v: &mut Vec<u8>, at: usize| {
+            let x = u64::from_le_bytes(v[at..at + 8].try_into().unwrap()) + by;
+            v[at..at + 8].copy_from_slice(&x.to_le_bytes());
+        };
+        add(&mut v, 24);
+        add(&mut v, 64 + 16);
+        add(&mut v, 64 + 56 + 16);
+        v
+    }
+
+    #[test]
+    fn where_segments_may_lie_and_what_their_flags_say() {
+        let p = Program::parse(&tiny_pie()).unwrap();
+        let rwx = |s: &Segment| (s.read, s.write, s.exec);
+        assert_eq!(p.segments.iter().map(rwx).collect::<Vec<_>>(), [(true, false, true), (true, true, false)]);
+        // A PIE must fit below MAX_SPAN, even when its segments' span is small.
+        assert!(Program::parse(&moved(3, MAX_SPAN - 0x3000)).is_ok());
+        assert_eq!(Program::parse(&moved(3, MAX_SPAN - 0x2000)), Err(ElfError::BadSegment));
+        // An ET_EXEC loads where it says, above MAX_SPAN too.
+        let p = Program::parse(&moved(2, 4 << 30)).unwrap();
+        assert_eq!((p.pie, p.segments[0].vaddr, p.entry), (false, 4 << 30, (4 << 30) + 0x100));
+        use std::string::ToString;
+        assert!(
+            ElfError::WriteAndExecute.to_string().contains("writable and executable"),
+            "{}",
+            ElfError::WriteAndExecute
+        );
+        // ... but not where its last page would wrap: one byte at 2^64 - 4097 leaves no page.
+        let mut v = moved(2, 0);
+        let b = 64 + 56;
+        v[b + 8..b + 16].copy_from_slice(&0x1fffu64.to_le_bytes());
+        v[b + 16..b + 24].copy_from_slice(&(u64::MAX - 4096).to_le_bytes());
+        v[b + 32..b + 48].copy_from_slice(&[0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(Program::parse(&v), Err(ElfError::BadSegment));
+    }
+
     #[test]
     fn never_panics_on_garbage() {
         let good = tiny_pie();
