@@ -436,6 +436,65 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn the_dynamic_section_and_its_relocations() {
+        let good = tiny_pie();
+        let put = |v: &mut Vec<u8>, at: usize, x: u64| v[at..at + 8].copy_from_slice(&x.to_le_bytes());
+        let with = |f: &dyn Fn(&mut Vec<u8>)| {
+            let mut v = good.clone();
+            f(&mut v);
+            Program::parse(&v).map(|p| p.relocations)
+        };
+        let dynamic = 0x1040;
+        assert_eq!(with(&|_| ()), Ok(std::vec![(0x1008, 0x100)]));
+        // A second entry is read 24 bytes on.
+        let two = with(&|v| {
+            put(v, dynamic + 16 + 8, 48);
+            put(v, 0x1028, 0x1000);
+            put(v, 0x1030, R_AARCH64_RELATIVE);
+            put(v, 0x1038, 0x100);
+        });
+        assert_eq!(two, Ok(std::vec![(0x1008, 0x100), (0x1000, 0x100)]));
+        assert_eq!(with(&|v| put(v, dynamic + 16 + 8, 25)), Err(ElfError::Unsupported), "RELASZ not a multiple");
+        assert_eq!(with(&|v| put(v, dynamic + 32 + 8, 16)), Err(ElfError::Unsupported), "RELAENT 16");
+        assert_eq!(with(&|v| put(v, dynamic + 32, DT_REL)), Err(ElfError::Unsupported), "REL entries");
+        assert_eq!(with(&|v| put(v, dynamic + 32, DT_JMPREL)), Err(ElfError::Unsupported), "PLT relocations");
+        // Nothing after DT_NULL counts.
+        let after_null = with(&|v| {
+            v[64 + 112 + 32..64 + 112 + 40].copy_from_slice(&0x50u64.to_le_bytes());
+            put(v, dynamic + 64, DT_REL);
+        });
+        assert_eq!(after_null, Ok(std::vec![(0x1008, 0x100)]));
+        // The table is found through the segment that holds its address in the file: data
+        // linked at 0x2000 but stored at 0x1000, and not in the part that is only memory.
+        let moved_data = |v: &mut Vec<u8>| {
+            put(v, 64 + 56 + 16, 0x2000);
+            put(v, 64 + 112 + 16, 0x2040);
+            put(v, 0x1010, 0x2008);
+            put(v, dynamic + 8, 0x2010);
+        };
+        assert_eq!(with(&moved_data), Ok(std::vec![(0x2008, 0x100)]));
+        assert_eq!(with(&|v| put(v, dynamic + 8, 0x1100)), Err(ElfError::BadRelocation), "past the file part");
+    }
+
+    #[test]
+    fn span_and_entry_limits() {
+        let good = tiny_pie();
+        let put = |v: &mut Vec<u8>, at: usize, x: u64| v[at..at + 8].copy_from_slice(&x.to_le_bytes());
+        // The data segment grown to end exactly at MAX_SPAN: allowed; a page more is not, for
+        // an ET_EXEC too (whose addresses are not limited, its span is).
+        let mut v = good.clone();
+        put(&mut v, 64 + 56 + 40, MAX_SPAN - 0x1000);
+        assert!(Program::parse(&v).is_ok());
+        let mut v = moved(2, 0);
+        put(&mut v, 64 + 56 + 40, MAX_SPAN);
+        assert_eq!(Program::parse(&v), Err(ElfError::BadSegment));
+        // The entry must be inside the text: its last byte is 0x1ff.
+        let mut v = good.clone();
+        put(&mut v, 24, 0x200);
+        assert_eq!(Program::parse(&v), Err(ElfError::BadEntry));
+    }
+
+    #[test]
     fn never_panics_on_garbage() {
         let good = tiny_pie();
         let mut x: u64 = 0x1234_5678_9abc_def1;
