@@ -628,7 +628,7 @@ pub const SEEDS: &[Seed] = &[
         class: Class::HypChecks,
         bug: "PSCI CPU_SUSPEND accepts a power_state with reserved bits set",
         file: "hypervisor/src/psci.rs",
-        original: "    if power_state & 0xfc7e_0000 != 0 || power_state & (1 << 16) != 0 {",
+        original: "    if power_state & 0xfcfe_0000 != 0 || power_state & (1 << 16) != 0 {",
         replacement: "    if power_state & (1 << 16) != 0 {",
         tests: &[SMCCC],
         missed_because: None,
