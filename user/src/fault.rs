@@ -99,6 +99,8 @@ impl Prober {
         unsafe {
             core::arch::asm!("str {v}, [{a}]", v = in(reg) v, a = in(reg) addr, options(nostack, preserves_flags))
         };
+        #[cfg(not(target_arch = "aarch64"))]
+        let _ = (addr, v);
         self.result()
     }
 
@@ -129,6 +131,8 @@ impl Prober {
         unsafe {
             core::arch::asm!("blr {a}", a = in(reg) addr, clobber_abi("C"), options(nostack))
         };
+        #[cfg(not(target_arch = "aarch64"))]
+        let _ = addr;
         self.result()
     }
 }

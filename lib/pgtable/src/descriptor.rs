@@ -31,7 +31,7 @@ mod fields {
             ATTR_INDX OFFSET(2) NUMBITS(3) [],
             /// Non-secure output (ignored in the non-secure regimes used here).
             NS OFFSET(5) NUMBITS(1) [],
-            /// Access permissions AP[2:1]. In the EL2 (single privilege) regime AP[1] is RES1.
+            /// Access permissions `AP[2:1]`. In the EL2 (single privilege) regime `AP[1]` is RES1.
             AP OFFSET(6) NUMBITS(2) [
                 PrivRwUserNone = 0b00,
                 PrivRwUserRw = 0b01,
@@ -95,7 +95,7 @@ mod fields {
             OUTPUT_ADDR OFFSET(12) NUMBITS(36) [],
             /// Contiguous hint.
             CONTIGUOUS OFFSET(52) NUMBITS(1) [],
-            /// Execute never, XN[1:0] (bit 53 is RES0 without FEAT_XNX; only 0b00 and 0b10 are used).
+            /// Execute never, `XN[1:0]` (bit 53 is RES0 without FEAT_XNX; only 0b00 and 0b10 are used).
             XN OFFSET(53) NUMBITS(2) [
                 Executable = 0b00,
                 ExecuteNever = 0b10
@@ -244,9 +244,9 @@ impl core::fmt::Debug for Desc {
     }
 }
 
-/// Stage-1 AP[2]: read-only at every privilege it grants.
+/// Stage-1 `AP[2]`: read-only at every privilege it grants.
 pub const AP_RO: u64 = 1 << 7;
-/// Stage-1 AP[1]: EL0 may access (EL1&0 only; RES1 at EL2).
+/// Stage-1 `AP[1]`: EL0 may access (EL1&0 only; RES1 at EL2).
 pub const AP_USER: u64 = 1 << 6;
 /// Stage-1 nG: the entry is tagged with the ASID (EL1&0 only); clear = global.
 pub const NG: u64 = 1 << 11;
@@ -255,12 +255,12 @@ pub const PXN: u64 = 1 << 53;
 /// Stage-1 UXN: not executable at EL0 (EL1&0) / execute never (EL2).
 pub const UXN: u64 = 1 << 54;
 
-/// Leaf bits that hold access permissions, at the same positions in both stages: AP[2:1] /
-/// S2AP (7:6), PXN / XN[0] (53), UXN / XN[1] (54).
+/// Leaf bits that hold access permissions, at the same positions in both stages: `AP[2:1]` /
+/// S2AP (7:6), PXN / `XN[0]` (53), UXN / `XN[1]` (54).
 pub const PERM_BITS: u64 = AP_RO | AP_USER | PXN | UXN;
 
-/// The bit that grants write access in a leaf of `regime`: stage 2 S2AP[1] (set: writable),
-/// stage 1 AP[2] (set: read-only). Same position (7) in both.
+/// The bit that grants write access in a leaf of `regime`: stage 2 `S2AP[1]` (set: writable),
+/// stage 1 `AP[2]` (set: read-only). Same position (7) in both.
 pub const WRITE_BIT: u64 = 1 << 7;
 
 /// Whether the valid leaf `d` grants write access in `regime`.
@@ -273,8 +273,8 @@ pub const fn grants_write(regime: Regime, d: Desc) -> bool {
         }
 }
 
-/// `d` without write access (everything else kept): stage 2 clears S2AP[1] (as KVM's
-/// `kvm_pgtable_stage2_wrprotect`), stage 1 sets AP[2].
+/// `d` without write access (everything else kept): stage 2 clears `S2AP[1]` (as KVM's
+/// `kvm_pgtable_stage2_wrprotect`), stage 1 sets `AP[2]`.
 #[inline(always)]
 pub const fn without_write(regime: Regime, d: Desc) -> Desc {
     match regime {
@@ -285,7 +285,7 @@ pub const fn without_write(regime: Regime, d: Desc) -> Desc {
 
 /// The write-protect fast path's test: a valid, non-contiguous leaf of `regime` that grants
 /// write access is exactly a `d` with `d & select == want` (returned as `(select, want)`), and
-/// `d ^ WRITE_BIT` is [`without_write`] of it (stage 2 clears S2AP[1], stage 1 sets AP[2]: the
+/// `d ^ WRITE_BIT` is [`without_write`] of it (stage 2 clears `S2AP[1]`, stage 1 sets `AP[2]`: the
 /// same bit flips).
 #[inline(always)]
 pub const fn writable_page_test(regime: Regime) -> (u64, u64) {
@@ -362,7 +362,7 @@ pub const fn needs_flush(old: Desc, new: Desc) -> bool {
 
 /// Whether `old` -> `new` only widens the permissions of a valid **user** leaf of an EL1&0
 /// table: read-only -> read-write and/or execute-never -> executable at EL0, with both entries
-/// EL0-accessible (AP[1] set) and nothing else changed (output, attributes, PXN, contiguous
+/// EL0-accessible (`AP[1]` set) and nothing else changed (output, attributes, PXN, contiguous
 /// bit). A TLB entry left from `old` then grants less than the tables: an access it refuses
 /// takes a permission fault, which the kernel recognises as spurious (the tables allow the
 /// access) and fixes with a local TLBI. This is what `Policy::lazy_relax` leaves unflushed.

@@ -1,7 +1,7 @@
 //! The TLB-maintenance edge: TLBI operations, barriers, and counters by kind.
 //!
 //! The library decides *which* operations a change needs (see [`crate::gather`]); an
-//! implementation of [`TlbMaintenance`] only executes them: [`crate::hw::HwTlb`] on the target,
+//! implementation of [`TlbMaintenance`] only executes them: `hw::HwTlb` on the target,
 //! [`CountingTlb`] on the host (counts only), and the model checker's recorder in tests.
 
 use crate::addr::{IntermPhysAddr, VirtAddr, PAGE_SIZE};

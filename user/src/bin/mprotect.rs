@@ -14,15 +14,14 @@
 //! record per row with the median, spread, per-step TLBIs, the cost per page, and the ratio to
 //! the row's baseline; a first row times a null system call (`getcpu`), the fixed cost every
 //! step carries. Argument: `rounds=N` (default 30).
-#![no_std]
-#![no_main]
+#![cfg_attr(target_os = "none", no_std, no_main)]
 
 use abi::report::Record;
 use user::io::Text;
 use user::stats::{ratio, Summary};
 use user::{map, prot, sys, sysctl, time, Counters, PAGE_SIZE};
 
-user::entry!(main);
+user::entry!(run);
 
 const MAX_ROUNDS: usize = 200;
 const SIZES: [u64; 3] = [1, 16, 512];
@@ -90,7 +89,7 @@ static mut ROWS: [[[Row; 2]; 2]; 3] = [const { [const { [const { Row::new() }; 2
 static mut NULL_ROW: Row = Row::new();
 static mut LAZY_ROWS: [[[Row; 2]; 2]; 3] = [const { [const { [const { Row::new() }; 2] }; 2] }; 3];
 
-fn main(args: &str) -> i32 {
+fn run(args: &str) -> i32 {
     let rounds = (arg(args, "rounds", 30) as usize).clamp(1, MAX_ROUNDS);
     let pmu = sys::sysctl(sysctl::PMU_EL0, abi::syscall::SYSCTL_GET) == Ok(1);
     let ncpus = sys::sysctl(sysctl::NCPUS, abi::syscall::SYSCTL_GET).unwrap_or(1);

@@ -293,8 +293,8 @@ impl<A: FrameAlloc> PageTable<A> {
     }
 
     /// Removes write access from every mapping in `[start, start + size)`, keeping every other
-    /// permission (KVM's `kvm_pgtable_stage2_wrprotect`: stage 2 clears S2AP[1], stage 1 sets
-    /// AP[2]); the write-protect of dirty logging. Blocks crossing the ends are split one level
+    /// permission (KVM's `kvm_pgtable_stage2_wrprotect`: stage 2 clears `S2AP[1]`, stage 1 sets
+    /// `AP[2]`); the write-protect of dirty logging. Blocks crossing the ends are split one level
     /// (as `protect`); blocks inside stay blocks. Tables whose "no writable leaf below" summary
     /// is set are not descended ([`crate::walker::WalkStats::skipped`] counts them), and every
     /// table inside the range gets the summary: write-protecting an already read-only range
