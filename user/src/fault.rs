@@ -52,6 +52,11 @@ extern "C" fn on_fault(addr: u64, esr: u64, pc: u64, cookie: u64) -> ! {
     // data abort: skip the load or store.
     let instruction_abort = abi::esr::class(esr) == abi::esr::EC_IABT_LOWER;
     let how = if instruction_abort { abi::syscall::RETURN_TO_LR } else { abi::syscall::SKIP };
+    // A mode the kernel does not know is refused with the fault still pending (one that took
+    // it would retry the faulting instruction, and this handler would run again, forever).
+    if crate::sys::fault_return(u64::MAX) != Err(abi::syscall::errno::EINVAL) {
+        crate::sys::exit(103)
+    }
     let _ = crate::sys::fault_return(how);
     crate::sys::exit(102)
 }

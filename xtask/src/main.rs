@@ -64,6 +64,10 @@ enum Cmd {
         #[arg(long, default_value_t = 60)]
         time: u64,
     },
+    /// Mutation testing, on demand: the seeded bugs of the bare-metal binaries and the judging
+    /// (one at a time in a scratch copy, against the tests that should see them), or
+    /// cargo-mutants on the host crates (--host [CRATE ...]). Runs at nice 19; long.
+    Mutants(xtask::mutants::Args),
     /// Show which toolchain, linker and QEMU would be used (installing what is missing when root).
     Doctor,
 }
@@ -216,6 +220,7 @@ fn real_main(cli: Cli) -> Result<()> {
         Cmd::Chainboot(a) => std::process::exit(xtask::chainboot::cli(a)?),
         Cmd::Console(a) => std::process::exit(xtask::chainboot::console_cli(a)?),
         Cmd::Fuzz { target, time } => xtask::fuzz::run(target.as_deref(), time),
+        Cmd::Mutants(a) => xtask::mutants::cli(a),
         Cmd::Test(a) => xtask::test::run(&xtask::test::TestOptions {
             long: a.long,
             host_only: a.host_only,

@@ -82,6 +82,9 @@ pub fn errors() -> Result<(), String> {
     }
     if let Some(u) = &k.board.console {
         check("create: over the UART", create(u.base & !(PAGE - 1), PAGE, hc::MEMSLOT_BACKING_4K), OVERLAP)?;
+        // The device is the first page of the walk, unmapped pages follow: every entry counts,
+        // not the last one seen.
+        check("create: from the UART on", create(u.base & !(PAGE - 1), 4 * PAGE, hc::MEMSLOT_BACKING_4K), OVERLAP)?;
     }
     check("create: 1 GiB backing, 64 MiB pool", create(base, GIB, hc::MEMSLOT_BACKING_1G), NO_MEMORY)?;
     // A slot of 4 KiB pages needs a table page per 2 MiB: one larger than the frame pool can

@@ -172,6 +172,7 @@ fn write_and_clock(c: &mut Checks) {
     c.ok("write", sys::write(1, msg), msg.len() as u64);
     c.ok("write to fd 2", sys::write(2, b"selftest: and to fd 2\n"), 22);
     c.ok("write of nothing", sys::result(nr::WRITE, [1, 0, 0, 0, 0, 0]), 0);
+    c.err("write to fd 0 (stdin)", sys::write(0, msg), errno::EBADF);
     c.err("write to fd 3", sys::write(3, msg), errno::EBADF);
     c.err("write from NULL", sys::result(nr::WRITE, [1, 0, 5, 0, 0, 0]), errno::EFAULT);
     c.err("write from a kernel address", sys::result(nr::WRITE, [1, KERNEL_ADDR, 8, 0, 0, 0]), errno::EFAULT);
