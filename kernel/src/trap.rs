@@ -6,8 +6,9 @@
 //!   back to EL0 is the preemption point (`sched::return_to_user`).
 //! * **At EL1**: IRQs (only in the idle wait: see `irq`), faults inside a user copy (resolved
 //!   like the task's fault, or the copy stops: `mm::uaccess`), faults a memory probe armed
-//!   (`mm::fault`). Every other exception is reported with its class, ESR, FAR, ELR and a
-//!   backtrace, and ends the run with a failure status.
+//!   (`mm::fault`). Every other exception is reported with its class, ESR, FAR, ELR, the CPU,
+//!   the running task, SP and every register (and, for an ELR outside the text, whether a
+//!   return or a branch got there) and a backtrace, and ends the run with a failure status.
 
 use crate::arch::power;
 use crate::mm::uaccess;
@@ -204,7 +205,8 @@ fn user_backtrace(frame: &TrapFrame) {
 
 fn fatal(frame: &TrapFrame, vec: u64, esr_v: u64) -> ! {
     let ec = esr::class(esr_v);
-    let base = rt::start::image_layout().start as u64;
+    let layout = rt::start::image_layout();
+    let base = layout.start as u64;
     rt::console::panic_print(format_args!(
         "kernel: FATAL: unexpected {} exception from {}\n\
          kernel:   EC {ec:#04x} ({}) ESR {esr_v:#x} FAR {:#x} ELR {:#x} SPSR {:#x}\n\
@@ -217,6 +219,50 @@ fn fatal(frame: &TrapFrame, vec: u64, esr_v: u64) -> ! {
         frame.spsr,
         frame.elr.wrapping_sub(base),
     ));
+    report_context(frame, vec, layout.start as u64..layout.text_end as u64);
     rt::backtrace::print(frame.x[29] as usize, |a| rt::console::panic_print(format_args!("kernel: {a}")));
     power::exit(abi::exit::GUEST_EXCEPTION)
+}
+
+/// The rest of a fatal report: which CPU and task, the interrupted SP and every register, and,
+/// when ELR lies outside the kernel's text (a branch or a return to a bad address, where the
+/// backtrace from x29 may find nothing), where x30 points: after a `BLR` it is the caller, after
+/// a `RET` it is the bad address itself, so a corrupted frame record shows as ELR == x30.
+fn report_context(frame: &TrapFrame, vec: u64, text: core::ops::Range<u64>) {
+    let p = |a: core::fmt::Arguments| rt::console::panic_print(a);
+    let base = text.start;
+    let cpu = crate::arch::cpu::this_cpu();
+    // Nothing here allocates or waits for a lock: the exception may have come from inside either.
+    match sched::try_current_tid() {
+        Some(t) => p(format_args!("kernel:   CPU {cpu}, task {t}")),
+        None => p(format_args!("kernel:   CPU {cpu}, task none (or its lock is held)")),
+    }
+    // Current EL with SPx: the vectors took the frame right below the interrupted SP.
+    if vec / 4 == vector::CUR_SPX_SYNC / 4 {
+        p(format_args!(", SP {:#x}", frame as *const TrapFrame as u64 + rt::trap::EL1_FRAME_SIZE as u64));
+    }
+    p(format_args!(", SP_EL0 {:#x}\n", frame.sp_el0));
+    for (i, pair) in frame.x.chunks(4).enumerate() {
+        p(format_args!("kernel:  "));
+        for (j, r) in pair.iter().enumerate() {
+            p(format_args!(" x{:<2} {r:#018x}", 4 * i + j));
+        }
+        p(format_args!("\n"));
+    }
+    let lr = frame.x[30];
+    if !text.contains(&frame.elr) {
+        let how = if lr == frame.elr {
+            "a return (RET) to it: x30 held it"
+        } else {
+            "a branch (after a BLR, x30 is the caller)"
+        };
+        if text.contains(&lr) {
+            p(format_args!(
+                "kernel:   ELR is outside the kernel's text: {how}; x30 {lr:#x} (image+{:#x})\n",
+                lr - base
+            ));
+        } else {
+            p(format_args!("kernel:   ELR is outside the kernel's text: {how}; x30 {lr:#x} (outside the text)\n"));
+        }
+    }
 }

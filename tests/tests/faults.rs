@@ -18,6 +18,25 @@ fn guest_undefined_instruction_is_reported() {
     run.expect_output("kernel: FATAL: unexpected synchronous exception");
     run.expect_output("EC 0x00 (unknown reason (undefined instruction))");
     run.expect_output("ELR 0x");
+    // Which CPU and task, the interrupted SP and every register.
+    run.expect_output("kernel:   CPU 0, task none");
+    run.expect_output(" x30 0x");
+    assert!(!run.outcome.output.contains("outside the kernel's text"), "{}", run.dump());
+}
+
+/// A return to address 1 (a corrupted frame record: the once-seen flake of
+/// `percpu::stress_on_8_cpus_booted_with_the_tables_off`): the report says it was a return,
+/// where the stack was and every register, though the backtrace from x29 may be empty.
+#[test]
+fn guest_return_to_a_bad_address_is_reported_as_such() {
+    let run = boot(config(|c| c.bootargs = "test=bad-return".into()));
+    run.expect_exit(abi::exit::GUEST_EXCEPTION as i32);
+    run.expect_output("EC 0x21 (instruction abort at the current EL)");
+    run.expect_output("FAR 0x1 ELR 0x1 ");
+    run.expect_output("kernel:   CPU 0, task none");
+    run.expect_output(
+        "ELR is outside the kernel's text: a return (RET) to it: x30 held it; x30 0x1 (outside the text)",
+    );
 }
 
 #[test]

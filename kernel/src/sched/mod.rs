@@ -149,6 +149,12 @@ pub fn with_running<R>(f: impl FnOnce(&Task) -> R) -> Option<R> {
     Some(f(t))
 }
 
+/// The id of the task running on this CPU, without waiting for a lock (None: no task, or the
+/// lock is held): for fault reports.
+pub fn try_current_tid() -> Option<u64> {
+    QUEUES.try_current(this_cpu()).map(|t| t.tid)
+}
+
 /// The kernel stack holding `addr`, if it is the running task's (for backtraces; takes no
 /// lock that could be held).
 fn stack_lookup(addr: usize) -> Option<(usize, usize)> {

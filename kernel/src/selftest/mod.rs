@@ -41,13 +41,18 @@ use kcore::options::{Options, TestOptions};
 /// `abi::names::SELFTESTS` (the names `test=` accepts: add a new one there and here);
 /// checked against that list at compile time.
 type Runner = fn(&TestOptions) -> Result<(), String>;
-const RUNNERS: [(&str, Runner); 21] = [
+const RUNNERS: [(&str, Runner); 22] = [
     ("panic", |_| panic!("deliberate panic (test=panic)")),
     ("undef", |_| {
         // SAFETY: deliberately executes a permanently undefined instruction; the exception
         // handler reports it and ends the run.
         unsafe { core::arch::asm!("udf #0") };
         Ok(())
+    }),
+    ("bad-return", |_| {
+        // SAFETY: deliberately returns to address 1, as a corrupted frame record would (the
+        // fatal report must say so: ELR == x30, outside the text); the run ends there.
+        unsafe { core::arch::asm!("mov x30, #1", "ret", options(noreturn)) }
     }),
     ("touch-hyp", |_| touch_hole()),
     ("stray-access", |_| stray_access()),

@@ -10,6 +10,7 @@ pub const BENCHES: &[&str] = &["exits", "linear-map", "contpte", "split", "mprot
 pub const SELFTESTS: &[&str] = &[
     "panic",
     "undef",
+    "bad-return",
     "touch-hyp",
     "stray-access",
     "sve-state",
@@ -32,7 +33,7 @@ pub const SELFTESTS: &[&str] = &[
 ];
 
 /// Self-tests that end the run (whatever follows them would never run).
-pub const SELFTESTS_ENDING_RUN: &[&str] = &["panic", "undef", "touch-hyp", "touch", "exit-claim"];
+pub const SELFTESTS_ENDING_RUN: &[&str] = &["panic", "undef", "bad-return", "touch-hyp", "touch", "exit-claim"];
 
 /// Whether two strings are equal (usable in constants).
 pub const fn same(a: &str, b: &str) -> bool {
