@@ -138,6 +138,12 @@ fn panic_start(line: &str) -> bool {
 /// Linux's last line of a panic report when it will not reboot (`panic=0`, the default): the
 /// CPU spins from here on.
 const LINUX_PANIC_END: &str = "---[ end Kernel panic - not syncing";
+/// Linux's last line when it halts: `reboot: System halted`, or `reboot: Power off not
+/// available: System halted instead` when nothing can power the machine off (Linux alone on
+/// the Pi 4 model: no PSCI, no power-off driver). The CPUs spin from here on.
+fn linux_halted(line: &str) -> bool {
+    line.contains("reboot: ") && line.contains("System halted")
+}
 /// The last line of a Linux Oops report.
 const LINUX_TRACE_END: &str = "---[ end trace";
 
@@ -166,7 +172,7 @@ impl Watch {
     pub fn line(&mut self, l: &str) {
         if let Some(code) = exit::parse_final_line(l) {
             self.finals.push(code);
-        } else if !self.finals.is_empty() && l.contains(exit::NO_POWER_OFF) {
+        } else if !self.finals.is_empty() && (l.contains(exit::NO_POWER_OFF) || linux_halted(l)) {
             self.end.get_or_insert(Ended::NoPowerOff);
         }
         if self.panic.is_none() && panic_start(l) {
@@ -391,6 +397,12 @@ mod tests {
         assert_eq!(judge(&o).code, exit::SUCCESS);
         // Saying it before any final line ends nothing.
         assert_eq!(Watch::scan(&format!("{}\n", exit::NO_POWER_OFF)).end_now(), None);
+        // Linux alone with nothing to power the machine off halts after /init's final line.
+        for halted in ["reboot: System halted", "reboot: Power off not available: System halted instead"] {
+            let linux = format!("@@exit 0 (success)\n[    6.212061] {halted}\n");
+            assert_eq!(Watch::scan(&linux).end_now(), Some(Ended::NoPowerOff), "{halted}");
+            assert_eq!(Watch::scan(&format!("[    6.2] {halted}\n")).end_now(), None, "{halted}");
+        }
     }
 
     #[test]
