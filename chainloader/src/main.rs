@@ -1,8 +1,9 @@
-//! The resident serial loader. Installed as `kernel_2712.img` (`cargo xtask flash --chainloader`),
-//! it waits on the console UART the DTB names for `cargo xtask chainboot` to send a hypervisor and
-//! a kernel (protocol and memory plan: `lib/chainboot`), checks them, writes a DTB that points the
-//! hypervisor at the kernel, and jumps to the hypervisor as the firmware would have. A refused or
-//! broken transfer leaves it waiting for the next one.
+//! The resident serial loader. Installed as `kernel_2712.img` on a Pi 5, `kernel8.img` on a Pi 4
+//! (`cargo xtask flash --chainloader`), it waits on the console UART the DTB names (any kind
+//! `rt::uart` drives: the Pi 5's PL011, the Pi 4's mini UART, ...) for `cargo xtask chainboot`
+//! to send a hypervisor and a kernel (protocol and memory plan: `lib/chainboot`), checks them,
+//! writes a DTB that points the hypervisor at the kernel, and jumps to the hypervisor as the
+//! firmware would have. A refused or broken transfer leaves it waiting for the next one.
 //!
 //! It runs on the boot CPU only, with the MMU off (so data accesses are uncached and it never
 //! has to clean its own writes), at the exception level it was entered at (EL2 on the Pi 5 and
@@ -78,28 +79,31 @@ fn setup(dtb_addr: usize) -> Result<Loader, String> {
         .map_err(|e| format!("device tree at {dtb_addr:#x}: {e}"))?
         .to_vec();
     let board = Board::from_dtb(&host_dtb).map_err(|e| format!("device tree: {e}"))?;
-    let uart = board
-        .console
-        .as_ref()
-        .filter(|u| u.kind == board::UartKind::Pl011)
-        .ok_or("the device tree names no PL011 for the console (the chainloader receives through a PL011)")?;
-    // SAFETY: the DTB names this PL011 as the console; rt::console sends through it and `Rx`
+    let uart = board.console.as_ref().ok_or(
+        "the device tree names no UART this build drives (PL011, i.MX, Cadence, 16550) for /chosen/stdout-path",
+    )?;
+    // SAFETY: the DTB names this UART as the console; rt::console sends through it and `Rx`
     // only receives (both polled).
     let rx = unsafe {
         rt::console::init(uart.kind, uart.base as usize);
-        Rx::new(uart.base as usize)
+        Rx::new(uart.kind, uart.base as usize)
     };
-    rx.uart().enable_fifos();
+    if let Some(p) = &board.console_problem {
+        rt::println!("chainloader: warning: {p}: this console is {} ({}) instead", uart.path, uart.kind.name());
+    }
     let l = rt::start::image_layout();
     let mut avoid = alloc::vec![
         Region::new(l.start as u64, (l.end - l.start) as u64),
         Region::new(dtb_addr as u64, host_dtb.len() as u64),
     ];
     avoid.extend(board.reserved_regions());
+    // Where secondary CPUs may still spin (the Pi 4's page 0) until the hypervisor starts them.
+    avoid.extend(board.spin_table_regions());
     avoid.extend(board.initrd);
     let rate = match uart.clock_frequency.and_then(|hz| rx.uart().line_rate(hz)) {
         Some(baud) => format!("{baud} baud as the firmware set it"),
-        None => String::from("line rate not programmed (emulated UART)"),
+        None if uart.kind == board::UartKind::Pl011 => String::from("line rate not programmed (emulated UART)"),
+        None => format!("{}, line settings as the firmware left them", uart.kind.name()),
     };
     rt::println!(
         "chainloader: {} at EL{}, image [{:#x}, {:#x}), console {} ({rate})",

@@ -1,7 +1,7 @@
 //! Receiving from the UART with time limits (the generic timer: CNTPCT / CNTFRQ).
 
 use chainboot::{MagicScanner, Status, HEADER_LEN, MAGIC};
-use rt::pl011::Pl011;
+use rt::uart::Uart;
 
 /// Milliseconds from the generic timer.
 pub struct Clock {
@@ -20,23 +20,25 @@ impl Clock {
     }
 }
 
-/// The receive side of the console UART.
+/// The receive side of the console UART (any kind `rt::uart` drives).
 pub struct Rx {
-    uart: Pl011,
+    uart: Uart,
     /// Bytes that arrived with an error flag (overrun: bytes were lost before them).
     pub errors: u64,
 }
 
 impl Rx {
     /// # Safety
-    /// As [`Pl011::new`]; the console transmits through the same UART with the same polled
+    /// As [`Uart::new`]; the console transmits through the same UART with the same polled
     /// protocol, which is allowed.
-    pub unsafe fn new(base: usize) -> Self {
+    pub unsafe fn new(kind: board::UartKind, base: usize) -> Self {
         // SAFETY: forwarded from the caller.
-        Self { uart: unsafe { Pl011::new(base) }, errors: 0 }
+        let uart = unsafe { Uart::new(kind, base) };
+        uart.enable_receiver();
+        Self { uart, errors: 0 }
     }
 
-    pub fn uart(&self) -> &Pl011 {
+    pub fn uart(&self) -> &Uart {
         &self.uart
     }
 

@@ -53,6 +53,11 @@ pub fn qemu_for(board: Board) -> PathBuf {
     if board == Board::Virt {
         return env().qemu.clone();
     }
+    board_models_qemu()
+}
+
+/// The QEMU the board models run on (new enough for every board; `virt` runs on it too).
+pub fn board_models_qemu() -> PathBuf {
     static Q: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     let q = Q.get_or_init(|| {
         if let Some(p) = std::env::var_os("XTASK_QEMU_BOARDS") {
@@ -63,7 +68,7 @@ pub fn qemu_for(board: Board) -> PathBuf {
         }
         xtask::qemu_pkg::qemu_at_least(board_qemu_version()).map_err(|e| format!("{e:#}"))
     });
-    q.clone().unwrap_or_else(|e| panic!("--board {board}: no QEMU for the board models: {e}"))
+    q.clone().unwrap_or_else(|e| panic!("no QEMU for the board models: {e}"))
 }
 
 /// The QEMU version every board model runs on (the newest any board needs).
@@ -190,13 +195,23 @@ pub fn boot_until<T>(
     until: impl Fn(&str) -> bool,
     f: impl FnOnce(&mut xtask::qmp::Qmp, &str) -> T,
 ) -> T {
+    boot_until_on(&qemu_for(cfg.board), cfg, until, f)
+}
+
+/// [`boot_until`] on the QEMU binary `qemu`.
+pub fn boot_until_on<T>(
+    qemu: &std::path::Path,
+    cfg: &QemuConfig,
+    until: impl Fn(&str) -> bool,
+    f: impl FnOnce(&mut xtask::qmp::Qmp, &str) -> T,
+) -> T {
     use std::io::BufRead;
     let e = env();
     cfg.validate().unwrap_or_else(|why| panic!("the xtask refused the configuration: {why}"));
     let mut args = cfg.args(&e.images).unwrap_or_else(|why| panic!("the xtask refused the configuration: {why}"));
     let sock = xtask::qmp::socket_path();
     args.extend(xtask::qmp::qemu_args(&sock));
-    let mut child = std::process::Command::new(&e.qemu)
+    let mut child = std::process::Command::new(qemu)
         .args(&args)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())

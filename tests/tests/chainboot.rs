@@ -1,11 +1,13 @@
 //! The serial chainloader in QEMU (`-cpu cortex-a76 -M virt,gic-version=2`, its PL011 on a unix socket)
 //! against the xtask's host side: a transfer with a damaged byte is refused and nothing starts;
 //! the real hypervisor and kernel then go through, boot, and the run's final line reaches the
-//! host with its code, which is also QEMU's exit status.
+//! host with its code, which is also QEMU's exit status. Under `--long`: the Pi 4's model
+//! (`raspi4b` with the board's DTB), the loader on the mini UART its stdout-path names.
 
 use ::chainboot as chainboot_proto;
 use std::time::Duration;
-use tests::{images, qemu_binary};
+use tests::{images, qemu_binary, qemu_for, with_dtb};
+use xtask::board::Board;
 use xtask::chainboot::{self, ConsoleEnd, Payload, Sent, Session, Tamper};
 use xtask::qemu::QemuConfig;
 
@@ -20,8 +22,10 @@ fn tiny_image(len: usize) -> Vec<u8> {
 }
 
 fn start(cfg: &QemuConfig) -> (chainboot::qemu::LoaderVm, Session) {
-    let vm =
-        chainboot::qemu::start(qemu_binary(), cfg, &xtask::build::chainloader_image()).expect("QEMU with the loader");
+    // The build that writes the chainloader's Image comes first: QEMU reads it at start.
+    images();
+    let qemu = if cfg.board == Board::Virt { qemu_binary().to_path_buf() } else { qemu_for(cfg.board) };
+    let vm = chainboot::qemu::start(&qemu, cfg, &xtask::build::chainloader_image()).expect("QEMU with the loader");
     let link = chainboot::link::open(&vm.serial(), 115_200).expect("connecting to the serial socket");
     (vm, Session::new(link, |_| {}, false))
 }
@@ -103,4 +107,27 @@ fn survives_a_host_that_stops_half_way() {
     assert_eq!(s.console(Some(Duration::from_secs(180))), ConsoleEnd::Exit(0), "{}", dump(&s));
     assert!(s.log.join("\n").contains("kernel: 4 of 4 CPUs online"), "{}", dump(&s));
     assert_eq!(vm.child.wait().unwrap().code(), Some(0));
+}
+
+/// The Pi 4: the loader receives through the mini UART (QEMU's second serial port, the DTB's
+/// stdout-path), keeps the spin-table CPUs' page 0, and hands the board's DTB on; the
+/// hypervisor starts all four CPUs and powers off through the PM watchdog. Long: QEMU's mini
+/// UART model takes input only as its main loop polls (~3 KiB/s, about 3 minutes).
+#[test]
+#[ignore = "long: cargo xtask test --long"]
+fn long_pi4_chainboot_boots_hypervisor_and_kernel() {
+    let cfg = with_dtb(QemuConfig::default().for_board(Board::Pi4));
+    let (mut vm, mut s) = start(&cfg);
+    s.wait_ready(Some(Duration::from_secs(60))).expect("ready");
+    let out = s.log.join("\n");
+    assert!(out.contains("chainloader: Raspberry Pi 4 Model B at EL2"), "{}", dump(&s));
+    assert!(out.contains("console /soc/serial@7e215040"), "not the mini UART: {}", dump(&s));
+    let sent = s.send(&real(true), None).expect("transfer");
+    assert!(matches!(sent, Sent::Booted { .. }), "{sent:?}\n{}", dump(&s));
+    eprintln!("chainboot over QEMU's mini UART: {}", chainboot::rate_line(&sent, 115_200, true));
+    assert_eq!(s.console(Some(Duration::from_secs(180))), ConsoleEnd::Exit(0), "{}", dump(&s));
+    let out = s.log.join("\n");
+    assert!(out.contains("Raspberry Pi 4 Model B"), "{}", dump(&s));
+    assert!(out.contains("kernel: 4 of 4 CPUs online"), "{}", dump(&s));
+    assert_eq!(vm.child.wait().unwrap().code(), Some(0), "{}", dump(&s));
 }

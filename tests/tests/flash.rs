@@ -34,6 +34,15 @@ fn pi4_card_boots_kernel8_img_in_64_bit_mode() {
     assert_eq!(flash::Pi::from_name("pi4"), Some(flash::Pi::Pi4));
     assert_eq!(flash::Pi::from_name("raspi4b"), Some(flash::Pi::Pi4));
     assert_eq!(flash::Pi::from_name("zcu102"), None);
+    // With the chainloader (it receives through the mini UART, the Pi 4 DTB's stdout-path):
+    // kernel8.img is the loader, no guest file, no initramfs line.
+    let b = Boot { pi: flash::Pi::Pi4, ..boot(true) };
+    let files = flash::image_files(&b, None).unwrap();
+    let names: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
+    assert_eq!(names, ["config.txt", "kernel8.img", "pgtlab-cmdline.txt"]);
+    assert_eq!(files[1].data, std::fs::read(xtask::build::chainloader_image()).unwrap());
+    let config = String::from_utf8(files[0].data.clone()).unwrap();
+    assert!(config.lines().any(|l| l.trim() == "kernel=kernel8.img") && !config.contains("initramfs"), "{config}");
 }
 
 #[test]

@@ -9,8 +9,9 @@
 //! ("What the guest sees"). The placement of each part is held to QEMU's own `info roms`.
 
 use board::diff::{compare, Difference};
+use std::path::Path;
 use std::path::PathBuf;
-use tests::{boot_until, qemu_binary, scratch_dir, Config};
+use tests::{board_models_qemu, boot_until_on, qemu_binary, scratch_dir, Config};
 use xtask::qemu::{Guest, QemuConfig};
 
 /// `wfi; b .-4`: a guest that waits for ever without touching memory.
@@ -36,8 +37,9 @@ struct GuestView {
     ram: Vec<u64>,
 }
 
-fn under_hypervisor(cfg: &QemuConfig) -> GuestView {
-    let (view, console) = boot_until(
+fn under_hypervisor(qemu: &Path, cfg: &QemuConfig) -> GuestView {
+    let (view, console) = boot_until_on(
+        qemu,
         cfg,
         |l| l.contains("\"kind\":\"hyp_boot\""),
         |q, console| {
@@ -60,7 +62,7 @@ fn under_hypervisor(cfg: &QemuConfig) -> GuestView {
 }
 
 /// Plain QEMU's DTB and `info roms` for the same guest and machine.
-fn plain(cfg: &QemuConfig) -> (Vec<u8>, Vec<(String, u64)>) {
+fn plain(qemu: &Path, cfg: &QemuConfig) -> (Vec<u8>, Vec<(String, u64)>) {
     let g = cfg.guest.as_ref().unwrap();
     let plain = QemuConfig { no_hypervisor: true, guest: None, ..cfg.clone() };
     let mut files = vec!["-kernel".to_string(), g.kernel.display().to_string()];
@@ -77,7 +79,7 @@ fn plain(cfg: &QemuConfig) -> (Vec<u8>, Vec<(String, u64)>) {
     let mut args = plain.machine_args();
     let m = args.iter().position(|a| a == "-M").unwrap() + 1;
     args[m] = format!("{},dumpdtb={}", args[m], file.display());
-    let out = std::process::Command::new(qemu_binary()).args(&args).args(&files).arg("-nographic").output().unwrap();
+    let out = std::process::Command::new(qemu).args(&args).args(&files).arg("-nographic").output().unwrap();
     assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
     let dtb = std::fs::read(&file).unwrap();
     let _ = std::fs::remove_file(&file);
@@ -85,7 +87,7 @@ fn plain(cfg: &QemuConfig) -> (Vec<u8>, Vec<(String, u64)>) {
     let mut args = plain.machine_args();
     args.extend(files);
     args.extend(["-S", "-display", "none", "-monitor", "stdio", "-serial", "none"].map(String::from));
-    let mut child = std::process::Command::new(qemu_binary())
+    let mut child = std::process::Command::new(qemu)
         .args(&args)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
@@ -125,10 +127,16 @@ fn config(gic: u8, smp: u32, mem: &str, mte: bool, initrd: bool, append: &str) -
     }
 }
 
-/// The guest's tree equals plain QEMU's but for the seeds, and each part is where QEMU puts it.
+/// The guest's tree equals plain QEMU's but for the seeds, and each part is where QEMU puts it
+/// (on the system QEMU).
 fn same_machine(cfg: QemuConfig) {
-    let v = under_hypervisor(&cfg);
-    let (dtb, roms) = plain(&cfg);
+    same_machine_on(qemu_binary(), cfg);
+}
+
+/// [`same_machine`] on the QEMU binary `qemu`.
+fn same_machine_on(qemu: &Path, cfg: QemuConfig) {
+    let v = under_hypervisor(qemu, &cfg);
+    let (dtb, roms) = plain(qemu, &cfg);
     let left = real(compare(&dtb, &v.dtb).unwrap());
     assert!(left.is_empty(), "{}: plain QEMU | hypervisor\n{}", cfg.describe(), left.join("\n"));
     let rom = |suffix: &str| roms.iter().find(|(n, _)| n.ends_with(suffix)).map(|r| r.1);
@@ -161,6 +169,18 @@ fn gicv3_eight_cpus_at_16g_is_plain_qemus_machine() {
     same_machine(config(3, 8, "16G", false, false, "y"));
 }
 
+/// The same on the QEMU the board models run on (10.x, whose `virt` differs from 7.2's: a
+/// 2-cell initramfs range in `/chosen`, the EL2 virtual timer's interrupt in the EL2 tree).
+#[test]
+fn on_the_board_models_qemu_gicv2_with_an_initramfs_is_plain_qemus_machine() {
+    same_machine_on(&board_models_qemu(), config(2, 2, "256M", false, true, "console=ttyAMA0"));
+}
+
+#[test]
+fn on_the_board_models_qemu_gicv3_four_cpus_with_mte_is_plain_qemus_machine() {
+    same_machine_on(&board_models_qemu(), config(3, 4, "1G", true, false, "z"));
+}
+
 /// Every combination of GIC, 1-8 CPUs and MTE (`--long`), on 129 MiB (an odd size), 512 MiB,
 /// 2 GiB (the frame pool grows with RAM from there) and 4 GiB.
 #[test]
@@ -181,8 +201,8 @@ fn long_every_virt_machine_is_plain_qemus() {
 #[test]
 fn a_cpu_the_hypervisor_keeps_is_the_only_cpu_difference() {
     let cfg = QemuConfig { bootargs: "hyp.migrate".into(), ..config(3, 4, "256M", false, false, "m") };
-    let v = under_hypervisor(&cfg);
-    let (dtb, _) = plain(&cfg);
+    let v = under_hypervisor(qemu_binary(), &cfg);
+    let (dtb, _) = plain(qemu_binary(), &cfg);
     let left = real(compare(&dtb, &v.dtb).unwrap());
     let ctl = left.iter().find(|l| l.starts_with("/chosen: bootargs")).cloned().unwrap_or_default();
     assert!(ctl.contains("\"m\" | \"m pgtlab_ctl=0x"), "{left:#?}");

@@ -23,6 +23,32 @@ pub enum Board {
     Imx8mpEvk,
 }
 
+/// The Pi 4 Linux console's baud rate (`Board::linux_console`). QEMU's model of the mini UART
+/// (hw/char/bcm2835_aux.c, 10.0.2) ignores LCR.DLAB: when Linux's 8250 driver sets the baud
+/// rate it writes the divisor latch, whose low byte QEMU sends as a character and whose high
+/// byte lands in IER. At 115200 the divisor is 610 (0x262): IER = 0x02, the THR-empty
+/// interrupt, which the model raises whenever it is enabled (its transmitter is always empty),
+/// while the driver's own copy of IER says it is off, so its handler never turns it off: a
+/// level interrupt stuck high on CPU 0 from the moment Linux opens the console until a user
+/// program writes to it (RCU stalls, soft lockups; ~250 s to user space under the hypervisor,
+/// tens of seconds alone, the same storm). At 230400 the divisor is 305 (0x131): IER = 0x01,
+/// the receive interrupt, raised only when input is waiting; the real mini UART honours DLAB
+/// and takes any rate. [`MINI_UART_BASE_BAUD`] is what Linux reports for the port on the model.
+pub const PI4_LINUX_BAUD: u32 = 230_400;
+
+/// The mini UART's `base_baud` as Linux's `8250_bcm2835aux` reports it on QEMU's raspi4b
+/// (`fe215040.serial: ttyS1 at MMIO 0xfe215040 (irq = 23, base_baud = 70312500)`).
+pub const MINI_UART_BASE_BAUD: u32 = 70_312_500;
+
+/// What QEMU 10's mini UART model takes as IER after Linux's 8250 driver programs `baud`
+/// from `base_baud`: the divisor latch's high byte (DLAB is ignored), of which it keeps bits 0
+/// (receive interrupt) and 1 (THR-empty interrupt, always pending on the model).
+pub fn qemu_mini_uart_ier_after_baud(base_baud: u32, baud: u32) -> u32 {
+    // Linux: uart_get_divisor = DIV_ROUND_CLOSEST(uartclk, 16 * baud), uartclk = 16 * base_baud.
+    let divisor = (base_baud + baud / 2) / baud;
+    (divisor >> 8) & 0x3
+}
+
 /// How a board's CPU count is given to QEMU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Smp {
@@ -167,17 +193,35 @@ impl Board {
     /// QEMU's serial ports: the DTB's console (`/chosen/stdout-path`) on stdio, the ports
     /// before it to `null`. `virt`: `-nographic` does it (serial 0 and the monitor on stdio).
     pub fn console_args(self) -> Vec<String> {
-        let ports: &[&str] = match self {
-            Board::Virt => return vec!["-nographic".into()],
-            // stdout-path = serial1 = the mini UART (QEMU's second port); the PL011 is the first.
-            Board::Pi4 => &["null", "stdio"],
-            Board::Zcu102 => &["stdio"],
-            Board::Imx8mpEvk => &["null", "stdio"],
-        };
-        let mut a: Vec<String> = ["-display", "none", "-monitor", "none", "-audio", "none"].map(String::from).into();
-        for p in ports {
-            a.extend(["-serial".into(), p.to_string()]);
+        match self {
+            Board::Virt => vec!["-nographic".into()],
+            b => b.serial_args("stdio"),
         }
+    }
+
+    /// Which of QEMU's serial ports (`-serial`, in order) carries the DTB's console.
+    pub fn console_port(self) -> usize {
+        match self {
+            // stdout-path = serial1 = the mini UART (QEMU's second port); the PL011 is the first.
+            Board::Pi4 => 1,
+            Board::Virt | Board::Zcu102 => 0,
+            // stdout-path = serial1 = UART2.
+            Board::Imx8mpEvk => 1,
+        }
+    }
+
+    /// No display, monitor or audio, and the DTB's console on `console` (`stdio`,
+    /// `chardev:ID`, ...), the serial ports before it to `null`.
+    pub fn serial_args(self, console: &str) -> Vec<String> {
+        let mut a: Vec<String> = ["-display", "none", "-monitor", "none"].map(String::from).into();
+        if self != Board::Virt {
+            // QEMU 7.2 (virt's) has no -audio; the boards' QEMU does.
+            a.extend(["-audio".into(), "none".into()]);
+        }
+        for _ in 0..self.console_port() {
+            a.extend(["-serial".into(), "null".into()]);
+        }
+        a.extend(["-serial".into(), console.into()]);
         a
     }
 
@@ -187,12 +231,13 @@ impl Board {
     /// without a console, writes through `/dev/kmsg` (no timestamps, no rate limit). Pi 4: the
     /// model lacks the always-on block at 0xfef00000 (an access is an external abort): its
     /// drivers (the AON interrupt controller, the HDMI I2C, the DVP clock) stay out, and unused
-    /// clocks are left alone (the clock framework would read the missing DVP gate).
+    /// clocks are left alone (the clock framework would read the missing DVP gate); the console
+    /// runs at [`PI4_LINUX_BAUD`] (why: there).
     pub fn linux_console(self) -> &'static str {
         match self {
             Board::Virt => "console=ttyAMA0",
             Board::Pi4 => {
-                "console=ttyS1,115200 clk_ignore_unused \
+                "console=ttyS1,230400 clk_ignore_unused \
                  initcall_blacklist=brcmstb_l2_driver_init,brcmstb_i2c_driver_init,clk_dvp_driver_init"
             }
             Board::Zcu102 => "console=ttyPS0,115200 earlycon keep_bootcon printk.time=0 printk.devkmsg=on",
@@ -296,6 +341,10 @@ mod tests {
         assert_eq!(ports, ["null", "stdio"]);
         let a = Board::Zcu102.console_args();
         assert_eq!(a.iter().filter(|x| *x == "-serial").count(), 1);
+        let a = Board::Pi4.serial_args("chardev:s");
+        let ports: Vec<&str> = a.windows(2).filter(|w| w[0] == "-serial").map(|w| w[1].as_str()).collect();
+        assert_eq!(ports, ["null", "chardev:s"]);
+        assert_eq!(Board::Virt.serial_args("pty"), ["-display", "none", "-monitor", "none", "-serial", "pty"]);
         assert!(a.contains(&"-monitor".to_string()), "no monitor on stdio: the console is the only thing there");
     }
 
@@ -313,6 +362,24 @@ mod tests {
         assert!(Board::Zcu102.check("cortex-a53", 2, 4, 4 * GIB, false).unwrap_err().contains("at most 2048 MiB"));
         assert!(Board::Imx8mpEvk.check("cortex-a53", 3, 5, GIB, false).unwrap_err().contains("at most 4 CPUs"));
         assert!(Board::Imx8mpEvk.check("cortex-a53", 3, 4, GIB, true).unwrap_err().contains("--mte"));
+    }
+
+    /// The Pi 4 Linux console's rate leaves QEMU's mini UART without its always-pending
+    /// THR-empty interrupt (bit 1), and the command line uses that rate. Seeded: with
+    /// `console=ttyS1,115200` (before) this fails, and Linux took ~250 s to user space.
+    #[test]
+    fn pi4_linux_console_rate_leaves_the_mini_uart_quiet() {
+        let words = Board::Pi4.linux_console();
+        let baud: u32 = words
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("console=ttyS1,"))
+            .and_then(|b| b.parse().ok())
+            .expect("console=ttyS1,BAUD");
+        assert_eq!(baud, PI4_LINUX_BAUD);
+        assert_eq!(qemu_mini_uart_ier_after_baud(MINI_UART_BASE_BAUD, baud) & 0x2, 0, "{baud} enables THR-empty");
+        // The rate Linux was given before: divisor 0x262, IER 0x02.
+        assert_eq!(qemu_mini_uart_ier_after_baud(MINI_UART_BASE_BAUD, 115_200), 0x2);
+        assert_eq!(qemu_mini_uart_ier_after_baud(MINI_UART_BASE_BAUD, 230_400), 0x1);
     }
 
     #[test]

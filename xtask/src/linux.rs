@@ -144,8 +144,18 @@ ram=${ram% }
 feat=$($bb grep -m1 ^Features /proc/cpuinfo | $bb cut -d: -f2)
 feat=${feat# }
 sve=$($bb cat /proc/sys/abi/sve_default_vector_length 2>/dev/null || echo 0)
+# Interrupts the console's UART has taken so far (-1: no console UART): a handful when the
+# driver and the device agree, hundreds of thousands when its interrupt is stuck high.
+cirqs=-1
+for c in $active; do
+    [ -r /sys/class/tty/$c/irq ] || continue
+    irq=$($bb cat /sys/class/tty/$c/irq)
+    n=$($bb awk -v i="$irq:" '$1 == i { s = 0; for (k = 2; k <= NF && $k ~ /^[0-9]+$/; k++) s += $k; print s }' /proc/interrupts)
+    [ -n "$n" ] && cirqs=$n
+    break
+done
 echo "pgtlab-linux: user space reached after $up s: $cpus CPUs, RAM $ram, Linux $($bb uname -r)"
-echo "@@report {\"kind\":\"linux_guest\",\"uptime_s\":$up,\"cpus\":$cpus,\"ram\":\"$ram\",\"kernel\":\"$($bb uname -r)\",\"sve_default_vl\":$sve,\"features\":\"$feat\"}"
+echo "@@report {\"kind\":\"linux_guest\",\"uptime_s\":$up,\"cpus\":$cpus,\"ram\":\"$ram\",\"kernel\":\"$($bb uname -r)\",\"sve_default_vl\":$sve,\"console_irqs\":$cirqs,\"features\":\"$feat\"}"
 case "$pgtlab_test" in
 panic)
     echo "pgtlab-linux: crashing the kernel on purpose (sysrq c)"

@@ -75,7 +75,14 @@ pub fn wrapper_script(root: &Path, arch_triplet: &str) -> String {
 pub fn backports_qemu() -> Result<PathBuf> {
     let w = wrapper();
     if w.is_file() {
-        return Ok(w);
+        // A wrapper that names another root is from a target/ copied or moved from elsewhere
+        // (it execs a QEMU that is not there): unpacked again here.
+        let root = dir().join("root");
+        if std::fs::read_to_string(&w).is_ok_and(|t| t.contains(&*root.to_string_lossy())) {
+            return Ok(w);
+        }
+        eprintln!("xtask: {} names another folder's QEMU (target/ was copied): unpacking again", w.display());
+        std::fs::remove_file(&w)?;
     }
     for tool in ["dpkg", "apt-get"] {
         if crate::system::which(tool).is_none() {

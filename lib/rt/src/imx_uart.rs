@@ -1,15 +1,30 @@
-//! The i.MX UART (i.MX 6/7/8: `fsl,imx6q-uart`, `fsl,imx8mp-uart`), polled transmit.
+//! The i.MX UART (i.MX 6/7/8: `fsl,imx6q-uart`, `fsl,imx8mp-uart`), polled transmit and
+//! receive.
 //!
-//! Registers (i.MX 8M Plus reference manual, "UART"): UTXD at 0x40, UCR1 (UARTEN) at 0x80,
-//! UCR2 (SRST, RXEN, TXEN, WS) at 0x84, USR2 (TXDC: transmission complete) at 0x98, UTS
-//! (TXFULL, TXEMPTY) at 0xb4. The boot loader's (or QEMU's) line settings are kept; the UART is
+//! Registers (i.MX 8M Plus reference manual, "UART"): URXD (the byte and its error flags) at
+//! 0x00, UTXD at 0x40, UCR1 (UARTEN) at 0x80, UCR2 (SRST, RXEN, TXEN, WS) at 0x84, USR2 (RDR:
+//! a byte waiting; TXDC: transmission complete) at 0x98, UTS (TXFULL, TXEMPTY) at 0xb4. The boot loader's (or QEMU's) line settings are kept; the UART is
 //! only switched on when it was left off.
 
+use crate::uart::RxError;
 use tock_registers::interfaces::{ReadWriteable, Readable, Writeable};
 use tock_registers::registers::{ReadOnly, ReadWrite, WriteOnly};
 use tock_registers::{register_bitfields, register_structs};
 
 register_bitfields! {u32,
+    URXD [
+        DATA OFFSET(0) NUMBITS(8) [],
+        /// Parity error.
+        PRERR OFFSET(10) NUMBITS(1) [],
+        /// Break.
+        BRK OFFSET(11) NUMBITS(1) [],
+        /// Framing error.
+        FRMERR OFFSET(12) NUMBITS(1) [],
+        /// Receiver overrun: bytes were lost before this one.
+        OVRRUN OFFSET(13) NUMBITS(1) [],
+        /// Any of the above.
+        ERR OFFSET(14) NUMBITS(1) []
+    ],
     UCR1 [
         /// UART enable.
         UARTEN OFFSET(0) NUMBITS(1) []
@@ -25,6 +40,8 @@ register_bitfields! {u32,
         IRTS OFFSET(14) NUMBITS(1) []
     ],
     USR2 [
+        /// Receive data ready: a byte waits in URXD.
+        RDR OFFSET(0) NUMBITS(1) [],
         /// Transmission complete: shift register and FIFO empty.
         TXDC OFFSET(3) NUMBITS(1) []
     ],
@@ -37,7 +54,8 @@ register_bitfields! {u32,
 register_structs! {
     /// The i.MX UART register block.
     pub Registers {
-        (0x00 => _urxd),
+        (0x00 => urxd: ReadOnly<u32, URXD::Register>),
+        (0x04 => _reserved_rx),
         (0x40 => utxd: WriteOnly<u32>),
         (0x44 => _reserved0),
         (0x80 => ucr1: ReadWrite<u32, UCR1::Register>),
@@ -77,6 +95,26 @@ impl ImxUart {
         if !r.ucr2.is_set(UCR2::TXEN) || !r.ucr2.is_set(UCR2::SRST) {
             r.ucr2.modify(UCR2::SRST::SET + UCR2::TXEN::SET + UCR2::RXEN::SET + UCR2::WS::SET + UCR2::IRTS::SET);
         }
+    }
+
+    /// Switches the receiver on if it is off.
+    pub fn enable_receiver(&self) {
+        let r = self.regs();
+        if !r.ucr2.is_set(UCR2::RXEN) {
+            r.ucr2.modify(UCR2::RXEN::SET);
+        }
+    }
+
+    /// The next received byte, if one is waiting; one that came with a line error (URXD.ERR:
+    /// overrun, framing, parity, break) comes back as [`RxError`].
+    pub fn try_get(&self) -> Option<Result<u8, RxError>> {
+        let r = self.regs();
+        if !r.usr2.is_set(USR2::RDR) {
+            return None;
+        }
+        let d = r.urxd.extract();
+        let byte = d.read(URXD::DATA) as u8;
+        Some(if d.is_set(URXD::ERR) { Err(RxError { byte, overrun: d.is_set(URXD::OVRRUN) }) } else { Ok(byte) })
     }
 
     /// Sends one byte, waiting while the FIFO is full.

@@ -1,15 +1,30 @@
 //! A 16550/8250 UART (`ns16550a`, `snps,dw-apb-uart`, the Pi's mini UART
-//! `brcm,bcm2835-aux-uart`), polled transmit. Register `n` lies at `base + (n << reg_shift)`
-//! and is `reg_io_width` bytes wide (the DTB's `reg-shift` / `reg-io-width`; the mini UART:
-//! 2 and 4). THR is register 0, LSR register 5 (THRE: room in the FIFO; TEMT: all sent).
-//! The boot loader's line settings (LCR, divisors) are kept.
+//! `brcm,bcm2835-aux-uart`), polled transmit and receive. Register `n` lies at
+//! `base + (n << reg_shift)` and is `reg_io_width` bytes wide (the DTB's `reg-shift` /
+//! `reg-io-width`; the mini UART: 2 and 4). RBR/THR is register 0, LSR register 5 (DR: a byte
+//! waiting; OE, PE, FE, BI: it came with a line error; THRE: room in the FIFO; TEMT: all sent).
+//! The boot loader's line settings (LCR, divisors) are kept: the divisor latch is never
+//! touched (QEMU's mini UART model ignores DLAB and would take divisor bytes as a character
+//! and as IER).
 
+use crate::uart::RxError;
+use tock_registers::fields::Field;
 use tock_registers::interfaces::{Readable, Writeable};
 use tock_registers::register_bitfields;
 use tock_registers::registers::ReadWrite;
 
 register_bitfields! {u32,
     LSR [
+        /// Data ready: a received byte waits in RBR.
+        DR OFFSET(0) NUMBITS(1) [],
+        /// Overrun: the receiver lost bytes before this one.
+        OE OFFSET(1) NUMBITS(1) [],
+        /// Parity error.
+        PE OFFSET(2) NUMBITS(1) [],
+        /// Framing error.
+        FE OFFSET(3) NUMBITS(1) [],
+        /// Break.
+        BI OFFSET(4) NUMBITS(1) [],
         /// Transmit holding register empty (the mini UART: the FIFO takes a byte).
         THRE OFFSET(5) NUMBITS(1) [],
         /// Transmitter empty: nothing left to send (the mini UART: transmitter idle).
@@ -17,7 +32,8 @@ register_bitfields! {u32,
     ]
 }
 
-const THR: usize = 0;
+/// Receive buffer (read) and transmit holding register (write).
+const RBR_THR: usize = 0;
 const LSR_REG: usize = 5;
 
 /// A 16550 at a fixed address.
@@ -36,19 +52,30 @@ impl Ns16550 {
         Self { base, shift: reg_shift, wide: reg_io_width == 4 }
     }
 
-    fn lsr(&self) -> u32 {
-        let a = self.base + (LSR_REG << self.shift);
+    fn read(&self, reg: usize) -> u32 {
+        let a = self.base + (reg << self.shift);
         if self.wide {
             // SAFETY: `new`'s caller guaranteed a live 16550 with 32-bit registers at this layout.
-            unsafe { &*(a as *const ReadWrite<u32, LSR::Register>) }.get()
+            unsafe { &*(a as *const ReadWrite<u32>) }.get()
         } else {
             // SAFETY: as above, with 8-bit registers.
             u32::from(unsafe { &*(a as *const ReadWrite<u8>) }.get())
         }
     }
 
-    fn lsr_is_set(&self, field: tock_registers::fields::Field<u32, LSR::Register>) -> bool {
-        field.is_set(self.lsr())
+    fn write(&self, reg: usize, v: u8) {
+        let a = self.base + (reg << self.shift);
+        if self.wide {
+            // SAFETY: `new`'s caller guaranteed a live 16550 with 32-bit registers at this layout.
+            unsafe { &*(a as *const ReadWrite<u32>) }.set(u32::from(v));
+        } else {
+            // SAFETY: as above, with 8-bit registers.
+            unsafe { &*(a as *const ReadWrite<u8>) }.set(v);
+        }
+    }
+
+    fn lsr_is_set(&self, field: Field<u32, LSR::Register>) -> bool {
+        field.is_set(self.read(LSR_REG))
     }
 
     /// Nothing to switch on: a 16550 transmits once its line is set up (by the boot loader).
@@ -59,14 +86,20 @@ impl Ns16550 {
         while !self.lsr_is_set(LSR::THRE) {
             core::hint::spin_loop();
         }
-        let a = self.base + (THR << self.shift);
-        if self.wide {
-            // SAFETY: `new`'s caller guaranteed a live 16550 with 32-bit registers at this layout.
-            unsafe { &*(a as *const ReadWrite<u32>) }.set(u32::from(b));
-        } else {
-            // SAFETY: as above, with 8-bit registers.
-            unsafe { &*(a as *const ReadWrite<u8>) }.set(b);
+        self.write(RBR_THR, b);
+    }
+
+    /// The next received byte, if one is waiting; a byte that came with an overrun, parity,
+    /// framing or break condition (LSR, read once before the byte: reading it clears them)
+    /// comes back as [`RxError`].
+    pub fn try_get(&self) -> Option<Result<u8, RxError>> {
+        let lsr = self.read(LSR_REG);
+        if !LSR::DR.is_set(lsr) {
+            return None;
         }
+        let byte = self.read(RBR_THR) as u8;
+        let errors = LSR::OE.val(1).value | LSR::PE.val(1).value | LSR::FE.val(1).value | LSR::BI.val(1).value;
+        Some(if lsr & errors == 0 { Ok(byte) } else { Err(RxError { byte, overrun: LSR::OE.is_set(lsr) }) })
     }
 
     /// Waits until everything sent has left the UART.

@@ -1,11 +1,12 @@
 //! ARM PL011 UART, at the address the DTB gives (QEMU `virt`: 0x0900_0000; the Pi 5's debug
 //! UART: 0x10_7d00_1000).
 //!
-//! Polled transmit, and polled receive for the chainloader. The firmware's (or QEMU's) line
+//! Polled transmit and receive. The firmware's (or QEMU's) line
 //! settings are kept: on the Pi 5 the firmware has programmed the baud rate (115200 unless
 //! config.txt says `init_uart_baud=`) for the UART clock it set up, so we never reprogram it.
 //! [`Pl011::line_rate`] tells what it was set to, from the divisors and the DTB's clock.
 
+use crate::uart::RxError;
 use tock_registers::interfaces::{ReadWriteable, Readable, Writeable};
 use tock_registers::registers::{ReadOnly, ReadWrite, WriteOnly};
 use tock_registers::{register_bitfields, register_structs};
@@ -107,8 +108,8 @@ impl Pl011 {
             return None;
         }
         let d = self.regs().dr.get();
-        let flags = ((d >> 8) & 0xf) as u8;
-        Some(if flags == 0 { Ok(d as u8) } else { Err(RxError { byte: d as u8, flags }) })
+        let flags = (d >> 8) & 0xf;
+        Some(if flags == 0 { Ok(d as u8) } else { Err(RxError { byte: d as u8, overrun: flags & 8 != 0 }) })
     }
 
     /// The baud rate the divisors give with a `clock_hz` reference clock: `clock / (16 *
@@ -125,21 +126,5 @@ impl Pl011 {
         while self.regs().fr.is_set(FR::BUSY) {
             core::hint::spin_loop();
         }
-    }
-}
-
-/// A byte received with an error flag.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RxError {
-    /// The byte as it arrived.
-    pub byte: u8,
-    /// Data register bits 8-11: 1 framing, 2 parity, 4 break, 8 overrun (bytes were lost).
-    pub flags: u8,
-}
-
-impl RxError {
-    /// Whether the receive FIFO overflowed before this byte (earlier bytes were lost).
-    pub fn overrun(&self) -> bool {
-        self.flags & 8 != 0
     }
 }

@@ -61,6 +61,39 @@ impl Uart {
         }
     }
 
+    /// Readies the receiver: switches it on if the boot loader left it off, and (PL011) turns
+    /// the FIFOs on, keeping the line settings.
+    pub fn enable_receiver(&self) {
+        match self {
+            Uart::Pl011(u) => u.enable_fifos(),
+            Uart::Imx(u) => u.enable_receiver(),
+            Uart::Cadence(u) => u.enable_receiver(),
+            // Receives once its line is set up; the mini UART's FIFOs are always on.
+            Uart::Ns16550(_) => {}
+        }
+    }
+
+    /// The next received byte, if one is waiting, polled; a byte that arrived with a line
+    /// error (overrun, framing, parity, break) comes back as [`RxError`].
+    pub fn try_get(&self) -> Option<Result<u8, RxError>> {
+        match self {
+            Uart::Pl011(u) => u.try_get(),
+            Uart::Imx(u) => u.try_get(),
+            Uart::Cadence(u) => u.try_get(),
+            Uart::Ns16550(u) => u.try_get(),
+        }
+    }
+
+    /// The line rate the boot loader programmed, with a `clock_hz` reference clock, where the
+    /// driver can read it without disturbing the line (PL011: from its divisors); `None`
+    /// otherwise, or when it was never programmed (an emulated UART).
+    pub fn line_rate(&self, clock_hz: u32) -> Option<u32> {
+        match self {
+            Uart::Pl011(u) => u.line_rate(clock_hz),
+            _ => None,
+        }
+    }
+
     /// Waits until everything sent has left the UART.
     pub fn flush(&self) {
         match self {
@@ -70,6 +103,16 @@ impl Uart {
             Uart::Ns16550(u) => u.flush(),
         }
     }
+}
+
+/// A byte received with a line error flag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RxError {
+    /// The byte as it arrived.
+    pub byte: u8,
+    /// The receiver overflowed before this byte: earlier bytes were lost. (Otherwise a framing,
+    /// parity or break condition.)
+    pub overrun: bool,
 }
 
 impl core::fmt::Write for Uart {

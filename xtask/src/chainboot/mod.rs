@@ -300,7 +300,7 @@ pub fn rate_line(sent: &Sent, baud: u32, emulated: bool) -> String {
         line / 1024.0
     );
     if emulated {
-        s.push_str("; QEMU's PL011 ignores the baud rate, so this is the emulator's speed");
+        s.push_str("; QEMU's UART ignores the baud rate, so this is the emulator's speed");
     }
     s
 }
@@ -376,21 +376,26 @@ pub struct Args {
     /// `init_uart_baud`, 115200 by default).
     #[arg(long, default_value_t = 115_200, value_parser = link::baud_arg)]
     pub baud: u32,
-    /// Run the loader in QEMU (its UART on a unix socket) instead of a board (with --cpu, --gic, --smp, --mem).
+    /// Run the loader in QEMU (its UART on a unix socket) instead of a board (with --board,
+    /// --cpu, --gic, --smp, --mem).
     #[arg(long)]
     pub qemu: bool,
-    /// QEMU CPU model (with --qemu).
-    #[arg(long, default_value = "cortex-a76", requires = "qemu")]
-    pub cpu: String,
-    /// QEMU GIC version (with --qemu).
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(2..=3), requires = "qemu")]
-    pub gic: u8,
-    /// QEMU CPUs (with --qemu).
-    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=8), requires = "qemu")]
-    pub smp: u32,
-    /// QEMU memory (with --qemu).
-    #[arg(long, default_value = "1G", requires = "qemu")]
-    pub mem: String,
+    /// With --qemu: the machine, `virt` or a board's QEMU model (pi4, zcu102, imx8mp-evk) with
+    /// the board's own DTB, the loader on the UART its stdout-path names.
+    #[arg(long, default_value = "virt", requires = "qemu")]
+    pub board: String,
+    /// QEMU CPU model (with --qemu; default cortex-a76 on virt, a board's own).
+    #[arg(long, requires = "qemu")]
+    pub cpu: Option<String>,
+    /// QEMU GIC version (with --qemu; default 2 on virt, a board's own).
+    #[arg(long, value_parser = clap::value_parser!(u8).range(2..=3), requires = "qemu")]
+    pub gic: Option<u8>,
+    /// QEMU CPUs (with --qemu; default 4).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=8), requires = "qemu")]
+    pub smp: Option<u32>,
+    /// QEMU memory (with --qemu; default 1G on virt, a board's own).
+    #[arg(long, requires = "qemu")]
+    pub mem: Option<String>,
     /// Kernel command line written into the DTB's /chosen/bootargs (words starting with `hyp.`
     /// go to the hypervisor); empty keeps the firmware's (cmdline.txt).
     #[arg(long, default_value = "")]
@@ -410,6 +415,34 @@ pub struct Args {
     pub corrupt_kernel_byte: Option<usize>,
 }
 
+/// The machine for `--qemu`: `virt` with the Pi 5's core and GIC by default, or a board's
+/// model with its DTB; what the user gave is checked against the board.
+pub fn qemu_config(a: &Args) -> Result<crate::qemu::QemuConfig> {
+    use crate::board::Board;
+    let board = Board::from_name(&a.board).ok_or_else(|| {
+        anyhow::Error::new(crate::outcome::Refused(format!(
+            "--board {}: not a board; one of {}",
+            a.board,
+            Board::names()
+        )))
+    })?;
+    let mut cfg = crate::qemu::QemuConfig::default().for_board(board);
+    if board == Board::Virt {
+        (cfg.cpu, cfg.gic, cfg.mem) = ("cortex-a76".into(), 2, "1G".into());
+    }
+    if let Some(c) = &a.cpu {
+        cfg.cpu.clone_from(c);
+    }
+    cfg.gic = a.gic.unwrap_or(cfg.gic);
+    cfg.smp = a.smp.unwrap_or(cfg.smp);
+    if let Some(m) = &a.mem {
+        cfg.mem.clone_from(m);
+    }
+    cfg.resolve_dtb()?;
+    cfg.validate().map_err(|e| anyhow::Error::new(crate::outcome::Refused(e)))?;
+    Ok(cfg)
+}
+
 fn secs(s: u64) -> Option<Duration> {
     (s != 0).then(|| Duration::from_secs(s))
 }
@@ -426,14 +459,8 @@ pub fn cli(a: Args) -> Result<i32> {
     };
     let mut vm = None;
     let (link, ready_timeout) = if a.qemu {
-        let cfg = crate::qemu::QemuConfig {
-            cpu: a.cpu.clone(),
-            gic: a.gic,
-            smp: a.smp,
-            mem: a.mem.clone(),
-            ..Default::default()
-        };
-        let v = qemu::start(&crate::system::qemu()?, &cfg, &crate::build::chainloader_image())?;
+        let cfg = qemu_config(&a)?;
+        let v = qemu::start(&cfg.qemu()?, &cfg, &crate::build::chainloader_image())?;
         eprintln!("xtask: QEMU ({}) runs the chainloader with its UART on {}", cfg.describe(), v.socket.display());
         let link = link::open(&v.serial(), a.baud)?;
         vm = Some(v);

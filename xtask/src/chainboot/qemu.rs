@@ -1,6 +1,7 @@
-//! The chainloader in QEMU with its UART on a unix socket: `cargo xtask chainboot --qemu`, and
-//! the integration test. QEMU's PL011 ignores the baud rate (it only computes it for a trace
-//! event), so bytes move as fast as QEMU and the loader take them.
+//! The chainloader in QEMU with its UART on a unix socket: `cargo xtask chainboot --qemu
+//! [--board B]`, and the integration tests. QEMU's UARTs ignore the baud rate (the PL011 only
+//! computes it for a trace event, the Pi 4's mini UART model has no divisor), so bytes move as
+//! fast as QEMU and the loader take them.
 //!
 //! A socket, not a pty: when QEMU exits right after the run's final line (the hypervisor powers
 //! off through PSCI), a pty's hang-up throws away what the host has not read yet, and a
@@ -41,25 +42,20 @@ impl Drop for LoaderVm {
     }
 }
 
-/// QEMU arguments for the loader with `serial` as its console (`chardev:ID`, `pty`, ...).
+/// QEMU arguments for the loader with `serial` as its console (`chardev:ID`, `pty`, ...): on a
+/// board model, the port its DTB's stdout-path names, and the board's DTB (`cfg.dtb`, see
+/// [`QemuConfig::resolve_dtb`]), which the loader hands on to the hypervisor.
 pub fn args(cfg: &QemuConfig, loader: &Path, serial: &str) -> Vec<String> {
     let mut a = cfg.machine_args();
-    a.extend(
-        [
-            "-display",
-            "none",
-            "-monitor",
-            "none",
-            "-serial",
-            serial,
-            // The run the loader starts ends like any other: its final line, then PSCI
-            // SYSTEM_OFF, or SYSTEM_RESET, which ends QEMU too instead of restarting the loader.
-            "-no-reboot",
-            "-kernel",
-        ]
-        .map(String::from),
-    );
-    a.push(loader.display().to_string());
+    a.extend(cfg.board.serial_args(serial));
+    // The run the loader starts ends like any other: its final line, then PSCI SYSTEM_OFF (or
+    // the board's power-off), or SYSTEM_RESET, which ends QEMU too instead of restarting the
+    // loader.
+    a.push("-no-reboot".into());
+    if let Some(d) = &cfg.dtb {
+        a.extend(["-dtb".into(), d.display().to_string()]);
+    }
+    a.extend(["-kernel".into(), loader.display().to_string()]);
     a
 }
 
@@ -74,9 +70,10 @@ pub fn start(qemu: &Path, cfg: &QemuConfig, loader: &Path) -> Result<LoaderVm> {
     ));
     let _ = std::fs::remove_file(&socket);
     let mut cmd = Command::new(qemu);
-    cmd.args(args(cfg, loader, "chardev:serial0"))
+    // Not `serial0`: QEMU names the chardevs of `-serial null` ports serialN itself.
+    cmd.args(args(cfg, loader, "chardev:loader"))
         .arg("-chardev")
-        .arg(format!("socket,id=serial0,path={},server=on,wait=on", socket.display()))
+        .arg(format!("socket,id=loader,path={},server=on,wait=on", socket.display()))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -114,6 +111,7 @@ pub fn start(qemu: &Path, cfg: &QemuConfig, loader: &Path) -> Result<LoaderVm> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::board::Board;
 
     #[test]
     fn loader_args_put_the_serial_on_the_given_chardev() {
@@ -125,5 +123,12 @@ mod tests {
         assert_eq!(after("-M"), Some("virt,gic-version=2,virtualization=on"));
         assert_eq!(after("-initrd"), None);
         assert!(!a.contains(&"-nographic".to_string()));
+        let cfg = QemuConfig { dtb: Some("pi4.dtb".into()), ..QemuConfig::default().for_board(Board::Pi4) };
+        let a = args(&cfg, Path::new("l.img"), "chardev:serial0");
+        let ports: Vec<&str> = a.windows(2).filter(|w| w[0] == "-serial").map(|w| w[1].as_str()).collect();
+        assert_eq!(ports, ["null", "chardev:serial0"], "the mini UART is the second port");
+        let after = |f: &str| a.iter().position(|x| x == f).map(|i| a[i + 1].as_str());
+        assert_eq!(after("-M"), Some("raspi4b"));
+        assert_eq!(after("-dtb"), Some("pi4.dtb"));
     }
 }

@@ -356,12 +356,6 @@ pub fn cli(a: Args) -> Result<()> {
     let pi = Pi::from_name(&a.board).ok_or_else(|| {
         anyhow::Error::new(crate::outcome::Refused(format!("--board {}: flash knows pi5 and pi4", a.board)))
     })?;
-    if pi == Pi::Pi4 && a.chainloader {
-        bail!(
-            "--board pi4 --chainloader: the chainloader receives through a PL011, and the Pi 4's console (its \
-             DTB's stdout-path) is the mini UART"
-        );
-    }
     let tc = crate::toolchain::find()?;
     let images = crate::build::build(&tc, &[])?;
     let boot = Boot {
