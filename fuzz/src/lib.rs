@@ -6,7 +6,7 @@
 //! Each target must return for every input, never panic, and check what it can about the
 //! result: an accepted Image header's footprint does not overflow; a guest DTB the writer
 //! produced parses again and says what the spec asked; boot arguments that were accepted
-//! re-parse to the same thing.
+//! re-parse to the same thing and hold each of the table's words at most once.
 
 use board::{guest_dtb, Board, GuestSpec, PsciMethod, Region};
 use bootargs::{Table, Word};
@@ -75,6 +75,14 @@ pub fn bootargs_target(data: &[u8]) {
         Ok(a) => {
             let again: Vec<&str> = a.words().collect();
             assert_eq!(bootargs::parse(&again.join(" "), &TABLE).as_ref(), Ok(&a), "re-parse differs");
+            // The reference model of acceptance: every word of the line names a word of the
+            // table, no name twice anywhere in the line (not only next to each other).
+            let names: Vec<&str> =
+                line.split_ascii_whitespace().map(|w| w.split_once('=').map_or(w, |(n, _)| n)).collect();
+            for (i, n) in names.iter().enumerate() {
+                assert!(WORDS.iter().any(|w| w.name == *n), "accepted a word not in the table: {n:?}");
+                assert!(!names[..i].contains(n), "accepted {n:?} twice in {line:?}");
+            }
             if let Some(s) = a.size("hyp.pool") {
                 assert!((16 << 20..=1 << 40).contains(&s));
             }
