@@ -5,7 +5,8 @@
 //!
 //! Each target must return for every input, never panic, and check what it can about the
 //! result: an accepted Image header's footprint does not overflow; a guest DTB the writer
-//! produced parses again and says what the spec asked; boot arguments that were accepted
+//! produced parses again and says what the spec asked (the host's CPUs, or all but a removed
+//! one with no reference to it left); boot arguments that were accepted
 //! re-parse to the same thing and hold each of the table's words at most once.
 
 use board::{guest_dtb, Board, GuestSpec, PsciMethod, Region};
@@ -54,6 +55,22 @@ pub fn guest_dtb_target(data: &[u8]) {
     assert_eq!(g.memory.len(), 1, "guest memory");
     assert_eq!((g.memory[0].base, g.memory[0].size), (base, 64 << 20));
     assert_eq!(g.bootargs.as_deref(), Some("test=smccc"));
+    let mpidrs = |b: &Board| b.cpus.iter().map(|c| c.mpidr).collect::<Vec<_>>();
+    assert_eq!(mpidrs(&g), mpidrs(&host), "the guest's CPUs");
+    // Without its last CPU: the others stay, nothing names the removed one.
+    let Some(last) = host.cpus.last().map(|c| c.mpidr).filter(|_| host.cpus.len() > 1) else { return };
+    let out = match guest_dtb(data, &GuestSpec { remove_cpus: vec![last], ..spec }) {
+        Ok(out) => out,
+        Err(board::BoardError::BadProperty { why, .. }) if why.contains("left out") => {
+            panic!("the trimming left a reference to the removed CPU (guest_dtb's own check)")
+        }
+        Err(_) => return,
+    };
+    assert_eq!(board::dangling_cpu_refs(&out).ok(), Some(vec![]), "a reference to a removed CPU is left");
+    let g = Board::from_dtb(&out).expect("the trimmed guest DTB does not parse");
+    let mut want = mpidrs(&host);
+    want.pop();
+    assert_eq!(mpidrs(&g), want, "the CPUs left");
 }
 
 const WORDS: &[Word] = &[
