@@ -19,7 +19,10 @@ fn model(windows: &[Window], addr: u64, size: u64) -> Option<u64> {
 fn windows() -> impl Strategy<Value = Vec<Window>> {
     prop::collection::vec((0u64..0x100, 0u64..0x1000, 1u64..0x40), 1..4).prop_map(|v| {
         // Child windows 16 MiB apart (so they never overlap), parents anywhere below 2^44.
-        v.iter().enumerate().map(|(i, &(c, p, len))| ((i as u64) << 24 | c << 12, p << 32 | c << 12, len << 12)).collect()
+        v.iter()
+            .enumerate()
+            .map(|(i, &(c, p, len))| ((i as u64) << 24 | c << 12, p << 32 | c << 12, len << 12))
+            .collect()
     })
 }
 
