@@ -124,7 +124,13 @@ pub fn guest_dtb(host_dtb: &[u8], spec: &GuestSpec) -> Result<Vec<u8>, BoardErro
         }
     };
     let mut removed = spec.remove.iter().map(find).collect::<Result<Vec<_>, _>>()?;
-    let cpus = cpu_nodes(&t, &spec.remove_cpus)?;
+    // CPUs left out: by MPIDR, and CPU nodes removed by path (the hypervisor drops those a
+    // board lists beyond what runs); every reference to either goes.
+    let mut cpus = cpu_nodes(&t, &spec.remove_cpus)?;
+    let cpus_node = t.find_path("/cpus");
+    cpus.extend(removed.iter().copied().filter(|&i| {
+        t.nodes[i].parent.is_some() && t.nodes[i].parent == cpus_node && t.prop_str(i, "device_type") == Ok(Some("cpu"))
+    }));
     let edits = drop_cpu_refs(&t, &cpus, &mut removed)?;
     removed.extend(cpus);
     let disabled = spec.disable.iter().map(find).collect::<Result<Vec<_>, _>>()?;
@@ -221,6 +227,14 @@ pub const CPU_REFS: &[(&str, CpuRef)] = &[
     ("cooling-device", CpuRef::Cooling),
 ];
 
+/// Nodes whose properties are paths or fixup tables, never phandles (`/__symbols__` has a
+/// property named `cpus`: the path of `/cpus`).
+const PATH_NODES: &[&str] = &["/__symbols__", "/aliases", "/__fixups__", "/__local_fixups__"];
+
+fn holds_phandles(t: &Tree, i: usize) -> bool {
+    !PATH_NODES.iter().any(|p| t.nodes[i].path == *p || t.nodes[i].path.starts_with(&format!("{p}/")))
+}
+
 fn phandle_of(t: &Tree, i: usize) -> Option<u32> {
     ["phandle", "linux,phandle"]
         .iter()
@@ -274,7 +288,7 @@ fn drop_cpu_refs(t: &Tree, cpus: &[usize], removed: &mut Vec<usize>) -> Result<V
     }
     for i in 0..t.nodes.len() {
         for &(name, how) in CPU_REFS {
-            if t.prop(i, name).is_none() || cpus.contains(&i) {
+            if t.prop(i, name).is_none() || cpus.contains(&i) || !holds_phandles(t, i) {
                 continue;
             }
             let (width, refs) = cpu_ref_entries(t, i, name, how)?;
@@ -334,7 +348,7 @@ pub fn dangling_cpu_refs(dtb: &[u8]) -> Result<Vec<(String, &'static str)>, Boar
     let mut out = Vec::new();
     for i in 0..t.nodes.len() {
         for &(name, how) in CPU_REFS {
-            if t.prop(i, name).is_none() {
+            if t.prop(i, name).is_none() || !holds_phandles(&t, i) {
                 continue;
             }
             let dangling = match cpu_ref_entries(&t, i, name, how) {

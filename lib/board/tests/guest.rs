@@ -469,3 +469,24 @@ fn an_interrupt_affinity_that_does_not_pair_with_the_interrupts_is_refused() {
     let spec = GuestSpec { remove_cpus: vec![], ..spec };
     assert!(guest_dtb(&t.dtb(), &spec).is_ok());
 }
+
+/// CPU nodes removed by path (as the hypervisor drops those a board lists beyond what runs)
+/// take their references with them, as `remove_cpus` does. Seen failing on the i.MX 8M Plus
+/// EVK's tree (its thermal map's `cooling-device` named the removed CPUs).
+#[test]
+fn cpus_removed_by_path_leave_no_reference_either() {
+    let mut t = cpu_referring_tree();
+    // Paths, not phandles (as in the Pi 4's and i.MX's trees): left alone.
+    t.kids.push(N::new("__symbols__").p("cpus", s("/cpus")).p("cpu2", s("/cpus/cpu@2")));
+    let host = t.dtb();
+    let spec = GuestSpec {
+        memory: vec![Region::new(0x4000_0000, MIB)],
+        remove: vec!["/cpus/cpu@2".into()],
+        ..GuestSpec::default()
+    };
+    let out = guest_dtb(&host, &spec).unwrap();
+    assert_eq!(board::dangling_cpu_refs(&out).unwrap(), vec![]);
+    let g = fdt::Fdt::new(&out).unwrap();
+    assert!(g.find_node("/etm@22040000").is_none() && g.find_node("/cpus/cpu-map/socket0/cluster1").is_none());
+    assert_eq!(g.find_node("/__symbols__").unwrap().property("cpus").unwrap().value, b"/cpus\0");
+}
