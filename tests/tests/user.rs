@@ -98,7 +98,7 @@ fn faulting_programs_end_alone_and_the_run_says_so() {
 fn unknown_programs_and_bad_words_are_refused() {
     let r = run("max", 1, "user=nosuch");
     r.expect_exit(abi::exit::GUEST_FAILURE as i32);
-    r.expect_output("no EL0 program \"nosuch\"; the programs: fault, hello, mprotect");
+    r.expect_output("no EL0 program \"nosuch\"; the programs: fault, hello, ipi, mprotect");
     for w in ["lazy_relax=maybe", "flush_elision=1", "asid_bits=1", "tick_hz=0", "user=hello+"] {
         let r = run("max", 1, w);
         r.expect_exit(abi::exit::GUEST_FAILURE as i32);
