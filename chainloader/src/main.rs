@@ -8,38 +8,55 @@
 //! It runs on the boot CPU only, with the MMU off (so data accesses are uncached and it never
 //! has to clean its own writes), at the exception level it was entered at (EL2 on the Pi 5 and
 //! on QEMU with virtualization).
-#![no_std]
-#![no_main]
+// A bare-metal binary: on the host (`cargo clippy --workspace`, `cargo test --workspace`) it is
+// only the stub `main` at the end; every other item is `#[cfg(target_os = "none")]`.
+#![cfg_attr(target_os = "none", no_std, no_main)]
 
+#[cfg(target_os = "none")]
 extern crate alloc;
 
+#[cfg(target_os = "none")]
 mod receive;
 
+#[cfg(target_os = "none")]
 use alloc::format;
+#[cfg(target_os = "none")]
 use alloc::string::String;
+#[cfg(target_os = "none")]
 use alloc::vec::Vec;
+#[cfg(target_os = "none")]
 use board::{Board, Region};
+#[cfg(target_os = "none")]
 use buddy_system_allocator::LockedHeap;
+#[cfg(target_os = "none")]
 use chainboot::{Header, Layout, Request, Status};
+#[cfg(target_os = "none")]
 use receive::{Clock, Rx};
 
 /// Heap for the DTB copies (a DTB is at most 2 MiB).
+#[cfg(target_os = "none")]
 const HEAP_SIZE: usize = 8 << 20;
 /// Room the new DTB may take beyond the firmware's and the boot arguments.
+#[cfg(target_os = "none")]
 const DTB_SLACK: u64 = 16 << 10;
 
+#[cfg(target_os = "none")]
 #[repr(C, align(4096))]
 struct HeapSpace([u8; HEAP_SIZE]);
+#[cfg(target_os = "none")]
 static mut HEAP_SPACE: HeapSpace = HeapSpace([0; HEAP_SIZE]);
 
+#[cfg(target_os = "none")]
 #[global_allocator]
 static HEAP: LockedHeap<32> = LockedHeap::empty();
 
+#[cfg(target_os = "none")]
 fn current_el() -> u64 {
     use aarch64_cpu::registers::{CurrentEL, Readable};
     CurrentEL.read(CurrentEL::EL)
 }
 
+#[cfg(target_os = "none")]
 #[no_mangle]
 extern "C" fn rt_main(dtb: usize) -> ! {
     use aarch64_cpu::registers::{Writeable, VBAR_EL1, VBAR_EL2};
@@ -61,6 +78,7 @@ extern "C" fn rt_main(dtb: usize) -> ! {
 }
 
 /// What the loader knows about the board.
+#[cfg(target_os = "none")]
 struct Loader {
     host_dtb: Vec<u8>,
     board: Board,
@@ -69,6 +87,7 @@ struct Loader {
     rx: Rx,
 }
 
+#[cfg(target_os = "none")]
 fn setup(dtb_addr: usize) -> Result<Loader, String> {
     if dtb_addr == 0 {
         // Without a DTB there is no UART address either: nothing can be said.
@@ -116,6 +135,7 @@ fn setup(dtb_addr: usize) -> Result<Loader, String> {
     Ok(Loader { host_dtb, board, avoid, rx })
 }
 
+#[cfg(target_os = "none")]
 impl Loader {
     fn ram_mib(&self) -> u64 {
         self.board.memory.iter().map(|r| r.size).sum::<u64>() >> 20
@@ -225,6 +245,7 @@ impl Loader {
 }
 
 /// Inflates a raw DEFLATE stream into exactly `out`.
+#[cfg(target_os = "none")]
 fn inflate(wire: &[u8], out: &mut [u8]) -> Result<(), String> {
     match miniz_oxide::inflate::decompress_slice_iter_to_slice(out, core::iter::once(wire), false, true) {
         Ok(n) if n == out.len() => Ok(()),
@@ -235,6 +256,7 @@ fn inflate(wire: &[u8], out: &mut [u8]) -> Result<(), String> {
 
 /// Turns the instruction cache on (instruction fetches are cacheable with the MMU off when
 /// SCTLR.I is set): the receive loop then runs from the cache.
+#[cfg(target_os = "none")]
 fn enable_icache() {
     use aarch64_cpu::registers::{ReadWriteable, SCTLR_EL1, SCTLR_EL2};
     rt::cache::invalidate_icache_all();
@@ -248,6 +270,7 @@ fn enable_icache() {
 
 /// Enters the hypervisor as a Linux arm64 Image: x0 = DTB, x1-x3 = 0, MMU off, DAIF masked,
 /// at this exception level.
+#[cfg(target_os = "none")]
 fn boot(layout: Layout, dtb: Region) -> ! {
     rt::println!("{}", Status::Boot { entry: layout.hyp_entry, dtb: dtb.base });
     rt::console::flush();
@@ -271,6 +294,7 @@ fn boot(layout: Layout, dtb: Region) -> ! {
     }
 }
 
+#[cfg(target_os = "none")]
 fn halt() -> ! {
     loop {
         aarch64_cpu::asm::wfe();
@@ -278,11 +302,13 @@ fn halt() -> ! {
 }
 
 /// Only the boot CPU runs the loader.
+#[cfg(target_os = "none")]
 #[no_mangle]
 extern "C" fn rt_secondary_main(_cpu: usize) -> ! {
     halt()
 }
 
+#[cfg(target_os = "none")]
 #[no_mangle]
 extern "C" fn rt_exception(frame: &mut rt::TrapFrame, vec: u64) {
     rt::console::panic_print(format_args!(
@@ -294,8 +320,16 @@ extern "C" fn rt_exception(frame: &mut rt::TrapFrame, vec: u64) {
     halt()
 }
 
+#[cfg(target_os = "none")]
 #[panic_handler]
 fn panic(info: &core::panic::PanicInfo) -> ! {
     rt::console::panic_print(format_args!("chainloader: PANIC: {info}\n"));
     halt()
+}
+
+/// The host build: says where this binary runs and exits with `USAGE`.
+#[cfg(not(target_os = "none"))]
+fn main() {
+    eprintln!("chainloader runs on aarch64-unknown-none: `cargo xtask build` builds it, `cargo xtask flash --chainloader` puts it on a card");
+    std::process::exit(abi::exit::USAGE as i32);
 }

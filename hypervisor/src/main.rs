@@ -5,40 +5,67 @@
 //! memory, turns on its EL2 MMU (W^X), builds stage 2 for the guest, loads the guest kernel and
 //! its DTB, configures EL2 and enters the guest. Other CPUs start in `rt_secondary_main` when the
 //! guest asks PSCI CPU_ON for them. After that the hypervisor only runs in `trap::rt_exception`.
-#![no_std]
-#![no_main]
+// A bare-metal binary: on the host (`cargo clippy --workspace`, `cargo test --workspace`) it is
+// only the stub `main` at the end; every other item is `#[cfg(target_os = "none")]`.
+#![cfg_attr(target_os = "none", no_std, no_main)]
 
+#[cfg(target_os = "none")]
 extern crate alloc;
 
+#[cfg(target_os = "none")]
 mod counters;
+#[cfg(target_os = "none")]
 mod cpu;
+#[cfg(target_os = "none")]
 mod dirtylog;
+#[cfg(target_os = "none")]
 mod el2;
+#[cfg(target_os = "none")]
 mod exit;
+#[cfg(target_os = "none")]
 mod guest;
+#[cfg(target_os = "none")]
 mod hypercall;
+#[cfg(target_os = "none")]
 mod inject;
+#[cfg(target_os = "none")]
 mod mem;
+#[cfg(target_os = "none")]
 mod memslot;
+#[cfg(target_os = "none")]
 mod migrate;
+#[cfg(target_os = "none")]
 mod mmu;
+#[cfg(target_os = "none")]
 mod options;
+#[cfg(target_os = "none")]
 mod psci;
+#[cfg(target_os = "none")]
 mod slotlog;
+#[cfg(target_os = "none")]
 mod smccc;
+#[cfg(target_os = "none")]
 mod split;
+#[cfg(target_os = "none")]
 mod trap;
 
+#[cfg(target_os = "none")]
 use alloc::string::{String, ToString};
+#[cfg(target_os = "none")]
 use alloc::vec::Vec;
+#[cfg(target_os = "none")]
 use board::Board;
+#[cfg(target_os = "none")]
 use core::sync::atomic::Ordering;
+#[cfg(target_os = "none")]
 use cpu::{CpuState, CPUS};
+#[cfg(target_os = "none")]
 use mem::Range;
 
 /// `HINT #125` (a NOP) then return: executed first thing on every boot, wherever the image
 /// runs (it may have moved itself, `hypcore::home`), so the instruction-counting QEMU plugin
 /// (`xtask/plugin/insncount.c`, told this symbol's image offset) knows where EL2 code is.
+#[cfg(target_os = "none")]
 #[unsafe(naked)]
 #[no_mangle]
 extern "C" fn pgtlab_el2_home_mark() {
@@ -49,8 +76,10 @@ extern "C" fn pgtlab_el2_home_mark() {
 
 /// x2 on a restart after the move to the top of RAM (then x1 is where the image was loaded);
 /// a boot loader gives x1 = x2 = 0 (the arm64 boot protocol).
+#[cfg(target_os = "none")]
 const MOVED_MARK: u64 = u64::from_le_bytes(*b"PGTLMOVE");
 
+#[cfg(target_os = "none")]
 #[no_mangle]
 extern "C" fn rt_main(dtb: usize, x1: u64, x2: u64) -> ! {
     use aarch64_cpu::registers::{Writeable, VBAR_EL2};
@@ -69,6 +98,7 @@ extern "C" fn rt_main(dtb: usize, x1: u64, x2: u64) -> ! {
 
 /// `loaded_at`: where the boot loader put the image, if it has moved since (its old copy is
 /// zeroed once the guest is in place).
+#[cfg(target_os = "none")]
 fn boot(dtb_addr: usize, loaded_at: Option<u64>) -> Result<core::convert::Infallible, String> {
     use alloc::format;
     if dtb_addr == 0 {
@@ -242,6 +272,7 @@ fn boot(dtb_addr: usize, loaded_at: Option<u64>) -> Result<core::convert::Infall
 /// `hyp.test=aarch32-*`: instead of the kernel, a guest in AArch32 at EL1 runs `insn` (then
 /// loops) with r1 = the hypervisor's first byte. Whatever it does must stop it as the guest's
 /// doing (exit 4), never as a hypervisor fault.
+#[cfg(target_os = "none")]
 fn aarch32_test_guest(me: usize, insn: u32, at: u64, r1: u64) -> Result<core::convert::Infallible, String> {
     if !el2::has_aarch32_el1() {
         return Err("hyp.test=aarch32-*: this CPU has no AArch32 at EL1 (try --cpu cortex-a72)".into());
@@ -261,6 +292,7 @@ fn aarch32_test_guest(me: usize, insn: u32, at: u64, r1: u64) -> Result<core::co
 /// image is copied there and boot starts over in the copy (this call then never returns). Says
 /// where the hypervisor runs, for the banner. Called before any static outside the BSS is
 /// written (`rt::start::restart_at`'s condition).
+#[cfg(target_os = "none")]
 fn go_home(board: &Board, opts: &options::Options, dtb: Range, dtb_addr: usize) -> &'static str {
     use hypcore::home::{decide, Home, HomeInput};
     let layout = rt::start::image_layout();
@@ -290,6 +322,7 @@ fn go_home(board: &Board, opts: &options::Options, dtb: Range, dtb_addr: usize) 
 }
 
 /// What `hyp.migrate` set up.
+#[cfg(target_os = "none")]
 struct Migration {
     control: u64,
     worker_mpidr: u64,
@@ -297,6 +330,7 @@ struct Migration {
 
 /// `hyp.migrate`: the last CPU becomes the migration worker, the control page goes on the first
 /// free page above RAM (clear of every device), the mirror is the plan's.
+#[cfg(target_os = "none")]
 fn setup_migration(board: &Board, plan: &hypcore::plan::MemoryPlan) -> Result<Migration, String> {
     let n = board.cpus.len().min(rt::MAX_CPUS);
     if n < 2 {
@@ -327,6 +361,7 @@ fn setup_migration(board: &Board, plan: &hypcore::plan::MemoryPlan) -> Result<Mi
 }
 
 /// The boot-time memory plan (`hypcore::plan`): what the hypervisor keeps, what the guest gets.
+#[cfg(target_os = "none")]
 fn memory_plan(board: &Board, opts: &options::Options) -> Result<hypcore::plan::MemoryPlan, String> {
     let layout = rt::start::image_layout();
     let image = Range::new(layout.start as u64, layout.end as u64);
@@ -340,6 +375,7 @@ fn memory_plan(board: &Board, opts: &options::Options) -> Result<hypcore::plan::
 /// first, then the boot loader's words for the guest, then the migration control page), its
 /// initramfs, only the CPUs it runs on, the hypervisor's own devices, and the PSCI conduit and
 /// GIC and timer nodes of a machine without EL2 (docs/ARCHITECTURE.md lists every change).
+#[cfg(target_os = "none")]
 #[allow(clippy::too_many_arguments)]
 fn guest_device_tree(
     board: &Board,
@@ -396,6 +432,7 @@ fn guest_device_tree(
 }
 
 /// The `hyp_boot` record: where everything went.
+#[cfg(target_os = "none")]
 fn boot_record(
     board: &Board,
     plan: &hypcore::plan::MemoryPlan,
@@ -434,11 +471,13 @@ fn boot_record(
 
 /// Microseconds of the generic timer so far: since the machine started, so the hypervisor's boot
 /// with whatever the boot loader did before it (QEMU: nothing).
+#[cfg(target_os = "none")]
 fn boot_us() -> u64 {
     use aarch64_cpu::registers::{Readable, CNTFRQ_EL0, CNTPCT_EL0};
     (CNTPCT_EL0.get() as u128 * 1_000_000 / CNTFRQ_EL0.get().max(1) as u128) as u64
 }
 
+#[cfg(target_os = "none")]
 fn ranges_str(r: &[Range]) -> String {
     use core::fmt::Write;
     let mut s = String::new();
@@ -449,6 +488,7 @@ fn ranges_str(r: &[Range]) -> String {
 }
 
 /// A CPU started through the guest's PSCI CPU_ON (context = CPU number).
+#[cfg(target_os = "none")]
 #[no_mangle]
 extern "C" fn rt_secondary_main(cpu: usize) -> ! {
     use aarch64_cpu::registers::{Writeable, VBAR_EL2};
@@ -462,9 +502,17 @@ extern "C" fn rt_secondary_main(cpu: usize) -> ! {
     el2::start_cpu(cpu, c.entry.load(Ordering::Relaxed), c.context.load(Ordering::Relaxed))
 }
 
+#[cfg(target_os = "none")]
 #[panic_handler]
 fn panic(info: &core::panic::PanicInfo) -> ! {
     rt::console::panic_print(format_args!("hyp: PANIC on CPU {}: {info}\n", cpu::current()));
     rt::backtrace::print(rt::backtrace::current_fp(), |a| rt::console::panic_print(format_args!("hyp: {a}")));
     exit::exit(trap::EXIT_HYP_FAULT)
+}
+
+/// The host build: says where this binary runs and exits with `USAGE`.
+#[cfg(not(target_os = "none"))]
+fn main() {
+    eprintln!("hypervisor runs on aarch64-unknown-none: `cargo xtask run` builds and boots it");
+    std::process::exit(abi::exit::USAGE as i32);
 }

@@ -79,7 +79,7 @@ pub fn features(fid: u64) -> i64 {
 /// (INVALID_PARAMETERS, as PSCI answers for a state the platform does not have).
 fn cpu_suspend(power_state: u64) -> i64 {
     // Bits 31:26 and 23:17 are reserved (zero); bit 16 is the state type (1 = power down).
-    if power_state & 0xfc7e_0000 != 0 || power_state & (1 << 16) != 0 {
+    if power_state & 0xfcfe_0000 != 0 || power_state & (1 << 16) != 0 {
         return p::INVALID_PARAMETERS;
     }
     p::SUCCESS

@@ -1,35 +1,58 @@
 //! The EL1 guest kernel. Boots as a Linux arm64 Image (x0 = DTB), under the hypervisor or alone
 //! on QEMU (`--no-hypervisor`). Brings up every CPU with PSCI, prints a banner per CPU, runs the
 //! self-tests named on its command line, and ends the run.
-#![no_std]
-#![no_main]
+// A bare-metal binary: on the host (`cargo clippy --workspace`, `cargo test --workspace`) it is
+// only the stub `main` at the end; every other item is `#[cfg(target_os = "none")]`.
+#![cfg_attr(target_os = "none", no_std, no_main)]
 
+#[cfg(target_os = "none")]
 extern crate alloc;
 
+#[cfg(target_os = "none")]
 mod arch;
+#[cfg(target_os = "none")]
 mod bench;
+#[cfg(target_os = "none")]
 mod hyp;
+#[cfg(target_os = "none")]
 mod irq;
+#[cfg(target_os = "none")]
 mod mm;
+#[cfg(target_os = "none")]
 mod percpu;
+#[cfg(target_os = "none")]
 mod perf;
+#[cfg(target_os = "none")]
 mod sched;
+#[cfg(target_os = "none")]
 mod selftest;
+#[cfg(target_os = "none")]
 mod smp;
+#[cfg(target_os = "none")]
 mod syscall;
+#[cfg(target_os = "none")]
 mod trap;
+#[cfg(target_os = "none")]
 mod user_programs;
+#[cfg(target_os = "none")]
 mod work;
 
+#[cfg(target_os = "none")]
 use alloc::string::String;
+#[cfg(target_os = "none")]
 use arch::machine::{Kernel, KERNEL};
+#[cfg(target_os = "none")]
 use arch::power::{self, Host};
+#[cfg(target_os = "none")]
 use arch::{heap, smccc};
+#[cfg(target_os = "none")]
 use board::Board;
+#[cfg(target_os = "none")]
 use kcore::options::Options;
 
 /// The boot CPU, MMU off, at the image's physical address: on to `mm::early::boot`, which
 /// builds the early tables, turns the MMU on and continues at [`boot_high`].
+#[cfg(target_os = "none")]
 #[no_mangle]
 extern "C" fn rt_main(dtb: usize) -> ! {
     use aarch64_cpu::registers::{CurrentEL, Readable, Writeable, VBAR_EL1};
@@ -48,6 +71,7 @@ extern "C" fn rt_main(dtb: usize) -> ! {
 
 /// The boot CPU at the image's virtual address (MMU on, early tables), `dtb` the DTB's
 /// physical address.
+#[cfg(target_os = "none")]
 pub extern "C" fn boot_high(dtb: usize) -> ! {
     use aarch64_cpu::registers::{Writeable, VBAR_EL1};
     VBAR_EL1.set(rt::trap::vectors_el1());
@@ -67,6 +91,7 @@ pub extern "C" fn boot_high(dtb: usize) -> ! {
 /// Started at EL2 or EL3 (e.g. `-kernel kernel.img` on a machine with virtualization=on): say so
 /// on the DTB's UART and end the run (the final line, then PSCI SYSTEM_OFF over SMC, which
 /// reaches the firmware from EL2; at EL3, or without PSCI, the CPU parks after saying so).
+#[cfg(target_os = "none")]
 fn refuse_el(el: u64, dtb: usize) -> ! {
     // SAFETY: x0 is 0 or points at the DTB (boot protocol), in RAM nothing else writes.
     let board = unsafe { Board::from_ptr(dtb as *const u8) }.ok();
@@ -86,6 +111,7 @@ fn refuse_el(el: u64, dtb: usize) -> ! {
     power::exit(abi::exit::GUEST_FAILURE)
 }
 
+#[cfg(target_os = "none")]
 fn boot(dtb_pa: usize) -> Result<(), String> {
     use alloc::format;
     // The early linear map covers RAM, where `mm::early` checked the DTB lies.
@@ -169,6 +195,7 @@ fn boot(dtb_pa: usize) -> Result<(), String> {
 
 /// Who ends the run: the hypervisor when [`power::probe_hypervisor`] found it at boot, else bare
 /// QEMU (`linux,dummy-virt`) or firmware.
+#[cfg(target_os = "none")]
 fn detect_host(board: &Board) -> Host {
     if power::host() == Host::Hypervisor {
         Host::Hypervisor
@@ -179,9 +206,17 @@ fn detect_host(board: &Board) -> Host {
     }
 }
 
+#[cfg(target_os = "none")]
 #[panic_handler]
 fn panic(info: &core::panic::PanicInfo) -> ! {
     rt::console::panic_print(format_args!("kernel: PANIC: {info}\n"));
     rt::backtrace::print(rt::backtrace::current_fp(), |a| rt::console::panic_print(format_args!("kernel: {a}")));
     power::exit(abi::exit::GUEST_PANIC)
+}
+
+/// The host build: says where this binary runs and exits with `USAGE`.
+#[cfg(not(target_os = "none"))]
+fn main() {
+    eprintln!("kernel runs on aarch64-unknown-none: `cargo xtask run` builds and boots it");
+    std::process::exit(abi::exit::USAGE as i32);
 }

@@ -12,19 +12,29 @@
 //! run (`scenario=1|2`, `threshold=PAGES`, `rounds=N`), keeps writing until the hypervisor says
 //! the run is over, and prints a `linux_dirty` report record. Exit status 0 when the hypervisor
 //! found the mirror equal to the guest's memory and no written page missing from a bitmap.
-#![no_std]
-#![no_main]
+// A bare-metal binary: on the host (`cargo clippy --workspace`, `cargo test --workspace`) it is
+// only the stub `main` at the end; every other item is `#[cfg(target_os = "none")]`.
+#![cfg_attr(target_os = "none", no_std, no_main)]
 
-mod sys;
-
+#[cfg(target_os = "none")]
 use core::sync::atomic::{compiler_fence, Ordering};
-use sys::{Args, Errno};
+#[cfg(target_os = "none")]
+use linux_user::sys::{self, Args, Errno};
+#[cfg(target_os = "none")]
+use linux_user::{entry, say};
 
+#[cfg(target_os = "none")]
+entry!(main);
+
+#[cfg(target_os = "none")]
 use abi::control::{reg, state};
 
+#[cfg(target_os = "none")]
 const PAGE: u64 = abi::PAGE_SIZE;
+#[cfg(target_os = "none")]
 const MAX_PAGES: usize = abi::control::MAX_WATCH;
 
+#[cfg(target_os = "none")]
 struct Params {
     pages: u64,
     rate: u64,
@@ -35,6 +45,7 @@ struct Params {
     timeout_s: u64,
 }
 
+#[cfg(target_os = "none")]
 fn number(s: &[u8]) -> Option<u64> {
     let (digits, radix) = match s.strip_prefix(b"0x") {
         Some(h) => (h, 16),
@@ -43,6 +54,7 @@ fn number(s: &[u8]) -> Option<u64> {
     u64::from_str_radix(core::str::from_utf8(digits).ok()?, radix).ok()
 }
 
+#[cfg(target_os = "none")]
 fn parse(args: &Args) -> Result<Params, &'static [u8]> {
     let mut p =
         Params { pages: 256, rate: 4000, scenario: 1, threshold: 512, rounds: 30, baseline_ms: 500, timeout_s: 120 };
@@ -63,8 +75,10 @@ fn parse(args: &Args) -> Result<Params, &'static [u8]> {
     Ok(p)
 }
 
+#[cfg(target_os = "none")]
 struct Control(u64);
 
+#[cfg(target_os = "none")]
 impl Control {
     fn read(&self, off: u64) -> u64 {
         // SAFETY: the control page is mapped (device memory through /dev/mem) for the process's
@@ -78,12 +92,14 @@ impl Control {
 }
 
 /// The pages and their guest-physical addresses.
+#[cfg(target_os = "none")]
 struct Pages {
     base: u64,
     n: u64,
     ipa: [u64; MAX_PAGES],
 }
 
+#[cfg(target_os = "none")]
 fn pages(n: u64) -> Result<Pages, Errno> {
     let len = n * PAGE;
     let flags = sys::MAP_PRIVATE | sys::MAP_ANONYMOUS | sys::MAP_POPULATE | sys::MAP_LOCKED;
@@ -110,6 +126,7 @@ fn pages(n: u64) -> Result<Pages, Errno> {
     Ok(p)
 }
 
+#[cfg(target_os = "none")]
 fn control(addr: u64) -> Result<Control, Errno> {
     let fd = sys::open(b"/dev/mem\0", sys::O_RDWR | sys::O_SYNC)?;
     let va = sys::mmap(PAGE, sys::PROT_RW, sys::MAP_SHARED, fd as i64, addr)?;
@@ -118,6 +135,7 @@ fn control(addr: u64) -> Result<Control, Errno> {
 }
 
 /// What a phase of writing measured.
+#[cfg(target_os = "none")]
 #[derive(Default)]
 struct Phase {
     writes: u64,
@@ -127,6 +145,7 @@ struct Phase {
 
 /// Writes pages round-robin at `rate` pages/s, counting work units in between, until `done`
 /// says stop (checked every millisecond).
+#[cfg(target_os = "none")]
 fn write_phase(p: &Pages, rate: u64, seq: &mut u64, next: &mut u64, mut done: impl FnMut(u64) -> bool) -> Phase {
     let t0 = sys::now_ns();
     let mut ph = Phase::default();
@@ -167,23 +186,28 @@ fn write_phase(p: &Pages, rate: u64, seq: &mut u64, next: &mut u64, mut done: im
 }
 
 /// Per second, in thousandths (no floats needed in the report).
+#[cfg(target_os = "none")]
 fn per_s_milli(count: u64, ns: u64) -> u64 {
     (count as u128 * 1_000_000_000_000 / ns.max(1) as u128) as u64
 }
 
+#[cfg(target_os = "none")]
 fn milli(v: u64) -> Milli {
     Milli(v)
 }
 
 /// A fixed-point number with three decimals.
+#[cfg(target_os = "none")]
 struct Milli(u64);
 
+#[cfg(target_os = "none")]
 impl core::fmt::Display for Milli {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         write!(f, "{}.{:03}", self.0 / 1000, self.0 % 1000)
     }
 }
 
+#[cfg(target_os = "none")]
 pub fn main(args: &Args) -> i32 {
     let p = match parse(args) {
         Ok(p) => p,
@@ -251,7 +275,7 @@ pub fn main(args: &Args) -> i32 {
             verdict,
             timed_out
         );
-        sys::munmap(pg.base, p.pages * PAGE);
+        let _ = sys::munmap(pg.base, p.pages * PAGE);
         Ok(if verdict == abi::control::verdict::EQUAL && !timed_out { 0 } else { 1 })
     };
     match run() {
@@ -261,4 +285,11 @@ pub fn main(args: &Args) -> i32 {
             3
         }
     }
+}
+
+/// The host build: says where this binary runs and exits with `USAGE`.
+#[cfg(not(target_os = "none"))]
+fn main() {
+    eprintln!("pgtlab-dirty runs on aarch64-unknown-none: the Linux guest runs it (`cargo xtask run --guest linux`)");
+    std::process::exit(abi::exit::USAGE as i32);
 }

@@ -12,11 +12,25 @@ const SYS_CLOCK_GETTIME: u64 = 113;
 const SYS_MUNMAP: u64 = 215;
 const SYS_MMAP: u64 = 222;
 const SYS_MADVISE: u64 = 233;
+const SYS_IOCTL: u64 = 29;
+const SYS_READ: u64 = 63;
+const SYS_EXIT: u64 = 93;
+const SYS_FUTEX: u64 = 98;
+const SYS_SCHED_SETAFFINITY: u64 = 122;
+const SYS_SCHED_GETAFFINITY: u64 = 123;
+const SYS_SCHED_YIELD: u64 = 124;
+const SYS_PRCTL: u64 = 167;
+const SYS_GETCPU: u64 = 168;
+const SYS_CLONE: u64 = 220;
+const SYS_MPROTECT: u64 = 226;
+const SYS_PERF_EVENT_OPEN: u64 = 241;
 
 const AT_FDCWD: i64 = -100;
 pub const O_RDONLY: u64 = 0;
+pub const O_WRONLY: u64 = 1;
 pub const O_RDWR: u64 = 2;
 pub const O_SYNC: u64 = 0o4010000;
+pub const PROT_READ: u64 = 1;
 pub const PROT_RW: u64 = 3;
 pub const MAP_SHARED: u64 = 1;
 pub const MAP_PRIVATE: u64 = 2;
@@ -26,7 +40,7 @@ pub const MAP_LOCKED: u64 = 0x2000;
 pub const MADV_NOHUGEPAGE: u64 = 15;
 const CLOCK_MONOTONIC: u64 = 1;
 
-fn syscall(n: u64, a: [u64; 6]) -> i64 {
+pub(crate) fn syscall(n: u64, a: [u64; 6]) -> i64 {
     let r: i64;
     // SAFETY: a Linux system call; the kernel reads only what the arguments point to (each
     // caller passes valid buffers for its call) and clobbers only x0.
@@ -83,8 +97,133 @@ pub fn mmap(len: u64, prot: u64, flags: u64, fd: i64, offset: u64) -> Result<u64
     check("mmap", syscall(SYS_MMAP, [0, len, prot, flags, fd as u64, offset]))
 }
 
-pub fn munmap(addr: u64, len: u64) {
-    syscall(SYS_MUNMAP, [addr, len, 0, 0, 0, 0]);
+pub fn munmap(addr: u64, len: u64) -> Result<u64, Errno> {
+    check("munmap", syscall(SYS_MUNMAP, [addr, len, 0, 0, 0, 0]))
+}
+
+pub fn mprotect(addr: u64, len: u64, prot: u64) -> Result<u64, Errno> {
+    check("mprotect", syscall(SYS_MPROTECT, [addr, len, prot, 0, 0, 0]))
+}
+
+/// `read(fd, buf)`.
+pub fn read(fd: u64, buf: &mut [u8]) -> Result<u64, Errno> {
+    check("read", syscall(SYS_READ, [fd, buf.as_mut_ptr() as u64, buf.len() as u64, 0, 0, 0]))
+}
+
+/// `write(fd, buf)`, once.
+pub fn write(fd: u64, buf: &[u8]) -> Result<u64, Errno> {
+    check("write", syscall(SYS_WRITE, [fd, buf.as_ptr() as u64, buf.len() as u64, 0, 0, 0]))
+}
+
+pub fn ioctl(fd: u64, req: u64, arg: u64) -> Result<u64, Errno> {
+    check("ioctl", syscall(SYS_IOCTL, [fd, req, arg, 0, 0, 0]))
+}
+
+/// `getcpu(&cpu, NULL, NULL)`: the CPU the caller runs on.
+#[inline(always)]
+pub fn getcpu() -> u64 {
+    let mut cpu = 0u32;
+    syscall(SYS_GETCPU, [&mut cpu as *mut u32 as u64, 0, 0, 0, 0, 0]);
+    cpu as u64
+}
+
+pub fn sched_yield() {
+    syscall(SYS_SCHED_YIELD, [0; 6]);
+}
+
+/// The calling thread's allowed CPUs (the first 64).
+pub fn sched_getaffinity() -> Result<u64, Errno> {
+    let mut mask = 0u64;
+    check("sched_getaffinity", syscall(SYS_SCHED_GETAFFINITY, [0, 8, &mut mask as *mut u64 as u64, 0, 0, 0]))?;
+    Ok(mask)
+}
+
+/// Limits the calling thread to the CPUs of `mask`.
+pub fn sched_setaffinity(mask: u64) -> Result<u64, Errno> {
+    check("sched_setaffinity", syscall(SYS_SCHED_SETAFFINITY, [0, 8, &mask as *const u64 as u64, 0, 0, 0]))
+}
+
+pub fn prctl(op: u64, a: u64) -> Result<u64, Errno> {
+    check("prctl", syscall(SYS_PRCTL, [op, a, 0, 0, 0, 0]))
+}
+pub const PR_SET_THP_DISABLE: u64 = 41;
+
+/// `perf_event_open(attr, pid, cpu, -1, 0)`.
+pub fn perf_event_open(attr: &[u64; 17], pid: i64, cpu: i64) -> Result<u64, Errno> {
+    check(
+        "perf_event_open",
+        syscall(SYS_PERF_EVENT_OPEN, [attr.as_ptr() as u64, pid as u64, cpu as u64, u64::MAX, 0, 0]),
+    )
+}
+
+/// Waits while the futex word at `addr` holds `val`.
+pub fn futex_wait(addr: &core::sync::atomic::AtomicU32, val: u32) {
+    const FUTEX_WAIT: u64 = 0;
+    syscall(SYS_FUTEX, [addr.as_ptr() as u64, FUTEX_WAIT, val as u64, 0, 0, 0]);
+}
+
+/// Ends the calling thread only (`exit`, not `exit_group`).
+pub fn exit_thread(code: i32) -> ! {
+    syscall(SYS_EXIT, [code as u64, 0, 0, 0, 0, 0]);
+    loop {
+        core::hint::spin_loop();
+    }
+}
+
+/// Starts a thread of this process running `f` on the stack ending at `stack_top` (16-byte
+/// aligned); `tid` holds the thread's id until it has ended (then 0, with a futex wake).
+///
+/// # Safety
+///
+/// The stack must stay unused by anything else until `tid` reads 0; `f` must not return and
+/// must end with [`exit_thread`].
+pub unsafe fn clone_thread(
+    stack_top: u64,
+    f: extern "C" fn() -> !,
+    tid: &core::sync::atomic::AtomicU32,
+) -> Result<u64, Errno> {
+    const CLONE_VM: u64 = 0x100;
+    const CLONE_FS: u64 = 0x200;
+    const CLONE_FILES: u64 = 0x400;
+    const CLONE_SIGHAND: u64 = 0x800;
+    const CLONE_THREAD: u64 = 0x10000;
+    const CLONE_SYSVSEM: u64 = 0x40000;
+    const CLONE_PARENT_SETTID: u64 = 0x100000;
+    const CLONE_CHILD_CLEARTID: u64 = 0x200000;
+    let flags = CLONE_VM
+        | CLONE_FS
+        | CLONE_FILES
+        | CLONE_SIGHAND
+        | CLONE_THREAD
+        | CLONE_SYSVSEM
+        | CLONE_PARENT_SETTID
+        | CLONE_CHILD_CLEARTID;
+    let t = tid.as_ptr() as u64;
+    let r: i64;
+    // SAFETY: clone(flags, stack, parent_tid, tls, child_tid). The child starts on its own
+    // stack with the parent's registers: x0 = 0 there, and it calls `f` (in x10), which never
+    // returns; the parent gets the child's id in x0 and goes on. Per the caller, nothing else
+    // uses the stack.
+    unsafe {
+        core::arch::asm!(
+            "svc #0",
+            "cbnz x0, 1f",
+            "mov x29, xzr",
+            "mov x30, xzr",
+            "blr x10",
+            "brk #0",
+            "1:",
+            in("x8") SYS_CLONE,
+            inlateout("x0") flags => r,
+            in("x1") stack_top,
+            in("x2") t,
+            in("x3") 0u64,
+            in("x4") t,
+            in("x10") f as usize as u64,
+            options(nostack),
+        )
+    };
+    check("clone", r)
 }
 
 pub fn madvise(addr: u64, len: u64, advice: u64) -> Result<u64, Errno> {
@@ -109,6 +248,12 @@ pub fn exit(code: i32) -> ! {
 pub struct Line {
     buf: [u8; 2048],
     len: usize,
+}
+
+impl Default for Line {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl Line {
@@ -140,10 +285,6 @@ macro_rules! say {
         l.emit();
     }};
 }
-
-// What this block guarantees: at `_start` the kernel left argc at [sp], then argv, NULL, envp,
-// NULL; x0 gets that stack address and `start` never returns (it calls exit_group).
-core::arch::global_asm!(".globl _start", "_start:", "mov x0, sp", "mov x29, xzr", "mov x30, xzr", "bl {start}", "b .", start = sym start);
 
 /// Arguments and environment, as NUL-terminated byte strings without the NUL.
 pub struct Args {
@@ -186,18 +327,19 @@ impl Args {
     }
 }
 
-extern "C" fn start(sp: *const u64) -> ! {
-    // SAFETY: the initial stack layout of a Linux process (see the block above).
-    let args = unsafe {
-        let argc = *sp as usize;
-        let argv = core::slice::from_raw_parts(sp.add(1) as *const *const u8, argc);
-        Args { argv, envp: sp.add(2 + argc) as *const *const u8 }
-    };
-    exit(crate::main(&args))
-}
-
-#[panic_handler]
-fn panic(info: &core::panic::PanicInfo) -> ! {
-    say!("pgtlab-dirty: panic: {info}");
-    exit(101)
+impl Args {
+    /// The arguments and environment of a process whose initial stack is at `sp`.
+    ///
+    /// # Safety
+    ///
+    /// `sp` must be the stack pointer Linux entered the process with: argc at `[sp]`, then
+    /// argv, NULL, envp, NULL.
+    pub unsafe fn from_initial_stack(sp: *const u64) -> Args {
+        // SAFETY: the initial stack layout of a Linux process, per the caller.
+        unsafe {
+            let argc = *sp as usize;
+            let argv = core::slice::from_raw_parts(sp.add(1) as *const *const u8, argc);
+            Args { argv, envp: sp.add(2 + argc) as *const *const u8 }
+        }
+    }
 }

@@ -17,32 +17,47 @@
 //!   PATH.system`), SYS_EXIT ends QEMU with status 0. Each must come back as an undefined
 //!   instruction at EL1, reported in a `testguest_semihost` record; the run then ends as a guest
 //!   failure, since the guest's attempt to end it successfully through SYS_EXIT went nowhere.
-#![no_std]
-#![no_main]
+// A bare-metal binary: on the host (`cargo clippy --workspace`, `cargo test --workspace`) it is
+// only the stub `main` at the end; every other item is `#[cfg(target_os = "none")]`.
+#![cfg_attr(target_os = "none", no_std, no_main)]
 
+#[cfg(target_os = "none")]
 extern crate alloc;
 
+#[cfg(target_os = "none")]
 mod semihost;
+#[cfg(target_os = "none")]
 mod view;
 
+#[cfg(target_os = "none")]
 use alloc::string::String;
+#[cfg(target_os = "none")]
 use board::Board;
+#[cfg(target_os = "none")]
 use bootargs::{Table, Word};
+#[cfg(target_os = "none")]
 use buddy_system_allocator::LockedHeap;
+#[cfg(target_os = "none")]
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+#[cfg(target_os = "none")]
 use rt::trap::TrapFrame;
 
 /// Heap for the device tree's description (QEMU's DTB is 1 MiB; its description far less).
+#[cfg(target_os = "none")]
 const HEAP_SIZE: usize = 1 << 20;
 
+#[cfg(target_os = "none")]
 #[repr(C, align(4096))]
 struct HeapSpace([u8; HEAP_SIZE]);
+#[cfg(target_os = "none")]
 static mut HEAP_SPACE: HeapSpace = HeapSpace([0; HEAP_SIZE]);
 
+#[cfg(target_os = "none")]
 #[global_allocator]
 static HEAP: LockedHeap<32> = LockedHeap::empty();
 
 /// Every word the test guest accepts.
+#[cfg(target_os = "none")]
 pub const WORDS: &[Word] = &[
     Word::choice("testguest", &["semihost", "view", "hang"], "what to do (see testguest/src/main.rs)"),
     Word::size("testguest.mem", 1 << 20, 1 << 50, "view: the RAM the guest must find"),
@@ -52,14 +67,18 @@ pub const WORDS: &[Word] = &[
     Word::choice("pgtlab_alone", &["1"], "the xtask's word for a guest that runs without the hypervisor"),
 ];
 
+#[cfg(target_os = "none")]
 const TABLE: Table = Table { owner: "testguest", words: WORDS, foreign: &[] };
 
 /// Whether the pgtlab hypervisor runs below (it then prints the run's final line).
+#[cfg(target_os = "none")]
 static UNDER_HYPERVISOR: AtomicBool = AtomicBool::new(false);
 /// PSCI conduit from the device tree: 0 none, 1 HVC, 2 SMC.
+#[cfg(target_os = "none")]
 static PSCI: AtomicU64 = AtomicU64::new(0);
 
 /// x1-x3 as the boot loader left them (the boot protocol says 0; `view` checks).
+#[cfg(target_os = "none")]
 #[no_mangle]
 extern "C" fn rt_main(dtb: usize, x1: u64, x2: u64, x3: u64) -> ! {
     use aarch64_cpu::registers::{Writeable, VBAR_EL1};
@@ -77,6 +96,7 @@ extern "C" fn rt_main(dtb: usize, x1: u64, x2: u64, x3: u64) -> ! {
     end(status)
 }
 
+#[cfg(target_os = "none")]
 fn run(dtb: usize, regs: [u64; 3]) -> Result<u32, String> {
     use alloc::format;
     // SAFETY: x0 is 0 or points at the DTB (boot protocol), in RAM nothing else writes.
@@ -106,6 +126,7 @@ fn run(dtb: usize, regs: [u64; 3]) -> Result<u32, String> {
 
 /// The pgtlab hypervisor answers the SMCCC vendor-hypervisor UID call with its UID; only asked
 /// when EL2 exists (with no EL2, HVC is undefined).
+#[cfg(target_os = "none")]
 fn probe_hypervisor() -> bool {
     use aarch64_cpu::registers::{Readable, ID_AA64PFR0_EL1};
     let el2 = (ID_AA64PFR0_EL1.get() >> 8) & 0xf != 0;
@@ -113,6 +134,7 @@ fn probe_hypervisor() -> bool {
 }
 
 /// An SMCCC call through HVC or SMC; returns x0..x3.
+#[cfg(target_os = "none")]
 fn smccc(smc: bool, fid: u64, a1: u64) -> [u64; 4] {
     let (r0, r1, r2, r3);
     // SAFETY: an SMCCC call: per SMCCC v1.0 x0-x17 may be clobbered, and the callee touches no
@@ -135,6 +157,7 @@ fn smccc(smc: bool, fid: u64, a1: u64) -> [u64; 4] {
 
 /// Ends the run with `status`: the exit hypercall under the hypervisor (which prints the final
 /// line), else the final line and PSCI SYSTEM_OFF.
+#[cfg(target_os = "none")]
 fn end(status: u32) -> ! {
     rt::console::flush();
     if UNDER_HYPERVISOR.load(Ordering::Relaxed) {
@@ -158,6 +181,7 @@ fn end(status: u32) -> ! {
 /// Every exception the guest takes: an undefined instruction the current mode expects (see
 /// [`semihost::undefined`]) is stepped over; anything else ends the run as an unexpected
 /// exception.
+#[cfg(target_os = "none")]
 #[no_mangle]
 extern "C" fn rt_exception(frame: &mut TrapFrame, vector: u64) {
     use aarch64_cpu::registers::{Readable, ESR_EL1, FAR_EL1};
@@ -175,6 +199,7 @@ extern "C" fn rt_exception(frame: &mut TrapFrame, vector: u64) {
     end(abi::exit::GUEST_EXCEPTION)
 }
 
+#[cfg(target_os = "none")]
 #[no_mangle]
 extern "C" fn rt_secondary_main(_cpu: usize) -> ! {
     loop {
@@ -182,8 +207,16 @@ extern "C" fn rt_secondary_main(_cpu: usize) -> ! {
     }
 }
 
+#[cfg(target_os = "none")]
 #[panic_handler]
 fn panic(info: &core::panic::PanicInfo) -> ! {
     rt::console::panic_print(format_args!("testguest: PANIC: {info}\n"));
     end(abi::exit::GUEST_PANIC)
+}
+
+/// The host build: says where this binary runs and exits with `USAGE`.
+#[cfg(not(target_os = "none"))]
+fn main() {
+    eprintln!("testguest runs on aarch64-unknown-none: `cargo xtask run --guest` boots it (the tests in tests/ do)");
+    std::process::exit(abi::exit::USAGE as i32);
 }

@@ -92,7 +92,7 @@ fn selftests(board: Board) {
     let failed: Vec<_> = checks.iter().filter(|c| c.bool("ok") != Some(true)).map(|c| c.str("check")).collect();
     assert!(failed.is_empty(), "failed checks: {failed:?}\n{}", r.dump());
     assert!(!checks.is_empty(), "{}", r.dump());
-    r.expect_output("kernel: mem-perms: 26 checks passed");
+    r.expect_output("kernel: mem-perms: 29 checks passed");
     let gic = if board.gic() == Some(3) { "GICv3" } else { "GICv2" };
     r.expect_output(&format!("kernel: irq: {gic}, 4 CPUs"));
 }

@@ -165,7 +165,9 @@ fn mprotect_benchmark_counts_its_tlbis() {
     }));
     r.expect_exit(0);
     let rows = r.records("bench");
-    assert_eq!(rows.len(), 25, "{}", r.dump());
+    // lib/el0bench: overhead, null call, yield, fault, 3 mmap rows, 12 mprotect rows x 2 settings.
+    assert_eq!(rows.len(), 31, "{}", r.dump());
+    assert!(rows.iter().all(|b| b.str("peer") == Some("pgtlab") && b.u64("invalid") == Some(0)), "{}", r.dump());
     assert!(rows.iter().all(|b| b.u64("median_insns").unwrap() > 0), "instructions not counted at EL0\n{}", r.dump());
     let row = |case: &str| *rows.iter().find(|b| b.str("case") == Some(case)).unwrap_or_else(|| panic!("{case}"));
     let insns = |case: &str| row(case).u64("median_insns").unwrap();
@@ -217,4 +219,24 @@ fn function_call_ipis_come_by_sgi_not_by_the_tick() {
             r.dump()
         );
     }
+}
+
+/// Cross-CPU wake-ups come by the reschedule SGI, not by the other CPU's next tick. With a 1 Hz
+/// tick, `wake` spawns a task on the next CPU and waits for it, 20 times: a round that needed a
+/// tick shows in the tick count, and the median round trip stays far below the tick period. A
+/// wake-up that only marks the other CPU waits up to a second for its tick (seeded bug
+/// `wake-sets-flag-not-sgi` of `cargo xtask mutants`: no round tickless there).
+#[test]
+fn cross_cpu_wakes_come_by_sgi_not_by_the_tick() {
+    let r = run("max", 4, "tick_hz=1 user=wake:rounds=20");
+    r.expect_exit(0);
+    let w = r.record("wake");
+    let get = |k: &str| w.u64(k).unwrap_or_else(|| panic!("no {k} in the wake record\n{}", r.dump()));
+    let (rounds, tickless, median) = (get("rounds"), get("tickless"), get("median_ns"));
+    assert_eq!((rounds, get("tick_hz")), (20, 1), "{}", r.dump());
+    // 4 CPUs ticking at 1 Hz: a round trip of a few milliseconds sees a tick now and then.
+    // Half the rounds leaves room for a busy host (a vCPU descheduled across a tick); a
+    // missing SGI makes every round wait for one.
+    assert!(tickless * 2 >= rounds, "only {tickless} of {rounds} rounds without a tick\n{}", r.dump());
+    assert!(median < 250_000_000, "median round trip {median} ns: wake-ups waited for a tick\n{}", r.dump());
 }

@@ -52,6 +52,11 @@ extern "C" fn on_fault(addr: u64, esr: u64, pc: u64, cookie: u64) -> ! {
     // data abort: skip the load or store.
     let instruction_abort = abi::esr::class(esr) == abi::esr::EC_IABT_LOWER;
     let how = if instruction_abort { abi::syscall::RETURN_TO_LR } else { abi::syscall::SKIP };
+    // A mode the kernel does not know is refused with the fault still pending (one that took
+    // it would retry the faulting instruction, and this handler would run again, forever).
+    if crate::sys::fault_return(u64::MAX) != Err(abi::syscall::errno::EINVAL) {
+        crate::sys::exit(103)
+    }
     let _ = crate::sys::fault_return(how);
     crate::sys::exit(102)
 }
@@ -94,6 +99,8 @@ impl Prober {
         unsafe {
             core::arch::asm!("str {v}, [{a}]", v = in(reg) v, a = in(reg) addr, options(nostack, preserves_flags))
         };
+        #[cfg(not(target_arch = "aarch64"))]
+        let _ = (addr, v);
         self.result()
     }
 
@@ -124,6 +131,8 @@ impl Prober {
         unsafe {
             core::arch::asm!("blr {a}", a = in(reg) addr, clobber_abi("C"), options(nostack))
         };
+        #[cfg(not(target_arch = "aarch64"))]
+        let _ = addr;
         self.result()
     }
 }

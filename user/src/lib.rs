@@ -7,6 +7,8 @@
 
 pub mod fault;
 pub mod io;
+#[doc(hidden)]
+pub use abi as __abi;
 pub use abi::stats;
 pub mod sys;
 pub mod thread;
@@ -30,10 +32,20 @@ _start:
 "#
 );
 
-/// Defines the program's entry: `main(args) -> status`, then `exit(status)`.
+/// Defines the program's entry: `run(args) -> status`, then `exit(status)`. A program's crate
+/// root starts `#![cfg_attr(target_os = "none", no_std, no_main)]`: on the host (`cargo clippy
+/// --workspace`, `cargo test --workspace`) it is compiled and linted, and its `main` only says
+/// where it runs.
 #[macro_export]
 macro_rules! entry {
     ($main:path) => {
+        #[cfg(not(target_os = "none"))]
+        fn main() {
+            let _: fn(&str) -> i32 = $main;
+            ::std::eprintln!("an EL0 program of the pgtlab kernel: `cargo xtask run --bootargs user=NAME` runs it");
+            ::std::process::exit($crate::__abi::exit::USAGE as i32);
+        }
+        #[cfg(target_os = "none")]
         #[no_mangle]
         extern "C" fn __user_start(arg: *const u8, len: usize) -> ! {
             // SAFETY: the kernel passes a readable mapping of `len` bytes of UTF-8 (the

@@ -30,6 +30,23 @@ pub fn call(n: u64, a: [u64; 6]) -> u64 {
     r
 }
 
+/// Raw call without arguments (x0..x5 left as they are: the call reads none): x0 after it.
+#[inline(always)]
+pub fn call0(n: u64) -> u64 {
+    let r: u64;
+    #[cfg(target_arch = "aarch64")]
+    // SAFETY: as `call`; the call takes no argument.
+    unsafe {
+        core::arch::asm!("svc #0", in("x8") n, lateout("x0") r, options(nostack))
+    };
+    #[cfg(not(target_arch = "aarch64"))]
+    {
+        let _ = n;
+        r = abi::syscall::error(abi::syscall::errno::ENOSYS);
+    }
+    r
+}
+
 /// A call's result: `Ok(value)` or `Err(errno)`.
 pub fn result(n: u64, a: [u64; 6]) -> Result<u64, i64> {
     decode(call(n, a))
@@ -49,7 +66,7 @@ pub fn exit(status: u64) -> ! {
 
 /// `yield()`.
 pub fn yield_now() {
-    call(nr::YIELD, [0; 6]);
+    call0(nr::YIELD);
 }
 
 /// `sleep(ns)`.
@@ -66,7 +83,7 @@ pub fn clock(id: u64) -> Result<u64, i64> {
 
 /// `getcpu()`.
 pub fn getcpu() -> u64 {
-    call(nr::GETCPU, [0; 6])
+    call0(nr::GETCPU)
 }
 
 /// `mmap(addr, len, prot, flags, -1, 0)`.

@@ -2,42 +2,7 @@
 //! the kernel allows it (`sysctl::PMU_EL0`), the PMU cycle counter and event counter 0, which
 //! the kernel programs for instructions retired at EL0 and EL1 (and EL2: a guest exit counts).
 
-/// The generic timer's count now (ordered after earlier instructions).
-#[inline(always)]
-pub fn counter() -> u64 {
-    let v: u64;
-    #[cfg(target_arch = "aarch64")]
-    // SAFETY: reads CNTVCT_EL0 (EL0 access enabled by the kernel); `isb` keeps it after the
-    // instructions before it.
-    unsafe {
-        core::arch::asm!("isb", "mrs {}, cntvct_el0", out(reg) v, options(nomem, nostack, preserves_flags))
-    };
-    #[cfg(not(target_arch = "aarch64"))]
-    {
-        v = 0;
-    }
-    v
-}
-
-/// Counter frequency in Hz.
-pub fn frequency() -> u64 {
-    let v: u64;
-    #[cfg(target_arch = "aarch64")]
-    // SAFETY: reads CNTFRQ_EL0 (always readable at EL0).
-    unsafe {
-        core::arch::asm!("mrs {}, cntfrq_el0", out(reg) v, options(nomem, nostack, preserves_flags))
-    };
-    #[cfg(not(target_arch = "aarch64"))]
-    {
-        v = 1;
-    }
-    v.max(1)
-}
-
-/// Counter ticks to nanoseconds.
-pub fn ticks_to_ns(t: u64) -> u64 {
-    abi::time::ticks_to_ns(t, frequency())
-}
+pub use el0bench::{counter, frequency, ticks_to_ns};
 
 /// Instructions retired (PMU event counter 0), when EL0 may read it; else 0.
 #[inline(always)]

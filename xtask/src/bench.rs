@@ -50,6 +50,8 @@ pub struct GuestBench {
     pub compare: &'static [&'static str],
     /// Per-boot time limit.
     pub timeout_s: u64,
+    /// Whether it has a Linux side (`--peer linux`: an EL0 workload of `lib/el0bench`).
+    pub peer: bool,
 }
 
 /// Every in-guest benchmark, in the order of `abi::names::BENCHES` (the kernel's `bench=`
@@ -61,6 +63,7 @@ pub const GUEST_BENCHES: &[GuestBench] = &[
         machines: &[MAX, A76],
         compare: &["median_ns", "median_insns", "vs_null"],
         timeout_s: 300,
+        peer: false,
     },
     GuestBench {
         name: "linear-map",
@@ -68,6 +71,7 @@ pub const GUEST_BENCHES: &[GuestBench] = &[
         machines: MEM_MATRIX,
         compare: &["table_pages", "median_ns", "tlbi_per_call"],
         timeout_s: 600,
+        peer: false,
     },
     GuestBench {
         name: "contpte",
@@ -75,6 +79,7 @@ pub const GUEST_BENCHES: &[GuestBench] = &[
         machines: &[MAX, A76],
         compare: &["median_ns", "median_insns", "tlbi_per_op", "vs_with_tlbi_ns", "vs_with_tlbi_insns"],
         timeout_s: 600,
+        peer: false,
     },
     GuestBench {
         name: "split",
@@ -95,10 +100,11 @@ pub const GUEST_BENCHES: &[GuestBench] = &[
             "insns_per_pte",
         ],
         timeout_s: 3600,
+        peer: false,
     },
     GuestBench {
         name: "mprotect",
-        about: "mprotect from EL0: NONE<->RW on 1/16/512 pages with and without flush elision, RO->RW with and without lazy relaxation (+ its faults)",
+        about: "EL0 workload (lib/el0bench): null call, sched_yield, page fault, mmap+touch+munmap, mprotect NONE<->RW with and without flush elision, RO->RW with and without lazy relaxation (+ its faults); --peer linux",
         // A broadcast TLBI costs more with more CPUs: 1 and 4 vCPUs of each core.
         machines: &[
             Machine { label: "max-1cpu", smp: 1, ..MAX },
@@ -108,6 +114,7 @@ pub const GUEST_BENCHES: &[GuestBench] = &[
         ],
         compare: &["median_ns", "median_insns", "tlbi_per_step", "ratio_ns", "ratio_insns"],
         timeout_s: 1200,
+        peer: true,
     },
     GuestBench {
         name: "percpu",
@@ -119,16 +126,43 @@ pub const GUEST_BENCHES: &[GuestBench] = &[
         ],
         compare: &["ns_per", "insns_per", "ratio_ns", "ratio_insns"],
         timeout_s: 1200,
+        peer: false,
     },
 ];
 
 /// Boot arguments a guest benchmark needs besides `bench=NAME`: the memslot pool for `split`,
-/// and one iteration under `--icount` (its counts are deterministic; several without).
-pub fn extra_bootargs(name: &str, icount: bool) -> &'static str {
+/// and one iteration under `--icount` (its counts are deterministic; several without); the
+/// rounds of an EL0 benchmark with a peer (both sides run as many).
+pub fn extra_bootargs(name: &str, icount: bool) -> String {
     match (name, icount) {
-        ("split", true) => " hyp.slotpool=1G split.iters=1",
-        ("split", false) => " hyp.slotpool=1G",
-        _ => "",
+        ("split", true) => " hyp.slotpool=1G split.iters=1".into(),
+        ("split", false) => " hyp.slotpool=1G".into(),
+        ("mprotect", _) => format!(" mprotect.rounds={EL0_ROUNDS}"),
+        _ => String::new(),
+    }
+}
+
+/// Rounds of the EL0 benchmark (`lib/el0bench`) on each side.
+pub const EL0_ROUNDS: u64 = 100;
+
+/// The other kernel a guest benchmark can be compared with (`--peer`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Peer {
+    /// Debian's Linux (the newest cloud kernel of `<codename>-backports`: 6.12 on Debian 12)
+    /// running the benchmark's Linux side (`linux-user/src/bench.rs`) as /init's child, under
+    /// the hypervisor on the same QEMU machine.
+    Linux,
+}
+
+impl Peer {
+    /// From `--peer NAME`.
+    pub fn parse(s: &str) -> Result<Peer> {
+        match s {
+            "linux" => Ok(Peer::Linux),
+            other => {
+                Err(anyhow::Error::new(crate::outcome::Refused(format!("--peer {other}: unknown peer (known: linux)"))))
+            }
+        }
     }
 }
 
@@ -136,13 +170,15 @@ pub fn extra_bootargs(name: &str, icount: bool) -> &'static str {
 pub const HOST_BENCHES: &[(&str, &str)] =
     &[("pgtable", "lib/pgtable against aarch64-paging: map 4 GiB, 10,000 random 4 KiB permission changes, unmap")];
 
-/// Runs benchmark `which`.
-pub fn run(which: &str, icount: bool) -> Result<()> {
-    if which == "guest-boot" {
-        return crate::guest_boot::run(icount);
-    }
-    if which == "pgtable" {
-        return crate::peer::run();
+/// Runs benchmark `which` (beside `peer` when given).
+pub fn run(which: &str, icount: bool, peer: Option<Peer>) -> Result<()> {
+    if which == "guest-boot" || which == "pgtable" {
+        if peer.is_some() {
+            return Err(anyhow::Error::new(crate::outcome::Refused(format!(
+                "--peer: {which} has no peer side (only the EL0 benchmark mprotect has)"
+            ))));
+        }
+        return if which == "pgtable" { crate::peer::run() } else { crate::guest_boot::run(icount) };
     }
     let Some(b) = GUEST_BENCHES.iter().find(|b| b.name == which) else {
         let mut list = String::new();
@@ -157,20 +193,95 @@ pub fn run(which: &str, icount: bool) -> Result<()> {
             "unknown benchmark {which:?}; known:\n{list}"
         ))));
     };
+    if peer.is_some() && !b.peer {
+        return Err(anyhow::Error::new(crate::outcome::Refused(format!(
+            "--peer: {which} has no peer side (its rows measure the kernel's own mechanisms; only the EL0 \
+             benchmark mprotect has one)"
+        ))));
+    }
     let tc = toolchain::find()?;
     let qemu = system::qemu()?;
     let images = build::build(&tc, &[])?;
-    run_guest(b, &qemu, &images, icount)
+    let linux = match peer {
+        Some(Peer::Linux) => Some(linux_guest()?),
+        None => None,
+    };
+    run_guest(b, &qemu, &images, icount, linux.as_ref())
 }
 
-/// Boots `b` on each of its machines and prints and saves the tables.
-pub fn run_guest(b: &GuestBench, qemu: &std::path::Path, images: &Images, icount: bool) -> Result<()> {
+/// The Linux side's guest: Debian's backports cloud kernel, the busybox initramfs with the
+/// benchmark program, quiet.
+fn linux_guest() -> Result<(qemu::Guest, String)> {
+    let l = crate::linux::prepare(crate::linux::Flavour::CloudBackports, &crate::linux::extra_programs()?)?;
+    eprintln!("xtask: peer: {} ({})", l.package, l.kernel.display());
+    let guest = qemu::Guest {
+        kernel: l.kernel,
+        initrd: Some(l.initramfs),
+        append: format!("{} quiet", crate::linux::DEFAULT_APPEND),
+    };
+    Ok((guest, l.package))
+}
+
+/// Boots one side of benchmark `b` on machine `m` with `cfg`; returns its `bench` records
+/// (each with the machine, the mode and the side).
+fn boot_side(
+    b: &GuestBench,
+    m: &Machine,
+    side: &str,
+    cfg: &QemuConfig,
+    qemu: &std::path::Path,
+    images: &Images,
+) -> Result<Vec<ParsedRecord>> {
+    eprintln!("xtask: bench {} on {m} ({side}: {})", b.name, cfg.describe(), m = m.label);
+    let out = qemu::run(qemu, cfg, images, Duration::from_secs(b.timeout_s), Some(Duration::from_secs(60)), |l| {
+        if !l.contains(abi::report::PREFIX) {
+            qemu::echo_stdout(l)
+        }
+    })?;
+    // Only a run that ended cleanly counts, whatever records it printed before.
+    let verdict = outcome::judge(&out);
+    if !verdict.success() {
+        return Err(anyhow::Error::new(ExitWith(Verdict::new(
+            abi::exit::CHECK_FAILED,
+            format!("benchmark {} on {} ({side}) did not end cleanly: {verdict}", b.name, m.label),
+        ))));
+    }
+    let (records, errors) = report::collect(&out.output);
+    ensure!(errors.is_empty(), "malformed records: {errors:?}");
+    if side == "linux" {
+        let status = records.iter().find(|r| r.kind == "linux_bench_exit").and_then(|r| r.u64("status"));
+        if status != Some(0) {
+            return Err(anyhow::Error::new(ExitWith(Verdict::new(
+                abi::exit::CHECK_FAILED,
+                format!("benchmark {} on {} (linux): the program ended with status {status:?}", b.name, m.label),
+            ))));
+        }
+    }
+    let rows: Vec<ParsedRecord> = records
+        .into_iter()
+        .filter(|r| r.kind == "bench" && r.str("bench") == Some(b.name))
+        .filter(|r| r.str("peer").unwrap_or("pgtlab") == side)
+        .collect();
+    ensure!(!rows.is_empty(), "the {side} side printed no bench records for {}", b.name);
+    Ok(rows)
+}
+
+/// Boots `b` on each of its machines (and its Linux side, when `linux` is given) and prints
+/// and saves the tables.
+pub fn run_guest(
+    b: &GuestBench,
+    qemu: &std::path::Path,
+    images: &Images,
+    icount: bool,
+    linux: Option<&(qemu::Guest, String)>,
+) -> Result<()> {
     let mode = if icount {
         "QEMU TCG with -icount shift=0 (instruction counts exact, time is virtual)"
     } else {
         "QEMU TCG (wall time)"
     };
     let mut per_machine: Vec<(&str, Vec<ParsedRecord>)> = Vec::new();
+    let mut peers: Vec<(&str, Vec<ParsedRecord>)> = Vec::new();
     let mut wall: Vec<(&str, u64)> = Vec::new();
     let mut jsonl = String::new();
     for m in b.machines {
@@ -183,47 +294,59 @@ pub fn run_guest(b: &GuestBench, qemu: &std::path::Path, images: &Images, icount
             bootargs: format!("bench={}{}", b.name, extra_bootargs(b.name, icount)),
             ..QemuConfig::default()
         };
-        eprintln!("xtask: bench {} on {} ({})", b.name, m.label, cfg.describe());
         let started = std::time::Instant::now();
-        let out =
-            qemu::run(qemu, &cfg, images, Duration::from_secs(b.timeout_s), Some(Duration::from_secs(60)), |l| {
-                if !l.contains(abi::report::PREFIX) {
-                    qemu::echo_stdout(l)
-                }
-            })?;
-        // Only a run that ended cleanly counts, whatever records it printed before.
-        let verdict = outcome::judge(&out);
-        if !verdict.success() {
-            return Err(anyhow::Error::new(ExitWith(Verdict::new(
-                abi::exit::CHECK_FAILED,
-                format!("benchmark {} on {} did not end cleanly: {verdict}", b.name, m.label),
-            ))));
-        }
-        let (records, errors) = report::collect(&out.output);
-        ensure!(errors.is_empty(), "malformed records: {errors:?}");
-        let rows: Vec<ParsedRecord> =
-            records.into_iter().filter(|r| r.kind == "bench" && r.str("bench") == Some(b.name)).collect();
-        ensure!(!rows.is_empty(), "the guest printed no bench records for {}", b.name);
+        let rows = boot_side(b, m, "pgtlab", &cfg, qemu, images)?;
         if b.name == "split" {
             check_split(&rows, icount).with_context(|| format!("benchmark split on {}", m.label))?;
         }
-        for r in &rows {
-            let mut obj = r.fields.clone();
-            obj.insert("machine".into(), m.label.into());
-            obj.insert("icount".into(), icount.into());
-            let _ = writeln!(jsonl, "{}", serde_json::Value::Object(obj));
+        let mut sides = vec![("pgtlab", rows)];
+        if let Some((guest, _)) = linux {
+            // The same machine (CPU model, vCPUs, memory, GIC, hypervisor), Linux as the guest.
+            let cfg = QemuConfig {
+                guest: Some(guest.clone()),
+                bootargs: format!("pgtlab_test=bench pgtlab_bench_args=rounds={EL0_ROUNDS}"),
+                ..cfg
+            };
+            sides.push(("linux", boot_side(b, m, "linux", &cfg, qemu, images)?));
         }
-        per_machine.push((m.label, rows));
+        for (side, rows) in &sides {
+            for r in rows {
+                let mut obj = r.fields.clone();
+                obj.insert("machine".into(), m.label.into());
+                obj.insert("icount".into(), icount.into());
+                obj.insert("peer".into(), (*side).into());
+                let _ = writeln!(jsonl, "{}", serde_json::Value::Object(obj));
+            }
+        }
+        let mut sides = sides.into_iter();
+        per_machine.push((m.label, sides.next().map(|(_, r)| r).unwrap_or_default()));
+        if let Some((_, r)) = sides.next() {
+            peers.push((m.label, r));
+        }
         wall.push((m.label, started.elapsed().as_secs()));
         eprintln!("xtask: bench {} on {} took {} s (wall)", b.name, m.label, started.elapsed().as_secs());
     }
     let mut text = format!("benchmark {} — {mode}\n", b.name);
+    if let Some((_, package)) = linux {
+        let _ = writeln!(text, "peer: {package}, the same workload (lib/el0bench) as /init's child, same machine");
+    }
     for ((label, rows), (_, secs)) in per_machine.iter().zip(&wall) {
         let refs: Vec<&ParsedRecord> = rows.iter().collect();
-        let _ = write!(text, "\n== {label} (boot took {secs} s wall) ==\n{}", table(&refs));
+        let _ = write!(text, "\n== {label} (boots took {secs} s wall) ==\n{}", table(&refs));
+        if let Some((_, theirs)) = peers.iter().find(|(l, _)| l == label) {
+            let _ = write!(text, "\n== {label}: pgtlab against Linux ==\n{}", peer_table(rows, theirs, icount));
+        }
     }
     if per_machine.len() > 1 {
         let _ = write!(text, "\n== side by side ==\n{}", side_by_side(&per_machine, b.compare));
+    }
+    if !peers.is_empty() {
+        let _ = write!(
+            text,
+            "\n== pgtlab / Linux, {} ==\n{}",
+            if icount { "instructions" } else { "time" },
+            peer_side_by_side(&per_machine, &peers, icount)
+        );
     }
     println!("{text}");
     let dir = workspace_root().join("target/bench");
@@ -234,6 +357,105 @@ pub fn run_guest(b: &GuestBench, qemu: &std::path::Path, images: &Images, icount
     let svg = crate::plot::bench_svg(&dir, b.name, &stem, &jsonl, crate::plot::mode(icount))?;
     eprintln!("xtask: saved target/bench/{stem}.jsonl, .txt and {}", svg.display());
     Ok(())
+}
+
+/// The figure a peer comparison reads: instructions under `--icount`, else time.
+fn peer_key(icount: bool) -> &'static str {
+    if icount {
+        "median_insns"
+    } else {
+        "median_ns"
+    }
+}
+
+/// The rows both sides measured: (row, our default setting's record, theirs), in our order.
+pub fn peer_pairs<'a>(
+    ours: &'a [ParsedRecord],
+    theirs: &'a [ParsedRecord],
+) -> Vec<(String, &'a ParsedRecord, &'a ParsedRecord)> {
+    let default = |r: &&ParsedRecord| r.fields.get("default").and_then(|v| v.as_bool()) == Some(true);
+    ours.iter()
+        .filter(default)
+        .filter_map(|o| {
+            let row = o.str("row")?;
+            if row.starts_with("measurement overhead") {
+                return None;
+            }
+            let t = theirs.iter().filter(default).find(|t| t.str("row") == Some(row))?;
+            Some((row.to_string(), o, t))
+        })
+        .collect()
+}
+
+/// One machine: each row's figure on both sides, their ratio, and what each side's
+/// measurement cost (subtracted from its figures).
+pub fn peer_table(ours: &[ParsedRecord], theirs: &[ParsedRecord], icount: bool) -> String {
+    let key = peer_key(icount);
+    let unit = if icount { "insns" } else { "ns" };
+    let over = if icount { "overhead_insns" } else { "overhead_ns" };
+    let header: Vec<String> = vec![
+        "row".into(),
+        "pgtlab setting".into(),
+        format!("pgtlab {unit}"),
+        format!("linux {unit}"),
+        "pgtlab/linux".into(),
+        format!("pgtlab overhead {unit}"),
+        format!("linux overhead {unit}"),
+    ];
+    let rows: Vec<Vec<String>> = peer_pairs(ours, theirs)
+        .into_iter()
+        .map(|(row, o, t)| {
+            let (a, b) = (o.u64(key).unwrap_or(0), t.u64(key).unwrap_or(0));
+            vec![
+                row,
+                o.str("variant").unwrap_or("").to_string(),
+                a.to_string(),
+                b.to_string(),
+                if b == 0 { "-".into() } else { format!("{:.3}", a as f64 / b as f64) },
+                o.u64(over).unwrap_or(0).to_string(),
+                t.u64(over).unwrap_or(0).to_string(),
+            ]
+        })
+        .collect();
+    report::aligned(&header, &rows, 2)
+}
+
+/// Every machine: the pgtlab / Linux ratio of each row.
+pub fn peer_side_by_side(
+    ours: &[(&str, Vec<ParsedRecord>)],
+    theirs: &[(&str, Vec<ParsedRecord>)],
+    icount: bool,
+) -> String {
+    let key = peer_key(icount);
+    let mut names: Vec<String> = Vec::new();
+    let mut cols: Vec<(&str, Vec<(String, f64)>)> = Vec::new();
+    for (label, o) in ours {
+        let Some((_, t)) = theirs.iter().find(|(l, _)| l == label) else { continue };
+        let mut col = Vec::new();
+        for (row, a, b) in peer_pairs(o, t) {
+            let (a, b) = (a.u64(key).unwrap_or(0), b.u64(key).unwrap_or(0));
+            if b > 0 {
+                col.push((row.clone(), a as f64 / b as f64));
+            }
+            if !names.contains(&row) {
+                names.push(row);
+            }
+        }
+        cols.push((label, col));
+    }
+    let mut header = vec!["row".to_string()];
+    header.extend(cols.iter().map(|(l, _)| l.to_string()));
+    let rows: Vec<Vec<String>> = names
+        .iter()
+        .map(|n| {
+            let mut r = vec![n.clone()];
+            for (_, col) in &cols {
+                r.push(col.iter().find(|(row, _)| row == n).map_or("-".into(), |(_, v)| format!("{v:.3}")));
+            }
+            r
+        })
+        .collect();
+    report::aligned(&header, &rows, 1)
 }
 
 /// One row per `case`, the `compare` fields of each machine next to each other.
@@ -335,6 +557,56 @@ mod tests {
         let mut twice = rows(5);
         twice.push(twice[0].clone());
         assert!(check_split(&twice, false).unwrap_err().to_string().contains("2 rows for enable 4K baseline"));
+    }
+
+    fn el0_rows(peer: &str, default_setting: &str, other: Option<&str>, insns: &[(&str, u64)]) -> Vec<ParsedRecord> {
+        let mut out = String::new();
+        for (row, n) in insns {
+            let mut add = |variant: &str, default: bool, n: u64| {
+                out += &format!(
+                    "@@report {{\"kind\":\"bench\",\"bench\":\"mprotect\",\"case\":\"{row}, {variant}\",\"row\":\"{row}\",\"variant\":\"{variant}\",\"peer\":\"{peer}\",\"default\":{default},\"median_insns\":{n},\"median_ns\":{},\"overhead_insns\":7}}\n",
+                    n * 2
+                );
+            };
+            add(default_setting, true, *n);
+            if let Some(o) = other {
+                add(o, false, n * 10);
+            }
+        }
+        report::collect(&out).0
+    }
+
+    #[test]
+    fn peer_rows_pair_by_row_with_our_default_setting() {
+        let ours = el0_rows(
+            "pgtlab",
+            "flush elision",
+            Some("baseline"),
+            &[("measurement overhead (empty region)", 7), ("NONE->RW 1 pages", 100), ("only ours", 5)],
+        );
+        let theirs =
+            el0_rows("linux", "linux", None, &[("NONE->RW 1 pages", 400), ("measurement overhead (empty region)", 9)]);
+        let pairs = peer_pairs(&ours, &theirs);
+        assert_eq!(pairs.len(), 1, "the overhead row and rows of one side only are left out");
+        assert_eq!(pairs[0].0, "NONE->RW 1 pages");
+        assert_eq!(pairs[0].1.str("variant"), Some("flush elision"), "our default setting, not the baseline");
+        let t = peer_table(&ours, &theirs, true);
+        let line = t.lines().find(|l| l.starts_with("NONE->RW")).unwrap();
+        assert!(line.contains(" 100 ") && line.contains(" 400 ") && line.contains("0.250"), "{t}");
+        let t = peer_table(&ours, &theirs, false);
+        assert!(t.lines().any(|l| l.contains(" 200 ") && l.contains(" 800 ")), "wall: times: {t}");
+        let all = peer_side_by_side(&[("max", ours.clone())], &[("max", theirs.clone())], true);
+        assert!(all.lines().any(|l| l.starts_with("NONE->RW 1 pages") && l.ends_with("0.250")), "{all}");
+    }
+
+    #[test]
+    fn a_peer_is_refused_where_there_is_none() {
+        assert!(Peer::parse("bsd").is_err());
+        assert_eq!(Peer::parse("linux").unwrap(), Peer::Linux);
+        for b in ["exits", "split", "pgtable", "guest-boot"] {
+            let e = run(b, false, Some(Peer::Linux)).unwrap_err();
+            assert_eq!(crate::outcome::code_of(&e), abi::exit::USAGE, "{b}: {e:#}");
+        }
     }
 
     #[test]

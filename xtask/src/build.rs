@@ -1,8 +1,11 @@
-//! Builds the hypervisor and the kernel for `aarch64-unknown-none` and turns each ELF into a
-//! Linux arm64 Image: the PT_LOAD segments laid out from the link address (0), with the header's
-//! `image_size` set to the end of the BSS. The ELF is checked first: a position-independent image
-//! may only carry `R_AARCH64_RELATIVE` dynamic relocations, the only kind `lib/rt` applies at boot;
-//! and the hypervisor's code may hold no FP/SIMD instruction at all ([`check_no_fp_simd`]).
+//! Builds the hypervisor and the kernel (for `aarch64-unknown-none-softfloat`) and the
+//! chainloader (`aarch64-unknown-none`) and turns each ELF into a Linux arm64 Image: the PT_LOAD
+//! segments laid out from the link address (0), with the header's `image_size` set to the end
+//! of the BSS. The ELF is checked first: a position-independent image may only carry
+//! `R_AARCH64_RELATIVE` dynamic relocations, the only kind `lib/rt` applies at boot; the
+//! hypervisor's code may hold no FP/SIMD instruction at all, the kernel's none outside the
+//! functions that save and load a task's EL0 FP/SIMD state and its CPU-state self-test
+//! ([`check_no_fp_simd`]).
 
 use crate::toolchain::{CrossToolchain, HYP_TARGET, TARGET};
 use crate::workspace_root;
@@ -14,11 +17,24 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-/// The bare-metal binaries and their targets: the two that boot (the hypervisor never uses
-/// FP/SIMD: softfloat), the serial chainloader (`cargo xtask chainboot`, `cargo xtask flash
-/// --chainloader`) and the test guest (`testguest/`, an Image and a raw binary).
+/// The bare-metal binaries and their targets: the two that boot, neither using FP/SIMD
+/// (softfloat: the hypervisor never touches a guest's FP/SIMD/SVE/SME state, the kernel leaves
+/// its tasks' EL0 FP/SIMD state in the registers, so a trap saves none, as Linux), the serial
+/// chainloader (`cargo xtask chainboot`, `cargo xtask flash --chainloader`) and the test guest
+/// (`testguest/`, an Image and a raw binary).
 pub const BINARIES: [(&str, &str); 4] =
-    [("hypervisor", HYP_TARGET), ("kernel", TARGET), ("chainloader", TARGET), ("testguest", TARGET)];
+    [("hypervisor", HYP_TARGET), ("kernel", HYP_TARGET), ("chainloader", TARGET), ("testguest", TARGET)];
+
+/// Where each binary may hold FP/SIMD instructions: nowhere in the hypervisor; in the kernel
+/// only where it saves and loads a task's EL0 FP/SIMD state (`kernel/src/sched/fpsimd.rs`)
+/// and in the self-test that fills the vector registers (`kernel/src/selftest/cpu_state.rs`).
+pub fn fp_simd_allowed(bin: &str) -> Option<&'static [&'static str]> {
+    match bin {
+        "hypervisor" => Some(&[]),
+        "kernel" => Some(&["__kernel_fp_save", "__kernel_fp_load", "kernel::selftest::cpu_state::"]),
+        _ => None,
+    }
+}
 
 /// Built images and their ELF files (the ELF files have the symbols for backtraces).
 #[derive(Debug, Clone)]
@@ -153,8 +169,8 @@ pub fn build(tc: &CrossToolchain, features: &[String]) -> Result<Images> {
         let elf = cross_target_dir().join(target).join("release").join(bin);
         let img = images_dir().join(format!("{bin}.img"));
         let bytes = std::fs::read(&elf).with_context(|| format!("reading {}", elf.display()))?;
-        if bin == "hypervisor" {
-            check_no_fp_simd(&bytes).with_context(|| format!("checking {}", elf.display()))?;
+        if let Some(allowed) = fp_simd_allowed(bin) {
+            check_no_fp_simd(&bytes, bin, allowed).with_context(|| format!("checking {}", elf.display()))?;
         }
         let image = elf_to_image(&bytes).with_context(|| format!("turning {} into an Image", elf.display()))?;
         // Other runs may be booting this Image right now: never truncate it under them.
@@ -193,25 +209,32 @@ pub fn user_cargo(tc: &CrossToolchain, subcommand: &str) -> Command {
     cmd
 }
 
-/// Builds the Linux guest's programs; returns `pgtlab-dirty`, checked to be a static arm64
-/// Linux executable.
-pub fn linux_user(tc: &CrossToolchain) -> Result<PathBuf> {
+/// The Linux guest's programs (`linux-user`'s binaries).
+pub const LINUX_PROGRAMS: [&str; 2] = ["pgtlab-dirty", "pgtlab-bench"];
+
+/// Builds the Linux guest's programs; returns each of [`LINUX_PROGRAMS`] (name, path), checked
+/// to be a static arm64 Linux executable.
+pub fn linux_user(tc: &CrossToolchain) -> Result<Vec<(&'static str, PathBuf)>> {
     let status = user_cargo(tc, "build").status().with_context(|| format!("running {}", tc.cargo.display()))?;
     ensure!(status.success(), "cross build of linux-user failed ({status})");
-    let bin = user_target_dir().join(TARGET).join("release/pgtlab-dirty");
-    let data = std::fs::read(&bin).with_context(|| format!("reading {}", bin.display()))?;
-    let file = ElfFile64::<Endianness>::parse(&*data).context("pgtlab-dirty is not a 64-bit ELF")?;
-    let h = file.elf_header();
-    let e = file.endian();
-    ensure!(
-        h.e_machine(e) == elf::EM_AARCH64 && h.e_type(e) == elf::ET_EXEC,
-        "pgtlab-dirty must be a static AArch64 executable (ET_EXEC)"
-    );
-    ensure!(
-        !h.program_headers(e, &*data)?.iter().any(|p| p.p_type(e) == elf::PT_INTERP),
-        "pgtlab-dirty must not ask for a dynamic loader"
-    );
-    Ok(bin)
+    let mut out = Vec::new();
+    for name in LINUX_PROGRAMS {
+        let bin = user_target_dir().join(TARGET).join("release").join(name);
+        let data = std::fs::read(&bin).with_context(|| format!("reading {}", bin.display()))?;
+        let file = ElfFile64::<Endianness>::parse(&*data).with_context(|| format!("{name} is not a 64-bit ELF"))?;
+        let h = file.elf_header();
+        let e = file.endian();
+        ensure!(
+            h.e_machine(e) == elf::EM_AARCH64 && h.e_type(e) == elf::ET_EXEC,
+            "{name} must be a static AArch64 executable (ET_EXEC)"
+        );
+        ensure!(
+            !h.program_headers(e, &*data)?.iter().any(|p| p.p_type(e) == elf::PT_INTERP),
+            "{name} must not ask for a dynamic loader"
+        );
+        out.push((name, bin));
+    }
+    Ok(out)
 }
 
 /// Whether an A64 instruction word touches FP/SIMD state: every encoding with bits 27:26 =
@@ -227,10 +250,12 @@ pub fn is_fp_simd(w: u32) -> bool {
 /// Bytes of the arm64 Image header at the start of text (the image is linked at 0).
 const IMAGE_HEADER_LEN: u64 = 64;
 
-/// The hypervisor must never touch the guest's FP/SIMD/SVE/SME registers: it is built for a
-/// softfloat target, and its exception vectors do not save those registers. This scans every
-/// executable section for an instruction that would break that promise.
-pub fn check_no_fp_simd(data: &[u8]) -> Result<()> {
+/// The hypervisor must never touch the guest's FP/SIMD/SVE/SME registers, nor the kernel its
+/// tasks' (outside the functions that switch them): both are built for a softfloat target, and
+/// their exception vectors do not save those registers. This scans every executable section for
+/// an instruction that would break that promise, outside the functions whose names start with
+/// one of `allowed` (`bin` names the binary in the message).
+pub fn check_no_fp_simd(data: &[u8], bin: &str, allowed: &[&str]) -> Result<()> {
     let file = ElfFile64::<Endianness>::parse(data).context("not a 64-bit ELF file")?;
     let endian = file.endian();
     let mut found = Vec::new();
@@ -253,12 +278,16 @@ pub fn check_no_fp_simd(data: &[u8]) -> Result<()> {
             }
         }
     }
-    if let Some(&(addr, w)) = found.first() {
+    let mut found = found.into_iter().filter_map(|(addr, w)| {
         let sym = symbol_at(&file, addr).unwrap_or_else(|| "?".into());
+        (!allowed.iter().any(|a| sym.starts_with(a))).then_some((addr, w, sym))
+    });
+    if let Some((addr, w, sym)) = found.next() {
         bail!(
-            "the hypervisor has {} FP/SIMD instruction(s), the first {w:#010x} at {addr:#x} ({sym}): it must not touch \
-             the guest's FP/SVE/SME registers (build it for {HYP_TARGET}; no f32/f64)",
-            found.len()
+            "the {bin} has {} FP/SIMD instruction(s) where none may be, the first {w:#010x} at {addr:#x} ({sym}): it \
+             must not touch the FP/SVE/SME registers of what it runs (build it for {HYP_TARGET}; no f32/f64 outside \
+             software floating point)",
+            found.count() + 1
         );
     }
     Ok(())

@@ -20,6 +20,8 @@
 //! * [`plot`]: SVG plots of benchmark results, run-to-run comparison with verdicts, and the
 //!   `bench all` summary against each mechanism's seed and goal.
 //! * [`plugin`]: the instruction-counting QEMU plugin (built with the host C compiler).
+//! * [`mutants`]: `cargo xtask mutants`, seeded bugs in a scratch tree and cargo-mutants on the
+//!   host crates.
 
 pub mod bench;
 pub mod board;
@@ -33,6 +35,7 @@ pub mod guest_boot;
 pub mod kernel_file;
 pub mod lint;
 pub mod linux;
+pub mod mutants;
 pub mod outcome;
 pub mod peer;
 pub mod perf;

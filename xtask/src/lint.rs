@@ -1,5 +1,7 @@
-//! `cargo xtask lint`: clippy with warnings as errors, on the host crates (all targets, tests
-//! included) and on the two bare-metal binaries (cross, release profile, as they are built).
+//! `cargo xtask lint`: clippy with warnings as errors, on the whole workspace for the host (all
+//! targets, tests included: `cargo clippy --workspace --all-targets -- -D warnings`, where the
+//! bare-metal binaries are host stubs) and on the bare-metal binaries for their targets (cross,
+//! release profile, as they are built).
 //! The lint set itself is `[workspace.lints]` in the top `Cargo.toml`; every crate opts in with
 //! `[lints] workspace = true`. `cargo xtask test` runs this first.
 
@@ -69,7 +71,9 @@ pub fn run(tc: &CrossToolchain) -> Result<()> {
     eprintln!("xtask: clippy on the host crates ({})", host_cargo.display());
     let mut c = Command::new(&host_cargo);
     c.current_dir(workspace_root()).env("PATH", path_for(&host_cargo));
-    c.args(["clippy", "--quiet", "--all-targets", "--", "-D", "warnings"]);
+    // `--workspace`: what a Rust developer runs first. The bare-metal binaries are stubs on the
+    // host (their items are `#[cfg(target_os = "none")]`), linted for real below.
+    c.args(["clippy", "--quiet", "--workspace", "--all-targets", "--", "-D", "warnings"]);
     if host_cargo == tc.cargo && tc.cargo.starts_with("/usr/bin") {
         c.env("RUSTC", &tc.rustc).env_remove("RUSTUP_TOOLCHAIN");
     }

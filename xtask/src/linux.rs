@@ -33,6 +33,9 @@ pub enum Flavour {
     Cloud,
     /// `linux-image-arm64`: the generic kernel.
     Generic,
+    /// `linux-image-cloud-arm64` of `<codename>-backports` (Linux 6.12 on Debian 12): the
+    /// kernel `cargo xtask bench NAME --peer linux` compares the project's kernel with.
+    CloudBackports,
     /// The generic kernel of `<codename>-backports` (6.12 on Debian 12), from the same package
     /// as the boards' DTBs (`debian::file_from_kernel_package`): the board models need its
     /// drivers (i.MX and Cadence UARTs, the Pi 4's mini UART).
@@ -45,13 +48,14 @@ impl Flavour {
         match s {
             "linux" | "linux-cloud" => Some(Flavour::Cloud),
             "linux-generic" => Some(Flavour::Generic),
+            "linux-backports" => Some(Flavour::CloudBackports),
             _ => None,
         }
     }
 
     fn meta_package(self) -> &'static str {
         match self {
-            Flavour::Cloud => "linux-image-cloud-arm64",
+            Flavour::Cloud | Flavour::CloudBackports => "linux-image-cloud-arm64",
             Flavour::Generic | Flavour::Backports => "linux-image-arm64",
         }
     }
@@ -61,6 +65,15 @@ impl Flavour {
             Flavour::Cloud => "cloud",
             Flavour::Generic => "generic",
             Flavour::Backports => "backports",
+            Flavour::CloudBackports => "cloud-backports",
+        }
+    }
+
+    /// Its private apt state: the machine's own suites, or their backports.
+    fn apt(self) -> Result<Apt> {
+        match self {
+            Flavour::CloudBackports => Apt::backports(&linux_dir().join("apt-backports"), "arm64"),
+            _ => Apt::new(&linux_dir().join("apt")),
         }
     }
 }
@@ -121,7 +134,18 @@ fn busybox(apt: &Apt) -> Result<PathBuf> {
 }
 
 /// `/init`: a busybox shell script.
-pub const INIT: &str = r#"#!/bin/busybox sh
+///
+/// It reports what the guest sees, runs the step `pgtlab_test=` names (its status is `st`),
+/// and powers off. With [`ALONE_WORD`] on its command line (a run without the hypervisor, whose
+/// own final line would end the run otherwise) it prints the run's final line
+/// `@@exit CODE (meaning)` itself first: 0 when the step succeeded, 1 (guest failure) when not.
+pub fn init_script() -> String {
+    let ok = abi::exit::FinalLine(abi::exit::SUCCESS);
+    let failed = abi::exit::FinalLine(abi::exit::GUEST_FAILURE);
+    INIT_TEMPLATE.replace("@@EXIT_OK@@", &ok.to_string()).replace("@@EXIT_FAILED@@", &failed.to_string())
+}
+
+const INIT_TEMPLATE: &str = r#"#!/bin/busybox sh
 # pgtlab's Linux guest: report what the guest sees, run the test the command line asks for
 # (pgtlab_test=...), power off. Each busybox applet is called by name: no links needed.
 bb=/bin/busybox
@@ -156,6 +180,7 @@ for c in $active; do
 done
 echo "pgtlab-linux: user space reached after $up s: $cpus CPUs, RAM $ram, Linux $($bb uname -r)"
 echo "@@report {\"kind\":\"linux_guest\",\"uptime_s\":$up,\"cpus\":$cpus,\"ram\":\"$ram\",\"kernel\":\"$($bb uname -r)\",\"sve_default_vl\":$sve,\"console_irqs\":$cirqs,\"features\":\"$feat\"}"
+st=0
 case "$pgtlab_test" in
 panic)
     echo "pgtlab-linux: crashing the kernel on purpose (sysrq c)"
@@ -169,17 +194,28 @@ stray)
     $bb devmem $addr 64
     st=$?
     echo "@@report {\"kind\":\"linux_stray\",\"addr\":$addr,\"status\":$st}"
+    # A bus error is what this step expects.
+    st=0
     ;;
 dirty)
     # Locked pages must keep their physical address while the hypervisor watches them.
     echo 0 > /proc/sys/vm/compact_unevictable_allowed
     /bin/pgtlab-dirty $pgtlab_dirty_args
-    echo "@@report {\"kind\":\"linux_dirty_exit\",\"status\":$?}"
+    st=$?
+    echo "@@report {\"kind\":\"linux_dirty_exit\",\"status\":$st}"
+    ;;
+bench)
+    # The EL0 benchmark (lib/el0bench), the peer of the project's kernel.
+    /bin/pgtlab-bench $pgtlab_bench_args
+    st=$?
+    echo "@@report {\"kind\":\"linux_bench_exit\",\"status\":$st}"
     ;;
 esac
 echo "pgtlab-linux: powering off"
-# Alone (no hypervisor to print it), the run's final line is ours.
-[ "$pgtlab_alone" = 1 ] && echo "@@exit 0 (success)"
+# Alone (no hypervisor to print it), the run's final line is ours: the step's verdict.
+if [ "$pgtlab_alone" = 1 ]; then
+    if [ $st = 0 ]; then echo "@@EXIT_OK@@"; else echo "@@EXIT_FAILED@@"; fi
+fi
 $bb poweroff -f
 "#;
 
@@ -196,16 +232,16 @@ pub fn initramfs(busybox: &[u8], extra: &[(&str, &[u8])]) -> Result<Vec<u8>> {
     for (name, data) in extra {
         a.file(name, 0o755, data)?;
     }
-    a.file("init", 0o755, INIT.as_bytes())?;
+    a.file("init", 0o755, init_script().as_bytes())?;
     Ok(a.finish())
 }
 
 /// Fetches (once) Debian's kernel of `flavour` and busybox, and writes the initramfs with
 /// `extra` programs (e.g. `bin/pgtlab-dirty`).
-pub fn prepare(flavour: Flavour, extra: &[(&str, PathBuf)]) -> Result<LinuxGuest> {
+pub fn prepare(flavour: Flavour, extra: &[(String, PathBuf)]) -> Result<LinuxGuest> {
     let dir = linux_dir();
     let apt = Apt::new(&dir.join("apt"))?;
-    let fetched = kernel(&apt, flavour).and_then(|k| Ok((k, busybox(&apt)?)));
+    let fetched = flavour.apt().and_then(|a| kernel(&a, flavour)).and_then(|k| Ok((k, busybox(&apt)?)));
     let ((kernel, package), busybox) = fetched.context(
         "cannot fetch Debian's arm64 kernel and busybox with apt-get download (the Linux guest needs this machine's \
          apt sources and the package registry)",
@@ -222,10 +258,11 @@ pub fn prepare(flavour: Flavour, extra: &[(&str, PathBuf)]) -> Result<LinuxGuest
     Ok(LinuxGuest { kernel, initramfs, package })
 }
 
-/// Programs of ours the initramfs carries: `bin/pgtlab-dirty` (linux-user), built now.
-pub fn extra_programs() -> Result<Vec<(&'static str, PathBuf)>> {
+/// Programs of ours the initramfs carries: `bin/pgtlab-dirty` and `bin/pgtlab-bench`
+/// (linux-user), built now.
+pub fn extra_programs() -> Result<Vec<(String, PathBuf)>> {
     let tc = crate::toolchain::find()?;
-    Ok(vec![("bin/pgtlab-dirty", crate::build::linux_user(&tc)?)])
+    Ok(crate::build::linux_user(&tc)?.into_iter().map(|(n, p)| (format!("bin/{n}"), p)).collect())
 }
 
 #[cfg(test)]
@@ -237,21 +274,24 @@ mod tests {
         let c = initramfs(b"BB", &[("bin/extra", b"X")]).unwrap();
         let e = crate::cpio::read(&c).unwrap();
         let get = |n: &str| e.iter().find(|x| x.name == n).unwrap_or_else(|| panic!("no {n}"));
-        assert_eq!(get("init").data, INIT.as_bytes());
+        assert_eq!(get("init").data, init_script().as_bytes());
         assert_eq!(get("init").mode, crate::cpio::S_IFREG | 0o755);
         assert_eq!(get("bin/busybox").data, b"BB");
         assert_eq!(get("dev/console").rdev, (5, 1));
         assert_eq!(get("bin/extra").data, b"X");
-        assert!(INIT.contains(MARKER), "the marker the tests wait for is what /init prints");
+        let init = init_script();
+        assert!(init.contains(MARKER), "the marker the tests wait for is what /init prints");
+        assert!(init.contains("echo \"@@exit 0 (success)\"") && init.contains("echo \"@@exit 1 (guest failure)\""));
+        assert!(!init.contains("@@EXIT"), "every placeholder filled");
         let alone = ALONE_WORD.split_once('=').unwrap();
-        assert!(INIT.contains(&format!("[ \"${}\" = {} ]", alone.0, alone.1)), "/init reads the alone word");
-        assert!(INIT.contains(&abi::exit::FinalLine(0).to_string()), "/init prints the final line alone");
+        assert!(init.contains(&format!("[ \"${}\" = {} ]", alone.0, alone.1)), "/init reads the alone word");
     }
 
     #[test]
     fn guest_names() {
         assert_eq!(Flavour::from_guest_arg("linux"), Some(Flavour::Cloud));
         assert_eq!(Flavour::from_guest_arg("linux-generic"), Some(Flavour::Generic));
+        assert_eq!(Flavour::from_guest_arg("linux-backports"), Some(Flavour::CloudBackports));
         assert_eq!(Flavour::from_guest_arg("/some/Image"), None);
         assert_eq!(default_append(crate::board::Board::Virt), format!("{DEFAULT_APPEND}"));
         assert!(default_append(crate::board::Board::Imx8mpEvk).starts_with("console=ttymxc1"));

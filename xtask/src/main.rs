@@ -36,6 +36,10 @@ enum Cmd {
         /// verdict (better / worse / within noise).
         #[arg(long)]
         compare: Option<std::path::PathBuf>,
+        /// Run the same workload on another kernel too, on the same machine, and print both
+        /// side by side: `linux` (Debian's 6.12 from backports; EL0 benchmarks only).
+        #[arg(long)]
+        peer: Option<String>,
         /// `guest-boot` only: on this board's QEMU model (pi4, zcu102, imx8mp-evk).
         #[arg(long)]
         board: Option<String>,
@@ -60,6 +64,10 @@ enum Cmd {
         #[arg(long, default_value_t = 60)]
         time: u64,
     },
+    /// Mutation testing, on demand: the seeded bugs of the bare-metal binaries and the judging
+    /// (one at a time in a scratch copy, against the tests that should see them), or
+    /// cargo-mutants on the host crates (--host [CRATE ...]). Runs at nice 19; long.
+    Mutants(xtask::mutants::Args),
     /// Show which toolchain, linker and QEMU would be used (installing what is missing when root).
     Doctor,
 }
@@ -110,7 +118,8 @@ struct RunArgs {
     timeout: u64,
     /// Guest kernel instead of the project's kernel: a path (arm64 Image or raw binary), or
     /// `linux` / `linux-generic` for Debian's arm64 kernel with a busybox initramfs (fetched
-    /// with apt-get into target/linux/).
+    /// with apt-get into target/downloads/linux/), `linux-backports` for the newest cloud kernel
+    /// of the machine's `<codename>-backports` (Linux 6.12 on Debian 12).
     #[arg(long)]
     guest: Option<String>,
     /// The guest's initramfs (with `--guest linux`: replaces the busybox one).
@@ -211,6 +220,7 @@ fn real_main(cli: Cli) -> Result<()> {
         Cmd::Chainboot(a) => std::process::exit(xtask::chainboot::cli(a)?),
         Cmd::Console(a) => std::process::exit(xtask::chainboot::console_cli(a)?),
         Cmd::Fuzz { target, time } => xtask::fuzz::run(target.as_deref(), time),
+        Cmd::Mutants(a) => xtask::mutants::cli(a),
         Cmd::Test(a) => xtask::test::run(&xtask::test::TestOptions {
             long: a.long,
             host_only: a.host_only,
@@ -223,7 +233,10 @@ fn real_main(cli: Cli) -> Result<()> {
         Cmd::Bench { board: Some(b), .. } => {
             Err(anyhow::Error::new(outcome::Refused(format!("--board {b}: only bench guest-boot takes a board"))))
         }
-        Cmd::Bench { which, icount, compare, board: None } => xtask::plot::cli(&which, icount, compare.as_deref()),
+        Cmd::Bench { which, icount, compare, peer, board: None } => {
+            let peer = peer.as_deref().map(xtask::bench::Peer::parse).transpose()?;
+            xtask::plot::cli(&which, icount, compare.as_deref(), peer)
+        }
         Cmd::Perf(p) if p.scenario == "list" => xtask::perf::list(&p.cpu, p.icount),
         Cmd::Perf(p) => xtask::perf::run(&xtask::perf::PerfArgs {
             scenario: p.scenario,
@@ -283,8 +296,9 @@ fn guest(
         }));
     }
     let refuse = |why: String| anyhow::Error::new(outcome::Refused(why));
-    regular_file("--guest", std::path::Path::new(which))
-        .map_err(|why| refuse(format!("{why} (a kernel Image or raw binary, or `linux` / `linux-generic`)")))?;
+    regular_file("--guest", std::path::Path::new(which)).map_err(|why| {
+        refuse(format!("{why} (a kernel Image or raw binary, or `linux` / `linux-generic` / `linux-backports`)"))
+    })?;
     if let Some(i) = &initrd {
         regular_file("--guest-initrd", i).map_err(refuse)?;
     }

@@ -108,13 +108,27 @@ pub fn row(bench: &str, o: &Map<String, Value>, mode: Mode) -> Option<Row> {
     Some(Row { machine, group, setting, median, lo, hi, spread })
 }
 
-/// Every plottable row of a saved `.jsonl`.
+/// Every plottable row of a saved `.jsonl`. A run with a peer (rows of `"peer":"linux"`) is
+/// plotted as a bar per side: each side's default setting of each row, coloured by side (the
+/// project's mechanism settings are in the run without `--peer`).
 pub fn rows(bench: &str, jsonl: &str, mode: Mode) -> Result<Vec<Row>> {
-    let mut out = Vec::new();
+    let mut objs = Vec::new();
     for (i, line) in jsonl.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
         let v: Value = serde_json::from_str(line).with_context(|| format!("line {}", i + 1))?;
-        let o = v.as_object().with_context(|| format!("line {}: not an object", i + 1))?;
-        if let Some(r) = row(bench, o, mode) {
+        objs.push(v.as_object().with_context(|| format!("line {}: not an object", i + 1))?.clone());
+    }
+    let with_peer = objs.iter().any(|o| s(o, "peer").is_some_and(|p| p != "pgtlab"));
+    let mut out = Vec::new();
+    for o in &objs {
+        if with_peer {
+            if o.get("default").and_then(Value::as_bool) == Some(false) {
+                continue;
+            }
+            if let (Some(r), Some(side)) = (row(bench, o, mode), s(o, "peer")) {
+                let group = s(o, "row").map_or(r.group.clone(), str::to_string);
+                out.push(Row { group, setting: side.to_string(), ..r });
+            }
+        } else if let Some(r) = row(bench, o, mode) {
             out.push(r);
         }
     }
@@ -234,15 +248,15 @@ pub fn mode(icount: bool) -> Mode {
 /// the summary against the seeds and goals; `summary` prints it from the saved runs (and redraws
 /// their plots); any other
 /// name runs that benchmark, then compares it with `compare` (an earlier `.jsonl`).
-pub fn cli(which: &str, icount: bool, compare_with: Option<&Path>) -> Result<()> {
+pub fn cli(which: &str, icount: bool, compare_with: Option<&Path>, peer: Option<crate::bench::Peer>) -> Result<()> {
     let dir = crate::workspace_root().join("target/bench");
     let here: Vec<&str> = crate::bench::GUEST_BENCHES.iter().map(|b| b.name).collect();
     match which {
         "all" => {
             for b in crate::bench::GUEST_BENCHES {
-                crate::bench::run(b.name, icount)?;
+                crate::bench::run(b.name, icount, peer.filter(|_| b.peer))?;
             }
-            crate::bench::run("pgtable", false)?;
+            crate::bench::run("pgtable", false, None)?;
         }
         "summary" => {
             // Redraw the plots of every saved run (they follow the code, the data stays).
@@ -267,7 +281,7 @@ pub fn cli(which: &str, icount: bool, compare_with: Option<&Path>) -> Result<()>
                 }
                 None => None,
             };
-            crate::bench::run(which, icount)?;
+            crate::bench::run(which, icount, peer)?;
             if let Some(old) = earlier {
                 let stem = if icount { format!("{which}-icount") } else { which.to_string() };
                 let new = std::fs::read_to_string(dir.join(format!("{stem}.jsonl")))?;
@@ -279,10 +293,79 @@ pub fn cli(which: &str, icount: bool, compare_with: Option<&Path>) -> Result<()>
             return Ok(());
         }
     }
-    let t = summary(&dir, &here)?;
+    let mut t = summary(&dir, &here)?;
     println!("== mechanisms against their seeds and goals (saved runs in target/bench/) ==\n{t}");
+    let p = peer_summary(&dir)?;
+    println!("== the kernel against Linux (bench mprotect --peer linux; goal: every row <= {PEER_GOAL}x) ==\n{p}");
+    t += &format!("\n## The kernel against Linux (goal: every row <= {PEER_GOAL}x Linux)\n\n{p}");
     crate::write_file(&dir.join("summary.md"), &t)?;
     Ok(())
+}
+
+/// The goal of every row of an EL0 benchmark against Linux: at most this many times Linux's
+/// figure (instructions under `--icount`).
+pub const PEER_GOAL: f64 = 0.25;
+
+/// The EL0 benchmark's saved runs with a Linux side: per mode and machine, how many rows are
+/// within [`PEER_GOAL`] and the worst; then every row's ratio per machine (instructions when
+/// an `--icount` run was saved, else time).
+pub fn peer_summary(dir: &Path) -> Result<String> {
+    use abi::report::ParsedRecord;
+    let mut out = String::from("mode | machine | rows | within the goal | worst row | worst ratio | goal met\n--- | --- | --- | --- | --- | --- | ---\n");
+    let mut detail = String::new();
+    let mut any = false;
+    for icount in [true, false] {
+        let stem = if icount { "mprotect-icount" } else { "mprotect" };
+        let saved = load(&dir.join(format!("{stem}.jsonl")))?;
+        let mut per_side: [Vec<(String, Vec<ParsedRecord>)>; 2] = [Vec::new(), Vec::new()];
+        for o in saved {
+            let side = usize::from(s(&o, "peer") == Some("linux"));
+            let m = s(&o, "machine").unwrap_or("").to_string();
+            let rec = ParsedRecord { kind: "bench".into(), fields: o };
+            match per_side[side].iter_mut().find(|(l, _)| *l == m) {
+                Some((_, v)) => v.push(rec),
+                None => per_side[side].push((m, vec![rec])),
+            }
+        }
+        if per_side[1].is_empty() {
+            continue;
+        }
+        any = true;
+        let key = if icount { "median_insns" } else { "median_ns" };
+        let mode = if icount { "icount (instructions)" } else { "wall (time)" };
+        for (machine, ours) in &per_side[0] {
+            let Some((_, theirs)) = per_side[1].iter().find(|(m, _)| m == machine) else { continue };
+            let ratios: Vec<(String, f64)> = crate::bench::peer_pairs(ours, theirs)
+                .into_iter()
+                .filter_map(|(row, a, b)| {
+                    let (a, b) = (a.u64(key)? as f64, b.u64(key)? as f64);
+                    (b > 0.0).then(|| (row, a / b))
+                })
+                .collect();
+            let within = ratios.iter().filter(|(_, r)| *r <= PEER_GOAL).count();
+            let worst = ratios.iter().cloned().fold(None, |w: Option<(String, f64)>, (n, r)| match w {
+                Some((_, wr)) if wr >= r => w,
+                _ => Some((n, r)),
+            });
+            let (wn, wr) = worst.map_or(("-".to_string(), "-".to_string()), |(n, r)| (n, format!("{r:.3}")));
+            let met = if ratios.is_empty() {
+                "-"
+            } else if within == ratios.len() {
+                "yes"
+            } else {
+                "no"
+            };
+            out += &format!("{mode} | {machine} | {} | {within} | {wn} | {wr} | {met}\n", ratios.len());
+        }
+        let ours: Vec<(&str, Vec<ParsedRecord>)> = per_side[0].iter().map(|(m, v)| (m.as_str(), v.clone())).collect();
+        let theirs: Vec<(&str, Vec<ParsedRecord>)> = per_side[1].iter().map(|(m, v)| (m.as_str(), v.clone())).collect();
+        detail +=
+            &format!("\npgtlab / Linux per row, {mode}:\n{}", crate::bench::peer_side_by_side(&ours, &theirs, icount));
+    }
+    if !any {
+        return Ok("not run (no saved run of bench mprotect --peer linux)\n".into());
+    }
+    Ok(out + &detail)
 }
 
 /// Draws the plot of a saved benchmark run; returns its path.
@@ -661,6 +744,25 @@ mod tests {
         let p = bench_svg(&dir, "contpte", "contpte-icount", &jsonl.replace("median_ns", "median_insns"), Mode::Icount)
             .unwrap();
         assert!(std::fs::read_to_string(p).unwrap().contains("instructions, QEMU -icount"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_run_with_a_peer_has_a_bar_per_side() {
+        let jsonl = "{\"machine\":\"max\",\"case\":\"NONE->RW 1 pages, flush elision\",\"row\":\"NONE->RW 1 pages\",\"peer\":\"pgtlab\",\"default\":true,\"median_insns\":100}\n\
+                     {\"machine\":\"max\",\"case\":\"NONE->RW 1 pages, baseline\",\"row\":\"NONE->RW 1 pages\",\"peer\":\"pgtlab\",\"default\":false,\"median_insns\":150}\n\
+                     {\"machine\":\"max\",\"case\":\"NONE->RW 1 pages, linux\",\"row\":\"NONE->RW 1 pages\",\"peer\":\"linux\",\"default\":true,\"median_insns\":400}\n";
+        let r = rows("mprotect", jsonl, Mode::Icount).unwrap();
+        let bars: Vec<(&str, &str, f64)> = r.iter().map(|r| (r.group.as_str(), r.setting.as_str(), r.median)).collect();
+        assert_eq!(bars, [("NONE->RW 1 pages", "pgtlab", 100.0), ("NONE->RW 1 pages", "linux", 400.0)]);
+        let without: String = jsonl.lines().take(2).map(|l| format!("{l}\n")).collect();
+        assert_eq!(rows("mprotect", &without, Mode::Icount).unwrap().len(), 2, "no peer: every setting");
+        let dir = std::env::temp_dir().join(format!("xtask-peer-summary-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        assert!(peer_summary(&dir).unwrap().starts_with("not run"));
+        std::fs::write(dir.join("mprotect-icount.jsonl"), jsonl).unwrap();
+        let t = peer_summary(&dir).unwrap();
+        assert!(t.contains("icount (instructions) | max | 1 | 1 | NONE->RW 1 pages | 0.250 | yes"), "{t}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -185,7 +185,7 @@ impl QemuConfig {
                     a.extend(["-initrd".into(), i.display().to_string()]);
                 }
                 // Alone, the guest itself must print the run's final line: the project's Linux
-                // init does when it finds this word (`crate::linux::INIT`).
+                // init does when it finds this word (`crate::linux::init_script`).
                 append = [g.append.as_str(), self.bootargs.as_str(), crate::linux::ALONE_WORD]
                     .iter()
                     .filter(|s| !s.is_empty())

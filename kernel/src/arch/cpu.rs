@@ -55,9 +55,10 @@ pub static STATIC_AREAS: [StaticArea; rt::MAX_CPUS] = {
     a
 };
 
-/// This CPU's static page (through TPIDR_EL1).
+/// This CPU's static page (through TPIDR_EL1: one register read; callers keep IRQs masked or
+/// preemption off while they use it, as the exception entry does).
 #[inline(always)]
-fn mine() -> &'static StaticArea {
+pub fn this_area() -> &'static StaticArea {
     use aarch64_cpu::registers::{Readable, TPIDR_EL1};
     // SAFETY: `smp::set_this_cpu` pointed TPIDR_EL1 at this CPU's static page (mapped for good)
     // before anything that calls this runs.
@@ -67,7 +68,7 @@ fn mine() -> &'static StaticArea {
 /// This CPU's kernel index (the first word of its static page, through TPIDR_EL1).
 #[inline(always)]
 pub fn this_cpu() -> usize {
-    mine().cpu as usize
+    this_area().cpu as usize
 }
 
 /// Whether this CPU was asked to switch tasks (read through TPIDR_EL1: a task that moves
@@ -75,7 +76,7 @@ pub fn this_cpu() -> usize {
 /// one tick late or early).
 #[inline(always)]
 pub fn need_resched() -> bool {
-    mine().need_resched.load(Ordering::Relaxed) != 0
+    this_area().need_resched.load(Ordering::Relaxed) != 0
 }
 
 /// Sets or clears CPU `cpu`'s `need_resched`.

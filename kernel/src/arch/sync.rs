@@ -56,6 +56,12 @@ pub fn idle_thread(cpu: usize) -> &'static ThreadInfo {
     &IDLE[cpu]
 }
 
+/// Whether `ti` is a CPU's idle/boot thread info (not a task's).
+#[inline(always)]
+pub fn is_idle(ti: *const ThreadInfo) -> bool {
+    IDLE.as_ptr_range().contains(&ti)
+}
+
 /// Makes `ti` the running thread's info (SP_EL0).
 #[inline(always)]
 pub fn set_thread(ti: *const ThreadInfo) {

@@ -156,7 +156,7 @@ pub fn run() -> Result<(), String> {
                 let (ns, insns, r) = pmu.measure(|| match v.table.as_mut() {
                     Some(pt) => kmem::set_memory(pt, &mut tlb, VirtAddr::new(SCRATCH_BASE + pa), len * PAGE, c, fold)
                         .map_err(|x| format!("{}: {x}", v.name)),
-                    None => setmem::change(mm::LINEAR_BASE + pa, len as usize, c),
+                    None => setmem::change(mm::LINEAR_BASE + pa, len as usize, c).map_err(String::from),
                 });
                 r?;
                 let (stats1, tlb1) = (stats_of(v), HwTlb::counters());

@@ -9,29 +9,63 @@
 use super::frames::PAGE;
 use super::layout::{is_linear, is_vmalloc, UPPER};
 use super::{contpte, info, Tables, LINEAR_BASE, TABLES};
-use alloc::format;
-use alloc::string::String;
+use alloc::string::{String, ToString};
 use alloc::vec::Vec;
+use core::fmt;
 use pgtable::kmem::{self, MemChange};
 use pgtable::{Perms, VirtAddr};
 
-pub fn set_memory_ro(va: u64, pages: usize) -> Result<(), String> {
+/// Why a `set_memory_*` call changed nothing (or, for `Table` on the linear alias, changed the
+/// range itself but not all of its alias).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SetMemoryError {
+    /// Called before `mm::init` built the kernel's tables.
+    NoTables,
+    /// `va` is below the kernel's half (TTBR1): not a kernel address.
+    NotKernel { change: MemChange, va: u64 },
+    /// The page-table library refused the change of `[at, +pages)`: `at` is the range asked for,
+    /// or under `rodata=full` a run of its linear alias.
+    Table { change: MemChange, at: u64, pages: usize, err: pgtable::Error },
+}
+
+impl fmt::Display for SetMemoryError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SetMemoryError::NoTables => f.write_str("set_memory before mm::init"),
+            SetMemoryError::NotKernel { change, va } => {
+                write!(f, "set_memory {change:?} at {va:#x}: not a kernel address")
+            }
+            SetMemoryError::Table { change, at, pages, err } => {
+                write!(f, "set_memory {change:?} [{at:#x}, +{pages} pages): {err}")
+            }
+        }
+    }
+}
+
+/// The self-tests and benchmarks report errors as text.
+impl From<SetMemoryError> for String {
+    fn from(e: SetMemoryError) -> String {
+        e.to_string()
+    }
+}
+
+pub fn set_memory_ro(va: u64, pages: usize) -> Result<(), SetMemoryError> {
     change(va, pages, MemChange::Ro)
 }
-pub fn set_memory_rw(va: u64, pages: usize) -> Result<(), String> {
+pub fn set_memory_rw(va: u64, pages: usize) -> Result<(), SetMemoryError> {
     change(va, pages, MemChange::Rw)
 }
-pub fn set_memory_x(va: u64, pages: usize) -> Result<(), String> {
+pub fn set_memory_x(va: u64, pages: usize) -> Result<(), SetMemoryError> {
     change(va, pages, MemChange::X)
 }
-pub fn set_memory_nx(va: u64, pages: usize) -> Result<(), String> {
+pub fn set_memory_nx(va: u64, pages: usize) -> Result<(), SetMemoryError> {
     change(va, pages, MemChange::Nx)
 }
 /// Makes invalid (PROT_NONE) pages accessible again, read-write (the default of the linear map).
-pub fn set_memory_valid(va: u64, pages: usize) -> Result<(), String> {
+pub fn set_memory_valid(va: u64, pages: usize) -> Result<(), SetMemoryError> {
     change(va, pages, MemChange::Valid(Perms::RW))
 }
-pub fn set_memory_invalid(va: u64, pages: usize) -> Result<(), String> {
+pub fn set_memory_invalid(va: u64, pages: usize) -> Result<(), SetMemoryError> {
     change(va, pages, MemChange::Invalid)
 }
 
@@ -54,27 +88,29 @@ fn phys_runs(t: &Tables, va: u64, size: u64) -> Vec<(u64, u64)> {
 }
 
 /// Applies `c` to `[va, va + pages * 4 KiB)` and, under `rodata=full`, to its linear alias.
-pub fn change(va: u64, pages: usize, c: MemChange) -> Result<(), String> {
+pub fn change(va: u64, pages: usize, c: MemChange) -> Result<(), SetMemoryError> {
     let mm = info();
     let size = pages as u64 * PAGE;
     let mut g = TABLES.lock();
-    let t = g.as_mut().ok_or("set_memory before mm::init")?;
+    let t = g.as_mut().ok_or(SetMemoryError::NoTables)?;
     let alias = kmem::alias_permissions(mm.rodata) && c.applies_to_alias() && !is_linear(va);
     let runs = if alias { phys_runs(t, va, size) } else { Vec::new() };
     let cont = contpte();
     let Tables { kernel, tlb, .. } = t;
-    let err = |e: pgtable::Error| format!("set_memory {c:?} [{va:#x}, +{pages} pages): {e}");
+    let err =
+        |at: u64, bytes: u64| move |err| SetMemoryError::Table { change: c, at, pages: (bytes / PAGE) as usize, err };
     if va < UPPER {
-        return Err(format!("set_memory {c:?} at {va:#x}: not a kernel address"));
+        return Err(SetMemoryError::NotKernel { change: c, va });
     }
     // contpte refolds vmalloc mappings. The linear map is never refolded (as in Linux): its
     // contiguous ranges come from boot, a changed range's ends stay unfolded, which keeps
     // set_memory storms from churning fold/unfold (see bench=linear-map). The image is never
     // folded (it runs from those pages).
     let fold = cont && is_vmalloc(va);
-    kmem::set_memory(kernel, tlb, VirtAddr::new(va), size, c, fold).map_err(err)?;
+    kmem::set_memory(kernel, tlb, VirtAddr::new(va), size, c, fold).map_err(err(va, size))?;
     for (pa, len) in runs {
-        kmem::set_memory(kernel, tlb, VirtAddr::new(LINEAR_BASE + pa), len, c, false).map_err(err)?;
+        let at = LINEAR_BASE + pa;
+        kmem::set_memory(kernel, tlb, VirtAddr::new(at), len, c, false).map_err(err(at, len))?;
     }
     Ok(())
 }

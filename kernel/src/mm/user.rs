@@ -148,6 +148,10 @@ impl TlbMaintenance for SpaceTlb<'_> {
         self.tlbis.fetch_add(1, Ordering::Relaxed);
         self.hw.tlbi(op)
     }
+    fn tlbi_series(&mut self, first: Tlbi, stride: u64, count: u64) {
+        self.tlbis.fetch_add(count, Ordering::Relaxed);
+        self.hw.tlbi_series(first, stride, count)
+    }
     fn dsb(&mut self, b: Barrier) {
         self.hw.dsb(b)
     }
@@ -198,8 +202,11 @@ impl UserSpace {
         let mut t = SpaceTlb { hw: tlb(), tlbis: &self.tlbis };
         let r = f(s, &mut t);
         let st = s.table().stats();
-        FLUSHES_ELIDED.fetch_add(st.flushes_elided - e0, Ordering::Relaxed);
-        LAZY_RELAXED.fetch_add(st.lazy_relaxed - l0, Ordering::Relaxed);
+        for (total, d) in [(&FLUSHES_ELIDED, st.flushes_elided - e0), (&LAZY_RELAXED, st.lazy_relaxed - l0)] {
+            if d != 0 {
+                total.fetch_add(d, Ordering::Relaxed);
+            }
+        }
         r
     }
 

@@ -76,7 +76,7 @@ use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use kcore::options::PercpuOptions;
 use spin::Mutex;
 
-pub use crate::arch::cpu::{StaticArea, CANARY, STATIC_AREAS};
+pub use crate::arch::cpu::{this_area, StaticArea, CANARY, STATIC_AREAS};
 
 /// A per-CPU variable of type `T`: an offset into every area.
 pub struct PerCpu<T> {

@@ -33,6 +33,7 @@
 //! handlers take queue and sleeper locks, so these are only ever taken with IRQs masked
 //! (preemptible sections take none).
 
+pub mod fpsimd;
 pub mod preempt;
 pub mod switch;
 pub mod task;
@@ -95,7 +96,7 @@ unsafe impl Sync for CpuSched {}
 static CPUS: [CpuSched; rt::MAX_CPUS] = [const {
     CpuSched {
         mm: Mutex::new(None),
-        idle: UnsafeCell::new(Context { x: [0; 12], sp: 0, d: [0; 8] }),
+        idle: UnsafeCell::new(Context { x: [0; 12], sp: 0, pad: 0 }),
         ready: AtomicBool::new(false),
     }
 }; rt::MAX_CPUS];
@@ -129,6 +130,23 @@ pub fn online_cpus() -> usize {
 /// The task running on this CPU.
 pub fn current() -> Option<Arc<Task>> {
     QUEUES.current(this_cpu())
+}
+
+/// Runs `f` with the task running on this CPU, borrowed (no lock, no reference count: its
+/// thread info is at SP_EL0, inside the task); `None` on a CPU's idle thread. The task stays
+/// alive while it runs, whatever `f` does (a switch away and back included): its CPU's
+/// `current` holds it, and `finish_switch` drops a task only on another thread's stack.
+#[inline(always)]
+pub fn with_running<R>(f: impl FnOnce(&Task) -> R) -> Option<R> {
+    let ti = crate::arch::sync::thread() as *const crate::arch::sync::ThreadInfo;
+    if crate::arch::sync::is_idle(ti) {
+        return None;
+    }
+    // SAFETY: SP_EL0 holds the running task's `thread`, a field of its `Task` (in its Arc's
+    // allocation), which lives at least as long as the task runs (see above); the reference
+    // does not outlive `f`.
+    let t = unsafe { &*((ti as *const u8).sub(core::mem::offset_of!(Task, thread)) as *const Task) };
+    Some(f(t))
 }
 
 /// The kernel stack holding `addr`, if it is the running task's (for backtraces; takes no
@@ -209,7 +227,7 @@ pub fn spawn(p: &Arc<Process>, entry: u64, sp: u64, args: [u64; 2], cpu: Option<
     let va = crate::mm::vmalloc(task::KSTACK_PAGES, false).map_err(|_| abi::syscall::errno::ENOMEM)?;
     let tid = NEXT_TID.fetch_add(1, Ordering::Relaxed);
     let top = va + task::KSTACK_PAGES as u64 * crate::mm::frames::PAGE;
-    // The first exception frame and its FP/SIMD area, as the EL1 vectors would leave them.
+    // The first exception frame, as the EL1 vectors would leave it.
     let frame = top - rt::trap::EL1_FRAME_SIZE as u64;
     // SAFETY: the frame lies in the fresh, mapped, unshared kernel stack; zero is a valid bit
     // pattern for every field of a TrapFrame.
@@ -247,6 +265,10 @@ pub fn wake(t: Arc<Task>) {
 /// Where a new task's context starts: finish the switch, then enter EL0 through its frame.
 pub extern "C" fn task_first_run(frame: u64) -> ! {
     finish_switch(this_cpu());
+    if let Some(t) = current() {
+        // SAFETY: the running task's own FP/SIMD state (all zero: FPCR's defaults).
+        unsafe { fpsimd::load(t.fp.get()) };
+    }
     // SAFETY: `frame` is the task's exception frame at the top of its own kernel stack, set up
     // by `spawn` for an EL0t return to its entry.
     unsafe { rt::trap::return_to_el1_frame(frame as *const TrapFrame) }
@@ -287,7 +309,7 @@ pub fn schedule() {
     if !matches!(sw, Switch::NoTask) {
         crate::arch::cpu::set_need_resched(cpu, false);
     }
-    let (save, load): (*mut Context, *const Context) = match sw {
+    let (save, load, fp): (*mut Context, *const Context, *mut rt::trap::FpState) = match sw {
         Switch::NoTask => return,
         Switch::Stay => {
             if let Some(t) = current() {
@@ -298,6 +320,10 @@ pub fn schedule() {
         Switch::To { prev, next } => {
             SWITCHES.fetch_add(1, Ordering::Relaxed);
             crate::percpu::this_cpu_inc(crate::percpu::SWITCHES);
+            let fp = prev.fp.get();
+            // SAFETY: the task's own FP/SIMD area; only the CPU running or switching it
+            // touches it (IRQs masked), and it lives until `finish_switch` drops it from `prev`.
+            unsafe { fpsimd::save(fp) };
             let load = match next {
                 Some(n) => n.ctx.get() as *const Context,
                 None => {
@@ -306,7 +332,7 @@ pub fn schedule() {
                     CPUS[cpu].idle.get()
                 }
             };
-            (prev.ctx.get(), load)
+            (prev.ctx.get(), load, fp)
         }
     };
     // SAFETY: `save` belongs to the task the queues keep in this CPU's `prev` (alive until the
@@ -316,6 +342,8 @@ pub fn schedule() {
     unsafe { switch::switch(save, load) };
     // Back, maybe on another CPU (the task may have migrated meanwhile).
     finish_switch(this_cpu());
+    // SAFETY: this task runs again: its own FP/SIMD area (saved above), alive while it runs.
+    unsafe { fpsimd::load(fp) };
 }
 
 /// The thread info SP_EL0 holds from now on on this CPU (`cpu`), and where the EL0 entry finds
@@ -327,9 +355,9 @@ fn set_thread(cpu: usize, ti: &crate::arch::sync::ThreadInfo) {
 
 /// On entry from EL0 (SP_EL0 held the user's stack pointer, now saved in the frame): SP_EL0
 /// to the running task's thread info.
+#[inline(always)]
 pub fn enter_from_user() {
-    let cpu = this_cpu();
-    let ti = crate::percpu::static_area(cpu).thread.load(Ordering::Relaxed);
+    let ti = crate::percpu::this_area().thread.load(Ordering::Relaxed);
     crate::arch::sync::set_thread(ti as *const crate::arch::sync::ThreadInfo);
 }
 
@@ -375,10 +403,18 @@ fn wake_sleepers(cpu: usize, now: u64) {
     }
 }
 
-/// The end of an exception from EL0: the preemption point.
+/// The end of an exception from EL0: the preemption point. (This CPU's flag, read afresh: a
+/// system call may have switched and come back on another CPU.)
+#[inline(always)]
 pub fn return_to_user() {
-    let cpu = this_cpu();
-    if crate::arch::cpu::take_need_resched(cpu) {
+    if crate::arch::cpu::need_resched() {
+        resched_before_user();
+    }
+}
+
+#[inline(never)]
+fn resched_before_user() {
+    if crate::arch::cpu::take_need_resched(this_cpu()) {
         if let Some(t) = current() {
             t.set_state(State::Ready);
             drop(t);

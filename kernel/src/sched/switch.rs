@@ -1,9 +1,9 @@
 //! The context switch: the callee-saved state of a kernel thread of control (a task's kernel
 //! side, or a CPU's idle loop), saved into one [`Context`] and loaded from another.
 
-/// What a switch keeps: x19-x28, the frame pointer (x29), the link register (x30), SP and
-/// the callee-saved halves of v8-v15 (AAPCS64): everything else is caller-saved, and the
-/// switch is an ordinary call.
+/// What a switch keeps: x19-x28, the frame pointer (x29), the link register (x30) and SP
+/// (AAPCS64): everything else is caller-saved, and the switch is an ordinary call. The kernel
+/// uses no FP/SIMD register; the EL0 FP/SIMD state is switched apart (`fpsimd`).
 #[repr(C)]
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Context {
@@ -11,12 +11,12 @@ pub struct Context {
     pub x: [u64; 12],
     /// SP.
     pub sp: u64,
-    /// d8..d15.
-    pub d: [u64; 8],
+    /// Keeps the size a multiple of 16.
+    pub pad: u64,
 }
 
-// What this block guarantees: `__kernel_switch(save, load)` stores x19-x30, SP and d8-d15
-// into `*save`, loads them from `*load` and returns into the loaded context (to its x30, on its
+// What this block guarantees: `__kernel_switch(save, load)` stores x19-x30 and SP into
+// `*save`, loads them from `*load` and returns into the loaded context (to its x30, on its
 // SP). `__kernel_task_start` is where a new task's context first "returns": x19 holds its exit
 // frame, which it passes to `sched::task_first_run`. Neither touches anything else.
 core::arch::global_asm!(
@@ -32,10 +32,6 @@ __kernel_switch:
     stp     x29, x30, [x0, #80]
     mov     x9, sp
     str     x9, [x0, #96]
-    stp     d8, d9, [x0, #104]
-    stp     d10, d11, [x0, #120]
-    stp     d12, d13, [x0, #136]
-    stp     d14, d15, [x0, #152]
     ldp     x19, x20, [x1, #0]
     ldp     x21, x22, [x1, #16]
     ldp     x23, x24, [x1, #32]
@@ -44,10 +40,6 @@ __kernel_switch:
     ldp     x29, x30, [x1, #80]
     ldr     x9, [x1, #96]
     mov     sp, x9
-    ldp     d8, d9, [x1, #104]
-    ldp     d10, d11, [x1, #120]
-    ldp     d12, d13, [x1, #136]
-    ldp     d14, d15, [x1, #152]
     ret
 
 .global __kernel_task_start
@@ -64,7 +56,7 @@ extern "C" {
     fn __kernel_task_start();
 }
 
-const _: () = assert!(core::mem::size_of::<Context>() == 168);
+const _: () = assert!(core::mem::size_of::<Context>() == 112);
 
 /// Saves the running context into `save` and continues in `load`; returns when something
 /// switches back to `save`.

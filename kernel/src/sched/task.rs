@@ -75,6 +75,8 @@ pub struct Task {
     pub kstack: (u64, usize),
     /// Saved kernel context while it is not running (only the CPU switching it touches it).
     pub ctx: UnsafeCell<Context>,
+    /// Its EL0 FP/SIMD registers while it is not running (`fpsimd`; as `ctx`).
+    pub fp: UnsafeCell<FpState>,
     state: AtomicU8,
     /// Exit status once dead.
     pub exit_status: AtomicU64,
@@ -94,7 +96,7 @@ pub struct Task {
     pub ran_since: AtomicU64,
 }
 
-// SAFETY: every field is atomic or locked except `ctx`, which only the CPU running or switching
+// SAFETY: every field is atomic or locked except `ctx` and `fp`, which only the CPU running or switching
 // the task reads and writes, with IRQs masked (the switch path); another CPU takes it over only
 // after `on_cpu` was cleared with release ordering, once the context was saved.
 unsafe impl Sync for Task {}
@@ -114,6 +116,7 @@ impl Task {
             migrations: AtomicU64::new(0),
             kstack,
             ctx: UnsafeCell::new(ctx),
+            fp: UnsafeCell::new(FpState { q: [0; 32], fpsr: 0, fpcr: 0 }),
             state: AtomicU8::new(State::Ready as u8),
             exit_status: AtomicU64::new(0),
             waiters: Mutex::new(Vec::new()),

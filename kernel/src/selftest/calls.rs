@@ -147,8 +147,22 @@ pub fn smccc_rules() -> Result<(), String> {
     }
     let s = ret0(psci::CPU_SUSPEND_64, call(psci::CPU_SUSPEND_64, 1 << 16, entry, 0)[0]);
     r.check("CPU_SUSPEND refuses a power-down state", s == psci::INVALID_PARAMETERS, || format!("{s}"))?;
+    for reserved in [1 << 17, 1 << 23, 1 << 26, 1 << 31] {
+        let s = ret0(psci::CPU_SUSPEND_64, call(psci::CPU_SUSPEND_64, reserved, entry, 0)[0]);
+        r.check("CPU_SUSPEND refuses reserved power_state bits", s == psci::INVALID_PARAMETERS, || {
+            format!("power_state {reserved:#x} answered {s}")
+        })?;
+    }
     let s = ret0(psci::CPU_SUSPEND_64, call(psci::CPU_SUSPEND_64, 0, 0, 0)[0]);
     r.check("CPU_SUSPEND to standby succeeds", s == psci::SUCCESS, || format!("{s}"))?;
+    // The entry point is checked before the target's state: this CPU (ALREADY_ON otherwise)
+    // with an entry outside the guest's RAM, or not 4-byte aligned.
+    for bad in [1 << 47, entry + 2] {
+        let on = ret0(psci::CPU_ON_64, call(psci::CPU_ON_64, me, bad, 0)[0]);
+        r.check("CPU_ON refuses an entry outside RAM or unaligned", on == psci::INVALID_ADDRESS, || {
+            format!("CPU_ON entry {bad:#x} answered {on}")
+        })?;
+    }
     let f = ret0(psci::FEATURES, call(psci::FEATURES, hc::SMCCC_VERSION, 0, 0)[0]);
     r.check("PSCI_FEATURES(SMCCC_VERSION) says SMCCC 1.1 is there", f == 0, || format!("{f}"))?;
 

@@ -87,6 +87,9 @@ pub fn errors() -> Result<(), String> {
         // UART still prints (the records after this one).
         check("create: ending on the UART's page", create(uart - PAGE, 2 * PAGE, hc::MEMSLOT_BACKING_4K), OVERLAP)?;
         check("create: starting on the UART's page", create(uart, 2 * PAGE, hc::MEMSLOT_BACKING_4K), OVERLAP)?;
+        // The device is the first page of the walk, unmapped pages follow: every entry counts,
+        // not the last one seen.
+        check("create: from the UART on", create(uart, 4 * PAGE, hc::MEMSLOT_BACKING_4K), OVERLAP)?;
     }
     check("create: 1 GiB backing, 64 MiB pool", create(base, GIB, hc::MEMSLOT_BACKING_1G), NO_MEMORY)?;
     // A slot of 4 KiB pages needs a table page per 2 MiB: one larger than the frame pool can

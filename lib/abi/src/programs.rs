@@ -96,6 +96,11 @@ pub const PROGRAMS: &[Program] = &[
         args: Shape::Keys(&[("rounds", num(1, 1 << 20)), ("pages", num(1, 4096))]),
         about: "no stale translation survives an mprotect across CPUs",
     },
+    Program {
+        name: "wake",
+        args: Shape::Keys(&[("rounds", num(1, 200))]),
+        about: "cross-CPU wake-ups: a task spawned on the next CPU, waited for, per round",
+    },
 ];
 
 /// The program named `name`.

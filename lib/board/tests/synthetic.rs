@@ -519,7 +519,9 @@ fn devices_on_nested_simple_buses_are_translated() {
                     .p("#address-cells", cells(&[1]))
                     .p("#size-cells", cells(&[1]))
                     .p("ranges", cells(&[0, 0x7e00_0000, 0x10_0000]))
-                    .kid(N::new("dev@100").p("reg", cells(&[0x100, 0x10])).p("status", s("disabled"))),
+                    .kid(N::new("dev@100").p("reg", cells(&[0x100, 0x10])).p("status", s("disabled")))
+                    // Starts inside the bus's window, ends past it.
+                    .kid(N::new("straddle@ffff0").p("reg", cells(&[0xf_fff0, 0x20]))),
             )
             .kid(
                 N::new("hidden")
@@ -547,6 +549,8 @@ fn devices_on_nested_simple_buses_are_translated() {
     assert_eq!(dev.status, Status::Disabled);
     assert!(b.device("/soc@107c000000/hidden/dev@0").is_none(), "bus without ranges");
     assert!(b.device("/soc@107c000000/outside@0").is_none(), "outside every range");
+    // Seeded bug `dtb-child-larger-than-window` of `cargo xtask mutants`.
+    assert!(b.device("/soc@107c000000/bus@7e000000/straddle@ffff0").is_none(), "larger than its window");
     assert!(b.device("/i2c@1000").is_some());
     assert!(b.device("/i2c@1000/eeprom@50").is_none());
     assert!(b.device("/soc@107c000000").is_none(), "bus without reg");

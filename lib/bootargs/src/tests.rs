@@ -52,6 +52,9 @@ fn duplicates_are_refused_even_with_the_same_value() {
     );
     assert!(err("bbml2=on bbml2=on").starts_with("boot argument given twice"));
     assert!(err("bbml2_unsafe_override bbml2_unsafe_override").starts_with("boot argument given twice"));
+    // Not next to each other (seeded bugs `bootargs-*-vs-previous-only` of `cargo xtask mutants`).
+    assert!(err("test=panic bbml2=on test=undef").starts_with("boot argument given twice"));
+    assert!(err("test=panic,undef,panic").contains("\"panic\" is listed twice"));
 }
 
 #[test]
@@ -270,4 +273,67 @@ fn text_words_keep_their_value_even_empty_but_need_the_equals_sign() {
     assert!(
         err("perf.events=a perf.events=b").contains("twice") || parse("perf.events=a perf.events=b", &TABLE).is_err()
     );
+}
+
+/// Boundaries and rules the mutation run (`cargo xtask mutants --host bootargs`) found untested.
+#[test]
+fn sizes_and_numbers_take_their_bounds_and_nothing_past_them() {
+    let a = parse("hyp.pool=16M split.iters=1", &TABLE).unwrap();
+    assert_eq!((a.size("hyp.pool"), a.uint("split.iters")), (Some(16 << 20), Some(1)));
+    let a = parse("hyp.pool=1T split.iters=1000", &TABLE).unwrap();
+    assert_eq!((a.size("hyp.pool"), a.uint("split.iters")), (Some(1 << 40), Some(1000)));
+    assert!(err(&format!("hyp.pool={}", (16 << 20) - 1)).contains("out of range"));
+    assert!(err(&format!("hyp.pool={}", (1u64 << 40) + 1)).contains("out of range"));
+    assert!(err("split.iters=0").contains("out of range"));
+    assert!(err("split.iters=1001").contains("out of range"));
+}
+
+#[test]
+fn flags_and_emptiness_read_back_as_given() {
+    let a = parse("bbml2=on", &TABLE).unwrap();
+    assert!(!a.flag("bbml2_unsafe_override"), "a flag not given is off");
+    assert!(!a.flag("bbml2"), "a choice is not a flag");
+    assert!(!a.is_empty());
+}
+
+#[test]
+fn the_suggestion_is_the_nearest_word_by_distance_or_prefix() {
+    // Distance alone (not a prefix either way).
+    assert_eq!(TABLE.closest("bbml3"), Some("bbml2"));
+    // Prefix alone, from 3 characters on (distance 8 here).
+    assert_eq!(TABLE.closest("perf"), Some("perf.events"));
+    assert_eq!(TABLE.closest("spl"), Some("split.iters"));
+    assert_eq!(TABLE.closest("sp"), None, "2 characters are no prefix to go by");
+    // The nearer of two candidates (distance 1 beats the flag's prefix match at 15)...
+    assert_eq!(TABLE.closest("bbml2_"), Some("bbml2"));
+    // ... and the first of two equally near ones.
+    const TWINS: Table = Table {
+        owner: "kernel",
+        words: &[Word::flag("abcd", "x"), Word::flag("abce", "x"), Word::flag("zzzz", "x")],
+        foreign: &[],
+    };
+    let twins = TWINS;
+    assert_eq!(twins.closest("abcf"), Some("abcd"));
+    assert_eq!(TABLE.closest("bbml2_unsafe_overrid"), Some("bbml2_unsafe_override"), "a later, nearer word wins");
+    // Names past 64 characters get no suggestion; 64 still do.
+    let long = |n: usize| format!("bbml2{}", "x".repeat(n - 5));
+    assert_eq!(TABLE.closest(&long(64)), Some("bbml2"));
+    assert_eq!(TABLE.closest(&long(65)), None);
+}
+
+#[test]
+fn edit_distance_counts_insertions_deletions_and_substitutions() {
+    for (a, b, d) in [
+        ("", "", 0),
+        ("", "abc", 3),
+        ("abc", "", 3),
+        ("abc", "abcd", 1),
+        ("abcd", "abc", 1),
+        ("abc", "abd", 1),
+        ("ab", "ba", 2),
+        ("kitten", "sitting", 3),
+        ("bbml2", "bbml2", 0),
+    ] {
+        assert_eq!(edit_distance(a, b), d, "{a:?} -> {b:?}");
+    }
 }

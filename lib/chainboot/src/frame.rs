@@ -352,6 +352,17 @@ mod tests {
             h.kernel_wire_len = h.kernel_len;
         })
         .is_ok());
+        // The limits themselves are accepted: the smallest image, an image_size of exactly the
+        // file's length.
+        assert!(with(|h| h.kernel_len = MIN_IMAGE).is_ok());
+        assert!(with(|h| h.hyp_len = MIN_IMAGE).is_ok());
+        assert!(with(|h| h.hyp_image_size = h.hyp_len).is_ok());
+        assert!(matches!(with(|h| h.hyp_image_size = h.hyp_len - 1), Err(HeaderError::ImageSize { .. })));
+        // Each refusal says what and by how much.
+        extern crate std;
+        use std::string::ToString;
+        let e = with(|h| h.kernel_len = 10).unwrap_err().to_string();
+        assert!(e.contains("kernel") && e.contains("10"), "{e}");
         let mut b = sample().encode();
         put(&mut b, 8, 2);
         let c = crc32(&b[..CRC_AT]);

@@ -308,6 +308,29 @@ mod tests {
     }
 
     #[test]
+    fn a_range_too_small_is_passed_over_for_the_next() {
+        // The lowest range cannot hold the hypervisor, the highest not the kernel: each goes to
+        // the next range in its direction.
+        let ram = [Region::new(GIB, 4 * MIB), Region::new(2 * GIB, GIB), Region::new(8 * GIB, 2 * MIB)];
+        let l = plan(&ram, &[], &Request { kernel_len: 3 * MIB, ..req() }).unwrap();
+        check(&ram, &[], &l);
+        assert_eq!(l.hyp_region.base, 2 * GIB);
+        assert_eq!(l.kernel.base, 3 * GIB - 3 * MIB);
+    }
+
+    #[test]
+    fn the_highest_place_may_end_exactly_at_a_window_boundary() {
+        let ram = [Region::new(GIB, 4 * MIB)];
+        // [GIB + 3M, GIB + 4M) ends at a 2 MiB boundary without crossing one.
+        assert_eq!(highest(&ram, MIB, PAGE, BLOCK_2M, &[]), Some(GIB + 3 * MIB));
+        assert_eq!(highest(&ram, MIB + PAGE, PAGE, BLOCK_2M, &[]), Some(GIB + 3 * MIB - PAGE));
+        // The highest place crosses GIB + 2M: the next candidate ends exactly there.
+        assert_eq!(highest(&[Region::new(GIB, 3 * MIB)], MIB + PAGE, PAGE, BLOCK_2M, &[]), Some(GIB + MIB - PAGE));
+        // 2M + a page cannot help crossing one in 4M.
+        assert_eq!(highest(&ram, 2 * MIB + PAGE, PAGE, BLOCK_2M, &[]), None);
+    }
+
+    #[test]
     fn random_layouts_never_overlap() {
         // A small deterministic generator: RAM in 1-3 ranges, 0-4 avoided regions.
         let mut x: u64 = 0x9e37_79b9_7f4a_7c15;

@@ -314,6 +314,23 @@ mod tests {
         assert!(sw.flush_local && sw.new_context);
     }
 
+    /// Seeded bug `asid-flush-only-on-new-context` of `cargo xtask mutants`: the roll-over's
+    /// flush is owed by every CPU, also one that switches into a space another CPU already
+    /// renumbered (no new context for it, but its TLB holds the old generation's entries).
+    #[test]
+    fn a_cpu_flushes_after_a_rollover_into_a_space_already_renumbered() {
+        let mut s = Sim::new(2, 6); // ASIDs 1..3
+        s.run(0, 0);
+        s.run(1, 1);
+        s.run(0, 2);
+        let d = s.run(0, 3); // CPU 0 rolls over
+        assert!(d.flush_local && d.new_context);
+        let e = s.run(1, 3);
+        assert_eq!((e.asid, e.new_context), (d.asid, false));
+        assert!(e.flush_local, "CPU 1 owes the roll-over's flush");
+        assert!(!s.run(1, 3).flush_local, "once");
+    }
+
     #[test]
     fn fast_path_keeps_the_id_and_a_rollover_keeps_running_asids() {
         let mut s = Sim::new(2, 6); // ASIDs 1..3

@@ -20,6 +20,73 @@ use crate::Error;
 #[cfg(any(test, feature = "seeded-bugs"))]
 use crate::mutation::Mutation;
 
+/// What a changed leaf needs ([`Ctx::leaf_decision`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LeafDecision {
+    /// Nothing (not live, no change, or a seeded bug's elision).
+    Nothing,
+    /// No maintenance: `needs_flush` says none is needed (counted as elided).
+    Elided,
+    /// No maintenance: a lazily relaxed user permission upgrade (counted).
+    Lazy,
+    /// A TLB invalidation of the entry (all ASIDs when it was global).
+    Flush {
+        /// The old entry was global.
+        global: bool,
+    },
+}
+
+/// The seeded bug in force where the decision is taken (nothing in a target build).
+#[cfg(any(test, feature = "seeded-bugs"))]
+pub(crate) type SeededBug = Mutation;
+/// The seeded bug in force where the decision is taken (nothing in a target build).
+#[cfg(not(any(test, feature = "seeded-bugs")))]
+pub(crate) type SeededBug = ();
+
+/// [`Ctx::leaf_decision`] for a table of `regime` (`live`, with `policy`), outside an operation
+/// context: the one place the flush of a changed leaf is decided.
+#[inline]
+pub(crate) fn leaf_decision(
+    regime: Regime,
+    live: bool,
+    policy: &Policy,
+    #[allow(unused_variables)] bug: SeededBug,
+    old: Desc,
+    new: Desc,
+) -> LeafDecision {
+    struct Bug {
+        #[cfg(any(test, feature = "seeded-bugs"))]
+        mutation: Mutation,
+    }
+    let _b = Bug {
+        #[cfg(any(test, feature = "seeded-bugs"))]
+        mutation: bug,
+    };
+    if !live || old == new {
+        return LeafDecision::Nothing;
+    }
+    let needed = if policy.flush_elision { needs_flush(old, new) } else { true };
+    if !needed {
+        return LeafDecision::Elided;
+    }
+    let user_table = matches!(regime, Regime::El1 { half: crate::regime::VaHalf::Lower, .. });
+    let relaxation = crate::descriptor::is_user_relaxation(old, new)
+        || (seeded_bug!(_b, LazyRelaxAnyPermission) && old.is_valid() && new.is_valid());
+    if policy.lazy_relax && user_table && relaxation {
+        return LeafDecision::Lazy;
+    }
+    if seeded_bug!(_b, ElideTlbiRwToRo)
+        && old.is_valid()
+        && new.is_valid()
+        && old.addr() == new.addr()
+        && (old.0 ^ new.0) == crate::descriptor::AP_RO
+    {
+        return LeafDecision::Nothing;
+    }
+    let global = matches!(regime, Regime::El1 { .. }) && !old.is_not_global();
+    LeafDecision::Flush { global }
+}
+
 /// Everything one operation works with.
 pub(crate) struct Ctx<'a, A: FrameAlloc, T: TlbMaintenance + ?Sized> {
     pub regime: Regime,
@@ -207,34 +274,37 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
 
     /// Records a changed leaf for the gather, applying the flush-elision rule and lazy
     /// relaxation of user pages. Every path that changes a leaf goes through here (the fast
-    /// paths included: none may decide the flush itself).
+    /// paths included: none may decide the flush itself; a run of like entries asks once,
+    /// [`Ctx::leaf_decision`], and applies the answer to each, [`Ctx::record_run`]).
     #[inline]
     pub fn record_leaf_change(&mut self, off: u64, level: usize, old: Desc, new: Desc) {
-        if !self.live || old == new {
-            return;
+        let d = self.leaf_decision(old, new);
+        self.record_run(d, off, level, 1);
+    }
+
+    /// What a live table needs for leaf `old` becoming `new`: the flush-elision rule, lazy
+    /// relaxation of user pages (and the seeded bugs that act in the decision). The same for
+    /// every entry whose descriptor equals `old` outside the output address and turns into
+    /// `new` the same way.
+    #[inline]
+    pub fn leaf_decision(&self, old: Desc, new: Desc) -> LeafDecision {
+        #[cfg(any(test, feature = "seeded-bugs"))]
+        let m = self.mutation;
+        #[cfg(not(any(test, feature = "seeded-bugs")))]
+        let m = ();
+        leaf_decision(self.regime, self.live, &self.policy, m, old, new)
+    }
+
+    /// Applies `d` to `n` changed leaves of `level` from input offset `off` on (consecutive
+    /// entries of one table).
+    #[inline]
+    pub fn record_run(&mut self, d: LeafDecision, off: u64, level: usize, n: u64) {
+        match d {
+            LeafDecision::Nothing => {}
+            LeafDecision::Elided => self.stats.flushes_elided += n,
+            LeafDecision::Lazy => self.stats.lazy_relaxed += n,
+            LeafDecision::Flush { global } => self.gather.add_leaf(off, n * level_size(level), global),
         }
-        let needed = if self.policy.flush_elision { needs_flush(old, new) } else { true };
-        if !needed {
-            self.stats.flushes_elided += 1;
-            return;
-        }
-        let user_table = matches!(self.regime, Regime::El1 { half: crate::regime::VaHalf::Lower, .. });
-        let relaxation = crate::descriptor::is_user_relaxation(old, new)
-            || (seeded_bug!(self, LazyRelaxAnyPermission) && old.is_valid() && new.is_valid());
-        if self.policy.lazy_relax && user_table && relaxation {
-            self.stats.lazy_relaxed += 1;
-            return;
-        }
-        if seeded_bug!(self, ElideTlbiRwToRo)
-            && old.is_valid()
-            && new.is_valid()
-            && old.addr() == new.addr()
-            && (old.0 ^ new.0) == crate::descriptor::AP_RO
-        {
-            return;
-        }
-        let global = self.is_global(old);
-        self.gather.add_leaf(off, level_size(level), global);
     }
 
     /// Invalidates one entry (or contiguous range) now: `DSB ISHST`, TLBI, `DSB ISH`. The

@@ -31,7 +31,7 @@ mod fields {
             ATTR_INDX OFFSET(2) NUMBITS(3) [],
             /// Non-secure output (ignored in the non-secure regimes used here).
             NS OFFSET(5) NUMBITS(1) [],
-            /// Access permissions AP[2:1]. In the EL2 (single privilege) regime AP[1] is RES1.
+            /// Access permissions `AP[2:1]`. In the EL2 (single privilege) regime `AP[1]` is RES1.
             AP OFFSET(6) NUMBITS(2) [
                 PrivRwUserNone = 0b00,
                 PrivRwUserRw = 0b01,
@@ -95,7 +95,7 @@ mod fields {
             OUTPUT_ADDR OFFSET(12) NUMBITS(36) [],
             /// Contiguous hint.
             CONTIGUOUS OFFSET(52) NUMBITS(1) [],
-            /// Execute never, XN[1:0] (bit 53 is RES0 without FEAT_XNX; only 0b00 and 0b10 are used).
+            /// Execute never, `XN[1:0]` (bit 53 is RES0 without FEAT_XNX; only 0b00 and 0b10 are used).
             XN OFFSET(53) NUMBITS(2) [
                 Executable = 0b00,
                 ExecuteNever = 0b10
@@ -141,6 +141,9 @@ pub mod sw {
 pub const IGNORED_LEAF_BITS: u64 = sw::MASK | (1 << 63);
 
 const OA_MASK: u64 = 0x0000_ffff_ffff_f000;
+/// Every bit of a leaf but its output address: two leaves equal in these differ only in where
+/// they point.
+pub(crate) const NOT_OUTPUT_BITS: u64 = !OA_MASK;
 pub(crate) const CONT_BIT: u64 = 1 << 52;
 
 /// A raw descriptor as stored in a table.
@@ -244,9 +247,9 @@ impl core::fmt::Debug for Desc {
     }
 }
 
-/// Stage-1 AP[2]: read-only at every privilege it grants.
+/// Stage-1 `AP[2]`: read-only at every privilege it grants.
 pub const AP_RO: u64 = 1 << 7;
-/// Stage-1 AP[1]: EL0 may access (EL1&0 only; RES1 at EL2).
+/// Stage-1 `AP[1]`: EL0 may access (EL1&0 only; RES1 at EL2).
 pub const AP_USER: u64 = 1 << 6;
 /// Stage-1 nG: the entry is tagged with the ASID (EL1&0 only); clear = global.
 pub const NG: u64 = 1 << 11;
@@ -255,12 +258,12 @@ pub const PXN: u64 = 1 << 53;
 /// Stage-1 UXN: not executable at EL0 (EL1&0) / execute never (EL2).
 pub const UXN: u64 = 1 << 54;
 
-/// Leaf bits that hold access permissions, at the same positions in both stages: AP[2:1] /
-/// S2AP (7:6), PXN / XN[0] (53), UXN / XN[1] (54).
+/// Leaf bits that hold access permissions, at the same positions in both stages: `AP[2:1]` /
+/// S2AP (7:6), PXN / `XN[0]` (53), UXN / `XN[1]` (54).
 pub const PERM_BITS: u64 = AP_RO | AP_USER | PXN | UXN;
 
-/// The bit that grants write access in a leaf of `regime`: stage 2 S2AP[1] (set: writable),
-/// stage 1 AP[2] (set: read-only). Same position (7) in both.
+/// The bit that grants write access in a leaf of `regime`: stage 2 `S2AP[1]` (set: writable),
+/// stage 1 `AP[2]` (set: read-only). Same position (7) in both.
 pub const WRITE_BIT: u64 = 1 << 7;
 
 /// Whether the valid leaf `d` grants write access in `regime`.
@@ -273,8 +276,8 @@ pub const fn grants_write(regime: Regime, d: Desc) -> bool {
         }
 }
 
-/// `d` without write access (everything else kept): stage 2 clears S2AP[1] (as KVM's
-/// `kvm_pgtable_stage2_wrprotect`), stage 1 sets AP[2].
+/// `d` without write access (everything else kept): stage 2 clears `S2AP[1]` (as KVM's
+/// `kvm_pgtable_stage2_wrprotect`), stage 1 sets `AP[2]`.
 #[inline(always)]
 pub const fn without_write(regime: Regime, d: Desc) -> Desc {
     match regime {
@@ -285,7 +288,7 @@ pub const fn without_write(regime: Regime, d: Desc) -> Desc {
 
 /// The write-protect fast path's test: a valid, non-contiguous leaf of `regime` that grants
 /// write access is exactly a `d` with `d & select == want` (returned as `(select, want)`), and
-/// `d ^ WRITE_BIT` is [`without_write`] of it (stage 2 clears S2AP[1], stage 1 sets AP[2]: the
+/// `d ^ WRITE_BIT` is [`without_write`] of it (stage 2 clears `S2AP[1]`, stage 1 sets `AP[2]`: the
 /// same bit flips).
 #[inline(always)]
 pub const fn writable_page_test(regime: Regime) -> (u64, u64) {
@@ -324,8 +327,9 @@ impl PermMask {
     pub fn new(regime: Regime, perms: Perms) -> Option<PermMask> {
         let none = perms.is_none();
         let encoded = if none { Perms::READ } else { perms };
-        let t = encode_leaf(regime, PhysAddr::new(0), Attributes::normal(encoded), 3, false).ok()?;
-        Some(PermMask { bits: t.0 & PERM_BITS, exec: !(perms & (Perms::EXEC | Perms::USER_EXEC)).is_none(), none })
+        validate(regime, Attributes::normal(encoded)).ok()?;
+        let bits = perm_bits(regime, encoded);
+        Some(PermMask { bits, exec: !(perms & (Perms::EXEC | Perms::USER_EXEC)).is_none(), none })
     }
     /// The leaf `d` (valid or PROT_NONE) with the new permissions, or `None` where the mask does
     /// not apply (`d` not a leaf of `level`, or executable device memory: the slow path reports
@@ -362,7 +366,7 @@ pub const fn needs_flush(old: Desc, new: Desc) -> bool {
 
 /// Whether `old` -> `new` only widens the permissions of a valid **user** leaf of an EL1&0
 /// table: read-only -> read-write and/or execute-never -> executable at EL0, with both entries
-/// EL0-accessible (AP[1] set) and nothing else changed (output, attributes, PXN, contiguous
+/// EL0-accessible (`AP[1]` set) and nothing else changed (output, attributes, PXN, contiguous
 /// bit). A TLB entry left from `old` then grants less than the tables: an access it refuses
 /// takes a permission fault, which the kernel recognises as spurious (the tables allow the
 /// access) and fixes with a local TLBI. This is what `Policy::lazy_relax` leaves unflushed.
@@ -373,6 +377,36 @@ pub const fn is_user_relaxation(old: Desc, new: Desc) -> bool {
     let widens_write = !(old.0 & AP_RO == 0 && new.0 & AP_RO != 0);
     let widens_exec = !(old.0 & UXN == 0 && new.0 & UXN != 0);
     widens_write && widens_exec && (old.0 & PXN) == (new.0 & PXN)
+}
+
+/// The permission bits ([`PERM_BITS`]) of `perms` in `regime` (`perms` valid there: see
+/// [`validate`]): the one place permissions become descriptor bits ([`encode_leaf`] and
+/// [`PermMask`] both use it). Stage 2: S2AP read/write, XN. EL1&0: AP[2:1] from write and EL0
+/// access, PXN and UXN. EL2 (non-VHE): AP[1] RES1, AP[2] read-only, XN in bit 54.
+pub fn perm_bits(regime: Regime, perms: Perms) -> u64 {
+    let write = perms.contains(Perms::WRITE);
+    match regime {
+        Regime::Stage2 { .. } => {
+            let ap = (perms.contains(Perms::READ) as u64) | ((write as u64) << 1);
+            let xn = if perms.contains(Perms::EXEC) { STAGE2::XN::Executable } else { STAGE2::XN::ExecuteNever };
+            (STAGE2::S2AP.val(ap) + xn).value
+        }
+        Regime::El1 { .. } => {
+            let ap = match (write, perms.contains(Perms::USER)) {
+                (true, false) => STAGE1::AP::PrivRwUserNone,
+                (true, true) => STAGE1::AP::PrivRwUserRw,
+                (false, false) => STAGE1::AP::PrivRoUserNone,
+                (false, true) => STAGE1::AP::PrivRoUserRo,
+            };
+            (ap + STAGE1::PXN.val(!perms.contains(Perms::EXEC) as u64)
+                + STAGE1::UXN.val(!perms.contains(Perms::USER_EXEC) as u64))
+            .value
+        }
+        Regime::El2 => {
+            let ap = if write { STAGE1::AP::PrivRwUserRw } else { STAGE1::AP::PrivRoUserRo };
+            (ap + STAGE1::UXN.val(!perms.contains(Perms::EXEC) as u64)).value
+        }
+    }
 }
 
 /// Encodes a leaf (block at levels 1-2, page at level 3) for `regime`. `Perms::NONE` encodes a
@@ -404,19 +438,15 @@ pub fn encode_leaf(
                 MemType::Normal => STAGE2::MEM_ATTR::NormalWb,
                 MemType::NormalNc => STAGE2::MEM_ATTR::NormalNc,
             };
-            let ap = (perms.contains(Perms::READ) as u64) | ((perms.contains(Perms::WRITE) as u64) << 1);
-            let xn = if perms.contains(Perms::EXEC) { STAGE2::XN::Executable } else { STAGE2::XN::ExecuteNever };
             let ty = if page_type { STAGE2::TYPE::TableOrPage } else { STAGE2::TYPE::Block };
             let v = STAGE2::VALID::SET
                 + ty
                 + mem
-                + STAGE2::S2AP.val(ap)
                 + STAGE2::SH::InnerShareable
                 + STAGE2::AF::SET
                 + STAGE2::OUTPUT_ADDR.val(pa.as_u64() >> 12)
-                + STAGE2::CONTIGUOUS.val(contiguous as u64)
-                + xn;
-            v.value
+                + STAGE2::CONTIGUOUS.val(contiguous as u64);
+            v.value | perm_bits(regime, perms)
         }
         Regime::El2 | Regime::El1 { .. } => {
             let idx = match attrs.mem {
@@ -424,7 +454,6 @@ pub fn encode_leaf(
                 MemType::Normal => MAIR_NORMAL_WB,
                 MemType::NormalNc => MAIR_NORMAL_NC,
             };
-            let write = perms.contains(Perms::WRITE);
             let ty = if page_type { STAGE1::TYPE::TableOrPage } else { STAGE1::TYPE::Block };
             let mut v = STAGE1::VALID::SET
                 + ty
@@ -433,27 +462,11 @@ pub fn encode_leaf(
                 + STAGE1::AF::SET
                 + STAGE1::OUTPUT_ADDR.val(pa.as_u64() >> 12)
                 + STAGE1::CONTIGUOUS.val(contiguous as u64);
-            match regime {
-                Regime::El1 { half, .. } => {
-                    let user = perms.contains(Perms::USER);
-                    v += match (write, user) {
-                        (true, false) => STAGE1::AP::PrivRwUserNone,
-                        (true, true) => STAGE1::AP::PrivRwUserRw,
-                        (false, false) => STAGE1::AP::PrivRoUserNone,
-                        (false, true) => STAGE1::AP::PrivRoUserRo,
-                    };
-                    v += STAGE1::PXN.val(!perms.contains(Perms::EXEC) as u64);
-                    v += STAGE1::UXN.val(!perms.contains(Perms::USER_EXEC) as u64);
-                    let global = attrs.global.unwrap_or(half == VaHalf::Upper);
-                    v += STAGE1::NG.val(!global as u64);
-                }
-                _ => {
-                    // EL2 non-VHE: AP[1] is RES1, AP[2] selects read-only; XN is bit 54.
-                    v += if write { STAGE1::AP::PrivRwUserRw } else { STAGE1::AP::PrivRoUserRo };
-                    v += STAGE1::UXN.val(!perms.contains(Perms::EXEC) as u64);
-                }
+            if let Regime::El1 { half, .. } = regime {
+                let global = attrs.global.unwrap_or(half == VaHalf::Upper);
+                v += STAGE1::NG.val(!global as u64);
             }
-            v.value
+            v.value | perm_bits(regime, perms)
         }
     };
     Ok(if prot_none { Desc((bits & !1) | sw::PROT_NONE) } else { Desc(bits) })

@@ -58,8 +58,10 @@ pub unsafe trait FrameAlloc {
 }
 
 /// Writes entry `i` = `first + i * step` for all 512 entries of the table at `table`, with plain
-/// stores (paired and unrolled: 2 instructions per entry on aarch64, where a volatile store and
-/// its loop took 5).
+/// stores: sixteen at a time, each entry one add from the round's base and the multiples of
+/// `step` kept in registers, written by eight paired stores (on aarch64 about 1.7 instructions
+/// per entry: one add each, half a store, the loop's three per round; a volatile store and its
+/// loop took 5, four at a time 1.9).
 ///
 /// # Safety
 /// `table` points to a whole 4 KiB frame that nothing else reads or writes until the caller
@@ -68,15 +70,18 @@ pub unsafe trait FrameAlloc {
 pub unsafe fn fill_unlinked(table: *mut u64, first: u64, step: u64) {
     // SAFETY: the caller gives us the whole frame, exclusively (see above).
     let entries = unsafe { core::slice::from_raw_parts_mut(table, ENTRIES_PER_TABLE) };
-    // Four at a time from running sums: two paired stores and four adds per four entries.
-    let (s2, s3, s4) = (step.wrapping_mul(2), step.wrapping_mul(3), step.wrapping_mul(4));
+    const ROUND: usize = 16;
+    let mut k = [0u64; ROUND];
+    for (i, m) in k.iter_mut().enumerate() {
+        *m = step.wrapping_mul(i as u64);
+    }
+    let next = step.wrapping_mul(ROUND as u64);
     let mut d = first;
-    for four in entries.chunks_exact_mut(4) {
-        four[0] = d;
-        four[1] = d.wrapping_add(step);
-        four[2] = d.wrapping_add(s2);
-        four[3] = d.wrapping_add(s3);
-        d = d.wrapping_add(s4);
+    for round in entries.chunks_exact_mut(ROUND) {
+        for (e, m) in round.iter_mut().zip(k) {
+            *e = d.wrapping_add(m);
+        }
+        d = d.wrapping_add(next);
     }
 }
 

@@ -19,8 +19,9 @@ use crate::tlb::{Barrier, Shareability, TlbMaintenance, Tlbi, TlbiOp, TlbiRange}
 pub struct FlushPolicy {
     /// Use FEAT_TLBIRANGE range operations when the hardware has them.
     pub use_range: bool,
-    /// Past this many TLBI instructions, invalidate the whole ASID / VMID / EL2 regime instead
-    /// (Linux: `MAX_DVM_OPS`, 512).
+    /// From this many TLBI instructions on, invalidate the whole ASID / VMID / EL2 regime
+    /// instead (Linux: `MAX_DVM_OPS`, 512: a range of 512 pages or more without range TLBIs
+    /// flushes the whole `mm`).
     pub whole_threshold: u64,
 }
 
@@ -191,6 +192,16 @@ pub fn emit_invalidation<T: TlbMaintenance + ?Sized>(
     let start = if has_leaves { req.range.start & !(stride - 1) } else { 0 };
     let end = if has_leaves { req.range.end } else { 0 };
     let per_entry_ops = (end - start).div_ceil(stride);
+    if per_entry_ops == 1 && req.tables.is_empty() && policy.whole_threshold > 1 {
+        // One entry (an mprotect or munmap of one page): its TLBI.
+        tlb.tlbi(Tlbi { op: single(regime, start, global, regime.input_base()), leaf_only, sh });
+        if let Regime::Stage2 { vmid } = regime {
+            tlb.dsb(Barrier::Ish);
+            tlb.tlbi(Tlbi { op: TlbiOp::Vmalle1 { vmid: Some(vmid) }, leaf_only: false, sh });
+            return 2;
+        }
+        return 1;
+    }
     let pages = (end - start).div_ceil(PAGE_SIZE);
     let range_ops = if policy.use_range && tlb.features().range && pages > 1 {
         let mut n = 0;
@@ -214,7 +225,7 @@ pub fn emit_invalidation<T: TlbMaintenance + ?Sized>(
         emitted += 1;
     };
 
-    if leaf_ops + table_ops > policy.whole_threshold {
+    if leaf_ops + table_ops >= policy.whole_threshold {
         let op = match regime {
             Regime::El2 => TlbiOp::Alle2,
             Regime::El1 { asid, half } => {
@@ -234,6 +245,7 @@ pub fn emit_invalidation<T: TlbMaintenance + ?Sized>(
     // Walk-cache entries are not tagged global or not: a removed table needs the all-ASID form
     // in an ASID-tagged regime unless every leaf below it was non-global; be conservative.
     let global_ops = global || !req.tables.is_empty();
+    let mut series = 0;
     if use_range {
         let rest = TlbiRange::decompose(pages, |p, r| {
             let b = start + p * PAGE_SIZE;
@@ -255,11 +267,8 @@ pub fn emit_invalidation<T: TlbMaintenance + ?Sized>(
             tlbi(single(regime, last, global_ops, base), tlb);
         }
     } else {
-        let mut off = start;
-        while off < end {
-            tlbi(single(regime, off, global_ops, base), tlb);
-            off += stride;
-        }
+        series = (end - start).div_ceil(stride);
+        tlb.tlbi_series(Tlbi { op: single(regime, start, global_ops, base), leaf_only, sh }, stride, series);
     }
     for t in req.tables.iter().filter(|t| !covered(t)) {
         tlbi(single(regime, t.0, global_ops, base), tlb);
@@ -269,7 +278,7 @@ pub fn emit_invalidation<T: TlbMaintenance + ?Sized>(
         tlb.tlbi(Tlbi { op: TlbiOp::Vmalle1 { vmid: Some(vmid) }, leaf_only: false, sh });
         emitted += 1;
     }
-    emitted
+    emitted + series
 }
 
 fn single(regime: Regime, off: u64, global: bool, base: u64) -> TlbiOp {
@@ -310,10 +319,10 @@ mod tests {
         let el1 = Regime::El1 { asid: 3, half: VaHalf::Lower };
         let t = run(el1, 1, false, true);
         assert_eq!(t.counters.tlbi_by_kind().collect::<Vec<_>>(), [("VALE1IS", 1)]);
+        let t = run(el1, 511, false, true);
+        assert_eq!(t.counters.tlbi_total(), 511);
         let t = run(el1, 512, false, true);
-        assert_eq!(t.counters.tlbi_total(), 512);
-        let t = run(el1, 513, false, true);
-        assert_eq!(t.counters.tlbi_by_kind().collect::<Vec<_>>(), [("ASIDE1IS", 1)]);
+        assert_eq!(t.counters.tlbi_by_kind().collect::<Vec<_>>(), [("ASIDE1IS", 1)], "as Linux's MAX_DVM_OPS");
         let t = run(el1, 513, true, false);
         assert_eq!(t.counters.tlbi_by_kind().collect::<Vec<_>>(), [("VAE1IS", 1), ("RVAE1IS", 1)]);
     }

@@ -175,6 +175,32 @@ impl TlbMaintenance for HwTlb {
         issue(&op);
     }
 
+    /// Counted once; the by-VA forms of EL1&0 user pages (an mprotect or munmap of a range
+    /// without range TLBIs) from a loop that steps the operand, others one by one.
+    fn tlbi_series(&mut self, first: Tlbi, stride: u64, count: u64) {
+        TLBI_COUNT[first.kind()].fetch_add(count, Ordering::Relaxed);
+        let step = stride >> 12;
+        if let (TlbiOp::Vae1 { asid, va }, Shareability::InnerShareable) = (first.op, first.sh) {
+            let mut x = va_operand(asid, va.as_u64());
+            let end = x + count * step;
+            if first.leaf_only {
+                while x < end {
+                    tlbi_xt!("tlbi vale1is", x);
+                    x += step;
+                }
+            } else {
+                while x < end {
+                    tlbi_xt!("tlbi vae1is", x);
+                    x += step;
+                }
+            }
+            return;
+        }
+        for i in 0..count {
+            issue(&first.advanced(i * stride));
+        }
+    }
+
     fn dsb(&mut self, barrier: Barrier) {
         DSB_COUNT[barrier.kind()].fetch_add(1, Ordering::Relaxed);
         // SAFETY: barriers only order and complete memory accesses and TLB maintenance; no

@@ -219,11 +219,11 @@ pub fn set_memory_with<A: FrameAlloc, T: TlbMaintenance + ?Sized>(
     fold: bool,
     opts: Opts,
 ) -> Result<(), Error> {
-    if !start.is_page_aligned() || !size.is_multiple_of(PAGE_SIZE) {
-        let (arg, value) = if start.is_page_aligned() { (Arg::Size, size) } else { (Arg::Start, start.as_u64()) };
-        return Err(Error::Misaligned { arg, value, align: PAGE_SIZE });
-    }
+    // The range checks every operation makes (alignment, the table's half of the address
+    // space): a range outside the table is refused, not skipped as unmapped.
+    pt.offsets(start, size)?;
     let s = start.as_u64();
+    // The table's last page ends at 2^64, which a u64 cannot hold.
     let e = s.checked_add(size).ok_or(Error::OutOfRange { arg: Arg::End, value: s, limit: u64::MAX })?;
     let mut run: Option<(u64, u64, Perms)> = None;
     let mut a = s;
@@ -312,6 +312,18 @@ mod tests {
     /// The layout of QEMU virt RAM under the hypervisor: 2 MiB, a hole, the rest.
     fn guest_ram(total: u64) -> [(u64, u64); 2] {
         [(GIB, GIB + 2 * MIB), (GIB + 24 * MIB, GIB + total)]
+    }
+
+    #[test]
+    fn set_memory_refuses_a_range_outside_the_table() {
+        let mut pt = PageTable::new(Regime::El1 { asid: 0, half: VaHalf::Upper }, HeapFrames::default()).unwrap();
+        let mut tlb = crate::CountingTlb::default();
+        let r = set_memory(&mut pt, &mut tlb, VirtAddr::new(0x40_0000), PAGE_SIZE, MemChange::Ro, false);
+        assert!(matches!(r, Err(Error::OutOfRange { arg: Arg::Start, value: 0x40_0000, .. })), "{r:?}");
+        let r = set_memory(&mut pt, &mut tlb, VirtAddr::new(0xffff_8000_0000_0008), PAGE_SIZE, MemChange::Ro, false);
+        assert!(matches!(r, Err(Error::Misaligned { arg: Arg::Start, .. })), "{r:?}");
+        let r = set_memory(&mut pt, &mut tlb, VirtAddr::new(u64::MAX - 0xfff), 2 * PAGE_SIZE, MemChange::Ro, false);
+        assert!(matches!(r, Err(Error::OutOfRange { .. })), "{r:?}");
     }
 
     #[test]

@@ -27,12 +27,23 @@ pub enum Mutation {
     /// Link a new table (zeroed or filled while unreachable) into a live table without the
     /// `DSB ISHST` that makes its contents visible first.
     LinkUnpublishedTable,
+    /// `protect`'s run of like pages records none of them for the flush (the first page of a
+    /// run, decided one by one, still is).
+    ProtectRunUnflushed,
+    /// `protect`'s run takes pages that differ from the first in their permission bits as its
+    /// kind (a read-only page after a writable one gets the writable one's flip).
+    ProtectRunWideKind,
+    /// `unmap`'s loop over a level-3 table (whole tables, and the direct path of
+    /// `unmap_pages_of`) clears pages without recording them for the flush.
+    UnmapPagesUnflushed,
+    /// The split of a run of level-2 blocks breaks only the first before linking them all.
+    SplitRunBreaksFirst,
 }
 
 impl Mutation {
     /// Every seeded bug (all variants but `None`, in declaration order; a test keeps the list
     /// complete).
-    pub const ALL: [Mutation; 8] = [
+    pub const ALL: [Mutation; 12] = [
         Mutation::SkipBbmOnSplit,
         Mutation::ElideTlbiRwToRo,
         Mutation::ElideTlbiOaChange,
@@ -41,12 +52,23 @@ impl Mutation {
         Mutation::LazyRelaxAnyPermission,
         Mutation::KeepNoWritable,
         Mutation::LinkUnpublishedTable,
+        Mutation::ProtectRunUnflushed,
+        Mutation::ProtectRunWideKind,
+        Mutation::UnmapPagesUnflushed,
+        Mutation::SplitRunBreaksFirst,
     ];
 
     /// Whether the bug can only show with `Policy::lazy_relax` on a user (EL1&0 lower half)
     /// table: a run that hunts it must turn lazy relaxation on.
     pub const fn needs_lazy_relax(self) -> bool {
         matches!(self, Mutation::LazyRelaxAnyPermission)
+    }
+
+    /// Whether the bug shows only in runs of 2 MiB blocks (consecutive blocks of one level-2
+    /// table, all in the range of a split): a run that hunts it must map and split such runs
+    /// often (the property test's scale of 2 MiB units).
+    pub const fn needs_block_runs(self) -> bool {
+        matches!(self, Mutation::SplitRunBreaksFirst)
     }
 }
 
@@ -69,11 +91,15 @@ mod tests {
                 Mutation::LazyRelaxAnyPermission => Some(5),
                 Mutation::KeepNoWritable => Some(6),
                 Mutation::LinkUnpublishedTable => Some(7),
+                Mutation::ProtectRunUnflushed => Some(8),
+                Mutation::ProtectRunWideKind => Some(9),
+                Mutation::UnmapPagesUnflushed => Some(10),
+                Mutation::SplitRunBreaksFirst => Some(11),
             }
         }
         for (i, m) in Mutation::ALL.into_iter().enumerate() {
             assert_eq!(position(m), Some(i), "{m:?}");
         }
-        assert_eq!(position(Mutation::LinkUnpublishedTable).map(|p| p + 1), Some(Mutation::ALL.len()));
+        assert_eq!(position(Mutation::SplitRunBreaksFirst).map(|p| p + 1), Some(Mutation::ALL.len()));
     }
 }

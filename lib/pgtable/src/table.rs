@@ -179,6 +179,9 @@ pub struct PageTable<A: FrameAlloc> {
     config: Config,
     policy: Policy,
     stats: Stats,
+    /// The last page descriptor `map` encoded for one page, with output 0, and its attributes:
+    /// a page fault maps page after page with the same attributes, each encoded once.
+    page_template: Option<(Attributes, Desc)>,
     #[cfg(any(test, feature = "seeded-bugs"))]
     pub(crate) mutation: Mutation,
 }
@@ -221,6 +224,7 @@ impl<A: FrameAlloc> PageTable<A> {
             config,
             policy: Policy::default(),
             stats,
+            page_template: None,
             #[cfg(any(test, feature = "seeded-bugs"))]
             mutation: Mutation::None,
         })
@@ -374,6 +378,25 @@ impl<A: FrameAlloc> PageTable<A> {
             let off = off & !(size - 1);
             return Some(Entry { table, index, level, off, desc, visit: crate::walker::Visit::Leaf });
         }
+    }
+
+    /// The level-3 page descriptor for `attrs` with output address 0 (encoded once per
+    /// attributes in a row).
+    pub(crate) fn page_template(&mut self, attrs: Attributes) -> Result<Desc, Error> {
+        if let Some((a, d)) = self.page_template {
+            if a == attrs {
+                return Ok(d);
+            }
+        }
+        let d = crate::descriptor::encode_leaf(self.regime, PhysAddr::new(0), attrs, 3, false)?;
+        self.page_template = Some((attrs, d));
+        Ok(d)
+    }
+
+    /// Whether anything (a valid leaf or a PROT_NONE one) maps `addr` (software view): one load
+    /// per level, nothing decoded.
+    pub fn is_mapped<I: InputAddress>(&self, addr: I) -> bool {
+        self.find_leaf(addr).is_some()
     }
 
     /// Looks up one input address in the tables (software view, no TLB involved).

@@ -1,7 +1,7 @@
 //! The TLB-maintenance edge: TLBI operations, barriers, and counters by kind.
 //!
 //! The library decides *which* operations a change needs (see [`crate::gather`]); an
-//! implementation of [`TlbMaintenance`] only executes them: [`crate::hw::HwTlb`] on the target,
+//! implementation of [`TlbMaintenance`] only executes them: `hw::HwTlb` on the target,
 //! [`CountingTlb`] on the host (counts only), and the model checker's recorder in tests.
 
 use crate::addr::{IntermPhysAddr, VirtAddr, PAGE_SIZE};
@@ -276,10 +276,37 @@ pub struct TlbFeatures {
     pub range: bool,
 }
 
+impl Tlbi {
+    /// The same invalidation `delta` bytes further on (the address of a by-address form moves;
+    /// the whole-context and range forms stay as they are).
+    pub fn advanced(self, delta: u64) -> Tlbi {
+        use crate::addr::{IntermPhysAddr, VirtAddr};
+        let va = |v: VirtAddr| VirtAddr::new(v.as_u64().wrapping_add(delta));
+        let op = match self.op {
+            TlbiOp::Vae1 { asid, va: v } => TlbiOp::Vae1 { asid, va: va(v) },
+            TlbiOp::Vaae1 { va: v } => TlbiOp::Vaae1 { va: va(v) },
+            TlbiOp::Vae2 { va: v } => TlbiOp::Vae2 { va: va(v) },
+            TlbiOp::Ipas2e1 { vmid, ipa } => {
+                TlbiOp::Ipas2e1 { vmid, ipa: IntermPhysAddr::new(ipa.as_u64().wrapping_add(delta)) }
+            }
+            other => other,
+        };
+        Tlbi { op, ..self }
+    }
+}
+
 /// Executes TLB maintenance and barriers.
 pub trait TlbMaintenance {
     /// Issues one TLBI.
     fn tlbi(&mut self, op: Tlbi);
+    /// Issues `count` TLBIs: `first`, then the same `stride` bytes further on each time (the
+    /// per-entry invalidation of a range). The default is one [`TlbMaintenance::tlbi`] each
+    /// (what the model records); hardware may issue them from a tighter loop.
+    fn tlbi_series(&mut self, first: Tlbi, stride: u64, count: u64) {
+        for i in 0..count {
+            self.tlbi(first.advanced(i * stride));
+        }
+    }
     /// Issues a DSB.
     fn dsb(&mut self, barrier: Barrier);
     /// Issues an ISB.
@@ -293,6 +320,9 @@ pub trait TlbMaintenance {
 impl<T: TlbMaintenance + ?Sized> TlbMaintenance for &mut T {
     fn tlbi(&mut self, op: Tlbi) {
         (**self).tlbi(op)
+    }
+    fn tlbi_series(&mut self, first: Tlbi, stride: u64, count: u64) {
+        (**self).tlbi_series(first, stride, count)
     }
     fn dsb(&mut self, barrier: Barrier) {
         (**self).dsb(barrier)

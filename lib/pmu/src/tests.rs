@@ -203,3 +203,81 @@ fn qemus_pmceid_is_recognised() {
     assert!(!looks_emulated([0x7fff_ffff, 0x0000_3fff]), "a real PMU");
     assert!(!looks_emulated([0x20001 | 1 << 5, 0x18]), "one TLB event is enough to be real");
 }
+
+#[test]
+fn the_pmcr_bits_are_the_architectures() {
+    // The driver and the simulated PMU share these constants, so only a test against the Arm
+    // ARM's numbers (PMCR_EL0: E 0, P 1, C 2, LC 6, LP 7, N [15:11]) sees one moved.
+    assert_eq!([pmcr::E, pmcr::P, pmcr::C, pmcr::LC, pmcr::LP], [1, 2, 4, 0x40, 0x80]);
+    assert_eq!(pmcr::n(0x4100_3000 | 0x1f << 11 | 0x7ff), 0x1f);
+    assert_eq!(pmcr::n(6 << 11), 6);
+}
+
+#[test]
+fn every_reason_not_to_count_says_something_its_own() {
+    use NotCounted::*;
+    let all = [NoPmu, NotImplemented, Emulated, NotThisCore, EmulatedZero, NoFreeCounter];
+    let whys: std::collections::BTreeSet<&str> = all.iter().map(|n| n.why()).collect();
+    assert_eq!(whys.len(), all.len(), "{whys:?}");
+    assert!(whys.iter().all(|w| w.len() > 8), "{whys:?}");
+}
+
+#[test]
+fn extended_events_and_a_cores_unlisted_numbers() {
+    let a76 = Core::CortexA76;
+    // 0x4000-0x401f are PMCEID0's upper half: 0x4000 is bit 32, 0x4003 bit 35.
+    let ext = [1 << 32 | 1 << 35, 0];
+    assert_eq!(support(0x4000, ext, a76, false), Ok(()));
+    assert_eq!(support(0x4003, ext, a76, false), Ok(()));
+    assert_eq!(support(0x4001, ext, a76, false), Err(NotCounted::NotImplemented));
+    assert_eq!(support(0x4020, ext, a76, false), Err(NotCounted::NotImplemented), "PMCEID1's half, not PMCEID0's");
+    assert_eq!(support(0x4000, [0, 1 << 32], a76, false), Err(NotCounted::NotImplemented));
+    // An IMPLEMENTATION DEFINED number the core's table does not list, beside one it does.
+    assert_eq!(support(0xd5, [0, 0], a76, false), Ok(()));
+    assert_eq!(support(0xfff, [0, 0], a76, false), Err(NotCounted::NotThisCore));
+}
+
+/// Counters at index 0 hide a shift the wrong way (`1 << 0 == 1 >> 0`): these sit higher.
+#[test]
+fn a_counter_above_index_0_uses_its_own_bit_everywhere() {
+    let sim = SimPmu::new(4, 6, qemu_pmceid(true));
+    let state = CpuState::new();
+    let pmu = Pmu::new(&sim, &state, 0, true).unwrap();
+    let cycles = pmu.claim(event(CPU_CYCLES), ElFilter::ALL).unwrap();
+    let sw = pmu.claim(event(SW_INCR), ElFilter::ALL).unwrap();
+    let c = pmu.claim_high(event(INST_RETIRED), ElFilter::ALL).unwrap();
+    assert_eq!((cycles.idx, sw.idx, c.idx), (0, 1, 5));
+    pmu.enable_overflow_irq(&c, true);
+    assert_eq!(sim.inten.get(), 1 << 5);
+    pmu.enable_overflow_irq(&c, false);
+    assert_eq!(sim.inten.get(), 0);
+    pmu.software_increment(&sw);
+    pmu.software_increment(&sw);
+    assert_eq!((pmu.read(&sw), pmu.read(&cycles)), (2, 0));
+    // A preset above 2^32: the high half is the wrap count; a pending overflow is dropped.
+    sim.tick(INST_RETIRED, 0x1_0000_0000);
+    assert_eq!(sim.ovs.get(), 1 << 5);
+    pmu.preset(&c, 0x3_ffff_fff0);
+    assert_eq!((sim.ovs.get(), sim.evcntr.borrow()[5]), (0, 0xffff_fff0));
+    assert_eq!(pmu.read(&c), 0x3_ffff_fff0);
+    sim.tick(INST_RETIRED, 0x20);
+    assert_eq!(pmu.service_overflow(), 1 << 5);
+    assert_eq!(pmu.read(&c), 0x4_0000_0010);
+    assert_eq!((pmu.read(&sw), pmu.read(&cycles)), (2, 0), "the other counters' wrap counts stay");
+    assert_eq!(pmu.raw(5), 0x10);
+    assert_eq!(pmu.raw(1), 2);
+    // A stale programming of the event on a disabled counter below is not the one counting.
+    sim.evtyper.borrow_mut()[2] = INST_RETIRED as u64;
+    sim.evcntr.borrow_mut()[2] = 99;
+    assert_eq!(pmu.find_programmed(INST_RETIRED), Some(5));
+    assert_eq!(pmu.find_programmed(SW_INCR), Some(1));
+    assert_eq!(observe(&&sim, INST_RETIRED).map(|r| (r.idx, r.value)), Some((5, 0x10)));
+}
+
+#[test]
+fn core_names_are_distinct() {
+    let names: std::collections::BTreeSet<&str> =
+        [Core::QemuMax, Core::CortexA76, Core::Other].iter().map(|c| c.name()).collect();
+    assert_eq!(names.len(), 3);
+    assert!(names.iter().all(|n| n.len() >= 5), "{names:?}");
+}

@@ -320,4 +320,50 @@ mod tests {
         // CRC-32 of "123456789" is the standard check value (with no stamp field inside).
         assert_eq!(stamp_crc(b"123456789"), 0xcbf4_3926);
     }
+
+    /// What `cargo xtask mutants --host rt` found untested.
+    #[test]
+    fn the_crc_skips_its_own_field_and_nothing_else() {
+        let mut data = [0x5au8; 128];
+        let c = stamp_crc(&data);
+        for i in STAMP_OFFSET + 4..STAMP_OFFSET + 8 {
+            data[i] ^= 0xff;
+            assert_eq!(stamp_crc(&data), c, "byte {i:#x} is the CRC field");
+        }
+        for i in [STAMP_OFFSET, STAMP_OFFSET + 3, STAMP_OFFSET + 8, STAMP_OFFSET + 15] {
+            let mut d = data;
+            d[i] ^= 1;
+            assert_ne!(stamp_crc(&d), c, "byte {i:#x} is covered");
+        }
+    }
+
+    #[test]
+    fn an_image_size_equal_to_the_file_is_accepted_and_flags_mean_4k_pages() {
+        let b = header(0, 128, FLAG_PAGE_4K, 128);
+        assert_eq!(ImageHeader::parse(&b).unwrap().image_size, 128);
+        assert_eq!(ImageHeader::parse(&b[..127]).unwrap().image_size, 128);
+        assert!(!ImageHeader::parse(&b).unwrap().anywhere(), "4 KiB pages, not bit 3");
+        assert_eq!(ImageHeader::patch(&mut [0u8; 10], 0x1000), Err(ImageError::TooShort { len: 10 }));
+        let mut just_a_header = [0u8; HEADER_SIZE];
+        just_a_header.copy_from_slice(&b[..HEADER_SIZE]);
+        assert_eq!(ImageHeader::patch(&mut just_a_header, 0x1000).unwrap().image_size, 0x1000);
+        // booting.rst: flags bits 1-2 are the page size, 1 meaning 4 KiB.
+        assert_eq!((FLAG_PAGE_4K & PAGE_SIZE_MASK) >> 1, 1);
+        extern crate std;
+        use std::string::ToString;
+        assert!(ImageError::Corrupted { stamped: 1, found: 2 }.to_string().contains("0x00000002"));
+    }
+
+    /// A stamp whose CRC field reads 0 is checked like any other: 0 is a CRC value, not "none"
+    /// (seeded bug `image-crc-zero-skips-check` of `cargo xtask mutants`).
+    #[test]
+    fn a_stamped_crc_of_zero_is_checked_too() {
+        let mut file = [0u8; 4096];
+        file[..128].copy_from_slice(&header(0, 0, FLAG_PAGE_4K, 4096));
+        ImageHeader::patch(&mut file, 0x10000).unwrap();
+        let found = stamp_crc(&file);
+        assert_ne!(found, 0);
+        file[STAMP_OFFSET + 4..STAMP_OFFSET + 8].copy_from_slice(&0u32.to_le_bytes());
+        assert_eq!(ImageHeader::parse(&file), Err(ImageError::Corrupted { stamped: 0, found }));
+    }
 }

@@ -2,10 +2,12 @@
 //!
 //! Each of the 16 vectors saves the interrupted context into a [`TrapFrame`] on the current
 //! stack and calls the binary's `rt_exception(frame, vector)`; when that returns, the (possibly
-//! edited) frame is restored and `eret` resumes at `frame.elr`. The EL1 table (the kernel) also
-//! saves FP/SIMD registers, because its Rust handlers are free to use them; the EL2 table (the
-//! hypervisor, built without FP/SIMD) does not, so the guest's FP, SVE and SME state at any vector
-//! length is never touched by a trap.
+//! edited) frame is restored and `eret` resumes at `frame.elr`. The EL2 table (the hypervisor,
+//! built without FP/SIMD) saves no FP/SIMD register, so the guest's FP, SVE and SME state at any
+//! vector length is never touched by a trap. The EL1 table saves FP/SIMD registers too only in
+//! a binary built with them (its Rust handlers are then free to use them: the chainloader); the
+//! kernel is built without FP/SIMD, as Linux is (`-mgeneral-regs-only`): its traps leave the
+//! user's FP/SIMD state in the registers, and its scheduler switches that state with the task.
 //! Install with [`vectors_el2`] / [`vectors_el1`] into VBAR_EL2 / VBAR_EL1.
 
 /// Vector numbers (the `vector` argument of `rt_exception`): source x kind.
@@ -79,20 +81,26 @@ pub struct FpState {
 pub const FRAME_SIZE: usize = 272;
 const _: () = assert!(core::mem::size_of::<TrapFrame>() == FRAME_SIZE);
 
-/// FP/SIMD save area the EL1 vectors keep above the frame: an [`FpState`].
-pub const FP_AREA: usize = 32 * 16 + 16;
-const _: () = assert!(core::mem::size_of::<FpState>() == FP_AREA);
+/// Size of an [`FpState`].
+pub const FP_STATE_SIZE: usize = 32 * 16 + 16;
+const _: () = assert!(core::mem::size_of::<FpState>() == FP_STATE_SIZE);
 
-/// What an EL1 exception entry reserves on the stack: the [`TrapFrame`] and the [`FpState`]
-/// above it.
+/// FP/SIMD save area the EL1 vectors keep above the frame: an [`FpState`] in a binary built
+/// with FP/SIMD, nothing in one without.
+pub const FP_AREA: usize = if cfg!(target_feature = "neon") { FP_STATE_SIZE } else { 0 };
+
+/// What an EL1 exception entry reserves on the stack: the [`TrapFrame`] and the FP area above
+/// it.
 pub const EL1_FRAME_SIZE: usize = FRAME_SIZE + FP_AREA;
 
-/// The FP/SIMD state saved with an EL1 exception frame (the area just above it).
+/// The FP/SIMD state saved with an EL1 exception frame (the area just above it), in a binary
+/// built with FP/SIMD.
 ///
 /// # Safety
 ///
 /// `frame` must be a frame the EL1 vectors saved (or one laid out the same way, with
 /// [`EL1_FRAME_SIZE`] bytes reserved), and the returned reference must not outlive it.
+#[cfg(target_feature = "neon")]
 pub unsafe fn fp_state(frame: &mut TrapFrame) -> &mut FpState {
     // SAFETY: per the caller the FpState lies right above the frame, in the same stack
     // allocation; FRAME_SIZE is a multiple of 16, so it is aligned.
@@ -283,25 +291,46 @@ __rt_trap_return_el1:
     total = const FRAME_SIZE + FP_AREA,
 );
 
+// What this block guarantees (EL1, builds without FP/SIMD: the kernel): as the EL2 table, with
+// ELR_EL1/SPSR_EL1. FP/SIMD/SVE/SME registers are neither saved nor touched (nothing in the
+// binary uses them), so they keep the interrupted EL0 context's values; whoever switches EL0
+// contexts switches them (`kernel/src/sched`). `__rt_trap_return_el1` is the restore half on its
+// own: entered with SP at a TrapFrame, it restores it, pops it and `eret`s.
+#[cfg(not(target_feature = "neon"))]
+core::arch::global_asm!(
+    vector_macros!(),
+    r#"
+rt_vector_table 1, {frame}
+__rt_trap_el1:
+    rt_save_gprs 1
+    mov     x0, sp
+    bl      rt_exception
+.global __rt_trap_return_el1
+__rt_trap_return_el1:
+    rt_restore_gprs 1
+    add     sp, sp, #{frame}
+    eret
+"#,
+    purge_macros!(),
+    frame = const FRAME_SIZE,
+);
+
 extern "C" {
-    #[cfg(target_feature = "neon")]
     static __rt_vectors_el1: u8;
     static __rt_vectors_el2: u8;
-    #[cfg(target_feature = "neon")]
     fn __rt_trap_return_el1();
 }
 
-/// Restores the EL1 exception frame at `frame` (and the [`FpState`] above it) and returns from
-/// the exception (`eret`) with it, as the EL1 vectors do after `rt_exception`: SP ends just
-/// above the FP area.
+/// Restores the EL1 exception frame at `frame` (and the FP area above it, if any) and returns
+/// from the exception (`eret`) with it, as the EL1 vectors do after `rt_exception`: SP ends just
+/// above the frame's [`EL1_FRAME_SIZE`] bytes.
 ///
 /// # Safety
 ///
-/// `frame` must be a 16-byte aligned [`TrapFrame`] followed by its [`FpState`]
-/// ([`EL1_FRAME_SIZE`] bytes) at the top of the stack the caller wants to keep running on after
-/// the next exception (SP_EL1 becomes `frame + EL1_FRAME_SIZE`), with `elr`/`spsr` naming a
-/// valid target (e.g. EL0t at a mapped user address). Called at EL1.
-#[cfg(target_feature = "neon")]
+/// `frame` must be a 16-byte aligned [`TrapFrame`] followed by its FP area ([`EL1_FRAME_SIZE`]
+/// bytes in all) at the top of the stack the caller wants to keep running on after the next
+/// exception (SP_EL1 becomes `frame + EL1_FRAME_SIZE`), with `elr`/`spsr` naming a valid target
+/// (e.g. EL0t at a mapped user address). Called at EL1.
 pub unsafe fn return_to_el1_frame(frame: *const TrapFrame) -> ! {
     // SAFETY: per the caller, SP may move to the frame, which the restore code pops.
     unsafe {
@@ -320,9 +349,7 @@ pub fn vectors_el2() -> u64 {
     crate::pc_relative!(__rt_vectors_el2) as u64
 }
 
-/// Address of the EL1 vector table (for VBAR_EL1), as the running code reaches it. Only in
-/// builds with FP/SIMD (the kernel).
-#[cfg(target_feature = "neon")]
+/// Address of the EL1 vector table (for VBAR_EL1), as the running code reaches it.
 pub fn vectors_el1() -> u64 {
     crate::pc_relative!(__rt_vectors_el1) as u64
 }

@@ -365,12 +365,133 @@ pub(crate) mod tests {
             ElfError::Truncated,
             "bytes past the end of the file"
         );
+        // Each identification byte on its own; 64 bytes are enough to be judged by them.
+        assert_eq!(bad(&|v| v[5] = 2), ElfError::NotElf64Le, "big-endian");
+        assert_eq!(bad(&|v| v[6] = 0), ElfError::NotElf64Le, "ELF version");
+        assert_eq!(Program::parse(&[0u8; 64]), Err(ElfError::NotElf64Le));
+        // ET_EXEC is taken as well as ET_DYN (loaded where it says, not moved).
+        let mut exec = good.clone();
+        exec[16] = 2;
+        assert!(Program::parse(&exec).is_ok_and(|p| !p.pie), "ET_EXEC");
+        // Between 1 and 64 program headers.
+        assert_eq!(bad(&|v| v[56..58].copy_from_slice(&0u16.to_le_bytes())), ElfError::BadHeader);
+        assert_eq!(bad(&|v| v[56..58].copy_from_slice(&65u16.to_le_bytes())), ElfError::BadHeader);
+        let mut most = good.clone();
+        most[56..58].copy_from_slice(&64u16.to_le_bytes()); // the 61 more are PT_NULL (zeros)
+        assert!(Program::parse(&most).is_ok(), "64 program headers are allowed");
+        // Starts inside the file, ends past it (seeded bug `elf-segment-past-the-file`).
+        let past = (good.len() as u64 - 0x1000 + 1).to_le_bytes();
+        assert_eq!(
+            bad(&|v| v[64 + 56 + 32..64 + 56 + 40].copy_from_slice(&past)),
+            ElfError::Truncated,
+            "a segment's last byte past the end of the file"
+        );
         assert_eq!(bad(&|v| v[64 + 112] = PT_INTERP as u8), ElfError::Unsupported);
         assert_eq!(bad(&|v| v[0x1018] = 1), ElfError::BadRelocation, "R_AARCH64_ABS64");
         assert_eq!(bad(&|v| v[0x1010..0x1018].copy_from_slice(&0x9000u64.to_le_bytes())), ElfError::BadRelocation);
         assert_eq!(bad(&|v| v[64] = 6), ElfError::BadEntry, "text not loadable: no segment for the entry");
         // Two segments in one page.
         assert_eq!(bad(&|v| v[64 + 56 + 16..64 + 56 + 24].copy_from_slice(&0x0u64.to_le_bytes())), ElfError::Overlap);
+    }
+
+    /// `tiny_pie` without its dynamic section, of type `ty`, every address moved up by `by`.
+    fn moved(ty: u16, by: u64) -> Vec<u8> {
+        let mut v = tiny_pie();
+        v[16..18].copy_from_slice(&ty.to_le_bytes());
+        v[56..58].copy_from_slice(&2u16.to_le_bytes());
+        let add = |v: &mut Vec<u8>, at: usize| {
+            let x = u64::from_le_bytes(v[at..at + 8].try_into().unwrap()) + by;
+            v[at..at + 8].copy_from_slice(&x.to_le_bytes());
+        };
+        add(&mut v, 24);
+        add(&mut v, 64 + 16);
+        add(&mut v, 64 + 56 + 16);
+        v
+    }
+
+    #[test]
+    fn where_segments_may_lie_and_what_their_flags_say() {
+        let p = Program::parse(&tiny_pie()).unwrap();
+        let rwx = |s: &Segment| (s.read, s.write, s.exec);
+        assert_eq!(p.segments.iter().map(rwx).collect::<Vec<_>>(), [(true, false, true), (true, true, false)]);
+        // A PIE must fit below MAX_SPAN, even when its segments' span is small.
+        assert!(Program::parse(&moved(3, MAX_SPAN - 0x3000)).is_ok());
+        assert_eq!(Program::parse(&moved(3, MAX_SPAN - 0x2000)), Err(ElfError::BadSegment));
+        // An ET_EXEC loads where it says, above MAX_SPAN too.
+        let p = Program::parse(&moved(2, 4 << 30)).unwrap();
+        assert_eq!((p.pie, p.segments[0].vaddr, p.entry), (false, 4 << 30, (4 << 30) + 0x100));
+        use std::string::ToString;
+        assert!(
+            ElfError::WriteAndExecute.to_string().contains("writable and executable"),
+            "{}",
+            ElfError::WriteAndExecute
+        );
+        // ... but not where its last page would wrap: one byte at 2^64 - 4097 leaves no page.
+        let mut v = moved(2, 0);
+        let b = 64 + 56;
+        v[b + 8..b + 16].copy_from_slice(&0x1fffu64.to_le_bytes());
+        v[b + 16..b + 24].copy_from_slice(&(u64::MAX - 4096).to_le_bytes());
+        v[b + 32..b + 48].copy_from_slice(&[0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(Program::parse(&v), Err(ElfError::BadSegment));
+    }
+
+    #[test]
+    fn the_dynamic_section_and_its_relocations() {
+        let good = tiny_pie();
+        let put = |v: &mut Vec<u8>, at: usize, x: u64| v[at..at + 8].copy_from_slice(&x.to_le_bytes());
+        let with = |f: &dyn Fn(&mut Vec<u8>)| {
+            let mut v = good.clone();
+            f(&mut v);
+            Program::parse(&v).map(|p| p.relocations)
+        };
+        let dynamic = 0x1040;
+        assert_eq!(with(&|_| ()), Ok(std::vec![(0x1008, 0x100)]));
+        // A second entry is read 24 bytes on.
+        let two = with(&|v| {
+            put(v, dynamic + 16 + 8, 48);
+            put(v, 0x1028, 0x1000);
+            put(v, 0x1030, R_AARCH64_RELATIVE);
+            put(v, 0x1038, 0x100);
+        });
+        assert_eq!(two, Ok(std::vec![(0x1008, 0x100), (0x1000, 0x100)]));
+        assert_eq!(with(&|v| put(v, dynamic + 16 + 8, 25)), Err(ElfError::Unsupported), "RELASZ not a multiple");
+        assert_eq!(with(&|v| put(v, dynamic + 32 + 8, 16)), Err(ElfError::Unsupported), "RELAENT 16");
+        assert_eq!(with(&|v| put(v, dynamic + 32, DT_REL)), Err(ElfError::Unsupported), "REL entries");
+        assert_eq!(with(&|v| put(v, dynamic + 32, DT_JMPREL)), Err(ElfError::Unsupported), "PLT relocations");
+        // Nothing after DT_NULL counts.
+        let after_null = with(&|v| {
+            v[64 + 112 + 32..64 + 112 + 40].copy_from_slice(&0x50u64.to_le_bytes());
+            put(v, dynamic + 64, DT_REL);
+        });
+        assert_eq!(after_null, Ok(std::vec![(0x1008, 0x100)]));
+        // The table is found through the segment that holds its address in the file: data
+        // linked at 0x2000 but stored at 0x1000, and not in the part that is only memory.
+        let moved_data = |v: &mut Vec<u8>| {
+            put(v, 64 + 56 + 16, 0x2000);
+            put(v, 64 + 112 + 16, 0x2040);
+            put(v, 0x1010, 0x2008);
+            put(v, dynamic + 8, 0x2010);
+        };
+        assert_eq!(with(&moved_data), Ok(std::vec![(0x2008, 0x100)]));
+        assert_eq!(with(&|v| put(v, dynamic + 8, 0x1100)), Err(ElfError::BadRelocation), "past the file part");
+    }
+
+    #[test]
+    fn span_and_entry_limits() {
+        let good = tiny_pie();
+        let put = |v: &mut Vec<u8>, at: usize, x: u64| v[at..at + 8].copy_from_slice(&x.to_le_bytes());
+        // The data segment grown to end exactly at MAX_SPAN: allowed; a page more is not, for
+        // an ET_EXEC too (whose addresses are not limited, its span is).
+        let mut v = good.clone();
+        put(&mut v, 64 + 56 + 40, MAX_SPAN - 0x1000);
+        assert!(Program::parse(&v).is_ok());
+        let mut v = moved(2, 0);
+        put(&mut v, 64 + 56 + 40, MAX_SPAN);
+        assert_eq!(Program::parse(&v), Err(ElfError::BadSegment));
+        // The entry must be inside the text: its last byte is 0x1ff.
+        let mut v = good.clone();
+        put(&mut v, 24, 0x200);
+        assert_eq!(Program::parse(&v), Err(ElfError::BadEntry));
     }
 
     #[test]

@@ -22,7 +22,6 @@
 use alloc::vec::Vec;
 
 use abi::syscall::{errno, map, prot, PAGE_SIZE, USER_END, USER_START};
-use pgtable::walker::WalkFlags;
 use pgtable::{
     Attributes, Constraints, FrameAlloc, PageTable, Perms, PhysAddr, Regime, TlbMaintenance, VaHalf, VirtAddr,
 };
@@ -214,6 +213,37 @@ impl Mmap {
     }
 }
 
+/// The pages an unmap cleared: the first [`Freed::INLINE`] on the stack (an munmap of a few
+/// pages allocates nothing), the rest on the heap.
+struct Freed {
+    inline: [core::mem::MaybeUninit<PhysAddr>; Freed::INLINE],
+    n: usize,
+    more: Vec<PhysAddr>,
+}
+
+impl Freed {
+    const INLINE: usize = 32;
+
+    fn new() -> Freed {
+        Freed { inline: [const { core::mem::MaybeUninit::uninit() }; Freed::INLINE], n: 0, more: Vec::new() }
+    }
+
+    fn push(&mut self, pa: PhysAddr) {
+        if self.n < Freed::INLINE {
+            self.inline[self.n].write(pa);
+            self.n += 1;
+        } else {
+            self.more.push(pa);
+        }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = PhysAddr> + '_ {
+        // SAFETY: the first `n` inline slots were written by `push`.
+        let inline = self.inline[..self.n].iter().map(|p| unsafe { p.assume_init() });
+        inline.chain(self.more.iter().copied())
+    }
+}
+
 /// A user address space.
 pub struct AddressSpace<A: FrameAlloc> {
     pt: PageTable<A>,
@@ -310,18 +340,11 @@ impl<A: FrameAlloc> AddressSpace<A> {
         if self.vmas.is_free(s, e) {
             return Ok(());
         }
-        let mut frames: Vec<PhysAddr> = Vec::new();
-        self.pt
-            .walk(VirtAddr::new(s), e - s, WalkFlags::LEAF, |en| {
-                if en.desc.is_mapping(en.level) {
-                    frames.push(en.desc.addr());
-                }
-                Ok(())
-            })
-            .map_err(pt_err)?;
-        self.pt.unmap(tlb, VirtAddr::new(s), e - s).map_err(pt_err)?;
-        // The unmap's flush has completed: no CPU can reach these pages any more.
-        for pa in frames {
+        // One walk: the table is told each page it clears; they are freed once it has returned
+        // (its flush has completed: no CPU can reach them any more).
+        let mut freed = Freed::new();
+        self.pt.unmap_pages_of(tlb, VirtAddr::new(s), e - s, |pa| freed.push(pa)).map_err(pt_err)?;
+        for pa in freed.iter() {
             self.pt.frames_mut().free(pa, 1);
             self.stats.pages -= 1;
         }
@@ -390,6 +413,15 @@ impl<A: FrameAlloc> AddressSpace<A> {
         };
         let want = need(access);
         let page = va & !(PAGE_SIZE - 1);
+        if kind == FaultKind::Translation && perms_of(vma.prot).contains(want) {
+            // The common case, a first touch: the page is mapped, nothing looked up or decoded
+            // first. (A page mapped meanwhile, by another CPU's fault, is found by the map.)
+            match self.populate(tlb, page, vma) {
+                Ok(true) => return FaultOutcome::Mapped,
+                Ok(false) => {}
+                Err(_) => return FaultOutcome::Denied(Denial::NoMemory),
+            }
+        }
         match self.pt.translate(VirtAddr::new(page)) {
             Some(t) if t.attrs.perms.is_none() => FaultOutcome::Denied(Denial::Protection(vma.prot)),
             Some(t) if t.attrs.perms.contains(want) => match kind {
@@ -402,23 +434,28 @@ impl<A: FrameAlloc> AddressSpace<A> {
                     return FaultOutcome::Denied(Denial::Protection(vma.prot));
                 }
                 match self.populate(tlb, page, vma) {
-                    Ok(()) => FaultOutcome::Mapped,
+                    Ok(true) => FaultOutcome::Mapped,
+                    Ok(false) => FaultOutcome::Retry,
                     Err(_) => FaultOutcome::Denied(Denial::NoMemory),
                 }
             }
         }
     }
 
-    /// Maps a fresh zero page at `page` with the region's protection.
-    fn populate<T: TlbMaintenance + ?Sized>(&mut self, tlb: &mut T, page: u64, vma: Vma) -> Result<(), i64> {
+    /// Maps a fresh zero page at `page` with the region's protection; `Ok(false)` when
+    /// something is mapped there already (the frame is given back).
+    fn populate<T: TlbMaintenance + ?Sized>(&mut self, tlb: &mut T, page: u64, vma: Vma) -> Result<bool, i64> {
         let pa = self.pt.frames_mut().alloc_zeroed(1).ok_or(errno::ENOMEM)?;
         let attrs = Attributes::normal(perms_of(vma.prot));
         if let Err(e) = self.pt.map(tlb, VirtAddr::new(page), PAGE_SIZE, pa, attrs, Constraints::PAGES_ONLY) {
             self.pt.frames_mut().free(pa, 1);
-            return Err(pt_err(e));
+            return match e.kind() {
+                pgtable::ErrorKind::AlreadyMapped => Ok(false),
+                _ => Err(pt_err(e)),
+            };
         }
         self.stats.pages += 1;
-        Ok(())
+        Ok(true)
     }
 
     /// A byte pointer to data page `pa` (through the frame allocator's mapping).

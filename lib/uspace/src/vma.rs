@@ -1,7 +1,12 @@
 //! The regions of an address space: non-overlapping page-aligned ranges, each with its
 //! protection, kept in address order. Neighbours with equal protection are merged.
+//!
+//! Kept in one sorted vector: a look-up is a binary search, and the common changes (an
+//! mprotect of a whole region or of part of one, a new region next to others, a munmap) move
+//! a few entries of a short array in place, allocating nothing once the vector has grown to
+//! the address space's number of regions. (Linux keeps a maple tree; an address space here has
+//! a handful of regions.)
 
-use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 
 use abi::syscall::PAGE_SIZE;
@@ -20,133 +25,182 @@ pub struct Vma {
 /// The set of regions.
 #[derive(Debug, Default, Clone)]
 pub struct VmaSet {
-    /// start -> (end, prot).
-    map: BTreeMap<u64, (u64, u64)>,
+    /// Sorted by address, disjoint, no two touching neighbours with the same protection.
+    v: Vec<Vma>,
 }
 
 impl VmaSet {
     /// No regions.
     pub fn new() -> Self {
-        VmaSet { map: BTreeMap::new() }
+        VmaSet { v: Vec::new() }
+    }
+
+    /// Index of the first region ending after `va` (the one holding `va`, if any).
+    #[inline]
+    fn first_ending_after(&self, va: u64) -> usize {
+        self.v.partition_point(|r| r.end <= va)
     }
 
     /// The region holding `va`.
+    #[inline]
     pub fn find(&self, va: u64) -> Option<Vma> {
-        let (&start, &(end, prot)) = self.map.range(..=va).next_back()?;
-        (va < end).then_some(Vma { start, end, prot })
+        let r = *self.v.get(self.first_ending_after(va))?;
+        (r.start <= va).then_some(r)
     }
 
     /// Every region, in order.
     pub fn iter(&self) -> impl Iterator<Item = Vma> + '_ {
-        self.map.iter().map(|(&start, &(end, prot))| Vma { start, end, prot })
+        self.v.iter().copied()
+    }
+
+    /// Indices of the regions overlapping `[start, end)`.
+    #[inline]
+    fn overlapping_range(&self, start: u64, end: u64) -> core::ops::Range<usize> {
+        let i = self.first_ending_after(start);
+        let j = i + self.v[i..].partition_point(|r| r.start < end);
+        i..j
     }
 
     /// Regions overlapping `[start, end)`.
-    pub fn overlapping(&self, start: u64, end: u64) -> Vec<Vma> {
-        let first = self.find(start).map(|v| v.start).unwrap_or(start);
-        self.map
-            .range(first..end)
-            .map(|(&s, &(e, p))| Vma { start: s, end: e, prot: p })
-            .filter(|v| v.end > start)
-            .collect()
+    pub fn overlapping(&self, start: u64, end: u64) -> &[Vma] {
+        &self.v[self.overlapping_range(start, end)]
     }
 
     /// Whether every byte of `[start, end)` is in some region.
     pub fn covers(&self, start: u64, end: u64) -> bool {
         let mut at = start;
-        for v in self.overlapping(start, end) {
-            if v.start > at {
+        for r in &self.v[self.first_ending_after(start)..] {
+            if r.start > at {
                 return false;
             }
-            at = v.end;
+            at = r.end;
+            if at >= end {
+                return true;
+            }
         }
         at >= end
     }
 
     /// Whether no region overlaps `[start, end)`.
     pub fn is_free(&self, start: u64, end: u64) -> bool {
-        self.overlapping(start, end).is_empty()
+        self.overlapping_range(start, end).is_empty()
     }
 
-    /// Removes `[start, end)` from every region (splitting those crossing the ends).
-    pub fn remove(&mut self, start: u64, end: u64) {
-        for v in self.overlapping(start, end) {
-            self.map.remove(&v.start);
-            if v.start < start {
-                self.map.insert(v.start, (start, v.prot));
-            }
-            if v.end > end {
-                self.map.insert(end, (v.end, v.prot));
-            }
+    /// Removes `[start, end)` from every region (splitting those crossing the ends); returns
+    /// where a region starting at `start` would go.
+    pub fn remove(&mut self, start: u64, end: u64) -> usize {
+        let range = self.overlapping_range(start, end);
+        let (i, j) = (range.start, range.end);
+        if i == j {
+            return i;
         }
+        let (first, last) = (self.v[i], self.v[j - 1]);
+        let left = (first.start < start).then_some(Vma { end: start, ..first });
+        let right = (last.end > end).then_some(Vma { start: end, ..last });
+        // Replace v[i..j] by what is left of its ends, in place where the count allows.
+        let keep = left.into_iter().chain(right);
+        let n = left.is_some() as usize + right.is_some() as usize;
+        if n <= j - i {
+            for (k, r) in keep.enumerate() {
+                self.v[i + k] = r;
+            }
+            // Close the gap: the regions after it move down (no drain machinery).
+            let gone = j - i - n;
+            if gone > 0 {
+                let len = self.v.len();
+                self.v.copy_within(j..len, i + n);
+                self.v.truncate(len - gone);
+            }
+        } else {
+            // One region split in two around the hole.
+            self.v[i] = left.unwrap_or(first);
+            self.v.insert(i + 1, right.unwrap_or(last));
+        }
+        i + left.is_some() as usize
     }
 
     /// Adds `[start, end)` with `prot`, replacing whatever was there.
     pub fn insert(&mut self, start: u64, end: u64, prot: u64) {
         debug_assert!(start < end && start.is_multiple_of(PAGE_SIZE) && end.is_multiple_of(PAGE_SIZE));
-        self.remove(start, end);
-        self.map.insert(start, (end, prot));
-        self.merge_around(start, end);
+        let at = self.remove(start, end);
+        self.v.insert(at, Vma { start, end, prot });
+        self.merge_around(at);
     }
 
     /// Sets the protection of `[start, end)`, which must be covered.
     pub fn protect(&mut self, start: u64, end: u64, prot: u64) {
         debug_assert!(self.covers(start, end));
-        // One region exactly: change it in place (the common mprotect of a whole mapping).
-        if let Some(e) = self.map.get_mut(&start) {
-            if e.0 == end {
-                if e.1 != prot {
-                    e.1 = prot;
-                    self.merge_around(start, end);
+        // Inside one region (the common mprotect of a whole mapping or of part of one):
+        // change it in place, or cut it in two or three.
+        let i = self.first_ending_after(start);
+        if let Some(&r) = self.v.get(i) {
+            if r.start <= start && end <= r.end {
+                if r.prot == prot {
+                    return;
                 }
+                let mid = Vma { start, end, prot };
+                let at = match (r.start < start, end < r.end) {
+                    (false, false) => {
+                        self.v[i] = mid;
+                        i
+                    }
+                    (true, false) => {
+                        self.v[i].end = start;
+                        self.v.insert(i + 1, mid);
+                        i + 1
+                    }
+                    (false, true) => {
+                        self.v[i].start = end;
+                        self.v.insert(i, mid);
+                        i
+                    }
+                    (true, true) => {
+                        self.v[i].end = start;
+                        let tail = Vma { start: end, ..r };
+                        self.v.splice(i + 1..i + 1, [mid, tail]);
+                        i + 1
+                    }
+                };
+                self.merge_around(at);
                 return;
             }
         }
         self.insert(start, end, prot);
     }
 
-    fn merge_around(&mut self, start: u64, end: u64) {
-        // With the previous region.
-        let mut s = start;
-        if let Some((&ps, &(pe, pp))) = self.map.range(..start).next_back() {
-            let (_, p) = self.map[&start];
-            if pe == start && pp == p {
-                let (e, _) = self.map.remove(&start).unwrap();
-                self.map.insert(ps, (e, p));
-                s = ps;
-            }
+    /// Merges region `i` with its neighbours where they touch and have its protection.
+    fn merge_around(&mut self, mut i: usize) {
+        if i > 0 && self.v[i - 1].end == self.v[i].start && self.v[i - 1].prot == self.v[i].prot {
+            self.v[i - 1].end = self.v[i].end;
+            self.v.remove(i);
+            i -= 1;
         }
-        // With the next one.
-        let (e, p) = self.map[&s];
-        debug_assert!(e >= end);
-        if let Some(&(ne, np)) = self.map.get(&e) {
-            if np == p {
-                self.map.remove(&e);
-                self.map.insert(s, (ne, p));
-            }
+        if i + 1 < self.v.len() && self.v[i].end == self.v[i + 1].start && self.v[i].prot == self.v[i + 1].prot {
+            self.v[i].end = self.v[i + 1].end;
+            self.v.remove(i + 1);
         }
     }
 
     /// The lowest free range of `len` bytes in `[from, limit)`, page aligned.
     pub fn find_free(&self, from: u64, limit: u64, len: u64) -> Option<u64> {
         let mut at = from;
-        for v in self.overlapping(from, limit) {
-            if v.start >= at && v.start - at >= len {
+        for r in self.overlapping(from, limit) {
+            if r.start >= at && r.start - at >= len {
                 return Some(at);
             }
-            at = at.max(v.end);
+            at = at.max(r.end);
         }
         (at.checked_add(len)? <= limit).then_some(at)
     }
 
     /// Number of regions.
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.v.len()
     }
 
     /// Whether there is no region.
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.v.is_empty()
     }
 }
 

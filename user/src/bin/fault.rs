@@ -2,17 +2,16 @@
 //! kernel must end it with a report and go on. `kernel-read` (an EL1 address), `null-write`,
 //! `undef` (an undefined instruction), `exec-data` (a jump into its read-write data), `bad-sp`
 //! (a misaligned stack pointer used for an access).
-#![no_std]
-#![no_main]
+#![cfg_attr(target_os = "none", no_std, no_main)]
 
 use core::sync::atomic::{AtomicU32, Ordering};
 
-user::entry!(main);
+user::entry!(run);
 
 /// A `RET` in read-write data: never executable.
 static DATA_RET: AtomicU32 = AtomicU32::new(0xd65f_03c0);
 
-fn main(args: &str) -> i32 {
+fn run(args: &str) -> i32 {
     user::println!("fault: about to {args}");
     match args {
         "kernel-read" => {
@@ -35,7 +34,7 @@ fn main(args: &str) -> i32 {
             f();
         }
         "bad-pc" => {
-            let target = main as *const () as usize + 2;
+            let target = run as *const () as usize + 2;
             // SAFETY: deliberately branches to a misaligned address; the kernel ends this task.
             unsafe { core::arch::asm!("br {}", in(reg) target, options(noreturn)) };
         }

@@ -16,8 +16,7 @@
 //! CPU's copy must be exactly N*R*K, every area's canaries intact, the tick's window check
 //! clean, a page the kernel maps after boot read right on every CPU, and tasks must have been
 //! preempted and migrated. One `percpu_stress` record per mode; exit status 0 only if all held.
-#![no_std]
-#![no_main]
+#![cfg_attr(target_os = "none", no_std, no_main)]
 
 use abi::report::Record;
 use abi::syscall::percpu::{self as op, method};
@@ -25,7 +24,7 @@ use abi::syscall::ANY_CPU;
 use core::sync::atomic::{AtomicU64, Ordering};
 use user::sys;
 
-user::entry!(main);
+user::entry!(run);
 
 const MAX_TASKS: usize = 48;
 static ROUNDS: AtomicU64 = AtomicU64::new(40);
@@ -168,7 +167,7 @@ fn run_mode(mode: &str, tasks: u64) -> bool {
     ok
 }
 
-fn main(args: &str) -> i32 {
+fn run(args: &str) -> i32 {
     let ncpus = sys::sysctl(user::sysctl::NCPUS, abi::syscall::SYSCTL_GET).unwrap_or(1).max(1);
     NCPUS.store(ncpus, Ordering::Relaxed);
     let tasks = arg(args, "tasks").unwrap_or(3 * ncpus).clamp(1, MAX_TASKS as u64);

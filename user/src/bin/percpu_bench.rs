@@ -22,8 +22,7 @@
 //! that span, idle time included, i.e. virtual time, dominated by tick-driven scheduling (load
 //! balancing, wake-ups); their wall-time figures are the meaningful ones.
 //! * `memory`: page-table pages of the per-CPU roots and windows.
-#![no_std]
-#![no_main]
+#![cfg_attr(target_os = "none", no_std, no_main)]
 
 use abi::report::Record;
 use abi::syscall::percpu::{self as op, bench_op, method};
@@ -32,7 +31,7 @@ use core::sync::atomic::{AtomicU64, Ordering};
 use user::stats::{ratio, Summary};
 use user::{sys, sysctl, time};
 
-user::entry!(main);
+user::entry!(run);
 
 const MAX_ROUNDS: usize = 64;
 const OPS: u64 = 10_000;
@@ -207,7 +206,7 @@ fn units(row: usize, ncpus: u64) -> u64 {
     }
 }
 
-fn main(args: &str) -> i32 {
+fn run(args: &str) -> i32 {
     let ncpus = sys::sysctl(sysctl::NCPUS, abi::syscall::SYSCTL_GET).unwrap_or(1).max(1);
     NCPUS.store(ncpus, Ordering::Relaxed);
     // Instructions are only counted under -icount (QEMU's PMU counts none otherwise, though

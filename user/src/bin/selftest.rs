@@ -3,8 +3,7 @@
 //! handler (a faulting access is skipped and reported, not fatal), through pages in every state
 //! a page can be in (never touched, read, written, PROT_NONE) before and after each mprotect,
 //! and through the kernel's own accesses to user memory (a system call writing its result).
-#![no_std]
-#![no_main]
+#![cfg_attr(target_os = "none", no_std, no_main)]
 
 use abi::report::Record;
 use core::sync::atomic::{AtomicU64, Ordering};
@@ -13,7 +12,7 @@ use user::io::Text;
 use user::sys;
 use user::{errno, map, prot, sysctl, PAGE_SIZE};
 
-user::entry!(main);
+user::entry!(run);
 
 const ANON: u64 = map::PRIVATE | map::ANONYMOUS;
 const RW: u64 = prot::READ | prot::WRITE;
@@ -84,7 +83,7 @@ impl Checks {
     }
 }
 
-fn main(_args: &str) -> i32 {
+fn run(_args: &str) -> i32 {
     let mut c = Checks { n: 0, failed: 0 };
     c.ok("install the fault handler", PROBE.install(), 0);
     calls_without_memory(&mut c);
@@ -173,6 +172,7 @@ fn write_and_clock(c: &mut Checks) {
     c.ok("write", sys::write(1, msg), msg.len() as u64);
     c.ok("write to fd 2", sys::write(2, b"selftest: and to fd 2\n"), 22);
     c.ok("write of nothing", sys::result(nr::WRITE, [1, 0, 0, 0, 0, 0]), 0);
+    c.err("write to fd 0 (stdin)", sys::write(0, msg), errno::EBADF);
     c.err("write to fd 3", sys::write(3, msg), errno::EBADF);
     c.err("write from NULL", sys::result(nr::WRITE, [1, 0, 5, 0, 0, 0]), errno::EFAULT);
     c.err("write from a kernel address", sys::result(nr::WRITE, [1, KERNEL_ADDR, 8, 0, 0, 0]), errno::EFAULT);

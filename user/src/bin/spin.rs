@@ -1,14 +1,13 @@
 //! Keeps a CPU switching between address spaces: yields for `ms=N` milliseconds (default 200),
 //! checking its own memory stays its own. With several of these and `asid_bits=` small, ASIDs
 //! roll over while other programs run.
-#![no_std]
-#![no_main]
+#![cfg_attr(target_os = "none", no_std, no_main)]
 
 use user::{map, prot, sys, PAGE_SIZE};
 
-user::entry!(main);
+user::entry!(run);
 
-fn main(args: &str) -> i32 {
+fn run(args: &str) -> i32 {
     let ms: u64 = abi::programs::uint(args, "ms").unwrap_or(200);
     let Ok(page) = sys::mmap(0, PAGE_SIZE, prot::READ | prot::WRITE, map::PRIVATE | map::ANONYMOUS) else {
         return 2;

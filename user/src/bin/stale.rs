@@ -11,15 +11,14 @@
 //!
 //! Arguments: `rounds=N` (default 60), `pages=N` (default 16). One `stale` record; exit status
 //! 0 only if nothing was stale, nothing was missed and every task saw every phase.
-#![no_std]
-#![no_main]
+#![cfg_attr(target_os = "none", no_std, no_main)]
 
 use abi::report::Record;
 use core::sync::atomic::{fence, AtomicU64, Ordering};
 use user::fault::Prober;
 use user::{map, prot, sys, PAGE_SIZE};
 
-user::entry!(main);
+user::entry!(run);
 
 const MAX_WRITERS: usize = 8;
 /// Accesses every writer must make inside each settled phase before the next change.
@@ -101,7 +100,7 @@ fn arg(args: &str, key: &str, default: u64) -> u64 {
     abi::programs::uint(args, key).unwrap_or(default)
 }
 
-fn main(args: &str) -> i32 {
+fn run(args: &str) -> i32 {
     let rounds = arg(args, "rounds", 60);
     let pages = arg(args, "pages", 16).clamp(1, 4096);
     let ncpus = sys::sysctl(user::sysctl::NCPUS, abi::syscall::SYSCTL_GET).unwrap_or(1);

@@ -1,4 +1,4 @@
-//! A page table wired to the model, for tests.
+//! A page table wired to the model.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -7,22 +7,26 @@ use std::string::String;
 use super::memory::ModelFrames;
 use super::recorder::ModelTlb;
 use super::state::Model;
+#[cfg(any(test, feature = "seeded-bugs"))]
 use crate::mutation::Mutation;
 use crate::regime::Regime;
 use crate::tlb::{TlbCounters, TlbFeatures};
 use crate::{Config, PageTable, SplitOpts};
 
-/// A table whose frames and TLB maintenance go through one [`Model`].
+/// A table whose frames and TLB maintenance go through one model.
 pub struct Harness {
+    /// The table under test: its frames are the model's memory.
     pub pt: PageTable<ModelFrames>,
+    /// The TLB maintenance to pass to `pt`'s operations: it goes to the model.
     pub tlb: ModelTlb,
-    pub model: Rc<RefCell<Model>>,
+    pub(crate) model: Rc<RefCell<Model>>,
     /// What `split` calls of the scenarios pass (SKIP_LEVEL3 by default).
-    pub split_opts: SplitOpts,
+    pub(crate) split_opts: SplitOpts,
 }
 
 impl Harness {
-    /// A new, not yet live table.
+    /// A new, not yet live table of `regime`; `bbml2`: the CPUs have FEAT_BBM level 2 (and
+    /// the table is created with it); `range`: they have FEAT_TLBIRANGE.
     pub fn new(regime: Regime, bbml2: bool, range: bool) -> Self {
         let model = Rc::new(RefCell::new(Model::new(regime)));
         model.borrow_mut().bbml2 = bbml2;
@@ -33,7 +37,8 @@ impl Harness {
         Harness { pt, tlb, model, split_opts: SplitOpts::to(3) }
     }
 
-    /// Seeds a bug.
+    /// Seeds a bug (`seeded-bugs` feature).
+    #[cfg(any(test, feature = "seeded-bugs"))]
     pub fn mutate(&mut self, m: Mutation) {
         self.pt.seed_bug(m);
     }

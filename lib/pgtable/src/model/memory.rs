@@ -10,7 +10,7 @@ use crate::frame::FrameAlloc;
 /// Frames living in the model; every read, write, allocation and free goes through it.
 #[derive(Clone)]
 pub struct ModelFrames {
-    pub model: Rc<RefCell<Model>>,
+    pub(crate) model: Rc<RefCell<Model>>,
     /// Allocation fails past this many frames in use.
     pub limit: Option<usize>,
 }

@@ -5,6 +5,7 @@ use crate::addr::{PhysAddr, VirtAddr, PAGE_SIZE};
 use crate::attrs::{Attributes, Constraints, Perms};
 use crate::mutation::Mutation;
 use crate::regime::{Regime, VaHalf};
+use std::format;
 
 const MIB: u64 = 1 << 20;
 
@@ -61,17 +62,56 @@ fn map_new_tables(h: &mut Harness) {
         .unwrap();
 }
 
+/// Makes the 8 pages read-only: one `protect` inside one level-3 table, whose first page is
+/// decided alone and the other 7 are one run of like pages.
+fn rw_to_ro_run(h: &mut Harness) {
+    h.pt.protect(&mut h.tlb, VirtAddr::new(0x80_0000), 8 * PAGE_SIZE, Perms::READ | Perms::USER).unwrap();
+}
+
+/// Makes page 1 of the 8 read-only, then all 8 read-only: page 1 must stay read-only (a run
+/// of writable pages may not take it in).
+fn ro_among_rw(h: &mut Harness) {
+    h.pt.protect(&mut h.tlb, VirtAddr::new(0x80_1000), PAGE_SIZE, Perms::READ | Perms::USER).unwrap();
+    rw_to_ro_run(h);
+    let t = h.pt.translate(VirtAddr::new(0x80_1000));
+    if t.map(|t| t.attrs.perms) != Some(Perms::READ | Perms::USER) {
+        h.model.borrow_mut().violations.push(format!("page 1 after protect to read-only: {t:?}"));
+    }
+}
+
+/// Unmaps 3 of the 8 pages the way a user address space does (`unmap_pages_of`: the direct
+/// path into their level-3 table), checking it is told exactly their outputs.
+fn unmap_pages_of(h: &mut Harness) {
+    let mut seen = std::vec::Vec::new();
+    h.pt.unmap_pages_of(&mut h.tlb, VirtAddr::new(0x80_2000), 3 * PAGE_SIZE, |pa| seen.push(pa.as_u64())).unwrap();
+    if seen != [0x9000_2000, 0x9000_3000, 0x9000_4000] {
+        h.model.borrow_mut().violations.push(format!("unmap_pages_of told {seen:x?}"));
+    }
+}
+
+/// Maps 8 MiB of 2 MiB blocks and splits them to pages: one run of four blocks.
+fn split_block_run(h: &mut Harness) {
+    let rw = Attributes::normal(Perms::RW | Perms::USER);
+    h.pt.map(&mut h.tlb, VirtAddr::new(0x4000_0000), 8 * MIB, PhysAddr::new(0xc000_0000), rw, Constraints::NONE)
+        .unwrap();
+    h.pt.split(&mut h.tlb, VirtAddr::new(0x4000_0000), 8 * MIB, 3, false).unwrap();
+}
+
 /// One operation of the mutation tests.
 type TestOp = fn(&mut Harness);
 
 /// Every operation of the mutation tests, each correct without a mutation.
-const OPS: [(&str, TestOp); 6] = [
+const OPS: [(&str, TestOp); 10] = [
     ("split", split),
     ("rw_to_ro", rw_to_ro),
     ("change_output", change_output),
     ("free_table", free_table),
     ("writable_below_summary", writable_below_summary),
     ("map_new_tables", map_new_tables),
+    ("rw_to_ro_run", rw_to_ro_run),
+    ("ro_among_rw", ro_among_rw),
+    ("unmap_pages_of", unmap_pages_of),
+    ("split_block_run", split_block_run),
 ];
 
 #[test]
@@ -121,6 +161,26 @@ fn mutation_keep_no_writable_is_caught() {
 #[test]
 fn mutation_link_unpublished_table_is_caught() {
     caught(Mutation::LinkUnpublishedTable, map_new_tables, "before its contents were made visible");
+}
+
+#[test]
+fn mutation_protect_run_unflushed_is_caught() {
+    caught(Mutation::ProtectRunUnflushed, rw_to_ro_run, "stale TLB entry");
+}
+
+#[test]
+fn mutation_protect_run_wide_kind_is_caught() {
+    caught(Mutation::ProtectRunWideKind, ro_among_rw, "page 1 after protect to read-only");
+}
+
+#[test]
+fn mutation_unmap_pages_unflushed_is_caught() {
+    caught(Mutation::UnmapPagesUnflushed, unmap_pages_of, "stale TLB entry");
+}
+
+#[test]
+fn mutation_split_run_breaks_first_is_caught() {
+    caught(Mutation::SplitRunBreaksFirst, split_block_run, "break-before-make violated");
 }
 
 #[test]

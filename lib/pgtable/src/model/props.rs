@@ -26,15 +26,56 @@ use crate::{CrossingBlocks, Error, ErrorKind};
 /// the ends are write-protected whole ([`CrossingBlocks::ProtectWhole`]).
 #[derive(Clone, Debug)]
 enum Op {
-    Map { at: u64, len: u64, out: u64, perms: u8, cons: u8 },
-    Unmap { at: u64, len: u64 },
-    Protect { at: u64, len: u64, perms: u8 },
-    WriteProtect { at: u64, len: u64, whole: bool },
-    Remap { at: u64, len: u64, out: u64, perms: u8 },
-    Split { at: u64, len: u64, to: usize },
-    Fold { at: u64, len: u64 },
-    Unfold { at: u64, len: u64 },
-    SoftBits { at: u64, len: u64, dirty: bool },
+    Map {
+        at: u64,
+        len: u64,
+        out: u64,
+        perms: u8,
+        cons: u8,
+    },
+    Unmap {
+        at: u64,
+        len: u64,
+    },
+    /// `unmap_pages_of`: told every page it clears.
+    UnmapPages {
+        at: u64,
+        len: u64,
+    },
+    Protect {
+        at: u64,
+        len: u64,
+        perms: u8,
+    },
+    WriteProtect {
+        at: u64,
+        len: u64,
+        whole: bool,
+    },
+    Remap {
+        at: u64,
+        len: u64,
+        out: u64,
+        perms: u8,
+    },
+    Split {
+        at: u64,
+        len: u64,
+        to: usize,
+    },
+    Fold {
+        at: u64,
+        len: u64,
+    },
+    Unfold {
+        at: u64,
+        len: u64,
+    },
+    SoftBits {
+        at: u64,
+        len: u64,
+        dirty: bool,
+    },
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -47,6 +88,8 @@ struct Scale {
 
 const FINE: Scale = Scale { unit: PAGE_SIZE, window_units: 4096, max_len: 1536 };
 const COARSE: Scale = Scale { unit: 2 << 20, window_units: 2048, max_len: 1024 };
+/// 1 GiB of 2 MiB units: block maps and splits of runs of blocks come often and stay cheap.
+const BLOCKS: Scale = Scale { unit: 2 << 20, window_units: 512, max_len: 512 };
 
 #[derive(Clone, Debug)]
 struct Setup {
@@ -132,6 +175,7 @@ fn op(scale: Scale) -> impl Strategy<Value = Op> {
             cons
         }),
         2 => range(scale).prop_map(|(at, len)| Op::Unmap { at, len }),
+        2 => range(scale).prop_map(|(at, len)| Op::UnmapPages { at, len }),
         4 => (range(scale), any::<u8>()).prop_map(|((at, len), perms)| Op::Protect { at, len, perms }),
         2 => (range(scale), any::<bool>()).prop_map(|((at, len), whole)| Op::WriteProtect { at, len, whole }),
         1 => (range(scale), out_for(scale), any::<u8>()).prop_map(|((at, len), out, perms)| Op::Remap {
@@ -181,6 +225,8 @@ struct Case {
     scale: Scale,
     base: u64,
     reference: RefMap,
+    /// The pages the last `unmap_pages_of` told.
+    told: Vec<u64>,
 }
 
 impl Case {
@@ -224,6 +270,12 @@ impl Case {
                 h.pt.map(&mut h.tlb, a(at), len * unit, out(o), Attributes::normal(perms_for(regime, perms)), c)
             }
             Op::Unmap { at, len } => h.pt.unmap(&mut h.tlb, a(at), len * unit),
+            Op::UnmapPages { at, len } => {
+                let mut told = Vec::new();
+                let r = h.pt.unmap_pages_of(&mut h.tlb, a(at), len * unit, |pa| told.push(pa.as_u64()));
+                self.told = told;
+                r
+            }
             Op::Protect { at, len, perms } => h.pt.protect(&mut h.tlb, a(at), len * unit, perms_for(regime, perms)),
             Op::WriteProtect { at, len, whole } => {
                 let crossing = if whole { CrossingBlocks::ProtectWhole } else { CrossingBlocks::Split };
@@ -286,6 +338,7 @@ impl Case {
         let (at, len) = match *op {
             Op::Map { at, len, .. }
             | Op::Unmap { at, len }
+            | Op::UnmapPages { at, len }
             | Op::Protect { at, len, .. }
             | Op::WriteProtect { at, len, .. }
             | Op::Remap { at, len, .. }
@@ -309,6 +362,21 @@ impl Case {
             }
             Op::Unmap { .. } => {
                 prop_assert_eq!(res, Ok(()), "{:?}", op);
+                let keys: Vec<u64> = r.range(at..at + len).map(|(&k, _)| k).collect();
+                for k in keys {
+                    r.remove(&k);
+                }
+            }
+            Op::UnmapPages { .. } => {
+                prop_assert_eq!(res, Ok(()), "{:?}", op);
+                let mut expect: Vec<u64> = Vec::new();
+                for (_, (o, _)) in r.range(at..at + len) {
+                    expect.extend((0..unit / PAGE_SIZE).map(|p| o + p * PAGE_SIZE));
+                }
+                let mut told = core::mem::take(&mut self.told);
+                told.sort_unstable();
+                expect.sort_unstable();
+                prop_assert_eq!(told, expect, "pages told by {:?}", op);
                 let keys: Vec<u64> = r.range(at..at + len).map(|(&k, _)| k).collect();
                 for k in keys {
                     r.remove(&k);
@@ -355,7 +423,7 @@ fn run_case(scale: Scale, s: &Setup, mutation: Mutation, lazy_relax: bool) -> Re
     h.pt.policy_mut().split_contiguous = s.split_contiguous;
     h.pt.policy_mut().lazy_relax = lazy_relax;
     h.mutate(mutation);
-    let mut case = Case { h, regime, scale, base: input_base(regime), reference: RefMap::new() };
+    let mut case = Case { h, regime, scale, base: input_base(regime), reference: RefMap::new(), told: Vec::new() };
     for (i, op) in s.ops.iter().enumerate() {
         if i == s.live_after {
             case.h.go_live();
@@ -409,6 +477,12 @@ fn coarse_sequences_match_reference_and_checker_stays_silent() {
     property(COARSE, 32, 20_000, 6, false);
 }
 
+/// 2 MiB units over 1 GiB: maps of blocks and splits of runs of them to pages.
+#[test]
+fn block_sequences_match_reference_and_checker_stays_silent() {
+    property(BLOCKS, 64, 50_000, 8, false);
+}
+
 /// The property test (not only the hand-written scenarios) finds every seeded bug.
 #[test]
 fn property_test_catches_every_mutation() {
@@ -426,11 +500,13 @@ fn property_test_catches_every_mutation() {
             rng_seed: proptest::test_runner::RngSeed::Fixed(0x11_5eed),
             ..Config::default()
         });
-        let r = runner.run(&setup(FINE, 8), |s| {
+        // Runs of 2 MiB blocks split to pages come often only with 2 MiB units.
+        let scale = if m.needs_block_runs() { BLOCKS } else { FINE };
+        let r = runner.run(&setup(scale, 8), |s| {
             // Live from the start so that every change is maintained.
             let s = Setup { live_after: 0, ..s };
             // A bug in lazy relaxation shows only with it on.
-            run_case(FINE, &s, m, m.needs_lazy_relax())
+            run_case(scale, &s, m, m.needs_lazy_relax())
         });
         match r {
             Err(proptest::test_runner::TestError::Fail(why, _)) => {

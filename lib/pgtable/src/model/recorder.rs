@@ -9,8 +9,10 @@ use crate::tlb::{Barrier, TlbFeatures, TlbMaintenance, Tlbi};
 /// Sends every TLBI, DSB and ISB to the model (and counts them).
 #[derive(Clone)]
 pub struct ModelTlb {
-    pub model: Rc<RefCell<Model>>,
+    pub(crate) model: Rc<RefCell<Model>>,
+    /// What the model's CPUs implement (FEAT_TLBIRANGE).
     pub features: TlbFeatures,
+    /// Every TLBI, DSB and ISB issued, by kind.
     pub counters: crate::tlb::TlbCounters,
 }
 

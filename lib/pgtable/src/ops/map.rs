@@ -1,8 +1,8 @@
 //! `map`: install a range with the largest leaves the constraints allow.
 
-use crate::addr::{InputAddress, PhysAddr, CONT_ENTRIES, ENTRIES_PER_TABLE, PAGE_SIZE};
+use crate::addr::{InputAddress, PhysAddr, CONT_ENTRIES, ENTRIES_PER_TABLE, PAGE_SHIFT, PAGE_SIZE};
 use crate::attrs::{Attributes, Constraints, Perms};
-use crate::ctx::Ctx;
+use crate::ctx::{leaf_decision, Ctx, LeafDecision};
 use crate::descriptor::{cont_level, cont_size, encode_leaf, sw, validate, Desc};
 use crate::frame::FrameAlloc;
 use crate::regime::Regime;
@@ -146,6 +146,95 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
 }
 
 impl<A: FrameAlloc> PageTable<A> {
+    /// `map` of one page whose level-3 table exists (a page fault's demand-zero page): the
+    /// leaf encoded once per attributes ([`PageTable::page_template`]), the path from the root
+    /// read once, the walk's visits given to its entries (the summary bits cleared where set),
+    /// the page written, and, on a live table, `DSB ISHST; ISB` as a finished gather issues for
+    /// new entries. No operation context: a new entry over an empty one needs no invalidation
+    /// (`leaf_decision` says so, or this returns `None` before writing anything and the walk
+    /// does it: flush elision off). `None` also when there is no such table (the walk builds
+    /// it).
+    fn map_page<I: InputAddress, T: TlbMaintenance + ?Sized>(
+        &mut self,
+        tlb: &mut T,
+        start: I,
+        pa: PhysAddr,
+        attrs: Attributes,
+        constraints: Constraints,
+    ) -> Option<Result<(), Error>> {
+        let checked = self.offsets(start, PAGE_SIZE).and_then(|(s, _)| {
+            check_output(pa, PAGE_SIZE)?;
+            Ok((s, self.page_template(attrs)?.with_addr(pa)))
+        });
+        let (s, leaf) = match checked {
+            Ok(v) => v,
+            Err(e) => return Some(Err(e)),
+        };
+        let mut clear = summary_bits_to_clear(attrs, constraints);
+        if seeded_bug!(self, KeepNoWritable) {
+            clear &= !sw::TABLE_NO_WRITABLE;
+        }
+        let regime = self.regime();
+        let start_level = regime.start_level();
+        let mut descs = [(PhysAddr::new(0), 0usize, Desc::INVALID); 3];
+        let mut table = self.root();
+        for level in start_level..=2 {
+            let shift = crate::addr::level_shift(level);
+            let mut index = (s >> shift) as usize;
+            if level != start_level {
+                index &= ENTRIES_PER_TABLE - 1;
+            }
+            let d = Desc(self.frames().read_desc(table, index));
+            if !d.is_table(level) {
+                return None;
+            }
+            descs[level - start_level] = (table, index, d);
+            table = d.addr();
+        }
+        let i = ((s >> PAGE_SHIFT) as usize) & (ENTRIES_PER_TABLE - 1);
+        let old = Desc(self.frames().read_desc(table, i));
+        #[cfg(any(test, feature = "seeded-bugs"))]
+        let bug = self.mutation;
+        #[cfg(not(any(test, feature = "seeded-bugs")))]
+        let bug = ();
+        let decision = leaf_decision(regime, self.is_live(), self.policy(), bug, old, leaf);
+        if !old.is_mapping(3) && matches!(decision, LeafDecision::Flush { .. } | LeafDecision::Lazy) {
+            return None;
+        }
+        let live = self.is_live();
+        let (frames, stats) = self.frames_and_stats();
+        let mut written = false;
+        if clear != 0 {
+            for (k, &(t, index, d)) in descs[..3 - start_level].iter().enumerate() {
+                stats.walk.visits[start_level + k][Visit::TablePre as usize] += 1;
+                if d.0 & clear != 0 {
+                    frames.write_desc(t, index, d.0 & !clear);
+                    stats.desc_writes += 1;
+                    written = true;
+                }
+            }
+        }
+        stats.walk.visits[3][Visit::Leaf as usize] += 1;
+        let r = if old.is_mapping(3) {
+            Err(Error::AlreadyMapped { addr: regime.input_base().wrapping_add(s), level: 3, found: old })
+        } else {
+            frames.write_desc(table, i, leaf.0);
+            stats.desc_writes += 1;
+            if decision == LeafDecision::Elided {
+                stats.flushes_elided += 1;
+            }
+            written = true;
+            Ok(())
+        };
+        if live && written {
+            // New entries only: visible to the walkers before this returns (as a finished
+            // gather does), so the faulting access does not fault again.
+            tlb.dsb(crate::tlb::Barrier::IshSt);
+            tlb.isb();
+        }
+        Some(r)
+    }
+
     /// Checks the arguments shared by [`map`](Self::map) and [`remap`](Self::remap) and resolves
     /// them against this table: the range as offsets and the per-entry mapping arguments.
     pub(crate) fn map_args<I: InputAddress>(
@@ -188,6 +277,11 @@ impl<A: FrameAlloc> PageTable<A> {
         attrs: Attributes,
         constraints: Constraints,
     ) -> Result<(), Error> {
+        if size == PAGE_SIZE {
+            if let Some(r) = self.map_page(tlb, start, pa, attrs, constraints) {
+                return r;
+            }
+        }
         let (s, e, m) = self.map_args(start, size, pa, attrs, constraints)?;
         let mut reached = s;
         let clear = summary_bits_to_clear(attrs, constraints);

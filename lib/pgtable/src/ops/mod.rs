@@ -4,6 +4,7 @@
 
 mod contpte;
 pub use contpte::Leaf;
+mod direct;
 mod map;
 mod protect;
 mod remap;

@@ -3,11 +3,13 @@
 
 use crate::addr::{InputAddress, PAGE_SIZE};
 use crate::attrs::{Attributes, Perms};
-use crate::ctx::Ctx;
+use crate::ctx::{Ctx, LeafDecision};
 use crate::descriptor::{
-    decode_leaf, encode_leaf, grants_write, sw, validate, without_write, writable_page_test, Desc, PermMask, WRITE_BIT,
+    decode_leaf, encode_leaf, grants_write, sw, validate, without_write, writable_page_test, Desc, PermMask,
+    NOT_OUTPUT_BITS, WRITE_BIT,
 };
 use crate::frame::FrameAlloc;
+use crate::ops::direct::in_one_leaf_table;
 use crate::regime::Regime;
 use crate::table::{seeded_bug, CrossingBlocks, Opts, PageTable};
 use crate::tlb::TlbMaintenance;
@@ -92,29 +94,90 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
     }
 
     /// `protect` of the entries of the level-3 table below the level-2 entry `en` that lie in the
-    /// range: one loop over raw descriptors, valid non-contiguous pages by the mask, the rest
-    /// through [`Self::protect_entry`]. The walker does not descend.
+    /// range: one loop over raw descriptors. A valid or PROT_NONE non-contiguous page changes
+    /// by the mask, and the change it makes (a bit flip, `old ^ new`) and what the flush
+    /// decision says of it ([`Ctx::leaf_decision`]) hold for every following page that is equal
+    /// to it outside the output address: those go through [`protect_pages`], a load, a compare,
+    /// a flip and a store each, and are recorded as one run. The rest (holes, contiguous pages,
+    /// a page of another kind) through [`Self::protect_entry`]. The walker does not descend.
     fn protect_leaf_table(&mut self, en: &Entry, p: &ProtectArgs) -> Result<(), Error> {
         let t = en.desc.addr();
-        for i in leaf_indices(en, p.s, p.e) {
+        let range = leaf_indices(en, p.s, p.e);
+        // The pages' kind (descriptor bits outside the output address), the flip that changes
+        // one, and the flush decision for it.
+        let mut run: Option<(u64, u64, u64, LeafDecision)> = None;
+        let mut i = range.start;
+        while i < range.end {
+            if let Some((mask, kind, flip, decision)) = run {
+                let j = protect_pages(&mut *self.frames, t, i, range.end, (mask, kind), flip);
+                if j > i {
+                    let n = (j - i) as u64;
+                    if flip != 0 {
+                        self.stats.desc_writes += n;
+                        self.gather.note_write();
+                        if !seeded_bug!(self, ProtectRunUnflushed) {
+                            self.record_run(decision, en.off + i as u64 * PAGE_SIZE, 3, n);
+                        }
+                    }
+                    i = j;
+                    if i == range.end {
+                        break;
+                    }
+                }
+            }
             let d = self.read_desc(t, i);
+            let off = en.off + i as u64 * PAGE_SIZE;
+            i += 1;
             if d.is_empty() {
                 continue;
             }
-            let off = en.off + i as u64 * PAGE_SIZE;
             if !d.is_contiguous() {
                 if let Some(new) = p.mask.and_then(|m| m.apply(p.regime, 3, d)) {
+                    let decision = self.leaf_decision(d, new);
                     if new != d {
-                        self.write(t, i, new);
-                        self.record_leaf_change(off, 3, d, new);
+                        self.write(t, i - 1, new);
+                        self.record_run(decision, off, 3, 1);
                     }
+                    let kind_bits = if seeded_bug!(self, ProtectRunWideKind) {
+                        NOT_OUTPUT_BITS & !crate::descriptor::PERM_BITS
+                    } else {
+                        NOT_OUTPUT_BITS
+                    };
+                    run = Some((kind_bits, d.0 & kind_bits, d.0 ^ new.0, decision));
                     continue;
                 }
             }
-            let sub = Entry { table: t, index: i, level: 3, off, desc: d, visit: Visit::Leaf };
+            let sub = Entry { table: t, index: i - 1, level: 3, off, desc: d, visit: Visit::Leaf };
             self.protect_entry(&sub, p)?;
         }
         Ok(())
+    }
+
+    /// What `protect` does at one entry the walker visits (or that a direct path passes).
+    fn protect_visit(&mut self, en: &Entry, p: &ProtectArgs) -> Result<(), Error> {
+        let writable = p.perms.contains(Perms::WRITE);
+        match en.visit {
+            Visit::Leaf => self.protect_entry(en, p),
+            Visit::TablePre => {
+                if writable && !seeded_bug!(self, KeepNoWritable) {
+                    self.clear_table_summary(en, sw::TABLE_NO_WRITABLE);
+                }
+                if en.level == 2 {
+                    self.protect_leaf_table(en, p)?;
+                    if !writable && en.inside(p.s, p.e) {
+                        self.set_table_summary(en, sw::TABLE_NO_WRITABLE);
+                    }
+                    self.skip_children();
+                }
+                Ok(())
+            }
+            Visit::TablePost => {
+                if !writable && en.inside(p.s, p.e) {
+                    self.set_table_summary(en, sw::TABLE_NO_WRITABLE);
+                }
+                Ok(())
+            }
+        }
     }
 
     /// `write_protect` of the entries of the level-3 table below the level-2 entry `en` that lie
@@ -221,6 +284,47 @@ fn write_protect_pages<A: FrameAlloc + ?Sized>(
     i
 }
 
+/// The protect's tight loop over entries `i..end` of the level-3 table `t`: every entry whose
+/// bits outside the output address are `kind` (`d & mask == kind`, `mask` being
+/// `NOT_OUTPUT_BITS`) gets `flip` (nothing written when it is 0); stops at the first other
+/// entry and returns its index (or `end`). Per page: a load, a masked compare, a flip and a
+/// store.
+#[inline(always)]
+fn protect_pages<A: FrameAlloc + ?Sized>(
+    frames: &mut A,
+    t: crate::addr::PhysAddr,
+    mut i: usize,
+    end: usize,
+    (mask, kind): (u64, u64),
+    flip: u64,
+) -> usize {
+    if flip == 0 {
+        while i < end && frames.read_desc(t, i) & mask == kind {
+            i += 1;
+        }
+        return i;
+    }
+    // Two at a time while both are alike (the loop control once per two pages), then one.
+    while i + 2 <= end {
+        let (d0, d1) = (frames.read_desc(t, i), frames.read_desc(t, i + 1));
+        if d0 & mask != kind || d1 & mask != kind {
+            break;
+        }
+        frames.write_desc(t, i, d0 ^ flip);
+        frames.write_desc(t, i + 1, d1 ^ flip);
+        i += 2;
+    }
+    while i < end {
+        let d = frames.read_desc(t, i);
+        if d & mask != kind {
+            break;
+        }
+        frames.write_desc(t, i, d ^ flip);
+        i += 1;
+    }
+    i
+}
+
 impl<A: FrameAlloc> PageTable<A> {
     /// Sets the permissions of every mapping in `[start, start + size)` to `perms`
     /// (`Perms::NONE` makes them PROT_NONE; PROT_NONE -> accessible needs no TLBI). Blocks
@@ -266,35 +370,37 @@ impl<A: FrameAlloc> PageTable<A> {
         let regime = self.regime();
         validate(regime, Attributes::normal(perms))?;
         let p = ProtectArgs { regime, perms, mask: PermMask::new(regime, perms), s, e };
-        let writable = perms.contains(Perms::WRITE);
-        let flags = WalkFlags::LEAF | WalkFlags::TABLE_PRE | WalkFlags::TABLE_POST;
-        self.run(tlb, opts, s, e, flags, |ctx, en| match en.visit {
-            Visit::Leaf => ctx.protect_entry(en, &p),
-            Visit::TablePre => {
-                if writable && !seeded_bug!(ctx, KeepNoWritable) {
-                    ctx.clear_table_summary(en, sw::TABLE_NO_WRITABLE);
-                }
-                if en.level == 2 {
-                    ctx.protect_leaf_table(en, &p)?;
-                    if !writable && en.inside(s, e) {
-                        ctx.set_table_summary(en, sw::TABLE_NO_WRITABLE);
+        if s < e && in_one_leaf_table(s, e) {
+            // The whole range in one level-3 table: straight there, when tables lead to it,
+            // with what the walk's visits would do on the way (the entries above level 2 are
+            // never inside such a range: their post-visits change nothing and only count).
+            let root = self.root();
+            let mut ctx = self.ctx(tlb, opts);
+            if let Some(path) = ctx.path_to_leaf_table(root, s) {
+                let writable = perms.contains(Perms::WRITE);
+                for en in path.entries().filter(|en| en.level < 2) {
+                    ctx.count_visit(en.level, Visit::TablePre);
+                    if writable && !seeded_bug!(ctx, KeepNoWritable) {
+                        ctx.clear_table_summary(&en, sw::TABLE_NO_WRITABLE);
                     }
-                    ctx.skip_children();
                 }
-                Ok(())
-            }
-            Visit::TablePost => {
-                if !writable && en.inside(s, e) {
-                    ctx.set_table_summary(en, sw::TABLE_NO_WRITABLE);
+                ctx.count_visit(2, Visit::TablePre);
+                let r = ctx.protect_visit(&path.leaf_table(), &p);
+                ctx.skip = false;
+                for en in path.entries().filter(|en| en.level < 2) {
+                    ctx.count_visit(en.level, Visit::TablePost);
                 }
-                Ok(())
+                ctx.finish();
+                return r;
             }
-        })
+        }
+        let flags = WalkFlags::LEAF | WalkFlags::TABLE_PRE | WalkFlags::TABLE_POST;
+        self.run(tlb, opts, s, e, flags, |ctx, en| ctx.protect_visit(en, &p))
     }
 
     /// Removes write access from every mapping in `[start, start + size)`, keeping every other
-    /// permission (KVM's `kvm_pgtable_stage2_wrprotect`: stage 2 clears S2AP[1], stage 1 sets
-    /// AP[2]); the write-protect of dirty logging. Blocks crossing the ends are split one level
+    /// permission (KVM's `kvm_pgtable_stage2_wrprotect`: stage 2 clears `S2AP[1]`, stage 1 sets
+    /// `AP[2]`); the write-protect of dirty logging. Blocks crossing the ends are split one level
     /// (as `protect`); blocks inside stay blocks. Tables whose "no writable leaf below" summary
     /// is set are not descended ([`crate::walker::WalkStats::skipped`] counts them), and every
     /// table inside the range gets the summary: write-protecting an already read-only range

@@ -1,12 +1,74 @@
 //! `split`: eager splitting of every block in a range (dirty logging), with SKIP_LEVEL.
 
-use crate::addr::InputAddress;
-use crate::descriptor::sw;
+use crate::addr::{level_size, InputAddress, PhysAddr, ENTRIES_PER_TABLE};
+use crate::ctx::Ctx;
+use crate::descriptor::{sw, Desc};
 use crate::frame::FrameAlloc;
-use crate::table::{Opts, PageTable, SplitOpts};
+use crate::table::{seeded_bug, Opts, PageTable, SplitOpts};
 use crate::tlb::TlbMaintenance;
-use crate::walker::{Visit, WalkFlags};
+use crate::walker::{Entry, Visit, WalkFlags};
 use crate::Error;
+
+/// Most blocks one break-before-make takes down together ([`Ctx::split_block_run`]): 32 MiB of
+/// 2 MiB blocks unmapped at once, for as long as their TLBIs take.
+const BLOCK_RUN: usize = 32;
+
+impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
+    /// Splits to pages the level-2 block of `e` and the level-2 blocks after it in its table
+    /// that lie in `[s, e_end)`, up to [`BLOCK_RUN`] (a dirty-logging enable meets a slot made of
+    /// blocks): every new level-3 table is filled while unreachable, then one break-before-make
+    /// takes the whole run down (invalid, `DSB ISHST`, the run's TLBIs, `DSB ISH`; stage 2 also
+    /// `TLBI VMALLE1IS`) and the tables are linked (KVM breaks each block alone: one flush of
+    /// each kind per block). Stops at the first entry that is not such a block (a table, a
+    /// hole, a contiguous block: the walker visits it) and counts the walker's visits of the
+    /// blocks it took. Returns how many blocks it split.
+    fn split_block_run(&mut self, e: &Entry, s: u64, e_end: u64) -> Result<u64, Error> {
+        let size = level_size(2);
+        let mut olds = [Desc::INVALID; BLOCK_RUN];
+        let mut news = [PhysAddr::new(0); BLOCK_RUN];
+        let mut n = 0;
+        let mut err = None;
+        while n < BLOCK_RUN && e.index + n < ENTRIES_PER_TABLE {
+            let off = e.off + n as u64 * size;
+            if off + size > e_end || off < s {
+                break;
+            }
+            let d = if n == 0 { e.desc } else { self.read_desc(e.table, e.index + n) };
+            if !d.is_mapping(2) || d.is_contiguous() {
+                break;
+            }
+            match self.build_subtree(d, 2, off, 3, false) {
+                Ok(t) => {
+                    olds[n] = d;
+                    news[n] = t;
+                    n += 1;
+                }
+                Err(x) => {
+                    err = Some(x);
+                    break;
+                }
+            }
+        }
+        if n > 1 {
+            self.count_visit_n(2, Visit::Leaf, n as u64 - 1);
+        }
+        self.stats.splits += n as u64;
+        if self.live {
+            self.publish_new_table();
+            if !(self.bbml2 || seeded_bug!(self, SkipBbmOnSplit)) {
+                let broken = if seeded_bug!(self, SplitRunBreaksFirst) { n.min(1) } else { n };
+                self.break_entries(e.table, e.index, 2, e.off, &olds[..broken]);
+            }
+        }
+        for (k, t) in news[..n].iter().enumerate() {
+            self.write(e.table, e.index + k, Desc::table(*t));
+        }
+        match err {
+            Some(x) => Err(x),
+            None => Ok(n as u64),
+        }
+    }
+}
 
 impl<A: FrameAlloc> PageTable<A> {
     /// Splits every block overlapping `[start, start + size)` until no leaf is larger than
@@ -74,6 +136,10 @@ impl<A: FrameAlloc> PageTable<A> {
                 return Ok(());
             }
             if en.level < to_level && en.desc.is_mapping(en.level) {
+                if en.level == 2 && to_level == 3 && !contiguous && !en.desc.is_contiguous() && en.inside(s, e) {
+                    count += ctx.split_block_run(en, s, e)?;
+                    return Ok(());
+                }
                 ctx.split_entry(en, to_level, contiguous)?;
                 count += 1;
             }
