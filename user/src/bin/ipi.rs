@@ -12,19 +12,18 @@
 //!
 //! Arguments: `rounds=N` (default 20, at most 200). One `ipi` record; exit status 0 unless a call failed or
 //! did not reach exactly the one CPU asked for.
-#![no_std]
-#![no_main]
+#![cfg_attr(target_os = "none", no_std, no_main)]
 
 use abi::report::Record;
 use abi::syscall::percpu as op;
 use abi::syscall::{clock, sysctl, SYSCTL_GET};
 use user::sys;
 
-user::entry!(main);
+user::entry!(run);
 
 const MAX_ROUNDS: usize = 200;
 
-fn main(args: &str) -> i32 {
+fn run(args: &str) -> i32 {
     let rounds = (abi::programs::uint(args, "rounds").unwrap_or(20) as usize).min(MAX_ROUNDS);
     let ncpus = sys::sysctl(sysctl::NCPUS, SYSCTL_GET).unwrap_or(1);
     let hz = sys::sysctl(sysctl::TICK_HZ, SYSCTL_GET).unwrap_or(0);

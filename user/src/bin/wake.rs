@@ -10,14 +10,13 @@
 //!
 //! Arguments: `rounds=N` (default 20). One `wake` record; exit status 0 unless a spawn or a wait
 //! failed.
-#![no_std]
-#![no_main]
+#![cfg_attr(target_os = "none", no_std, no_main)]
 
 use abi::report::Record;
 use abi::syscall::{clock, sysctl, SYSCTL_GET};
 use user::{map, prot, sys};
 
-user::entry!(main);
+user::entry!(run);
 
 const MAX_ROUNDS: usize = 200;
 
@@ -25,7 +24,7 @@ extern "C" fn quick(_: u64) -> ! {
     sys::exit(0)
 }
 
-fn main(args: &str) -> i32 {
+fn run(args: &str) -> i32 {
     let rounds = abi::programs::uint(args, "rounds").unwrap_or(20) as usize;
     let ncpus = sys::sysctl(sysctl::NCPUS, SYSCTL_GET).unwrap_or(1);
     let hz = sys::sysctl(sysctl::TICK_HZ, SYSCTL_GET).unwrap_or(0);
