@@ -5,8 +5,9 @@
 //!
 //! Each target must return for every input, never panic, and check what it can about the
 //! result: an accepted Image header's footprint does not overflow; a guest DTB the writer
-//! produced parses again and says what the spec asked; boot arguments that were accepted
-//! re-parse to the same thing.
+//! produced parses again and says what the spec asked (the host's CPUs, or all but a removed
+//! one with no reference to it left); boot arguments that were accepted
+//! re-parse to the same thing and hold each of the table's words at most once.
 
 use board::{guest_dtb, Board, GuestSpec, PsciMethod, Region};
 use bootargs::{Table, Word};
@@ -54,6 +55,22 @@ pub fn guest_dtb_target(data: &[u8]) {
     assert_eq!(g.memory.len(), 1, "guest memory");
     assert_eq!((g.memory[0].base, g.memory[0].size), (base, 64 << 20));
     assert_eq!(g.bootargs.as_deref(), Some("test=smccc"));
+    let mpidrs = |b: &Board| b.cpus.iter().map(|c| c.mpidr).collect::<Vec<_>>();
+    assert_eq!(mpidrs(&g), mpidrs(&host), "the guest's CPUs");
+    // Without its last CPU: the others stay, nothing names the removed one.
+    let Some(last) = host.cpus.last().map(|c| c.mpidr).filter(|_| host.cpus.len() > 1) else { return };
+    let out = match guest_dtb(data, &GuestSpec { remove_cpus: vec![last], ..spec }) {
+        Ok(out) => out,
+        Err(board::BoardError::BadProperty { why, .. }) if why.contains("left out") => {
+            panic!("the trimming left a reference to the removed CPU (guest_dtb's own check)")
+        }
+        Err(_) => return,
+    };
+    assert_eq!(board::dangling_cpu_refs(&out).ok(), Some(vec![]), "a reference to a removed CPU is left");
+    let g = Board::from_dtb(&out).expect("the trimmed guest DTB does not parse");
+    let mut want = mpidrs(&host);
+    want.pop();
+    assert_eq!(mpidrs(&g), want, "the CPUs left");
 }
 
 const WORDS: &[Word] = &[
@@ -75,6 +92,14 @@ pub fn bootargs_target(data: &[u8]) {
         Ok(a) => {
             let again: Vec<&str> = a.words().collect();
             assert_eq!(bootargs::parse(&again.join(" "), &TABLE).as_ref(), Ok(&a), "re-parse differs");
+            // The reference model of acceptance: every word of the line names a word of the
+            // table, no name twice anywhere in the line (not only next to each other).
+            let names: Vec<&str> =
+                line.split_ascii_whitespace().map(|w| w.split_once('=').map_or(w, |(n, _)| n)).collect();
+            for (i, n) in names.iter().enumerate() {
+                assert!(WORDS.iter().any(|w| w.name == *n), "accepted a word not in the table: {n:?}");
+                assert!(!names[..i].contains(n), "accepted {n:?} twice in {line:?}");
+            }
             if let Some(s) = a.size("hyp.pool") {
                 assert!((16 << 20..=1 << 40).contains(&s));
             }

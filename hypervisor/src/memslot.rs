@@ -150,71 +150,58 @@ pub fn guest_buffer(addr: u64, len: u64) -> Result<(), HypError> {
     Ok(())
 }
 
-/// MEMSLOT_CREATE.
+/// MEMSLOT_CREATE: the checks and the mapping are `hypcore::slot`'s (host-tested against
+/// every kind of taken range); this gathers the ranges it checks against and gives it the
+/// stage-2 table.
 pub fn create(base: u64, size: u64, flags: u64) -> Result<u64, HypError> {
-    if flags & !hc::MEMSLOT_BACKING_MASK != 0 || size == 0 {
-        return Err(HypError::InvalidParameter);
-    }
-    let backing = flags & hc::MEMSLOT_BACKING_MASK;
-    let bsize = hc::backing_size(backing).ok_or(HypError::InvalidParameter)?;
-    if !base.is_multiple_of(bsize) || !size.is_multiple_of(bsize) {
-        return Err(HypError::Misaligned);
-    }
-    let r = Range::sized(base, size).ok_or(HypError::OutOfRange)?;
-    if r.end > 1 << pgtable::regime::IPA_BITS {
-        return Err(HypError::OutOfRange);
-    }
+    use hypcore::slot::{Kind, Taken};
+    let req = hypcore::slot::request(base, size, flags, pgtable::regime::IPA_BITS)?;
     let pool = pool().ok_or(HypError::NoMemory)?;
-    if pool.hypervisor_owns(&r) {
-        return Err(HypError::Denied);
-    }
-    if crate::guest::ram().iter().any(|g| g.overlaps(&r)) {
-        return Err(HypError::Overlap);
-    }
     let mut st = SLOTS.lock();
-    if st.slots.iter().any(|s| s.range().overlaps(&r)) {
-        return Err(HypError::Overlap);
-    }
+    let taken: Vec<Taken> = (pool.hyp.iter().map(|&range| Taken { kind: Kind::Hypervisor, range }))
+        .chain(crate::guest::ram().iter().map(|&range| Taken { kind: Kind::GuestRam, range }))
+        .chain(st.slots.iter().map(|s| Taken { kind: Kind::Memslot, range: s.range() }))
+        .collect();
     let mut guard = STAGE2.lock();
     let s2 = guard.as_mut().ok_or(HypError::NoMemory)?;
-    // Anything already mapped there (a device) is an overlap, whether or not a slot is free.
-    let mut busy = false;
-    s2.walk(ipa(base), size, WalkFlags::LEAF, |e| {
-        busy |= e.desc.is_mapping(e.level);
-        Ok(())
-    })
-    .map_err(map_err)?;
-    if busy {
-        return Err(HypError::Overlap);
-    }
-    if st.slots.iter().filter(|s| !s.guest_ram).count() >= hc::MAX_MEMSLOTS || pool.range.len() < bsize {
-        return Err(HypError::NoMemory);
-    }
-    let mut tlb = HwTlb::detect();
-    let attrs = Attributes::normal(Perms::RW);
-    let (constraints, piece_cap) = match backing {
-        hc::MEMSLOT_BACKING_4K => (Constraints::PAGES_ONLY, u64::MAX),
-        // Pieces below 1 GiB can never form a 1 GiB block.
-        hc::MEMSLOT_BACKING_2M => (Constraints { no_blocks: false, no_contiguous: true }, 512 << 20),
-        _ => (Constraints { no_blocks: false, no_contiguous: true }, u64::MAX),
-    };
-    let usable = pool.usable(bsize);
-    let mut o = 0;
-    while o < size {
-        let in_pool = o % usable;
-        let len = (usable - in_pool).min(size - o).min(piece_cap);
-        let pa = PhysAddr::new(pool.range.start + in_pool);
-        if let Err(e) = s2.map(&mut tlb, ipa(base + o), len, pa, attrs, constraints) {
-            // Leave nothing behind.
-            let _ = unmap(s2, &mut tlb, Range::new(base, base + o + len));
-            return Err(map_err(e));
-        }
-        o += len;
-    }
+    let in_use = st.slots.iter().filter(|s| !s.guest_ram).count();
+    hypcore::slot::create(&mut Table { s2, tlb: HwTlb::detect() }, req, &taken, in_use, pool.range)?;
     let id = st.next_id;
     st.next_id += 1;
-    st.slots.push(Slot { id, base, size, backing, log: None, guest_ram: false });
+    st.slots.push(Slot { id, base, size, backing: req.backing, log: None, guest_ram: false });
     Ok(id)
+}
+
+/// The stage-2 table as `hypcore::slot` sees it.
+struct Table<'a> {
+    s2: &'a mut S2,
+    tlb: HwTlb,
+}
+
+impl hypcore::slot::Stage2 for Table<'_> {
+    fn mapped(&mut self, r: Range) -> Result<Vec<Range>, HypError> {
+        let mut out = Vec::new();
+        self.s2
+            .walk(ipa(r.start), r.len(), WalkFlags::LEAF, |e| {
+                if e.desc.is_mapping(e.level) {
+                    out.push(Range::new(e.off, e.off + e.size()));
+                }
+                Ok(())
+            })
+            .map_err(map_err)?;
+        Ok(out)
+    }
+    fn map(&mut self, r: Range, pa: u64, backing: u64) -> Result<(), HypError> {
+        let constraints = match backing {
+            hc::MEMSLOT_BACKING_4K => Constraints::PAGES_ONLY,
+            _ => Constraints { no_blocks: false, no_contiguous: true },
+        };
+        let attrs = Attributes::normal(Perms::RW);
+        self.s2.map(&mut self.tlb, ipa(r.start), r.len(), PhysAddr::new(pa), attrs, constraints).map_err(map_err)
+    }
+    fn unmap(&mut self, r: Range) -> Result<(), HypError> {
+        self.s2.unmap(&mut self.tlb, ipa(r.start), r.len()).map_err(map_err).map(|_| ())
+    }
 }
 
 /// Registers the guest's RAM range `r` (already mapped, identity) as a slot the hypervisor's
@@ -248,20 +235,7 @@ pub fn delete(id: u64) -> Result<(), HypError> {
     let range = slot.range();
     let mut guard = STAGE2.lock();
     let s2 = guard.as_mut().ok_or(HypError::NoMemory)?;
-    unmap(s2, &mut HwTlb::detect(), range)?;
+    hypcore::slot::unmap_in_steps(&mut Table { s2, tlb: HwTlb::detect() }, range)?;
     st.slots.retain(|s| s.id != id);
-    Ok(())
-}
-
-/// Unmaps `r` 1 GiB at a time: one `unmap` call gathers every table it frees (and every
-/// removed table entry) in the hypervisor's heap until its flush, so a single call over a
-/// 64 GiB slot of 4 KiB pages would need megabytes of it.
-fn unmap(s2: &mut S2, tlb: &mut HwTlb, r: Range) -> Result<(), HypError> {
-    let mut a = r.start;
-    while a < r.end {
-        let next = ((a / hypcore::BLOCK_1G + 1) * hypcore::BLOCK_1G).min(r.end);
-        s2.unmap(tlb, ipa(a), next - a).map_err(map_err)?;
-        a = next;
-    }
     Ok(())
 }

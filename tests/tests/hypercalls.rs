@@ -16,7 +16,7 @@ fn every_bad_memslot_argument_returns_its_error_code() {
     // The count is the number of checks in kernel/src/selftest/memslot.rs::errors (with the
     // 100-page slot's exact bitmap and the overlaps with a full slot table); each one fails the
     // run on a wrong code, so fewer would mean some were skipped.
-    run.expect_output("kernel: memslot-errors: 70 checks passed, stage 2 back to");
+    run.expect_output("kernel: memslot-errors: 72 checks passed, stage 2 back to");
 }
 
 #[test]
@@ -40,5 +40,5 @@ fn long_memslot_errors_with_the_default_pool_of_3g() {
     }));
     run.expect_exit(0);
     assert_eq!(run.record("hyp_boot").u64("frame_pool_bytes"), Some(192 << 20), "{}", run.dump());
-    run.expect_output("kernel: memslot-errors: 70 checks passed");
+    run.expect_output("kernel: memslot-errors: 72 checks passed");
 }

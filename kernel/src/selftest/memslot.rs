@@ -81,10 +81,15 @@ pub fn errors() -> Result<(), String> {
         check("create: over the hypervisor", create(hole, PAGE, hc::MEMSLOT_BACKING_4K), DENIED)?;
     }
     if let Some(u) = &k.board.console {
-        check("create: over the UART", create(u.base & !(PAGE - 1), PAGE, hc::MEMSLOT_BACKING_4K), OVERLAP)?;
+        let uart = u.base & !(PAGE - 1);
+        check("create: over the UART", create(uart, PAGE, hc::MEMSLOT_BACKING_4K), OVERLAP)?;
+        // Sharing only its first or only its last page with the UART's: refused, and the
+        // UART still prints (the records after this one).
+        check("create: ending on the UART's page", create(uart - PAGE, 2 * PAGE, hc::MEMSLOT_BACKING_4K), OVERLAP)?;
+        check("create: starting on the UART's page", create(uart, 2 * PAGE, hc::MEMSLOT_BACKING_4K), OVERLAP)?;
         // The device is the first page of the walk, unmapped pages follow: every entry counts,
         // not the last one seen.
-        check("create: from the UART on", create(u.base & !(PAGE - 1), 4 * PAGE, hc::MEMSLOT_BACKING_4K), OVERLAP)?;
+        check("create: from the UART on", create(uart, 4 * PAGE, hc::MEMSLOT_BACKING_4K), OVERLAP)?;
     }
     check("create: 1 GiB backing, 64 MiB pool", create(base, GIB, hc::MEMSLOT_BACKING_1G), NO_MEMORY)?;
     // A slot of 4 KiB pages needs a table page per 2 MiB: one larger than the frame pool can

@@ -61,6 +61,11 @@ pub const PROGRAMS: &[Program] = &[
     },
     Program { name: "hello", args: Shape::One(num(0, 255)), about: "one line; exits with its argument" },
     Program {
+        name: "ipi",
+        args: Shape::Keys(&[("rounds", num(1, 200))]),
+        about: "function-call IPIs to an idle CPU, each timed, counting the ticks they needed",
+    },
+    Program {
         name: "mprotect",
         args: Shape::Keys(&[("rounds", num(1, 200))]),
         about: "the flush-elision microbenchmark",

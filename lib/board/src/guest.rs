@@ -38,8 +38,11 @@ pub struct GuestSpec {
     /// `/psci` node `arm,psci-1.0` is added when the host has none, e.g. the Pi 4) and every
     /// CPU's `enable-method` becomes `"psci"` (a spin-table's `cpu-release-addr` is dropped).
     pub psci_method: Option<PsciMethod>,
-    /// CPUs (by MPIDR, as in their `reg`) left out of the guest's tree, with their `cpu-map`
-    /// entries. Each must exist.
+    /// CPUs (by MPIDR, as in their `reg`) left out of the guest's tree, with every reference
+    /// to them ([`CPU_REFS`]): nodes naming one by `cpu` (`cpu-map` leaves, per-CPU trace units)
+    /// go, `cpu-map` clusters left empty go, and lists of CPUs (`interrupt-affinity` with the
+    /// matching `interrupts` entries, `cpus`, `affinity`, `cooling-device` entries) lose the
+    /// removed ones (the node goes when none is left). Each must exist.
     pub remove_cpus: Vec<u64>,
     /// Device nodes added at the root (`<name>@<base>` with `compatible` and `reg`): devices
     /// the hypervisor emulates for the guest.
@@ -79,7 +82,12 @@ struct Ctx<'s> {
     initrd_width: Option<usize>,
     removed: Vec<usize>,
     disabled: Vec<usize>,
+    /// Properties rewritten to leave out removed CPUs.
+    edits: Vec<Edit>,
 }
+
+/// A property rewritten: (node, property, new value).
+type Edit = (usize, &'static str, Vec<u8>);
 
 fn spec_err(item: String, why: &'static str) -> BoardError {
     BoardError::BadGuestSpec { item, why }
@@ -116,7 +124,15 @@ pub fn guest_dtb(host_dtb: &[u8], spec: &GuestSpec) -> Result<Vec<u8>, BoardErro
         }
     };
     let mut removed = spec.remove.iter().map(find).collect::<Result<Vec<_>, _>>()?;
-    removed.extend(cpu_nodes(&t, &spec.remove_cpus)?);
+    // CPUs left out: by MPIDR, and CPU nodes removed by path (the hypervisor drops those a
+    // board lists beyond what runs); every reference to either goes.
+    let mut cpus = cpu_nodes(&t, &spec.remove_cpus)?;
+    let cpus_node = t.find_path("/cpus");
+    cpus.extend(removed.iter().copied().filter(|&i| {
+        t.nodes[i].parent.is_some() && t.nodes[i].parent == cpus_node && t.prop_str(i, "device_type") == Ok(Some("cpu"))
+    }));
+    let edits = drop_cpu_refs(&t, &cpus, &mut removed)?;
+    removed.extend(cpus);
     let disabled = spec.disable.iter().map(find).collect::<Result<Vec<_>, _>>()?;
     let psci = find_psci(&t);
     let top = |name: &str| t.children(0).find(|&c| t.nodes[c].name == name);
@@ -134,6 +150,7 @@ pub fn guest_dtb(host_dtb: &[u8], spec: &GuestSpec) -> Result<Vec<u8>, BoardErro
         psci,
         removed,
         disabled,
+        edits,
     };
 
     let mut w = FdtWriter::new();
@@ -145,7 +162,11 @@ pub fn guest_dtb(host_dtb: &[u8], spec: &GuestSpec) -> Result<Vec<u8>, BoardErro
         }
     }
     emit(&t, 0, &ctx, &mut w)?;
-    w.finish()
+    let out = w.finish()?;
+    if let Some((node, prop)) = dangling_cpu_refs(&out)?.into_iter().next() {
+        return Err(BoardError::BadProperty { node, prop, why: "still names a CPU the guest's tree left out" });
+    }
+    Ok(out)
 }
 
 /// The GIC (with the number of `reg` entries a machine without EL2 has: GICv2 distributor and
@@ -168,25 +189,175 @@ fn el2_nodes(t: &Tree) -> Result<(Option<(usize, usize)>, Option<(usize, usize)>
     Ok((gic, timer))
 }
 
-/// The nodes to drop for `mpidrs`: each CPU's node under `/cpus` and the `cpu-map` entries
-/// whose `cpu` points at it.
+/// The CPU nodes under `/cpus` with these MPIDRs (each must exist).
 fn cpu_nodes(t: &Tree, mpidrs: &[u64]) -> Result<Vec<usize>, BoardError> {
     let Some(cpus) = t.find_path("/cpus") else {
         return if mpidrs.is_empty() { Ok(Vec::new()) } else { Err(spec_err(String::from("/cpus"), "no such node")) };
     };
+    mpidrs
+        .iter()
+        .map(|&m| {
+            t.children(cpus)
+                .find(|&c| t.addr_size_pairs(c, "reg").ok().flatten().and_then(|r| r.first().map(|x| x.0)) == Some(m))
+                .ok_or_else(|| spec_err(format!("cpu {m:#x}"), "no CPU with this MPIDR in the host tree"))
+        })
+        .collect()
+}
+
+/// How a property refers to CPU nodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CpuRef {
+    /// One phandle: the node belongs to that CPU (a `cpu-map` leaf, a per-CPU trace unit).
+    Owner,
+    /// A list of phandles, one per CPU the node serves.
+    List,
+    /// A list of phandles paired one to one with the node's `interrupts` specifiers.
+    Interrupts,
+    /// Entries of a phandle and the target's `#cooling-cells` cells (2 when it has none).
+    Cooling,
+}
+
+/// Every property of a device tree that names CPU nodes by phandle, and how: the guest's tree
+/// keeps none that names a CPU it left out ([`GuestSpec::remove_cpus`]).
+pub const CPU_REFS: &[(&str, CpuRef)] = &[
+    ("cpu", CpuRef::Owner),
+    ("cpus", CpuRef::List),
+    ("affinity", CpuRef::List),
+    ("interrupt-affinity", CpuRef::Interrupts),
+    ("cooling-device", CpuRef::Cooling),
+];
+
+/// Nodes whose properties are paths or fixup tables, never phandles (`/__symbols__` has a
+/// property named `cpus`: the path of `/cpus`).
+const PATH_NODES: &[&str] = &["/__symbols__", "/aliases", "/__fixups__", "/__local_fixups__"];
+
+fn holds_phandles(t: &Tree, i: usize) -> bool {
+    !PATH_NODES.iter().any(|p| t.nodes[i].path == *p || t.nodes[i].path.starts_with(&format!("{p}/")))
+}
+
+fn phandle_of(t: &Tree, i: usize) -> Option<u32> {
+    ["phandle", "linux,phandle"]
+        .iter()
+        .find_map(|n| t.prop(i, n))
+        .and_then(|v| <[u8; 4]>::try_from(v).ok())
+        .map(u32::from_be_bytes)
+}
+
+fn words(v: &[u8]) -> impl Iterator<Item = u32> + '_ {
+    v.chunks_exact(4).map(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]]))
+}
+
+/// The `(entry width in cells, phandle of each entry)` of a [`CpuRef`] property of node `i`.
+fn cpu_ref_entries(t: &Tree, i: usize, name: &'static str, how: CpuRef) -> Result<(usize, Vec<u32>), BoardError> {
+    let v = t.prop(i, name).unwrap_or(&[]);
+    let bad = |why| crate::error::bad_prop(t.path(i), name, why);
+    if !v.len().is_multiple_of(4) {
+        return Err(bad("length not a multiple of 4"));
+    }
+    let cells: Vec<u32> = words(v).collect();
+    if how != CpuRef::Cooling {
+        return Ok((1, cells));
+    }
     let mut out = Vec::new();
-    for &m in mpidrs {
-        let node = t
-            .children(cpus)
-            .find(|&c| t.addr_size_pairs(c, "reg").ok().flatten().and_then(|r| r.first().map(|x| x.0)) == Some(m))
-            .ok_or_else(|| spec_err(format!("cpu {m:#x}"), "no CPU with this MPIDR in the host tree"))?;
-        out.push(node);
-        let phandle = ["phandle", "linux,phandle"].iter().find_map(|n| t.prop(node, n));
-        if let Some(ph) = phandle {
-            out.extend(
-                (0..t.nodes.len())
-                    .filter(|&i| t.nodes[i].path.starts_with("/cpus/cpu-map/") && t.prop(i, "cpu") == Some(ph)),
-            );
+    let mut k = 0;
+    let mut width = 0;
+    while k < cells.len() {
+        let target = t.by_phandle(cells[k]).ok_or_else(|| bad("names no node"))?;
+        let w = 1 + t.prop_u32(target, "#cooling-cells")?.unwrap_or(2) as usize;
+        if width != 0 && w != width {
+            return Err(bad("entries of different widths"));
+        }
+        width = w;
+        if k + w > cells.len() {
+            return Err(bad("last entry cut short"));
+        }
+        out.push(cells[k]);
+        k += w;
+    }
+    Ok((width.max(1), out))
+}
+
+/// Every reference to the CPU nodes `cpus` (about to be removed): nodes that belong to one of
+/// them, and `cpu-map` clusters left with no entry, join `removed`; the returned edits rewrite
+/// the lists that name one of them among others.
+fn drop_cpu_refs(t: &Tree, cpus: &[usize], removed: &mut Vec<usize>) -> Result<Vec<Edit>, BoardError> {
+    let gone: Vec<u32> = cpus.iter().filter_map(|&c| phandle_of(t, c)).collect();
+    let mut edits = Vec::new();
+    if gone.is_empty() {
+        return Ok(edits);
+    }
+    for i in 0..t.nodes.len() {
+        for &(name, how) in CPU_REFS {
+            if t.prop(i, name).is_none() || cpus.contains(&i) || !holds_phandles(t, i) {
+                continue;
+            }
+            let (width, refs) = cpu_ref_entries(t, i, name, how)?;
+            let keep: Vec<bool> = refs.iter().map(|r| !gone.contains(r)).collect();
+            if keep.iter().all(|&k| k) {
+                continue;
+            }
+            if how == CpuRef::Owner || !keep.iter().any(|&k| k) {
+                removed.push(i);
+                continue;
+            }
+            let v = t.prop(i, name).unwrap_or(&[]);
+            let kept = |v: &[u8], w: usize| -> Vec<u8> {
+                v.chunks(w).zip(&keep).filter(|(_, &k)| k).flat_map(|(c, _)| c.iter().copied()).collect()
+            };
+            if how == CpuRef::Interrupts {
+                let irq = t.prop(i, "interrupts").unwrap_or(&[]);
+                let icells = crate::interrupt_parent(t, i)
+                    .map_or(Ok(None), |p| t.prop_u32(p, "#interrupt-cells"))?
+                    .unwrap_or(3) as usize;
+                if icells == 0 || irq.len() != refs.len() * 4 * icells {
+                    return Err(crate::error::bad_prop(
+                        t.path(i),
+                        name,
+                        "does not pair one CPU with each `interrupts` specifier",
+                    ));
+                }
+                edits.push((i, "interrupts", kept(irq, 4 * icells)));
+            }
+            edits.push((i, name, kept(v, 4 * width)));
+        }
+    }
+    // cpu-map clusters (and sockets) whose every entry went, deepest first.
+    for i in (0..t.nodes.len()).rev() {
+        let n = &t.nodes[i];
+        if n.path.starts_with("/cpus/cpu-map/")
+            && !n.children.is_empty()
+            && n.children.iter().all(|c| removed.contains(c))
+            && !removed.contains(&i)
+        {
+            removed.push(i);
+        }
+    }
+    Ok(edits)
+}
+
+/// The `(node path, property)` of every [`CPU_REFS`] property in `dtb` naming a node that is
+/// not in the tree (the check [`guest_dtb`] makes of its own output, and the tests' oracle).
+pub fn dangling_cpu_refs(dtb: &[u8]) -> Result<Vec<(String, &'static str)>, BoardError> {
+    let checked = validate::check(dtb)?;
+    let fdt = fdt::Fdt::new(checked.bytes()).map_err(|_| BoardError::BadHeader {
+        field: "magic",
+        value: 0,
+        why: "rejected by the fdt parser",
+    })?;
+    let t = Tree::build(&fdt)?;
+    let mut out = Vec::new();
+    for i in 0..t.nodes.len() {
+        for &(name, how) in CPU_REFS {
+            if t.prop(i, name).is_none() || !holds_phandles(&t, i) {
+                continue;
+            }
+            let dangling = match cpu_ref_entries(&t, i, name, how) {
+                Ok((_, refs)) => refs.iter().any(|&r| t.by_phandle(r).is_none()),
+                Err(_) => true,
+            };
+            if dangling {
+                out.push((String::from(t.path(i)), name));
+            }
         }
     }
     Ok(out)
@@ -240,6 +411,10 @@ fn emit(t: &Tree, i: usize, cx: &Ctx, w: &mut FdtWriter) -> Result<(), BoardErro
     // order as QEMU's); the others after the host's.
     let mut chosen_written: Vec<&str> = Vec::new();
     for p in node.fdt.properties() {
+        if let Some((_, name, v)) = cx.edits.iter().find(|(n, name, _)| *n == i && *name == p.name) {
+            w.property(name, v)?;
+            continue;
+        }
         if psci_cpu && p.name == "cpu-release-addr" {
             continue;
         }

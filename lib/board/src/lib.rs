@@ -31,7 +31,7 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
 pub use error::BoardError;
-pub use guest::{guest_dtb, ExtraDevice, GuestSpec};
+pub use guest::{dangling_cpu_refs, guest_dtb, CpuRef, ExtraDevice, GuestSpec, CPU_REFS};
 pub use validate::{total_size as dtb_total_size, FDT_MAGIC, MAX_DTB_SIZE};
 pub use writer::FdtWriter;
 

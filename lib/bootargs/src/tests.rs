@@ -139,8 +139,75 @@ mod props {
         ]
     }
 
+    /// Words of [`TABLE`] with whether each is valid on its own.
+    const POOL: &[(&str, bool)] = &[
+        ("bbml2=on", true),
+        ("bbml2=off", true),
+        ("bbml2=maybe", false),
+        ("bbml2", false),
+        ("bbml2_unsafe_override", true),
+        ("bbml2_unsafe_override=1", false),
+        ("test=panic", true),
+        ("test=panic,undef", true),
+        ("test=nope", false),
+        ("hyp.pool=32M", true),
+        ("hyp.pool=1M", false),
+        ("split.iters=5", true),
+        ("split.iters=0", false),
+        ("perf.events=", true),
+        ("perf.events=a,b", true),
+        ("perf.event=a", false),
+        ("hyp.other", false),
+    ];
+
+    /// What the parser must answer, word by word: an unknown name ends it (Unknown), then a
+    /// name given before anywhere earlier in the line (Duplicate, naming the first), then a bad
+    /// value (BadValue); a line with none of these is accepted.
+    #[derive(Debug, PartialEq)]
+    enum Verdict {
+        Ok,
+        Unknown(String),
+        Duplicate(String, String),
+        BadValue(String),
+    }
+
+    fn model(words: &[(&str, bool)]) -> Verdict {
+        let mut seen: Vec<(&str, &str)> = Vec::new();
+        for &(w, valid) in words {
+            let name = w.split_once('=').map_or(w, |(n, _)| n);
+            if TABLE.word(name).is_none() {
+                return Verdict::Unknown(w.into());
+            }
+            if let Some((_, first)) = seen.iter().find(|(n, _)| *n == name) {
+                return Verdict::Duplicate((*first).into(), w.into());
+            }
+            if !valid {
+                return Verdict::BadValue(w.into());
+            }
+            seen.push((name, w));
+        }
+        Verdict::Ok
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+        /// Lines of up to 8 words from [`POOL`] (repeats likely) against the model: the same
+        /// verdict, and a duplicate names the first occurrence wherever it was in the line, not
+        /// only as the previous word.
+        #[test]
+        fn lines_get_the_reference_model_s_verdict(picks in prop::collection::vec(0..POOL.len(), 0..8)) {
+            let words: Vec<(&str, bool)> = picks.iter().map(|&i| POOL[i]).collect();
+            let line = words.iter().map(|(w, _)| *w).collect::<Vec<_>>().join(" ");
+            let got = match parse(&line, &TABLE) {
+                Ok(_) => Verdict::Ok,
+                Err(Error::Unknown { word, .. }) => Verdict::Unknown(word),
+                Err(Error::Duplicate { first, second, .. }) => Verdict::Duplicate(first, second),
+                Err(Error::BadValue { word, .. }) => Verdict::BadValue(word),
+                Err(e) => panic!("unexpected error {e:?} for {line:?}"),
+            };
+            prop_assert_eq!(got, model(&words), "{}", line);
+        }
 
         /// Any input: an answer, never a panic; an accepted line re-parses to the same Args, and
         /// each accepted word is one of the table's.

@@ -20,6 +20,8 @@
 //! * [`options`]: the hypervisor's `hyp.` boot-word table (the xtask reads it too) and the
 //!   words the memory plan reads.
 //! * [`mmio`]: decoding a trapped load/store (ESR syndrome) for MMIO emulation.
+//! * [`slot`]: MEMSLOT_CREATE's checks against every kind of taken range and its mapping with
+//!   a rollback that unmaps only what it mapped.
 //! * [`dirty`]: the dirty-bitmap arithmetic of dirty logging (initially-set words, the
 //!   argument checks of a clear, which pages one mask word write-protects).
 #![no_std]
@@ -37,6 +39,7 @@ pub mod options;
 pub mod plan;
 pub mod range;
 pub mod share;
+pub mod slot;
 
 pub use range::Range;
 
