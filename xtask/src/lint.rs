@@ -37,6 +37,16 @@ fn has_clippy(cargo: &Path) -> bool {
             .unwrap_or(false)
 }
 
+/// `cargo clippy` with `cargo`'s own toolchain's clippy. Not `cargo clippy` itself: cargo looks
+/// for `cargo-clippy` in `~/.cargo/bin` before PATH, so with Debian's cargo first on PATH and
+/// rustup installed it would run rustup's clippy, another compiler version than the one that
+/// built the dependencies (E0514). `cargo-clippy` runs the cargo named by `CARGO`.
+pub fn clippy_of(cargo: &Path) -> Command {
+    let mut c = Command::new(cargo.with_file_name("cargo-clippy"));
+    c.arg("clippy").env("CARGO", cargo);
+    c
+}
+
 /// Debian's clippy for its `rustc-web` toolchain.
 const DEBIAN_CLIPPY: &str = "rust-web-clippy";
 
@@ -69,11 +79,11 @@ pub fn run(tc: &CrossToolchain) -> Result<()> {
         }
     };
     eprintln!("xtask: clippy on the host crates ({})", host_cargo.display());
-    let mut c = Command::new(&host_cargo);
+    let mut c = clippy_of(&host_cargo);
     c.current_dir(workspace_root()).env("PATH", path_for(&host_cargo));
     // `--workspace`: what a Rust developer runs first. The bare-metal binaries are stubs on the
     // host (their items are `#[cfg(target_os = "none")]`), linted for real below.
-    c.args(["clippy", "--quiet", "--workspace", "--all-targets", "--", "-D", "warnings"]);
+    c.args(["--quiet", "--workspace", "--all-targets", "--", "-D", "warnings"]);
     if host_cargo == tc.cargo && tc.cargo.starts_with("/usr/bin") {
         c.env("RUSTC", &tc.rustc).env_remove("RUSTUP_TOOLCHAIN");
     }

@@ -171,8 +171,13 @@ impl CrossToolchain {
     /// A `cargo` command set up for `target` ([`TARGET`] or [`HYP_TARGET`]): the right rustc,
     /// build-std flags and rustflags.
     pub fn cargo(&self, subcommand: &str, target: &str) -> Command {
-        let mut c = Command::new(&self.cargo);
-        c.arg(subcommand);
+        let mut c = if subcommand == "clippy" {
+            crate::lint::clippy_of(&self.cargo)
+        } else {
+            let mut c = Command::new(&self.cargo);
+            c.arg(subcommand);
+            c
+        };
         // The rustup proxy's choice must not leak into a foreign cargo, and the rustc must be
         // the one that matched (rustup's proxies come first on PATH).
         c.env("RUSTC", &self.rustc);
