@@ -26,8 +26,8 @@ fn has_clippy(cargo: &Path) -> bool {
     let beside = |name: &str| cargo.parent().is_some_and(|d| d.join(name).is_file());
     beside("cargo-clippy")
         && beside("clippy-driver")
-        && Command::new(cargo)
-            .args(["clippy", "--version"])
+        && clippy_of(cargo)
+            .arg("--version")
             .env("PATH", path_for(cargo))
             .env_remove("RUSTC_WORKSPACE_WRAPPER")
             .stdout(Stdio::null())
