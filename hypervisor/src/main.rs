@@ -199,21 +199,10 @@ fn boot(dtb_addr: usize, loaded_at: Option<u64>) -> Result<core::convert::Infall
     let probe =
         guest_device_tree(&board, &host_dtb, &plan, &contents.cmdline, probe, &opts, migration.as_ref(), guest_cpus)?;
     let dtb_room = (size as u64).max(probe.len() as u64).next_multiple_of(8);
-    // QEMU's loader RAM: from the machine's RAM base to the end of the guest's first range. When
-    // that cannot hold the guest (the hypervisor stayed low, leaving a hole just above the RAM
-    // base: the ZCU102 with a 1 GiB memslot pool), the same rules from the start of the first
-    // later range that can.
-    let first = Range::new(board.memory.first().map_or(0, |m| m.base), guest_ram.first().map_or(0, |g| g.end));
-    // Only a placement error moves on (`load` copies nothing before it has placed everything).
-    let mut loaded = guest::load(&contents, first, &reserved, dtb_room);
-    for g in guest_ram.iter().skip(1) {
-        if !matches!(loaded, Err(guest::LoadError::Placement(_))) {
-            break;
-        }
-        if let Ok(l) = guest::load(&contents, Range::new(g.start, g.end), &reserved, dtb_room) {
-            loaded = Ok(l);
-        }
-    }
+    // Where QEMU would put the guest on the guest's RAM (`hypcore::load::place_guest`: from the
+    // machine's RAM base, or a later range when the first cannot hold it).
+    let base = board.memory.first().map_or(0, |m| m.base);
+    let loaded = guest::load(&contents, base, &reserved, dtb_room);
     let loaded = loaded.map_err(|e| e.to_string())?;
     let kernel = loaded.kernel;
     let gdtb = guest_device_tree(
