@@ -179,11 +179,20 @@ fn boot(dtb_addr: usize, loaded_at: Option<u64>) -> Result<core::convert::Infall
             ("slot pool", plan.slotpool)
         ];
         kept.extend(plan.spare.iter().map(|r| ("spare RAM", *r)));
+        let devices = hypcore::devices::kept_pages(&board);
+        kept.extend(devices.iter().map(|(_, r)| ("power controller's registers", *r)));
         let bytes = mmu::check_stage2(&kept)?;
         rt::println!(
             "hyp: check-stage2: nothing of the {} MiB the hypervisor keeps (region, frame pool, slot pool) translates in stage 2",
             bytes >> 20
         );
+        for (path, r) in &devices {
+            rt::println!(
+                "hyp: check-stage2: {path} [{:#x}, {:#x}) is the hypervisor's: not in stage 2",
+                r.start,
+                r.end
+            );
+        }
     }
 
     // The guest: a bundle (kernel, initramfs, command line) or a lone kernel in the initrd, put
@@ -396,6 +405,8 @@ fn guest_device_tree(
         .or(board.psci.as_ref().map(|p| p.method))
         .unwrap_or(board::PsciMethod::Hvc);
     let mut spec = plan.guest_spec(bootargs, Some(conduit));
+    // The power controller the run ends with is the hypervisor's: its node disabled.
+    hypcore::devices::hide_kept(board, &mut spec);
     spec.initrd = initrd.map(|r| board::Region::new(r.start, r.len()));
     spec.hide_el2 = true;
     if let Some(m) = migration {

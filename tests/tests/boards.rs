@@ -54,6 +54,21 @@ fn pi4_hypervisor_and_kernel_4_cpus() {
     assert_eq!(ram.strs("guest_ram").and_then(|v| v.first().copied()), Some("0x1000"), "{}", r.dump());
 }
 
+/// The PM watchdog powers the Pi 4 off at the end of the run: it is the hypervisor's. The guest's
+/// DTB has its node disabled, its registers are not in stage 2 (`hyp.check-stage2` walks them),
+/// and the guest's read of them comes back as an external abort; the run still ends by the
+/// watchdog, exit 0.
+#[test]
+fn pi4_power_controller_is_the_hypervisors() {
+    let r = boot(cfg(Board::Pi4, |c| c.bootargs = "test=power-hidden hyp.check-stage2".into()));
+    r.expect_exit(0);
+    r.expect_output("hyp: check-stage2: /soc/watchdog@7e100000 [0xfe100000, 0xfe101000) is the hypervisor's");
+    r.expect_output("hyp: guest read at IPA 0xfe10001c");
+    r.expect_output("kernel: power-hidden: synchronous external abort caught by the kernel's handler (ESR 0x96000010");
+    r.expect_output("kernel: power-hidden: /soc/watchdog@7e100000 is disabled and its registers are the hypervisor's");
+    assert_eq!(r.record("hyp_exits").u64("injected_abort"), Some(1), "{}", r.dump());
+}
+
 #[test]
 fn pi4_hypervisor_and_kernel_1_cpu() {
     hyp_and_kernel(Board::Pi4, 1);

@@ -29,6 +29,7 @@
 
 extern crate alloc;
 
+pub mod devices;
 pub mod dirty;
 pub mod exception;
 pub mod fault;
