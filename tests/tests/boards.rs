@@ -69,6 +69,21 @@ fn pi4_power_controller_is_the_hypervisors() {
     assert_eq!(r.record("hyp_exits").u64("injected_abort"), Some(1), "{}", r.dump());
 }
 
+/// A CPU turned off on a spin-table board, where no firmware takes it back: CPU 2 is left off
+/// at boot (`cycle.cpu=2`: the A72 has no BBML2 to refuse it), released from the firmware's
+/// spin table by the first CPU_ON, then parked in the hypervisor at each CPU_OFF and woken by
+/// the next CPU_ON, 8 times, with AFFINITY_INFO answering ON and OFF and CPU_ON to a starting
+/// CPU answering ON_PENDING or ALREADY_ON.
+#[test]
+fn pi4_cpu_off_and_on_by_the_hypervisor() {
+    let r = boot(cfg(Board::Pi4, |c| c.bootargs = "cycle.cpu=2 test=cpu-cycle".into()));
+    r.expect_exit(0);
+    r.expect_output("kernel: CPU 2 (MPIDR 0x2) left off at boot (cycle.cpu=2)");
+    r.expect_output("kernel: 3 of 4 CPUs online");
+    r.expect_output("kernel: cpu-cycle: 8 CPU_OFF/CPU_ON cycles of CPU 0x2");
+    r.expect_output("AFFINITY_INFO answered ON and OFF");
+}
+
 #[test]
 fn pi4_hypervisor_and_kernel_1_cpu() {
     hyp_and_kernel(Board::Pi4, 1);

@@ -27,6 +27,7 @@ pub const WORDS: &[Word] = &[
     Word::choice("bench", abi::names::BENCHES, "in-guest benchmark"),
     Word::uint("dirty.seed", 0, u64::MAX, "test=dirty-log: random seed"),
     Word::uint("touch.ipa", 0, u64::MAX, "test=touch: the IPA to read"),
+    Word::uint("cycle.cpu", 1, abi::MAX_CPUS as u64 - 1, "leave CPU N off at boot, for test=cpu-cycle to cycle"),
     Word::uint("pools.frame", 0, u64::MAX, "test=pool-calls: an IPA in the hypervisor's frame pool"),
     Word::uint("pools.slot", 0, u64::MAX, "test=pool-calls: an IPA in the hypervisor's slot pool"),
     Word::uint("split.iters", 1, 1_000_000, "bench=split: iterations"),
@@ -146,6 +147,9 @@ pub struct TestOptions {
     pub touch_ipa: Option<u64>,
     /// `pools.frame=IPA` and `pools.slot=IPA` (both, for `test=pool-calls`).
     pub pools: Option<(u64, u64)>,
+    /// `cycle.cpu=N`: CPU N (in the DTB's order) is not started at boot, so `test=cpu-cycle`
+    /// has a CPU that is off on any machine (`bbml2_test_disallow_cpu` needs BBML2).
+    pub cycle_cpu: Option<usize>,
 }
 
 /// The benchmark (`bench=` and its parameters).
@@ -272,7 +276,13 @@ impl Options {
             (Some(f), Some(s)) => Some((f, s)),
             _ => None,
         };
-        let tests = TestOptions { names, dirty_seed: a.uint("dirty.seed"), touch_ipa: a.uint("touch.ipa"), pools };
+        let tests = TestOptions {
+            names,
+            dirty_seed: a.uint("dirty.seed"),
+            touch_ipa: a.uint("touch.ipa"),
+            pools,
+            cycle_cpu: a.uint("cycle.cpu").map(|c| c as usize),
+        };
         let bench = BenchOptions {
             name: a.choice("bench"),
             split_iters: a.uint("split.iters"),
