@@ -113,12 +113,9 @@ pub fn guest_devices(board: &Board, hyp: Range) -> Vec<(String, Range)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testdtb::{cells, one_cpu, root_with_memory};
     use alloc::vec;
     use board::FdtWriter;
-
-    fn cells(v: &[u32]) -> Vec<u8> {
-        v.iter().flat_map(|c| c.to_be_bytes()).collect()
-    }
 
     const PM: u64 = 0xfe10_0000;
     const ASB: u64 = 0xfe00_a000;
@@ -130,24 +127,9 @@ mod tests {
     /// the mini UART; `psci` adds a PSCI node (firmware that powers off).
     fn pi4_like(psci: bool) -> Vec<u8> {
         let mut w = FdtWriter::new();
-        w.begin_node("").unwrap();
-        w.property("#address-cells", &cells(&[1])).unwrap();
-        w.property("#size-cells", &cells(&[1])).unwrap();
-        w.property("compatible", b"raspberrypi,4-model-b\0brcm,bcm2711\0").unwrap();
-        w.begin_node("memory@0").unwrap();
-        w.property("device_type", b"memory\0").unwrap();
-        w.property("reg", &cells(&[0, 0x3c00_0000])).unwrap();
-        w.end_node().unwrap();
-        w.begin_node("cpus").unwrap();
-        w.property("#address-cells", &cells(&[1])).unwrap();
-        w.property("#size-cells", &cells(&[0])).unwrap();
-        w.begin_node("cpu@0").unwrap();
-        w.property("device_type", b"cpu\0").unwrap();
-        w.property("reg", &cells(&[0])).unwrap();
-        w.property("enable-method", b"spin-table\0").unwrap();
-        w.property("cpu-release-addr", &cells(&[0, 0xd8])).unwrap();
-        w.end_node().unwrap();
-        w.end_node().unwrap();
+        root_with_memory(&mut w, 1, 1, &[0, 0x3c00_0000]);
+        let spin = [("enable-method", b"spin-table\0".to_vec()), ("cpu-release-addr", cells(&[0, 0xd8]))];
+        one_cpu(&mut w, &spin);
         if psci {
             w.begin_node("psci").unwrap();
             w.property("compatible", b"arm,psci-1.0\0").unwrap();

@@ -41,6 +41,8 @@ pub mod plan;
 pub mod range;
 pub mod share;
 pub mod slot;
+#[cfg(test)]
+mod testdtb;
 
 pub use range::Range;
 
