@@ -26,6 +26,11 @@ pub const WORDS: &[Word] = &[
     Word::list("test", abi::names::SELFTESTS, "self-tests, in order (one that ends the run must be last)"),
     Word::choice("bench", abi::names::BENCHES, "in-guest benchmark"),
     Word::uint("dirty.seed", 0, u64::MAX, "test=dirty-log: random seed"),
+    Word::choice(
+        "dirty.largest",
+        &["2M", "1G"],
+        "test=dirty-log: the largest backing (2M: a board without 1 GiB to spare)",
+    ),
     Word::uint("touch.ipa", 0, u64::MAX, "test=touch: the IPA to read"),
     Word::uint("cycle.cpu", 1, abi::MAX_CPUS as u64 - 1, "leave CPU N off at boot, for test=cpu-cycle to cycle"),
     Word::uint("pools.frame", 0, u64::MAX, "test=pool-calls: an IPA in the hypervisor's frame pool"),
@@ -143,6 +148,9 @@ pub struct TestOptions {
     pub names: Vec<&'static str>,
     /// `dirty.seed=N`.
     pub dirty_seed: Option<u64>,
+    /// `dirty.largest=2M`: `test=dirty-log` leaves out the 1 GiB backing (which needs
+    /// `hyp.slotpool=1G`).
+    pub dirty_no_1g: bool,
     /// `touch.ipa=IPA`.
     pub touch_ipa: Option<u64>,
     /// `pools.frame=IPA` and `pools.slot=IPA` (both, for `test=pool-calls`).
@@ -279,6 +287,7 @@ impl Options {
         let tests = TestOptions {
             names,
             dirty_seed: a.uint("dirty.seed"),
+            dirty_no_1g: a.choice("dirty.largest") == Some("2M"),
             touch_ipa: a.uint("touch.ipa"),
             pools,
             cycle_cpu: a.uint("cycle.cpu").map(|c| c as usize),
