@@ -205,7 +205,7 @@ pub fn setup(board: &Board, plan: &hypcore::plan::MemoryPlan) -> Result<(u64, u6
     for r in guest::ram() {
         map(&mut s2, &mut tlb, "guest RAM", r.start, r.end, Attributes::normal(Perms::RWX), true)?;
     }
-    for (path, region) in guest_devices(board, hyp) {
+    for (path, region) in hypcore::devices::guest_devices(board, hyp) {
         if region.end > 1 << regime::IPA_BITS {
             rt::println!(
                 "hyp: warning: {path} [{:#x}, {:#x}) is beyond the 40-bit IPA space: not mapped",
@@ -274,45 +274,6 @@ pub fn check_stage2(kept: &[(&'static str, Range)]) -> Result<u64, String> {
         bytes += r.len();
     }
     Ok(bytes)
-}
-
-/// The device regions the guest may touch: every enabled DTB device outside RAM (sub-devices
-/// such as the GIC's ITS or v2m frame included) and the windows of PCI host bridges, minus the
-/// GIC's hypervisor control interface and virtual CPU interface (they are the hypervisor's).
-fn guest_devices(board: &Board, hyp: Range) -> Vec<(String, Range)> {
-    let mut hidden: Vec<Range> = Vec::new();
-    if let Some(g) = &board.gic {
-        for r in [g.hyp_interface, g.vcpu_interface].into_iter().flatten() {
-            hidden.push(Range::new(r.base, r.end()));
-        }
-    }
-    let ram: Vec<Range> = board.memory.iter().map(|r| Range::new(r.base, r.end())).collect();
-    let mut pages: Vec<(String, Range)> = Vec::new();
-    for d in board.devices.iter().filter(|d| d.status.is_okay()) {
-        // A PCI host bridge's windows are where the guest places its devices' BARs.
-        for r in d.regions.iter().chain(d.windows.iter().map(|w| &w.region)) {
-            // Stage 2 maps pages: round out, so devices sharing a page (virtio-mmio slots are
-            // 0x200 apart) end up in one mapping.
-            let range = Range::new(r.base & !(PAGE - 1), (r.end() + PAGE - 1) & !(PAGE - 1));
-            if range.is_empty()
-                || range.overlaps(&hyp)
-                || hidden.iter().any(|h| h.overlaps(&range))
-                || ram.iter().any(|m| m.overlaps(&range))
-            {
-                continue;
-            }
-            pages.push((d.path.clone(), range));
-        }
-    }
-    pages.sort_by_key(|(_, r)| r.start);
-    let mut out: Vec<(String, Range)> = Vec::new();
-    for (path, r) in pages {
-        match out.last_mut() {
-            Some((_, last)) if r.start <= last.end => last.end = last.end.max(r.end),
-            _ => out.push((path, r)),
-        }
-    }
-    out
 }
 
 /// Turns the EL2 MMU on for a CPU started by PSCI CPU_ON (MMU and caches off so far).

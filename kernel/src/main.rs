@@ -163,7 +163,7 @@ fn boot(dtb_pa: usize) -> Result<(), String> {
     sched::init();
     KERNEL.call_once(|| Kernel { board, host, mem_bytes });
     smp::banner(0);
-    let online = smp::start_secondaries()?;
+    let online = smp::start_secondaries(opts.tests.cycle_cpu)?;
     let k = KERNEL.get().unwrap();
     let usable = k.board.cpus.len().min(rt::MAX_CPUS);
     if usable < k.board.cpus.len() {

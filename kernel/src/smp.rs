@@ -18,8 +18,8 @@ const WAIT_SECONDS: u64 = 10;
 /// are online. A CPU that PSCI refuses or that does not show up in time is an error; a CPU that
 /// refuses itself with its MMU off (BBML2 disagreement, see `mm::early::accept_cpu`) is
 /// reported here and not counted, and is an error too unless `bbml2_test_disallow_cpu` asked
-/// for it.
-pub fn start_secondaries() -> Result<usize, String> {
+/// for it. CPU `leave_off` (`cycle.cpu=N`) is not started: it stays off for `test=cpu-cycle`.
+pub fn start_secondaries(leave_off: Option<usize>) -> Result<usize, String> {
     use aarch64_cpu::registers::{Readable, CNTFRQ_EL0, CNTPCT_EL0};
     let k = KERNEL.get().unwrap();
     let me = rt::mpidr_affinity();
@@ -27,6 +27,13 @@ pub fn start_secondaries() -> Result<usize, String> {
     let mut unasked = alloc::vec::Vec::new();
     for (idx, cpu) in k.board.cpus.iter().enumerate().take(rt::MAX_CPUS) {
         if cpu.mpidr == me {
+            if leave_off == Some(idx) {
+                return Err(format!("cycle.cpu={idx} names the boot CPU, which cannot be left off"));
+            }
+            continue;
+        }
+        if leave_off == Some(idx) {
+            rt::println!("kernel: CPU {idx} (MPIDR {:#x}) left off at boot (cycle.cpu={idx})", cpu.mpidr);
             continue;
         }
         let before = ONLINE.load(Ordering::Acquire);

@@ -538,22 +538,8 @@ mod tests {
     /// The smallest DTB `Board::from_dtb` takes.
     fn minimal_dtb() -> Vec<u8> {
         let mut w = board::FdtWriter::new();
-        let cells = |v: &[u32]| v.iter().flat_map(|c| c.to_be_bytes()).collect::<Vec<u8>>();
-        w.begin_node("").unwrap();
-        w.property("#address-cells", &cells(&[2])).unwrap();
-        w.property("#size-cells", &cells(&[2])).unwrap();
-        w.begin_node("memory@0").unwrap();
-        w.property("device_type", b"memory\0").unwrap();
-        w.property("reg", &cells(&[0, 0, 0, 0x1000_0000])).unwrap();
-        w.end_node().unwrap();
-        w.begin_node("cpus").unwrap();
-        w.property("#address-cells", &cells(&[1])).unwrap();
-        w.property("#size-cells", &cells(&[0])).unwrap();
-        w.begin_node("cpu@0").unwrap();
-        w.property("device_type", b"cpu\0").unwrap();
-        w.property("reg", &cells(&[0])).unwrap();
-        w.end_node().unwrap();
-        w.end_node().unwrap();
+        crate::testdtb::root_with_memory(&mut w, 2, 2, &[0, 0, 0, 0x1000_0000]);
+        crate::testdtb::one_cpu(&mut w, &[]);
         w.end_node().unwrap();
         w.finish().unwrap()
     }
