@@ -506,6 +506,10 @@ pub mod percpu {
     pub const BENCH_OP: u64 = 10;
     /// `(SHOOTDOWN, cpu mask)`: a local full TLB invalidation on each of those CPUs by IPI.
     pub const SHOOTDOWN: u64 = 11;
+    /// `(SHOOTDOWN_CHECK, cpu mask)`: the window's probe page of each of those CPUs is read
+    /// there, remapped to another frame with a [`SHOOTDOWN`] as its TLB invalidation, and read
+    /// again; returns the CPUs that read the new frame. EINVAL with the tables off.
+    pub const SHOOTDOWN_CHECK: u64 = 12;
 
     /// The add loop's method.
     pub mod method {
