@@ -17,8 +17,10 @@
 //! * [`report`]: the `@@report` records the guest and hypervisor print, as tables.
 //! * [`chainboot`]: the host side of the serial chainloader (and the loader in QEMU on a pty).
 //! * [`perf`]: `cargo xtask perf`: counters of any scenario per mechanism setting, side by side.
-//! * [`plot`]: SVG plots of benchmark results, run-to-run comparison with verdicts, and the
-//!   `bench all` summary against each mechanism's seed and goal.
+//! * [`plot`]: benchmark results beyond the tables, one module per concern: the saved rows
+//!   (`rows`), SVG plots (`draw`), run-to-run comparison with verdicts (`compare`), the
+//!   `bench all` summary against each mechanism's seed and goal (`goals`), the EL0 benchmark
+//!   against Linux (`vs_linux`).
 //! * [`plugin`]: the instruction-counting QEMU plugin (built with the host C compiler).
 //! * [`mutants`]: `cargo xtask mutants`, seeded bugs in a scratch tree and cargo-mutants on the
 //!   host crates.
