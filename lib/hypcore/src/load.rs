@@ -421,6 +421,15 @@ mod tests {
             virt(2 * MIB + 0x80000, Kernel::image(64, 0, 0x80000), Some(1)),
             Err(LoadError::NoRoomForInitrd { .. })
         ));
+        // A DTB that starts in RAM but would end past it is refused too.
+        let long_dtb = LoadInput {
+            ram: Range::new(BASE, BASE + 64 * MIB),
+            kernel: Kernel::raw(4096),
+            initrd_len: None,
+            dtb_len: 40 * MIB,
+            page: VIRT_PAGE,
+        };
+        assert!(matches!(place(&long_dtb), Err(LoadError::NoRoomForDtb { .. })));
         let top = LoadInput {
             ram: Range::new(u64::MAX - MIB, u64::MAX),
             kernel: k,
