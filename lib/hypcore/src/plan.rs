@@ -535,6 +535,8 @@ mod tests {
         let spec = p.guest_spec("console=x".into(), Some(board::PsciMethod::Smc));
         assert_eq!(spec.memory[0], Region::new(0x8_0000, 0x18_0000));
         assert_eq!(spec.bootargs.as_deref(), Some("console=x"));
+        assert_eq!(spec.psci_method, Some(board::PsciMethod::Smc));
+        assert_eq!(spec.initrd, None, "the hypervisor passes no initrd on");
     }
 
     /// The smallest DTB `Board::from_dtb` takes.
