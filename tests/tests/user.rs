@@ -148,12 +148,16 @@ fn no_stale_writable_translation_on_4_cpus() {
 #[test]
 fn no_stale_translation_while_asids_roll_over() {
     // 3-bit ASIDs (7 usable, one kept per CPU at a roll-over) and nine address spaces on four
-    // CPUs: roll-overs all the time.
-    let spins = "spin:ms=200+".repeat(8);
+    // CPUs: roll-overs all the time. The eight spinners run until `stale` has ended (`left=8`),
+    // however late a loaded host lets it start: no wall-clock race.
+    let spins = "spin:ms=1,left=8+".repeat(8);
     let r = run("max", 4, &format!("asid_bits=3 user={spins}stale:rounds=10"));
     no_stale_translation(&r, 3);
     assert!(r.record("stale").u64("asid_rollovers").unwrap() > 0, "no roll-over while it ran\n{}", r.dump());
-    assert!(r.records("process_exit").iter().all(|p| p.u64("status") == Some(0)), "{}", r.dump());
+    let exits = r.records("process_exit");
+    assert!(exits.iter().all(|p| p.u64("status") == Some(0)), "{}", r.dump());
+    // The spinners outlived `stale`: its exit comes first of the nine.
+    assert_eq!(exits.first().and_then(|p| p.str("name")), Some("stale"), "a spinner ended before stale\n{}", r.dump());
 }
 
 #[test]

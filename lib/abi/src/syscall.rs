@@ -221,8 +221,11 @@ pub mod sysctl {
     /// Whether EL0 may read the PMU cycle and instruction counters (read-only; the kernel
     /// programs counter 0 for instructions retired).
     pub const PMU_EL0: u64 = 4;
+    /// Programs of this boot's `user=` list that have not ended yet, those not yet started
+    /// included (read-only): a background program can run exactly as long as the others.
+    pub const PROGRAMS_LEFT: u64 = 5;
     /// One past the highest knob.
-    pub const COUNT: u64 = 5;
+    pub const COUNT: u64 = 6;
 }
 
 /// What [`nr::COUNTERS`] writes (a prefix of it, as long as the caller's buffer). Counters
