@@ -49,6 +49,15 @@ pub fn map_window_page(cpu: usize, page: u64, pa: u64) -> Result<(), String> {
     Ok(())
 }
 
+/// Unmaps page `page` of CPU `cpu`'s window with **no TLBI**: CPU `cpu` may keep the old
+/// translation until its TLB is invalidated locally (`irq::call::tlb_shootdown`), which must
+/// come before the page is mapped again (rule 4 of `percpu`).
+pub fn unmap_window_page(cpu: usize, page: u64) -> Result<(), String> {
+    let mut g = ROOTS.lock();
+    let r = g.as_mut().ok_or("per-CPU roots not built")?;
+    r.unmap_window_page(cpu, page, &mut HwTlb::detect()).map_err(|e| format!("CPU {cpu}'s window page {page}: {e}"))
+}
+
 /// Copies the kernel's top-level entries covering `[va, va + len)` into every root where they
 /// differ (none before the roots exist); refuses a removed one.
 pub fn sync_roots(va: u64, len: u64) -> Result<u64, String> {

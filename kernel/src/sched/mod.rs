@@ -108,6 +108,8 @@ static NEXT_CPU: AtomicUsize = AtomicUsize::new(0);
 static LIVE_PROCESSES: AtomicU64 = AtomicU64::new(0);
 /// Processes that ended with a status other than 0.
 static FAILED_PROCESSES: AtomicU64 = AtomicU64::new(0);
+/// Programs of the list `run_programs` was given that it has not started yet.
+static UNSTARTED_PROGRAMS: AtomicU64 = AtomicU64::new(0);
 /// Context switches, all CPUs.
 pub static SWITCHES: AtomicU64 = AtomicU64::new(0);
 static SECONDARIES_STARTED: AtomicBool = AtomicBool::new(false);
@@ -575,6 +577,12 @@ fn secondary_scheduler(cpu: usize) -> ! {
     unreachable!("only CPU 0 leaves its scheduler loop")
 }
 
+/// Programs of the current list not ended yet, counting those not started yet
+/// (`sysctl::PROGRAMS_LEFT`).
+pub fn programs_left() -> u64 {
+    UNSTARTED_PROGRAMS.load(Ordering::Acquire) + LIVE_PROCESSES.load(Ordering::Acquire)
+}
+
 /// Runs the programs `(name, args)` to completion on every online CPU; returns how many
 /// processes ended with a status other than 0.
 pub fn run_programs(programs: &[Program]) -> Result<u64, String> {
@@ -586,8 +594,16 @@ pub fn run_programs(programs: &[Program]) -> Result<u64, String> {
     }
     QUEUES.set_online(0);
     let failed0 = FAILED_PROCESSES.load(Ordering::Relaxed);
+    UNSTARTED_PROGRAMS.store(programs.len() as u64, Ordering::Release);
     for p in programs {
-        start_program(p.name, &p.args)?;
+        let started = start_program(p.name, &p.args);
+        // After the start: a reader between the two counts sees one program too many, never
+        // one too few (`programs_left`).
+        UNSTARTED_PROGRAMS.fetch_sub(1, Ordering::AcqRel);
+        if let Err(e) = started {
+            UNSTARTED_PROGRAMS.store(0, Ordering::Release);
+            return Err(e);
+        }
     }
     cpu_loop(0);
     Ok(FAILED_PROCESSES.load(Ordering::Relaxed) - failed0)

@@ -525,12 +525,16 @@ mod tests {
         assert_eq!(Kernel::classify(&f[..60]), Kernel::raw(60));
         assert_eq!(Kernel::classify(&[1, 2, 3]), Kernel::raw(3));
         assert_eq!(Kernel::classify(&[]), Kernel::raw(0));
+        assert!(Kernel::image(64, 0x10, 5 << 20).is_image());
+        assert!(!Kernel::raw(64).is_image());
+        assert!(!Kernel::image(64, 0x10, 0).is_image(), "image_size 0: raw to QEMU");
     }
 
     #[test]
     fn small_ram_puts_the_initrd_halfway_and_refuses_what_does_not_fit() {
         let k = Kernel::raw(4096);
         let p = virt(64 * MIB, k, Some(MIB)).unwrap();
+        assert_eq!(p.kernel_file(&k), Range::new(p.entry, p.entry + 4096));
         assert_eq!(p.initrd, Some(Range::new(BASE + 32 * MIB, BASE + 33 * MIB)));
         assert_eq!(p.dtb.start, BASE + 34 * MIB);
         // A kernel reaching past the halfway point pushes the initrd after it, page aligned.
@@ -538,10 +542,23 @@ mod tests {
         let p = virt(64 * MIB, k, Some(MIB)).unwrap();
         assert_eq!(p.initrd.unwrap().start, BASE + 42 * MIB + 4096);
         assert!(matches!(virt(8 * MIB, Kernel::image(64, 0, 6 * MIB + 1), None), Err(LoadError::NoRoomForDtb { .. })));
+        // A footprint of exactly the RAM's size is not refused as too large (QEMU compares
+        // with >): what fails then is the DTB's room.
+        let r = virt(8 * MIB, Kernel::image(64, 0, 8 * MIB), None);
+        assert!(matches!(r, Err(LoadError::NoRoomForDtb { .. })), "{r:?}");
         assert!(matches!(
             virt(2 * MIB + 0x80000, Kernel::image(64, 0, 0x80000), Some(1)),
             Err(LoadError::NoRoomForInitrd { .. })
         ));
+        // A DTB that starts in RAM but would end past it is refused too.
+        let long_dtb = LoadInput {
+            ram: Range::new(BASE, BASE + 64 * MIB),
+            kernel: Kernel::raw(4096),
+            initrd_len: None,
+            dtb_len: 40 * MIB,
+            page: VIRT_PAGE,
+        };
+        assert!(matches!(place(&long_dtb), Err(LoadError::NoRoomForDtb { .. })));
         let top = LoadInput {
             ram: Range::new(u64::MAX - MIB, u64::MAX),
             kernel: k,

@@ -467,7 +467,9 @@ mod tests {
         let e = MemoryPlan::new(&input).unwrap_err();
         let msg = e.to_string();
         assert!(msg.contains("hyp.pool") && msg.contains("the memslot pool") && msg.contains("the initrd"), "{msg}");
-        assert!(matches!(e, PlanError::NoRoom { largest, .. } if largest < GIB), "{e:?}");
+        // The largest stretch: from the first 2 MiB boundary after the initrd (which ends at
+        // 0x4830_0000) to the slot pool at 2 GiB.
+        assert!(matches!(e, PlanError::NoRoom { largest, .. } if largest == 0x8000_0000 - 0x4840_0000), "{e:?}");
         // A slot pool as large as RAM names the initrd.
         let input = PlanInput { slotpool: Some(2 * GIB), ..qemu(2 * GIB) };
         let msg = MemoryPlan::new(&input).unwrap_err().to_string();
@@ -533,6 +535,8 @@ mod tests {
         let spec = p.guest_spec("console=x".into(), Some(board::PsciMethod::Smc));
         assert_eq!(spec.memory[0], Region::new(0x8_0000, 0x18_0000));
         assert_eq!(spec.bootargs.as_deref(), Some("console=x"));
+        assert_eq!(spec.psci_method, Some(board::PsciMethod::Smc));
+        assert_eq!(spec.initrd, None, "the hypervisor passes no initrd on");
     }
 
     /// The smallest DTB `Board::from_dtb` takes.

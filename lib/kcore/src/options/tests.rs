@@ -87,7 +87,10 @@ fn rules_between_words() {
     assert!(Options::parse("test=irq,panic").is_ok());
     assert!(e("percpu.seed=no-guard").contains("acts only on the seeded method"));
     assert!(e("user=percpu:modes=seeded").contains("needs percpu.seed=no-guard"));
-    assert!(Options::parse("percpu.seed=no-sync-cpu1").is_ok());
+    assert_eq!(Options::parse("percpu.seed=no-sync-cpu1").unwrap().0.percpu.seed, PercpuSeed::NoSyncCpu1);
+    let last = abi::MAX_CPUS - 1;
+    assert_eq!(Options::parse(&format!("bbml2_test_disallow_cpu={last}")).unwrap().0.mm.disallow_cpu, Some(last));
+    assert!(Options::parse(&format!("bbml2_test_disallow_cpu={}", abi::MAX_CPUS)).is_err(), "no such CPU");
     assert!(e("user=nosuch").contains("nosuch"));
     assert!(e("user=:x").contains("an empty program name"));
     assert!(e("bbml=off").contains("bbml2"), "a typo is refused with the closest word");
