@@ -39,7 +39,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use pgtable::hw::HwTlb;
-use pgtable::{regime, Attributes, Constraints, CountingTlb, FrameAlloc, PageTable, Perms, PhysAddr, Regime};
+use pgtable::{regime, Attributes, Constraints, CountingTlb, FrameAlloc, PageTable, Perms, PhysAddr};
 use pgtable::{VaHalf, VirtAddr};
 
 /// Static pages for the early tables: the identity map of the image (a handful of pages) and
@@ -163,14 +163,12 @@ fn early_tables(dtb: usize) -> Result<rt::mmu::MmuRegs, String> {
     let pages = Constraints::PAGES_ONLY;
     let sections = [(img[0], img[1], Perms::RX), (img[1], img[2], Perms::RO), (img[2], img[3], Perms::RW)];
 
-    let mut id =
-        PageTable::new(Regime::El1 { asid: 0, half: VaHalf::Lower }, EarlyFrames).map_err(|x| e("identity map", x))?;
+    let mut id = PageTable::el1(0, VaHalf::Lower, EarlyFrames).map_err(|x| e("identity map", x))?;
     for (s, end, p) in sections {
         id.map(&mut tlb, VirtAddr::new(s), end - s, PhysAddr::new(s), Attributes::normal(p), pages)
             .map_err(|x| e("identity map", x))?;
     }
-    let mut k =
-        PageTable::new(Regime::El1 { asid: 0, half: VaHalf::Upper }, EarlyFrames).map_err(|x| e("TTBR1 table", x))?;
+    let mut k = PageTable::el1(0, VaHalf::Upper, EarlyFrames).map_err(|x| e("TTBR1 table", x))?;
     for (s, end, p) in sections {
         let va = KIMAGE_VA + (s - img[0]);
         k.map(&mut tlb, VirtAddr::new(va), end - s, PhysAddr::new(s), Attributes::normal(p), pages)

@@ -145,7 +145,7 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
     }
 }
 
-impl<A: FrameAlloc> PageTable<A> {
+impl<A: FrameAlloc, K: InputAddress> PageTable<A, K> {
     /// `map` of one page whose level-3 table exists (a page fault's demand-zero page): the
     /// leaf encoded once per attributes ([`PageTable::page_template`]), the path from the root
     /// read once, the walk's visits given to its entries (the summary bits cleared where set),
@@ -154,10 +154,10 @@ impl<A: FrameAlloc> PageTable<A> {
     /// (`leaf_decision` says so, or this returns `None` before writing anything and the walk
     /// does it: flush elision off). `None` also when there is no such table (the walk builds
     /// it).
-    fn map_page<I: InputAddress, T: TlbMaintenance + ?Sized>(
+    fn map_page<T: TlbMaintenance + ?Sized>(
         &mut self,
         tlb: &mut T,
-        start: I,
+        start: K,
         pa: PhysAddr,
         attrs: Attributes,
         constraints: Constraints,
@@ -237,9 +237,9 @@ impl<A: FrameAlloc> PageTable<A> {
 
     /// Checks the arguments shared by [`map`](Self::map) and [`remap`](Self::remap) and resolves
     /// them against this table: the range as offsets and the per-entry mapping arguments.
-    pub(crate) fn map_args<I: InputAddress>(
+    pub(crate) fn map_args(
         &self,
-        start: I,
+        start: K,
         size: u64,
         pa: PhysAddr,
         attrs: Attributes,
@@ -261,17 +261,16 @@ impl<A: FrameAlloc> PageTable<A> {
     /// - [`Error::Misaligned`]: start, size or pa not 4 KiB aligned (which one, and its value);
     /// - [`Error::OutOfRange`]: the input range leaves the regime's space, or the output the
     ///   48-bit space;
-    /// - [`Error::WrongAddressKind`]: a `VirtAddr` for stage 2 or an `IntermPhysAddr` for stage 1;
     /// - [`Error::InvalidAttributes`]: `attrs` not expressible in the regime (the rule broken);
     /// - [`Error::AlreadyMapped`]: something, even PROT_NONE, is mapped in the range (its
     ///   address, level and descriptor);
     /// - [`Error::OutOfMemory`]: no frame for a table (the entry it was for).
     ///
     /// On error nothing of the range stays mapped.
-    pub fn map<I: InputAddress, T: TlbMaintenance + ?Sized>(
+    pub fn map<T: TlbMaintenance + ?Sized>(
         &mut self,
         tlb: &mut T,
-        start: I,
+        start: K,
         size: u64,
         pa: PhysAddr,
         attrs: Attributes,
