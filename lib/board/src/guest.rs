@@ -8,9 +8,11 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 use crate::error::BoardError;
+use crate::memory::is_memory_node;
+use crate::power::find_psci;
 use crate::tree::{Cells, Tree};
 use crate::writer::FdtWriter;
-use crate::{find_psci, is_memory_node, validate, PsciMethod, Region};
+use crate::{validate, PsciMethod, Region};
 
 /// What the guest's tree differs in from the host's.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -174,14 +176,14 @@ pub fn guest_dtb(host_dtb: &[u8], spec: &GuestSpec) -> Result<Vec<u8>, BoardErro
 /// the timer (with the bytes of its first four interrupt specifiers).
 #[allow(clippy::type_complexity)]
 fn el2_nodes(t: &Tree) -> Result<(Option<(usize, usize)>, Option<(usize, usize)>), BoardError> {
-    let gic = crate::find_gic(t).map(|(i, v3)| -> Result<(usize, usize), BoardError> {
+    let gic = crate::gic::find_gic(t).map(|(i, v3)| -> Result<(usize, usize), BoardError> {
         let keep = if v3 { 2 + t.prop_u32(i, "#redistributor-regions")?.unwrap_or(1) as usize } else { 2 };
         Ok((i, keep))
     });
     let gic = gic.transpose()?;
-    let timer = match crate::find_timer(t) {
+    let timer = match crate::timer::find_timer(t) {
         Some(i) => {
-            let cells = crate::interrupt_parent(t, i).map_or(Ok(None), |p| t.prop_u32(p, "#interrupt-cells"))?;
+            let cells = crate::gic::interrupt_parent(t, i).map_or(Ok(None), |p| t.prop_u32(p, "#interrupt-cells"))?;
             Some((i, 4 * 4 * cells.unwrap_or(3) as usize))
         }
         None => None,
@@ -306,7 +308,7 @@ fn drop_cpu_refs(t: &Tree, cpus: &[usize], removed: &mut Vec<usize>) -> Result<V
             };
             if how == CpuRef::Interrupts {
                 let irq = t.prop(i, "interrupts").unwrap_or(&[]);
-                let icells = crate::interrupt_parent(t, i)
+                let icells = crate::gic::interrupt_parent(t, i)
                     .map_or(Ok(None), |p| t.prop_u32(p, "#interrupt-cells"))?
                     .unwrap_or(3) as usize;
                 if icells == 0 || irq.len() != refs.len() * 4 * icells {

@@ -1,0 +1,72 @@
+//! What every node parser shares: a node's `status`, its name without the unit address,
+//! string and `reg` helpers.
+
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+
+use crate::error::{bad_prop, missing_prop, BoardError};
+use crate::tree::Tree;
+use crate::Region;
+
+/// A node's `status` property.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Status {
+    /// No `status`, or `"okay"` / `"ok"`.
+    Okay,
+    /// `"disabled"`.
+    Disabled,
+    /// Anything else (`"reserved"`, `"fail"`, `"fail-sss"`, ...).
+    Other(String),
+}
+
+impl Status {
+    /// Is the device usable (`Okay`)?
+    pub fn is_okay(&self) -> bool {
+        matches!(self, Status::Okay)
+    }
+}
+
+pub(crate) fn strings(v: Option<Vec<&str>>) -> Vec<String> {
+    v.unwrap_or_default().into_iter().map(String::from).collect()
+}
+
+pub(crate) fn status(t: &Tree, i: usize) -> Status {
+    match t.prop_str(i, "status").ok().flatten() {
+        None | Some("okay") | Some("ok") => Status::Okay,
+        Some("disabled") => Status::Disabled,
+        Some(other) => Status::Other(other.to_string()),
+    }
+}
+
+pub(crate) fn base_name(name: &str) -> &str {
+    name.split('@').next().unwrap_or(name)
+}
+
+pub(crate) fn prop_is(t: &Tree, i: usize, prop: &str, value: &str) -> bool {
+    t.prop(i, prop).is_some_and(|v| v.strip_suffix(&[0]) == Some(value.as_bytes()))
+}
+
+pub(crate) fn regions(t: &Tree, i: usize, pairs: Vec<(u64, u64)>) -> Result<Vec<Region>, BoardError> {
+    pairs
+        .into_iter()
+        .map(|(b, s)| match b.checked_add(s) {
+            Some(_) => Ok(Region::new(b, s)),
+            None => Err(bad_prop(t.path(i), "reg", "range wraps past 2^64")),
+        })
+        .collect()
+}
+
+/// `reg` translated to CPU addresses; missing or unreachable is an error.
+pub(crate) fn required_reg(t: &Tree, i: usize) -> Result<Vec<Region>, BoardError> {
+    if !t.has_prop(i, "reg") {
+        return Err(missing_prop(t.path(i), "reg"));
+    }
+    let pairs = t
+        .reg_phys(i)?
+        .ok_or_else(|| bad_prop(t.path(i), "reg", "not reachable from the CPU: a parent bus lacks matching ranges"))?;
+    let regs = regions(t, i, pairs)?;
+    if regs.is_empty() {
+        return Err(bad_prop(t.path(i), "reg", "empty"));
+    }
+    Ok(regs)
+}
