@@ -5,7 +5,7 @@ use core::fmt;
 
 /// Why the interrupt controller, the timer's interrupt or a cross-CPU call could not be set up
 /// or completed. `Display` is the message the boot or the self-test reports.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum IrqError {
     /// The device tree names no interrupt controller.
     NoController,
@@ -15,8 +15,8 @@ pub enum IrqError {
     Map(crate::mm::MmError),
     /// `init_cpu` before `init` (no controller yet).
     NotInitialised,
-    /// This CPU's interface could not be set up (the GIC driver's reason).
-    CpuInterface { cpu: usize, why: String },
+    /// This CPU's interface could not be set up: no GICv3 redistributor matches its MPIDR.
+    CpuInterface { cpu: usize, why: kcore::gic::v3::NoRedistributor },
     /// An interrupt wired as a PPI that is not one (16..32).
     NotPpi { intid: u32 },
     /// The device tree has no `/timer` node.
@@ -31,7 +31,7 @@ pub enum IrqError {
 
 impl fmt::Display for IrqError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
+        match *self {
             IrqError::NoController => f.write_str("device tree has no interrupt controller"),
             IrqError::NoCpuInterface => f.write_str("GICv2 without a CPU interface"),
             IrqError::Map(e) => write!(f, "{e}"),
