@@ -6,7 +6,8 @@
 //! (`PR_SET_THP_DISABLE`: the rows measure 4 KiB pages, as on the project's kernel), and the
 //! PMU through `perf_event_open` (`perf::TaskCounter` read at EL0; `perf::CpuCounter` for the
 //! yield batch). Linux has no flush-elision or lazy-relaxation switch: one setting, `linux`.
-//! Arguments: `rounds=N` (argv words, or `pgtlab_bench_args` in the environment).
+//! Arguments: `rounds=N` (argv words, else `pgtlab_bench_args` in the environment), checked
+//! as the project's kernel checks `user=mprotect:ARGS`.
 #![cfg_attr(target_os = "none", no_std, no_main)]
 
 /// The program (the target build only: its system calls are aarch64 `svc`s).
@@ -127,9 +128,13 @@ mod on_linux {
 
     fn main(args: &Args) -> i32 {
         let mut text = el0bench::Text::<256>::default();
-        for a in args.args().chain(args.env(b"pgtlab_bench_args")) {
-            let _ = core::fmt::Write::write_str(&mut text, core::str::from_utf8(a).unwrap_or(""));
-            let _ = core::fmt::Write::write_str(&mut text, ",");
+        // The words (or, given none, the environment's `pgtlab_bench_args`: /init passes it both
+        // ways) joined by commas, `key=value,...` as `user=mprotect:ARGS` takes them, checked by
+        // el0bench with the project's rule (a word that is not UTF-8 stays visible as such).
+        let words = args.args().count();
+        for (i, a) in args.args().chain(args.env(b"pgtlab_bench_args").filter(|_| words == 0)).enumerate() {
+            let _ = core::fmt::Write::write_str(&mut text, if i > 0 { "," } else { "" });
+            let _ = core::fmt::Write::write_str(&mut text, core::str::from_utf8(a).unwrap_or("(not UTF-8)"));
         }
         if let Err(e) = sys::prctl(sys::PR_SET_THP_DISABLE, 1) {
             say!("pgtlab-bench: {} failed (errno {}): transparent huge pages stay on", e.0, e.1);

@@ -158,18 +158,32 @@ fn zero(va: u64, pages: usize) {
         unsafe { core::ptr::write_bytes(va as *mut u8, 0, bytes) };
         return;
     }
-    let mut p = va;
     let end = va + bytes as u64;
+    // A page in one round of 64-byte blocks (the common size); else rounds of 16 blocks where
+    // a page holds whole rounds of them (blocks up to 256 bytes), else of 8.
+    if block * 64 == PAGE as usize {
+        zva_rounds::<64>(va, end, block as u64);
+    } else if block * 16 <= PAGE as usize {
+        zva_rounds::<16>(va, end, block as u64);
+    } else {
+        zva_rounds::<8>(va, end, block as u64);
+    }
+}
+
+/// `DC ZVA` from `p` to `end` in rounds of `N` blocks of `block` bytes.
+#[inline(always)]
+fn zva_rounds<const N: usize>(mut p: u64, end: u64, block: u64) {
     while p < end {
         // SAFETY: zeroes the naturally aligned blocks from `p` on inside the caller's frames
-        // (normal memory through the linear map); 8 blocks of at least 64 bytes per round, a
-        // page being a whole number of such rounds.
+        // (normal memory through the linear map); `N` blocks of at least 64 bytes per round, a
+        // page being a whole number of such rounds (`zero` chose `N`).
         unsafe {
             core::arch::asm!(
-                ".rept 8",
+                ".rept {n}",
                 "dc zva, {p}",
                 "add {p}, {p}, {b}",
                 ".endr",
+                n = const N,
                 p = inout(reg) p,
                 b = in(reg) block,
                 options(nostack, preserves_flags)
@@ -198,6 +212,7 @@ pub struct KFrames;
 // every entry of its frame; `phys_to_ptr` returns the linear-map address, and the linear map
 // covers all RAM read-write for the kernel's whole life.
 unsafe impl FrameAlloc for KFrames {
+    #[inline(always)]
     fn alloc_zeroed(&mut self, pages: usize) -> Option<PhysAddr> {
         let pa = alloc(pages)?;
         zero(phys_to_virt(pa), pages);

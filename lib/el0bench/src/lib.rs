@@ -419,9 +419,11 @@ fn read_all(base: u64, pages: u64) -> u64 {
     s
 }
 
-/// `key=N` of a comma-separated argument string.
-pub fn arg(args: &str, key: &str, default: u64) -> u64 {
-    args.split([',', ' ']).find_map(|kv| kv.strip_prefix(key)?.strip_prefix('=')?.parse().ok()).unwrap_or(default)
+/// The rounds `args` asks for: checked as the project's kernel checks `user=mprotect:ARGS`
+/// (`abi::programs`, one rule for both sides), [`DEFAULT_ROUNDS`] when not given.
+pub fn rounds(args: &str) -> Result<usize, abi::programs::ArgError<'_>> {
+    abi::programs::check(BENCH, args)?;
+    Ok(abi::programs::uint(args, "rounds").map_or(DEFAULT_ROUNDS, |n| n as usize))
 }
 
 /// The (row, setting) slots of this side, in round order: rows with a mechanism get one per
@@ -445,7 +447,13 @@ fn slot(samples: &[Samples], kind: Kind, variant: usize) -> usize {
 /// Runs the benchmark on `os` with `args` (`rounds=N`); returns the exit status (0: every
 /// call succeeded and every row was measured).
 pub fn run<O: Os>(os: &mut O, args: &str) -> i32 {
-    let rounds = (arg(args, "rounds", DEFAULT_ROUNDS as u64) as usize).clamp(1, MAX_ROUNDS);
+    let rounds = match rounds(args) {
+        Ok(n) => n,
+        Err(e) => {
+            os.say(format_args!("{BENCH}: {e}"));
+            return 2;
+        }
+    };
     // SAFETY: the samples are this single measuring task's own (the partner never touches
     // them), used only within this call.
     let samples = unsafe { &mut *core::ptr::addr_of_mut!(SAMPLES) };

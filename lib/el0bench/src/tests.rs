@@ -232,9 +232,21 @@ fn a_partner_on_another_cpu_or_a_failed_call_fails_the_run() {
 
 #[test]
 fn arguments() {
-    assert_eq!(arg("rounds=7", "rounds", 30), 7);
-    assert_eq!(arg("x=1,rounds=9", "rounds", 30), 9);
-    assert_eq!(arg("x=1 rounds=9", "rounds", 30), 9);
-    assert_eq!(arg("", "rounds", 30), 30);
-    assert_eq!(arg("rounds=x", "rounds", 30), 30);
+    assert_eq!(rounds("rounds=7").ok(), Some(7));
+    assert_eq!(rounds("").ok(), Some(DEFAULT_ROUNDS));
+    assert_eq!(rounds(&format!("rounds={MAX_ROUNDS}")).ok(), Some(MAX_ROUNDS), "the samples hold every round allowed");
+    for (bad, says) in [
+        ("rounds=x", "\"x\" is not a number from 1 to"),
+        ("rounds=0", "is not a number from 1 to"),
+        ("rounds=201", "is not a number from 1 to"),
+        ("x=1,rounds=9", "no argument \"x\""),
+        ("rounds=1,rounds=2", "given twice"),
+        ("rounds=5,", "is not key=value"),
+    ] {
+        let e = rounds(bad).expect_err(bad).to_string();
+        assert!(e.contains(says), "{bad}: {e}");
+    }
+    let mut os = Fake::new("linux", ONE, ONE);
+    assert_eq!(run(&mut os, "rounds=oops"), 2);
+    assert!(os.lines.iter().any(|l| l.contains("rounds=oops")), "{:?}", os.lines);
 }

@@ -396,6 +396,7 @@ impl<A: FrameAlloc> AddressSpace<A> {
         out
     }
 
+    #[inline(always)]
     fn decide<T: TlbMaintenance + ?Sized>(
         &mut self,
         tlb: &mut T,
@@ -420,6 +421,21 @@ impl<A: FrameAlloc> AddressSpace<A> {
                 Err(_) => return FaultOutcome::Denied(Denial::NoMemory),
             }
         }
+        self.decide_mapped(tlb, page, vma, want, kind)
+    }
+
+    /// [`decide`](Self::decide) for a fault that is not a first touch the region allows (or
+    /// whose page was mapped meanwhile): what the tables hold decides (out of line: the first
+    /// touch keeps a small frame).
+    #[inline(never)]
+    fn decide_mapped<T: TlbMaintenance + ?Sized>(
+        &mut self,
+        tlb: &mut T,
+        page: u64,
+        vma: Vma,
+        want: Perms,
+        kind: FaultKind,
+    ) -> FaultOutcome {
         match self.pt.translate(VirtAddr::new(page)) {
             Some(t) if t.attrs.perms.is_none() => FaultOutcome::Denied(Denial::Protection(vma.prot)),
             Some(t) if t.attrs.perms.contains(want) => match kind {
@@ -442,6 +458,7 @@ impl<A: FrameAlloc> AddressSpace<A> {
 
     /// Maps a fresh zero page at `page` with the region's protection; `Ok(false)` when
     /// something is mapped there already (the frame is given back).
+    #[inline(always)]
     fn populate<T: TlbMaintenance + ?Sized>(&mut self, tlb: &mut T, page: u64, vma: Vma) -> Result<bool, i64> {
         let pa = self.pt.frames_mut().alloc_zeroed(1).ok_or(errno::ENOMEM)?;
         let attrs = Attributes::normal(perms_of(vma.prot));

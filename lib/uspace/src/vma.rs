@@ -5,9 +5,11 @@
 //! mprotect of a whole region or of part of one, a new region next to others, a munmap) move
 //! a few entries of a short array in place, allocating nothing once the vector has grown to
 //! the address space's number of regions. (Linux keeps a maple tree; an address space here has
-//! a handful of regions.)
+//! a handful of regions.) A look-up first tries the region the previous one found (faults
+//! come in runs within one region), checked against the vector: a stale index only misses.
 
 use alloc::vec::Vec;
+use core::cell::Cell;
 
 use abi::syscall::PAGE_SIZE;
 
@@ -27,12 +29,15 @@ pub struct Vma {
 pub struct VmaSet {
     /// Sorted by address, disjoint, no two touching neighbours with the same protection.
     v: Vec<Vma>,
+    /// Index of the region the last successful [`VmaSet::find`] returned: a guess, checked
+    /// before use (any change may have moved the regions).
+    last: Cell<usize>,
 }
 
 impl VmaSet {
     /// No regions.
     pub fn new() -> Self {
-        VmaSet { v: Vec::new() }
+        VmaSet { v: Vec::new(), last: Cell::new(0) }
     }
 
     /// Index of the first region ending after `va` (the one holding `va`, if any).
@@ -44,8 +49,18 @@ impl VmaSet {
     /// The region holding `va`.
     #[inline]
     pub fn find(&self, va: u64) -> Option<Vma> {
-        let r = *self.v.get(self.first_ending_after(va))?;
-        (r.start <= va).then_some(r)
+        if let Some(&r) = self.v.get(self.last.get()) {
+            if r.start <= va && va < r.end {
+                return Some(r);
+            }
+        }
+        let i = self.first_ending_after(va);
+        let r = *self.v.get(i)?;
+        if r.start > va {
+            return None;
+        }
+        self.last.set(i);
+        Some(r)
     }
 
     /// Every region, in order.

@@ -54,6 +54,17 @@ fn writable_below_summary(h: &mut Harness) {
     h.pt.protect(&mut h.tlb, VirtAddr::new(0x80_1000), PAGE_SIZE, Perms::RW | Perms::USER).unwrap();
 }
 
+/// Write-protects the 2 MiB holding the pages, unmaps one and maps a writable page there again:
+/// the one-page map (the page fault's path, into the existing level-3 table) must clear the
+/// summary on its way down.
+fn map_page_below_summary(h: &mut Harness) {
+    h.pt.write_protect(&mut h.tlb, VirtAddr::new(0x80_0000), 2 * MIB).unwrap();
+    h.pt.unmap(&mut h.tlb, VirtAddr::new(0x80_1000), PAGE_SIZE).unwrap();
+    let rw = Attributes::normal(Perms::RW | Perms::USER);
+    h.pt.map(&mut h.tlb, VirtAddr::new(0x80_1000), PAGE_SIZE, PhysAddr::new(0x9000_1000), rw, Constraints::PAGES_ONLY)
+        .unwrap();
+}
+
 /// Maps 4 MiB of pages where no table exists yet: a new level-2 table and two level-3 tables
 /// filled whole are linked into the live table.
 fn map_new_tables(h: &mut Harness) {
@@ -101,12 +112,13 @@ fn split_block_run(h: &mut Harness) {
 type TestOp = fn(&mut Harness);
 
 /// Every operation of the mutation tests, each correct without a mutation.
-const OPS: [(&str, TestOp); 10] = [
+const OPS: [(&str, TestOp); 11] = [
     ("split", split),
     ("rw_to_ro", rw_to_ro),
     ("change_output", change_output),
     ("free_table", free_table),
     ("writable_below_summary", writable_below_summary),
+    ("map_page_below_summary", map_page_below_summary),
     ("map_new_tables", map_new_tables),
     ("rw_to_ro_run", rw_to_ro_run),
     ("ro_among_rw", ro_among_rw),
@@ -156,6 +168,7 @@ fn mutation_no_dsb_before_tlbi_is_caught() {
 #[test]
 fn mutation_keep_no_writable_is_caught() {
     caught(Mutation::KeepNoWritable, writable_below_summary, "stale summary");
+    caught(Mutation::KeepNoWritable, map_page_below_summary, "stale summary");
 }
 
 #[test]

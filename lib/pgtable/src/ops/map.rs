@@ -162,6 +162,24 @@ impl<A: FrameAlloc, K: InputAddress> PageTable<A, K> {
         attrs: Attributes,
         constraints: Constraints,
     ) -> Option<Result<(), Error>> {
+        // The path's levels as constants: each level's shift and mask folds into its load.
+        match self.regime().start_level() {
+            0 => self.map_page_from::<0, I, T>(tlb, start, pa, attrs, constraints),
+            _ => self.map_page_from::<1, I, T>(tlb, start, pa, attrs, constraints),
+        }
+    }
+
+    /// [`PageTable::map_page`] of a table whose root is at level `START`.
+    #[inline(always)]
+    fn map_page_from<const START: usize, I: InputAddress, T: TlbMaintenance + ?Sized>(
+        &mut self,
+        tlb: &mut T,
+        start: I,
+        pa: PhysAddr,
+        attrs: Attributes,
+        constraints: Constraints,
+    ) -> Option<Result<(), Error>> {
+        debug_assert_eq!(START, self.regime().start_level());
         let checked = self.offsets(start, PAGE_SIZE).and_then(|(s, _)| {
             check_output(pa, PAGE_SIZE)?;
             Ok((s, self.page_template(attrs)?.with_addr(pa)))
@@ -175,8 +193,11 @@ impl<A: FrameAlloc, K: InputAddress> PageTable<A, K> {
             clear &= !sw::TABLE_NO_WRITABLE;
         }
         let regime = self.regime();
-        let start_level = regime.start_level();
-        let mut descs = [(PhysAddr::new(0), 0usize, Desc::INVALID); 3];
+        let start_level = START;
+        // The path's tables whose summary bits must be cleared, one bit per level: nothing is
+        // kept of the path itself (it is walked again in the rare case a bit is set: the first
+        // page of a table, after which the summaries stay clear).
+        let mut stale = 0u32;
         let mut table = self.root();
         for level in start_level..=2 {
             let shift = crate::addr::level_shift(level);
@@ -188,7 +209,7 @@ impl<A: FrameAlloc, K: InputAddress> PageTable<A, K> {
             if !d.is_table(level) {
                 return None;
             }
-            descs[level - start_level] = (table, index, d);
+            stale |= u32::from(d.0 & clear != 0) << level;
             table = d.addr();
         }
         let i = ((s >> PAGE_SHIFT) as usize) & (ENTRIES_PER_TABLE - 1);
@@ -202,37 +223,50 @@ impl<A: FrameAlloc, K: InputAddress> PageTable<A, K> {
             return None;
         }
         let live = self.is_live();
+        let root = self.root();
         let (frames, stats) = self.frames_and_stats();
         let mut written = false;
         if clear != 0 {
-            for (k, &(t, index, d)) in descs[..3 - start_level].iter().enumerate() {
-                stats.walk.visits[start_level + k][Visit::TablePre as usize] += 1;
-                if d.0 & clear != 0 {
+            for level in start_level..=2 {
+                stats.walk.visits[level][Visit::TablePre as usize] += 1;
+            }
+        }
+        if stale != 0 {
+            let mut t = root;
+            for level in start_level..=2 {
+                let mut index = (s >> crate::addr::level_shift(level)) as usize;
+                if level != start_level {
+                    index &= ENTRIES_PER_TABLE - 1;
+                }
+                let d = Desc(frames.read_desc(t, index));
+                if stale & (1 << level) != 0 {
                     frames.write_desc(t, index, d.0 & !clear);
                     stats.desc_writes += 1;
                     written = true;
                 }
+                t = d.addr();
             }
         }
         stats.walk.visits[3][Visit::Leaf as usize] += 1;
-        let r = if old.is_mapping(3) {
-            Err(Error::AlreadyMapped { addr: regime.input_base().wrapping_add(s), level: 3, found: old })
-        } else {
+        let mapped = old.is_mapping(3);
+        if !mapped {
             frames.write_desc(table, i, leaf.0);
             stats.desc_writes += 1;
             if decision == LeafDecision::Elided {
                 stats.flushes_elided += 1;
             }
             written = true;
-            Ok(())
-        };
+        }
         if live && written {
             // New entries only: visible to the walkers before this returns (as a finished
             // gather does), so the faulting access does not fault again.
             tlb.dsb(crate::tlb::Barrier::IshSt);
             tlb.isb();
         }
-        Some(r)
+        if mapped {
+            return Some(Err(Error::AlreadyMapped { addr: regime.input_base().wrapping_add(s), level: 3, found: old }));
+        }
+        Some(Ok(()))
     }
 
     /// Checks the arguments shared by [`map`](Self::map) and [`remap`](Self::remap) and resolves
@@ -281,6 +315,21 @@ impl<A: FrameAlloc, K: InputAddress> PageTable<A, K> {
                 return r;
             }
         }
+        self.map_walk(tlb, start, size, pa, attrs, constraints)
+    }
+
+    /// [`map`](Self::map) by the walk (out of line: the one-page path above keeps a small
+    /// frame).
+    #[inline(never)]
+    fn map_walk<I: InputAddress, T: TlbMaintenance + ?Sized>(
+        &mut self,
+        tlb: &mut T,
+        start: I,
+        size: u64,
+        pa: PhysAddr,
+        attrs: Attributes,
+        constraints: Constraints,
+    ) -> Result<(), Error> {
         let (s, e, m) = self.map_args(start, size, pa, attrs, constraints)?;
         let mut reached = s;
         let clear = summary_bits_to_clear(attrs, constraints);
