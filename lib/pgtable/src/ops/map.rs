@@ -164,17 +164,17 @@ impl<A: FrameAlloc, K: InputAddress> PageTable<A, K> {
     ) -> Option<Result<(), Error>> {
         // The path's levels as constants: each level's shift and mask folds into its load.
         match self.regime().start_level() {
-            0 => self.map_page_from::<0, I, T>(tlb, start, pa, attrs, constraints),
-            _ => self.map_page_from::<1, I, T>(tlb, start, pa, attrs, constraints),
+            0 => self.map_page_from::<0, T>(tlb, start, pa, attrs, constraints),
+            _ => self.map_page_from::<1, T>(tlb, start, pa, attrs, constraints),
         }
     }
 
     /// [`PageTable::map_page`] of a table whose root is at level `START`.
     #[inline(always)]
-    fn map_page_from<const START: usize, I: InputAddress, T: TlbMaintenance + ?Sized>(
+    fn map_page_from<const START: usize, T: TlbMaintenance + ?Sized>(
         &mut self,
         tlb: &mut T,
-        start: I,
+        start: K,
         pa: PhysAddr,
         attrs: Attributes,
         constraints: Constraints,
@@ -321,10 +321,10 @@ impl<A: FrameAlloc, K: InputAddress> PageTable<A, K> {
     /// [`map`](Self::map) by the walk (out of line: the one-page path above keeps a small
     /// frame).
     #[inline(never)]
-    fn map_walk<I: InputAddress, T: TlbMaintenance + ?Sized>(
+    fn map_walk<T: TlbMaintenance + ?Sized>(
         &mut self,
         tlb: &mut T,
-        start: I,
+        start: K,
         size: u64,
         pa: PhysAddr,
         attrs: Attributes,
