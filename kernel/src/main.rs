@@ -175,7 +175,7 @@ fn boot(dtb_pa: usize) -> Result<(), String> {
     } else {
         rt::println!("kernel: {online} of {} CPUs online", k.board.cpus.len());
     }
-    perf::scenario::around(&opts.perf, || {
+    perf::scenario::around::<String>(&opts.perf, || {
         selftest::run(&opts)?;
         if let Some(name) = opts.bench.name {
             bench::run(name, &opts.bench)?;

@@ -65,18 +65,20 @@
 //! 5. A window op is only issued while this CPU runs on its own root (`percpu_tables=on`):
 //!    with it off the window VA is unmapped.
 
+mod error;
 pub mod selftest;
 
 use crate::mm::frames::PAGE;
 pub use crate::mm::layout::{AREAS_BASE, AREA_SPAN, LATE_VA, WINDOW_VA};
 use crate::mm::roots as tables;
-use alloc::format;
-use alloc::string::String;
-use alloc::vec::Vec;
+use crate::mm::MmError;
+use alloc::{format, string::String, vec::Vec};
 use core::marker::PhantomData;
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use kcore::options::PercpuOptions;
 use spin::Mutex;
+
+pub use error::PercpuError;
 
 pub use crate::arch::cpu::{this_area, StaticArea, CANARY, STATIC_AREAS};
 
@@ -356,7 +358,7 @@ pub fn seed() -> Seed {
 /// Boot CPU, after `mm::init`: maps every CPU's static page at `AREAS_BASE`, builds the
 /// per-CPU roots and windows, and switches this CPU to its area (and its root when
 /// `percpu_tables=on`).
-pub fn init(cpus: usize, o: &PercpuOptions) -> Result<(), String> {
+pub fn init(cpus: usize, o: &PercpuOptions) -> Result<(), PercpuError> {
     SEED.call_once(|| o.seed);
     tables::SEED_SKIP_CPU1.store(o.seed == Seed::NoSyncCpu1, Ordering::Relaxed);
     let on = o.tables;
@@ -389,8 +391,9 @@ pub fn init_cpu(cpu: usize) {
 }
 
 /// Switches every CPU between its own root (window ops allowed) and the shared kernel root;
-/// `on_every_cpu` runs a function on each online CPU and waits for all of them.
-pub fn set_tables(on: bool, on_every_cpu: impl FnOnce(fn(usize)) -> Result<(), String>) -> Result<(), String> {
+/// `on_every_cpu` runs a function on each online CPU and waits for all of them; its error is
+/// returned as it is.
+pub fn set_tables<E>(on: bool, on_every_cpu: impl FnOnce(fn(usize)) -> Result<(), E>) -> Result<(), E> {
     if on {
         // Roots first, then the flag: no window op before this CPU's root is in.
         on_every_cpu(|cpu| tables::install(cpu, true))?;
@@ -404,14 +407,16 @@ pub fn set_tables(on: bool, on_every_cpu: impl FnOnce(fn(usize)) -> Result<(), S
 
 /// Allocates `size` bytes (8-aligned, zeroed in every area) of dynamic per-CPU memory,
 /// growing every area (and window) by fresh frames when needed. Runs with IRQs masked.
-pub fn alloc(size: u64) -> Result<PerCpu<u64>, String> {
+pub fn alloc(size: u64) -> Result<PerCpu<u64>, PercpuError> {
     if !AREAS_MAPPED.load(Ordering::Acquire) {
-        return Err("percpu::alloc before percpu::init".into());
+        return Err(PercpuError::NotInitialised);
     }
     let size = (size.max(8) + 7) & !7;
     let mut d = DYNAMIC.lock();
-    let i = d.free.iter().position(|&(s, e)| e - s >= size).ok_or_else(|| {
-        format!("per-CPU areas full: {size} bytes asked, {} in use of {}", d.in_use, (PROBE_PAGE - 1) * PAGE)
+    let i = d.free.iter().position(|&(s, e)| e - s >= size).ok_or(PercpuError::Full {
+        size,
+        in_use: d.in_use,
+        capacity: (PROBE_PAGE - 1) * PAGE,
     })?;
     let (s, e) = d.free[i];
     if s + size == e {
@@ -423,7 +428,7 @@ pub fn alloc(size: u64) -> Result<PerCpu<u64>, String> {
     while d.mapped < need {
         let page = d.mapped;
         for cpu in 0..cpus() {
-            let pa = crate::mm::frames::alloc(1).ok_or("out of frames for a per-CPU page")?;
+            let pa = crate::mm::frames::alloc(1).ok_or(MmError::NoFrame { what: "a per-CPU page" })?;
             // SAFETY: a fresh frame, reached through the linear map.
             unsafe { core::ptr::write_bytes((crate::mm::LINEAR_BASE + pa) as *mut u8, 0, PAGE as usize) };
             crate::mm::map_kernel_page(AREAS_BASE + cpu as u64 * AREA_SPAN + page * PAGE, pa)?;
@@ -467,16 +472,13 @@ pub fn mapped_pages() -> u64 {
 }
 
 /// Every canary of every area, checked: the first bad one.
-pub fn check_canaries() -> Result<(), String> {
+pub fn check_canaries() -> Result<(), PercpuError> {
     for c in 0..cpus() {
         let a = area_va(c) as *const StaticArea;
         // SAFETY: every area's page 0 is mapped (and is `STATIC_AREAS[c]`).
         let (lo, hi, cpu) = unsafe { ((*a).canary_lo, (*a).canary_hi, (*a).cpu) };
         if lo != CANARY ^ c as u64 || hi != CANARY ^ c as u64 || cpu != c as u64 {
-            return Err(format!(
-                "CPU {c}'s area: canaries {lo:#x} {hi:#x}, cpu {cpu} (want {:#x}, {c})",
-                CANARY ^ c as u64
-            ));
+            return Err(PercpuError::Canary { cpu: c, lo, hi, found_cpu: cpu, want: CANARY ^ c as u64 });
         }
     }
     Ok(())
@@ -610,18 +612,18 @@ const LATE_PATTERN: u64 = 0x1a7e_0a11_cafe_f00d;
 /// Maps a page at [`LATE_VA`] once (a top-level slot nothing used: the per-CPU roots get the new
 /// entry from `tables::sync_roots`) and writes a pattern through it. Returns whether this call
 /// mapped it.
-pub fn late_map() -> Result<bool, String> {
-    static MAPPED: spin::Once<Result<(), String>> = spin::Once::new();
+pub fn late_map() -> Result<bool, PercpuError> {
+    static MAPPED: spin::Once<Result<(), PercpuError>> = spin::Once::new();
     let mut now = false;
     MAPPED.call_once(|| {
         now = true;
-        let pa = crate::mm::frames::alloc(1).ok_or("no frame for the late mapping")?;
+        let pa = crate::mm::frames::alloc(1).ok_or(MmError::NoFrame { what: "the late mapping" })?;
         crate::mm::map_kernel_page(LATE_VA, pa)?;
         // SAFETY: the page just mapped RW at LATE_VA (in this CPU's root too).
         unsafe { (LATE_VA as *mut u64).write_volatile(LATE_PATTERN) };
         Ok(())
     });
-    MAPPED.get().cloned().unwrap_or_else(|| Err("late mapping in progress".into()))?;
+    MAPPED.get().copied().unwrap_or(Err(PercpuError::LateInProgress))?;
     Ok(now)
 }
 

@@ -185,7 +185,8 @@ fn gicv3_without_a_redistributor_for_the_cpu_is_an_error() {
     fake.on(0);
     g.init_distributor();
     let e = fake.as_cpu(0, || g.init_cpu(0, 0x300)).unwrap_err();
-    assert!(e.contains("no GICv3 redistributor for MPIDR 0x300"), "{e}");
+    assert_eq!(e, super::v3::NoRedistributor { mpidr: 0x300 });
+    assert_eq!(std::format!("{e}"), "no GICv3 redistributor for MPIDR 0x300");
 }
 
 #[test]

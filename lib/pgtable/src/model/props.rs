@@ -219,8 +219,9 @@ fn setup(scale: Scale, max_ops: usize) -> impl Strategy<Value = Setup> {
 
 type RefMap = BTreeMap<u64, (u64, Perms)>;
 
-struct Case {
-    h: Harness,
+/// One case on a table of input addresses `K` (the stage is chosen once, in [`run_case`]).
+struct Case<K: InputAddress> {
+    h: Harness<K>,
     regime: Regime,
     scale: Scale,
     base: u64,
@@ -229,14 +230,9 @@ struct Case {
     told: Vec<u64>,
 }
 
-impl Case {
+impl<K: InputAddress> Case<K> {
     fn translate(&self, raw: u64) -> Option<(u64, Perms)> {
-        let t = if self.regime.is_stage2() {
-            self.h.pt.translate(IntermPhysAddr::new(raw))
-        } else {
-            self.h.pt.translate(VirtAddr::new(raw))
-        };
-        t.map(|t| (t.phys.as_u64(), t.attrs.perms))
+        self.h.pt.translate(K::from_raw(raw)).map(|t| (t.phys.as_u64(), t.attrs.perms))
     }
 
     fn compare(&self, lo: u64, hi: u64, after: &Op) -> Result<(), TestCaseError> {
@@ -258,9 +254,9 @@ impl Case {
         Ok(())
     }
 
-    fn call<I: InputAddress>(&mut self, op: &Op, mk: fn(u64) -> I) -> Result<(), Error> {
+    fn call(&mut self, op: &Op) -> Result<(), Error> {
         let unit = self.scale.unit;
-        let a = |at: u64| mk(self.base + at * unit);
+        let a = |at: u64| K::from_raw(self.base + at * unit);
         let out = |o: u64| PhysAddr::new(OUT_BASE + o * unit);
         let regime = self.regime;
         let h = &mut self.h;
@@ -306,12 +302,7 @@ impl Case {
         if whole && len > 0 {
             let leaf = |u: u64| {
                 let addr = self.base + u * unit;
-                let t = if self.regime.is_stage2() {
-                    self.h.pt.translate(IntermPhysAddr::new(addr))
-                } else {
-                    self.h.pt.translate(VirtAddr::new(addr))
-                };
-                t.filter(|t| t.size > unit).map(|t| {
+                self.h.pt.translate(K::from_raw(addr)).filter(|t| t.size > unit).map(|t| {
                     let start = (addr & !(t.size - 1)) - self.base;
                     (start / unit, (start + t.size) / unit)
                 })
@@ -331,8 +322,7 @@ impl Case {
             Op::WriteProtect { at, len, whole } => self.write_protected_units(at, len, whole),
             _ => 0..0,
         };
-        let res =
-            if self.regime.is_stage2() { self.call(op, IntermPhysAddr::new) } else { self.call(op, VirtAddr::new) };
+        let res = self.call(op);
         let unit = self.scale.unit;
         let out = |o: u64| OUT_BASE + o * unit;
         let (at, len) = match *op {
@@ -415,9 +405,23 @@ impl Case {
 }
 
 /// One case; `lazy_relax` turns on lazy permission relaxation (it acts on user tables only).
+/// The table's input address type follows the case's regime, chosen here once.
 fn run_case(scale: Scale, s: &Setup, mutation: Mutation, lazy_relax: bool) -> Result<(), TestCaseError> {
+    if REGIMES[s.regime].is_stage2() {
+        run_case_of::<IntermPhysAddr>(scale, s, mutation, lazy_relax)
+    } else {
+        run_case_of::<VirtAddr>(scale, s, mutation, lazy_relax)
+    }
+}
+
+fn run_case_of<K: InputAddress>(
+    scale: Scale,
+    s: &Setup,
+    mutation: Mutation,
+    lazy_relax: bool,
+) -> Result<(), TestCaseError> {
     let regime = REGIMES[s.regime];
-    let mut h = Harness::new(regime, s.bbml2, s.range_tlbi);
+    let mut h = Harness::<K>::new(regime, s.bbml2, s.range_tlbi);
     h.model.borrow_mut().keep_log = false;
     h.pt.policy_mut().flush_elision = s.elision;
     h.pt.policy_mut().split_contiguous = s.split_contiguous;
