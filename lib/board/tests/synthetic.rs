@@ -726,6 +726,33 @@ fn sub_devices_and_pci_bridge_windows() {
     );
 }
 
+/// A PCI bridge's `ranges` entries carry a parent address of the parent bus's cells: a bus
+/// with no address cells (an identity `ranges`, so its children's `reg` still reach the CPU)
+/// leaves the windows without a parent address, and the bridge is refused by name.
+#[test]
+fn pci_bridge_under_a_bus_without_address_cells_is_refused() {
+    let mut t = base_tree();
+    t.kids.push(
+        N::new("bus")
+            .p("compatible", s("simple-bus"))
+            .p("#address-cells", cells(&[0]))
+            .p("#size-cells", cells(&[1]))
+            .p("ranges", vec![])
+            .kid(
+                N::new("pcie")
+                    .p("device_type", s("pci"))
+                    .p("#address-cells", cells(&[3]))
+                    .p("#size-cells", cells(&[2]))
+                    .p("reg", cells(&[0x1000]))
+                    .p("ranges", cells(&[0x0200_0000, 0, 0, 0, 0x1000])),
+            ),
+    );
+    assert_eq!(
+        err(&t),
+        bad_prop("/bus/pcie", "ranges", "a PCI bridge needs 3 address cells, 1-2 size cells and a 1-2 cell parent")
+    );
+}
+
 #[test]
 fn timer_interrupts() {
     let timer = |ints: &[u32]| {
