@@ -634,7 +634,8 @@ mod tests {
     }
 
     /// A label is what the tables, the JSON rows (`machine`) and the plots call a machine, so it
-    /// must say the truth about it, and, within one benchmark, name what sets its machines apart.
+    /// must say the truth about it, and, within one benchmark, name what sets its machines apart;
+    /// a bare core name (`max`, `a76`) is that core's plain machine.
     #[test]
     fn each_machine_label_says_what_sets_the_machine_apart() {
         for b in GUEST_BENCHES {
@@ -648,6 +649,10 @@ mod tests {
                 assert!(mem.is_none_or(|r| r == m.mem), "{what}: the label says {mem:?} of RAM, it has {}", m.mem);
                 assert!(!cpus_vary || smp.is_some(), "{what}: its CPU count ({}) is not in the label", m.smp);
                 assert!(!mem_vary || mem.is_some(), "{what}: its RAM ({}) is not in the label", m.mem);
+                if let Some(plain) = [MAX, A76].iter().find(|p| p.label == m.label) {
+                    let same = (m.cpu, m.gic, m.smp, m.mem) == (plain.cpu, plain.gic, plain.smp, plain.mem);
+                    assert!(same, "{what}: a bare core name is that core's plain machine, this one is {m:?}");
+                }
             }
         }
     }
