@@ -326,6 +326,22 @@ fn stdout_path_naming_no_node() {
     assert_eq!(err(&t), bad_prop("/chosen", "stdout-path", "string is not UTF-8"));
 }
 
+/// A path component without a unit address names the first child of that name up to its `@`
+/// (as Linux's `of_find_node_by_path`); a string property holding two strings is refused as
+/// such, not read as one string with a NUL inside.
+#[test]
+fn stdout_path_without_unit_address_and_a_two_string_value() {
+    let mut t = base_tree();
+    t.at("/chosen").set("stdout-path", s("/uart:115200n8"));
+    let uart = parse(&t).unwrap().console.unwrap();
+    assert_eq!(
+        (uart.path.as_str(), uart.options.as_deref(), uart.from_stdout_path),
+        ("/uart@9000000", Some("115200n8"), true)
+    );
+    t.at("/chosen").set("stdout-path", b"/uart@9000000\0serial0\0".to_vec());
+    assert_eq!(err(&t), bad_prop("/chosen", "stdout-path", "not a single NUL-terminated string"));
+}
+
 #[test]
 fn stdout_path_through_an_alias_with_options() {
     let mut t = base_tree();
