@@ -82,6 +82,23 @@ fn old_version_and_blocks_outside_the_blob() {
     assert!(matches!(Board::from_dtb(&d), Err(BoardError::BadHeader { field: "off_dt_strings", .. })));
 }
 
+/// The header's bounds at their edges: a `totalsize` of exactly the 40-byte header is a size
+/// (39 is not), and a blob whose `last_comp_version` is 17 is read (18 is not).
+#[test]
+fn header_bounds_at_their_edges() {
+    let mut head = base_tree().dtb()[..40].to_vec();
+    head[4..8].copy_from_slice(&40u32.to_be_bytes());
+    assert_eq!(board::dtb_total_size(&head), Ok(40));
+    head[4..8].copy_from_slice(&39u32.to_be_bytes());
+    assert!(matches!(board::dtb_total_size(&head), Err(BoardError::BadHeader { field: "totalsize", value: 39, .. })));
+    let mut d = base_tree().dtb();
+    d[24..28].copy_from_slice(&17u32.to_be_bytes());
+    assert!(Board::from_dtb(&d).is_ok(), "last_comp_version 17");
+    d[24..28].copy_from_slice(&18u32.to_be_bytes());
+    let e = Board::from_dtb(&d).unwrap_err();
+    assert!(matches!(e, BoardError::BadHeader { field: "last_comp_version", value: 18, .. }), "{e:?}");
+}
+
 #[test]
 fn unterminated_memory_reservation_block() {
     let mut d = base_tree().dtb();
