@@ -89,6 +89,9 @@ fn header_bounds_at_their_edges() {
     let mut head = base_tree().dtb()[..40].to_vec();
     head[4..8].copy_from_slice(&40u32.to_be_bytes());
     assert_eq!(board::dtb_total_size(&head), Ok(40));
+    // A header-only blob is all there: judged by its blocks, not called truncated.
+    let e = Board::from_dtb(&head).unwrap_err();
+    assert!(matches!(e, BoardError::BadHeader { field: "off_dt_struct", .. }), "{e:?}");
     head[4..8].copy_from_slice(&39u32.to_be_bytes());
     assert!(matches!(board::dtb_total_size(&head), Err(BoardError::BadHeader { field: "totalsize", value: 39, .. })));
     let mut d = base_tree().dtb();
@@ -264,6 +267,39 @@ fn nop_tokens_anywhere_are_harmless() {
         f.all_nodes().count()
     });
     assert!(!matches!(lost, Ok(n) if n == 10), "fdt 0.1.5 now handles NOPs: {lost:?}");
+}
+
+/// NOPs in a blob whose `/memreserve/` entries include one at address 0 and whose structure
+/// block comes last (after the strings, ending at the blob's end): the copy without NOPs keeps
+/// every reservation and reads nothing past the blob.
+#[test]
+fn nop_tokens_with_reservations_and_the_structure_block_last() {
+    let rsv = [(0, 0x1000), (0x4800_0000, 0x2000)];
+    let clean = base_tree().dtb_with_reserve(&rsv);
+    let expect = Board::from_dtb(&clean).unwrap();
+    assert_eq!(expect.mem_reserve, [Region::new(0, 0x1000), Region::new(0x4800_0000, 0x2000)]);
+    let be = |o: usize| u32::from_be_bytes(clean[o..o + 4].try_into().unwrap()) as usize;
+    let (soff, ssize, roff) = (be(12), be(32), be(16));
+    let (off, size) = (be(8), be(36));
+    let mut structs = 4u32.to_be_bytes().to_vec(); // FDT_NOP first
+    structs.extend_from_slice(&clean[off..off + size]);
+    let rsv_block = &clean[roff..roff + 16 * (rsv.len() + 1)];
+    let off_strings = 40 + rsv_block.len();
+    let off_struct = (off_strings + ssize + 3) & !3;
+    let total = off_struct + structs.len();
+    let mut d = Vec::new();
+    for v in [0xd00d_feed, total, off_struct, off_strings, 40, 17, 16, 0, ssize, structs.len()] {
+        d.extend_from_slice(&(v as u32).to_be_bytes());
+    }
+    d.extend_from_slice(rsv_block);
+    d.extend_from_slice(&clean[soff..soff + ssize]);
+    d.resize(off_struct, 0);
+    d.extend_from_slice(&structs);
+    assert_eq!(d.len(), total);
+    let mut got = Board::from_dtb(&d).unwrap();
+    assert_eq!(got.mem_reserve, expect.mem_reserve);
+    got.dtb_size = expect.dtb_size;
+    assert_eq!(got, expect);
 }
 
 // ---- properties ----------------------------------------------------------------------------
