@@ -482,3 +482,21 @@ fn a_new_table_counts_its_root_pages() {
         assert_eq!((pt.stats().table_pages, pt.stats().tables_allocated), (pages, 0), "{regime:?}");
     }
 }
+
+/// `split(.., contiguous)` passes its choice on: the pages of a split 2 MiB block carry the
+/// contiguous bit when asked, and not otherwise.
+#[test]
+fn split_with_contiguous_sets_the_bit_and_without_does_not() {
+    for contiguous in [true, false] {
+        let mut pt = PageTable::new(Regime::Stage2 { vmid: 4 }, HeapFrames::new()).unwrap();
+        let mut tlb = CountingTlb::default();
+        let ipa = IntermPhysAddr::new;
+        let attrs = Attributes::normal(Perms::RW);
+        pt.map(&mut tlb, ipa(0), 2 * MIB, PhysAddr::new(0), attrs, Constraints::NONE).unwrap();
+        pt.set_live(&mut tlb);
+        assert_eq!(pt.translate(ipa(0x1000)).unwrap().level, 2);
+        pt.split(&mut tlb, ipa(0), 2 * MIB, 3, contiguous).unwrap();
+        let t = pt.translate(ipa(0x1000)).unwrap();
+        assert_eq!((t.level, t.contiguous), (3, contiguous));
+    }
+}
