@@ -615,4 +615,45 @@ mod tests {
         let e = check_split(&rows(0), true).unwrap_err().to_string();
         assert!(e.contains("no instructions counted"), "{e}");
     }
+
+    /// What a label says about its machine, as (core, CPUs, RAM): its first part names the core
+    /// (`max`, or `a76` for `cortex-a76`), a part `Ncpu` the CPU count, any other part the RAM.
+    fn label_says(m: &Machine) -> Result<(bool, Option<u32>, Option<&'static str>), String> {
+        let mut parts = m.label.split('-');
+        let core = parts.next().unwrap_or("");
+        let names_core = m.cpu == core || m.cpu.ends_with(&format!("-{core}"));
+        let (mut smp, mut mem) = (None, None);
+        for p in parts {
+            match p.strip_suffix("cpu").map(str::parse::<u32>) {
+                Some(Ok(n)) => smp = Some(n),
+                Some(Err(_)) => return Err(format!("label {:?}: {p:?} is not a CPU count", m.label)),
+                None => mem = Some(p),
+            }
+        }
+        Ok((names_core, smp, mem))
+    }
+
+    /// A label is what the tables, the JSON rows (`machine`) and the plots call a machine, so it
+    /// must say the truth about it, and, within one benchmark, name what sets its machines apart;
+    /// a bare core name (`max`, `a76`) is that core's plain machine.
+    #[test]
+    fn each_machine_label_says_what_sets_the_machine_apart() {
+        for b in GUEST_BENCHES {
+            let varies = |f: fn(&Machine) -> String| b.machines.iter().any(|m| f(m) != f(&b.machines[0]));
+            let (cpus_vary, mem_vary) = (varies(|m| m.smp.to_string()), varies(|m| m.mem.to_string()));
+            for m in b.machines {
+                let (core, smp, mem) = label_says(m).unwrap();
+                let what = format!("bench {}, machine {:?}", b.name, m.label);
+                assert!(core, "{what}: the label does not name the core {}", m.cpu);
+                assert!(smp.is_none_or(|n| n == m.smp), "{what}: the label says {smp:?} CPUs, it has {}", m.smp);
+                assert!(mem.is_none_or(|r| r == m.mem), "{what}: the label says {mem:?} of RAM, it has {}", m.mem);
+                assert!(!cpus_vary || smp.is_some(), "{what}: its CPU count ({}) is not in the label", m.smp);
+                assert!(!mem_vary || mem.is_some(), "{what}: its RAM ({}) is not in the label", m.mem);
+                if let Some(plain) = [MAX, A76].iter().find(|p| p.label == m.label) {
+                    let same = (m.cpu, m.gic, m.smp, m.mem) == (plain.cpu, plain.gic, plain.smp, plain.mem);
+                    assert!(same, "{what}: a bare core name is that core's plain machine, this one is {m:?}");
+                }
+            }
+        }
+    }
 }

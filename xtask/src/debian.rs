@@ -338,10 +338,7 @@ impl Apt {
     /// The package a meta package (e.g. `linux-image-cloud-arm64`) depends on first.
     pub fn first_dependency(&self, meta: &str) -> Result<String> {
         let out = run_limited(self.apt("apt-cache")?.args(["depends", meta]), &format!("apt-cache depends {meta}"))?;
-        out.lines()
-            .find_map(|l| l.trim().strip_prefix("Depends: "))
-            .map(|s| s.trim().to_string())
-            .with_context(|| format!("apt-cache depends {meta}: no dependency listed"))
+        first_depends_line(&out).with_context(|| format!("apt-cache depends {meta}: no dependency listed"))
     }
 
     /// Downloads `package` (if not there yet) and returns its `.deb`.
@@ -405,9 +402,22 @@ pub fn extract(deb: &Path, member: &str, dest: &Path) -> Result<()> {
     Ok(())
 }
 
+/// The first `Depends:` of `apt-cache depends` output (its `Recommends:` and others skipped).
+fn first_depends_line(out: &str) -> Option<String> {
+    out.lines().find_map(|l| l.trim().strip_prefix("Depends: ")).map(|s| s.trim().to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_first_dependency_of_a_meta_package() {
+        let out =
+            "linux-image-cloud-arm64\n  Recommends: x\n  Depends: linux-image-6.12.9-cloud-arm64 \n  Depends: y\n";
+        assert_eq!(first_depends_line(out).as_deref(), Some("linux-image-6.12.9-cloud-arm64"));
+        assert_eq!(first_depends_line("linux-image-cloud-arm64\n  Recommends: x\n"), None);
+    }
 
     const DEB822: &str = "Types: deb\nURIs: http://archive.example/debian\nSuites: bookworm bookworm-updates\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n\nTypes: deb\nURIs: http://archive.example/debian-security\nSuites: bookworm-security\nComponents: main\n\nTypes: deb-src\nURIs: http://src.example/debian\nSuites: bookworm\n\nTypes: deb\nEnabled: no\nURIs: http://off.example/debian\nSuites: bookworm\n";
 

@@ -679,6 +679,20 @@ pub fn echo_stdout(line: &str) {
 mod tests {
     use super::*;
 
+    /// A guest's final line may only carry a guest outcome: the codes of the run itself (time
+    /// limit, signal, xtask error, ...) are the xtask's to give, so a run whose last line claims
+    /// one is judged an unknown exit, never that run outcome.
+    #[test]
+    fn a_final_line_cannot_claim_a_run_outcome() {
+        use abi::exit;
+        for c in exit::TABLE.iter().filter(|c| c.kind == exit::Kind::Run && c.code != exit::UNKNOWN_EXIT) {
+            let output = format!("kernel: done\n@@exit {} ({})\n", c.code, c.name);
+            let o = Outcome { code: Some(0), console_lines: 2, output, ..Outcome::default() };
+            let v = crate::outcome::judge(&o);
+            assert_eq!(v.code, exit::UNKNOWN_EXIT, "a final line saying {} ({}): {v}", c.code, c.name);
+        }
+    }
+
     #[test]
     fn cpu_models_aarch32_only_ones_are_refused_with_the_usable_list() {
         for (c, _) in CPUS {

@@ -82,6 +82,26 @@ fn old_version_and_blocks_outside_the_blob() {
     assert!(matches!(Board::from_dtb(&d), Err(BoardError::BadHeader { field: "off_dt_strings", .. })));
 }
 
+/// The header's bounds at their edges: a `totalsize` of exactly the 40-byte header is a size
+/// (39 is not), and a blob whose `last_comp_version` is 17 is read (18 is not).
+#[test]
+fn header_bounds_at_their_edges() {
+    let mut head = base_tree().dtb()[..40].to_vec();
+    head[4..8].copy_from_slice(&40u32.to_be_bytes());
+    assert_eq!(board::dtb_total_size(&head), Ok(40));
+    // A header-only blob is all there: judged by its blocks, not called truncated.
+    let e = Board::from_dtb(&head).unwrap_err();
+    assert!(matches!(e, BoardError::BadHeader { field: "off_dt_struct", .. }), "{e:?}");
+    head[4..8].copy_from_slice(&39u32.to_be_bytes());
+    assert!(matches!(board::dtb_total_size(&head), Err(BoardError::BadHeader { field: "totalsize", value: 39, .. })));
+    let mut d = base_tree().dtb();
+    d[24..28].copy_from_slice(&17u32.to_be_bytes());
+    assert!(Board::from_dtb(&d).is_ok(), "last_comp_version 17");
+    d[24..28].copy_from_slice(&18u32.to_be_bytes());
+    let e = Board::from_dtb(&d).unwrap_err();
+    assert!(matches!(e, BoardError::BadHeader { field: "last_comp_version", value: 18, .. }), "{e:?}");
+}
+
 #[test]
 fn unterminated_memory_reservation_block() {
     let mut d = base_tree().dtb();
@@ -249,6 +269,39 @@ fn nop_tokens_anywhere_are_harmless() {
     assert!(!matches!(lost, Ok(n) if n == 10), "fdt 0.1.5 now handles NOPs: {lost:?}");
 }
 
+/// NOPs in a blob whose `/memreserve/` entries include one at address 0 and whose structure
+/// block comes last (after the strings, ending at the blob's end): the copy without NOPs keeps
+/// every reservation and reads nothing past the blob.
+#[test]
+fn nop_tokens_with_reservations_and_the_structure_block_last() {
+    let rsv = [(0, 0x1000), (0x4800_0000, 0x2000)];
+    let clean = base_tree().dtb_with_reserve(&rsv);
+    let expect = Board::from_dtb(&clean).unwrap();
+    assert_eq!(expect.mem_reserve, [Region::new(0, 0x1000), Region::new(0x4800_0000, 0x2000)]);
+    let be = |o: usize| u32::from_be_bytes(clean[o..o + 4].try_into().unwrap()) as usize;
+    let (soff, ssize, roff) = (be(12), be(32), be(16));
+    let (off, size) = (be(8), be(36));
+    let mut structs = 4u32.to_be_bytes().to_vec(); // FDT_NOP first
+    structs.extend_from_slice(&clean[off..off + size]);
+    let rsv_block = &clean[roff..roff + 16 * (rsv.len() + 1)];
+    let off_strings = 40 + rsv_block.len();
+    let off_struct = (off_strings + ssize + 3) & !3;
+    let total = off_struct + structs.len();
+    let mut d = Vec::new();
+    for v in [0xd00d_feed, total, off_struct, off_strings, 40, 17, 16, 0, ssize, structs.len()] {
+        d.extend_from_slice(&(v as u32).to_be_bytes());
+    }
+    d.extend_from_slice(rsv_block);
+    d.extend_from_slice(&clean[soff..soff + ssize]);
+    d.resize(off_struct, 0);
+    d.extend_from_slice(&structs);
+    assert_eq!(d.len(), total);
+    let mut got = Board::from_dtb(&d).unwrap();
+    assert_eq!(got.mem_reserve, expect.mem_reserve);
+    got.dtb_size = expect.dtb_size;
+    assert_eq!(got, expect);
+}
+
 // ---- properties ----------------------------------------------------------------------------
 
 #[test]
@@ -324,6 +377,22 @@ fn stdout_path_naming_no_node() {
     assert_eq!(err(&t), bad_prop("/chosen", "stdout-path", "names no node (neither a path nor an alias)"));
     t.at("/chosen").set("stdout-path", vec![b'/', 0xff, 0]);
     assert_eq!(err(&t), bad_prop("/chosen", "stdout-path", "string is not UTF-8"));
+}
+
+/// A path component without a unit address names the first child of that name up to its `@`
+/// (as Linux's `of_find_node_by_path`); a string property holding two strings is refused as
+/// such, not read as one string with a NUL inside.
+#[test]
+fn stdout_path_without_unit_address_and_a_two_string_value() {
+    let mut t = base_tree();
+    t.at("/chosen").set("stdout-path", s("/uart:115200n8"));
+    let uart = parse(&t).unwrap().console.unwrap();
+    assert_eq!(
+        (uart.path.as_str(), uart.options.as_deref(), uart.from_stdout_path),
+        ("/uart@9000000", Some("115200n8"), true)
+    );
+    t.at("/chosen").set("stdout-path", b"/uart@9000000\0serial0\0".to_vec());
+    assert_eq!(err(&t), bad_prop("/chosen", "stdout-path", "not a single NUL-terminated string"));
 }
 
 #[test]
@@ -723,6 +792,33 @@ fn sub_devices_and_pci_bridge_windows() {
     assert!(
         matches!(&e, BoardError::BadProperty { node, prop: "ranges", .. } if node == "/axi/pcie@1000120000"),
         "{e:?}"
+    );
+}
+
+/// A PCI bridge's `ranges` entries carry a parent address of the parent bus's cells: a bus
+/// with no address cells (an identity `ranges`, so its children's `reg` still reach the CPU)
+/// leaves the windows without a parent address, and the bridge is refused by name.
+#[test]
+fn pci_bridge_under_a_bus_without_address_cells_is_refused() {
+    let mut t = base_tree();
+    t.kids.push(
+        N::new("bus")
+            .p("compatible", s("simple-bus"))
+            .p("#address-cells", cells(&[0]))
+            .p("#size-cells", cells(&[1]))
+            .p("ranges", vec![])
+            .kid(
+                N::new("pcie")
+                    .p("device_type", s("pci"))
+                    .p("#address-cells", cells(&[3]))
+                    .p("#size-cells", cells(&[2]))
+                    .p("reg", cells(&[0x1000]))
+                    .p("ranges", cells(&[0x0200_0000, 0, 0, 0, 0x1000])),
+            ),
+    );
+    assert_eq!(
+        err(&t),
+        bad_prop("/bus/pcie", "ranges", "a PCI bridge needs 3 address cells, 1-2 size cells and a 1-2 cell parent")
     );
 }
 

@@ -685,6 +685,19 @@ mod tests {
         assert!(!is_user_relaxation(leaf(ro), other), "output changes");
     }
 
+    /// A kernel page handed to EL0 (`AP[1]` set where it was clear) is no relaxation: the old
+    /// entry is EL1-only, so under PAN it lets the kernel in where the new one faults.
+    #[test]
+    fn a_kernel_page_made_user_is_not_a_relaxation() {
+        let r = Regime::El1 { asid: 3, half: VaHalf::Lower };
+        let leaf = |p: Perms| encode_leaf(r, PhysAddr::new(0x5000), Attributes::normal(p), 3, false).unwrap();
+        for (old, new) in [(Perms::RW, Perms::RW | Perms::USER), (Perms::RO, Perms::RW | Perms::USER)] {
+            let (o, n) = (leaf(old), leaf(new));
+            assert!(is_permission_only_change(o, n), "{old:?} -> {new:?} changes permissions only");
+            assert!(!is_user_relaxation(o, n), "{old:?} -> {new:?}");
+        }
+    }
+
     #[test]
     fn invalid_attributes_are_refused() {
         let el2 = Regime::El2;

@@ -314,6 +314,23 @@ mod tests {
         [(GIB, GIB + 2 * MIB), (GIB + 24 * MIB, GIB + total)]
     }
 
+    /// The `bbml2=` and `rodata=` words: each spelling gives its choice, anything else none
+    /// (the kernel's options then keep the default), and `rodata` prints as it is spelt.
+    #[test]
+    fn boot_words_parse_to_their_choice() {
+        let bbml2 = [("auto", Bbml2Arg::Auto), ("on", Bbml2Arg::On), ("off", Bbml2Arg::Off)];
+        for (word, arg) in bbml2 {
+            assert_eq!(Bbml2Arg::parse(word), Some(arg), "bbml2={word}");
+        }
+        for (word, r) in [("full", Rodata::Full), ("on", Rodata::On), ("off", Rodata::Off)] {
+            assert_eq!(Rodata::parse(word), Some(r), "rodata={word}");
+            assert_eq!(r.as_str(), word);
+        }
+        for bad in ["", "Off", "no", "off "] {
+            assert_eq!((Bbml2Arg::parse(bad), Rodata::parse(bad)), (None, None), "{bad:?}");
+        }
+    }
+
     #[test]
     fn set_memory_refuses_a_range_outside_the_table() {
         let mut pt = PageTable::new(Regime::El1 { asid: 0, half: VaHalf::Upper }, HeapFrames::default()).unwrap();

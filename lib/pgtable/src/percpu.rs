@@ -281,6 +281,14 @@ mod scenarios {
     use std::vec;
 
     const WINDOW: u64 = 0xffff_7f80_0000_0000;
+
+    /// A window entry is non-global (nG set): its translation is tagged, never global.
+    #[test]
+    fn window_entries_are_not_global() {
+        let r = Regime::El1 { asid: 0, half: crate::regime::VaHalf::Upper };
+        let d = crate::descriptor::encode_leaf(r, crate::PhysAddr::new(0x5000), window_attrs(), 3, false).unwrap();
+        assert_ne!(d.0 & crate::descriptor::NG, 0, "{d:?}");
+    }
     const IMAGE: u64 = 0xffff_0000_2000_0000;
     const LATE: u64 = 0xffff_7e80_0000_0000;
 

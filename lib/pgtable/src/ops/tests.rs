@@ -467,3 +467,36 @@ fn tables_built_whole_write_every_entry_of_an_unzeroed_frame() {
     check(4 * MIB, 4 * MIB, 0x9000_0000);
     check(GIB, GIB, 0x1_0000_0000);
 }
+
+/// A new table counts its root pages both as allocated now and as ever allocated; resetting the
+/// counters keeps the gauge and clears the rest.
+#[test]
+fn a_new_table_counts_its_root_pages() {
+    for regime in
+        [Regime::El2, Regime::El1 { asid: 1, half: VaHalf::Lower }, Regime::El1 { asid: 0, half: VaHalf::Upper }]
+    {
+        let mut pt: PageTable<HeapFrames> = PageTable::new(regime, HeapFrames::new()).unwrap();
+        let pages = regime.root_pages() as u64;
+        assert_eq!((pt.stats().table_pages, pt.stats().tables_allocated), (pages, pages), "{regime:?}");
+        pt.reset_stats();
+        assert_eq!((pt.stats().table_pages, pt.stats().tables_allocated), (pages, 0), "{regime:?}");
+    }
+}
+
+/// `split(.., contiguous)` passes its choice on: the pages of a split 2 MiB block carry the
+/// contiguous bit when asked, and not otherwise.
+#[test]
+fn split_with_contiguous_sets_the_bit_and_without_does_not() {
+    for contiguous in [true, false] {
+        let mut pt = PageTable::new(Regime::Stage2 { vmid: 4 }, HeapFrames::new()).unwrap();
+        let mut tlb = CountingTlb::default();
+        let ipa = IntermPhysAddr::new;
+        let attrs = Attributes::normal(Perms::RW);
+        pt.map(&mut tlb, ipa(0), 2 * MIB, PhysAddr::new(0), attrs, Constraints::NONE).unwrap();
+        pt.set_live(&mut tlb);
+        assert_eq!(pt.translate(ipa(0x1000)).unwrap().level, 2);
+        pt.split(&mut tlb, ipa(0), 2 * MIB, 3, contiguous).unwrap();
+        let t = pt.translate(ipa(0x1000)).unwrap();
+        assert_eq!((t.level, t.contiguous), (3, contiguous));
+    }
+}
