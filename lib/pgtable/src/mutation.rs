@@ -38,12 +38,15 @@ pub enum Mutation {
     UnmapPagesUnflushed,
     /// The split of a run of level-2 blocks breaks only the first before linking them all.
     SplitRunBreaksFirst,
+    /// A write-protecting split under BBML2 writes the blocks read-only in place but does not
+    /// flush them before linking the read-only tables (a writable block stays cached).
+    SplitReadOnlyUnflushed,
 }
 
 impl Mutation {
     /// Every seeded bug (all variants but `None`, in declaration order; a test keeps the list
     /// complete).
-    pub const ALL: [Mutation; 12] = [
+    pub const ALL: [Mutation; 13] = [
         Mutation::SkipBbmOnSplit,
         Mutation::ElideTlbiRwToRo,
         Mutation::ElideTlbiOaChange,
@@ -56,6 +59,7 @@ impl Mutation {
         Mutation::ProtectRunWideKind,
         Mutation::UnmapPagesUnflushed,
         Mutation::SplitRunBreaksFirst,
+        Mutation::SplitReadOnlyUnflushed,
     ];
 
     /// Whether the bug can only show with `Policy::lazy_relax` on a user (EL1&0 lower half)
@@ -68,7 +72,7 @@ impl Mutation {
     /// table, all in the range of a split): a run that hunts it must map and split such runs
     /// often (the property test's scale of 2 MiB units).
     pub const fn needs_block_runs(self) -> bool {
-        matches!(self, Mutation::SplitRunBreaksFirst)
+        matches!(self, Mutation::SplitRunBreaksFirst | Mutation::SplitReadOnlyUnflushed)
     }
 }
 
@@ -95,11 +99,12 @@ mod tests {
                 Mutation::ProtectRunWideKind => Some(9),
                 Mutation::UnmapPagesUnflushed => Some(10),
                 Mutation::SplitRunBreaksFirst => Some(11),
+                Mutation::SplitReadOnlyUnflushed => Some(12),
             }
         }
         for (i, m) in Mutation::ALL.into_iter().enumerate() {
             assert_eq!(position(m), Some(i), "{m:?}");
         }
-        assert_eq!(position(Mutation::SplitRunBreaksFirst).map(|p| p + 1), Some(Mutation::ALL.len()));
+        assert_eq!(position(Mutation::SplitReadOnlyUnflushed).map(|p| p + 1), Some(Mutation::ALL.len()));
     }
 }

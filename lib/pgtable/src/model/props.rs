@@ -20,7 +20,7 @@ use crate::attrs::{Attributes, Constraints, Perms};
 use crate::descriptor::{sw, validate};
 use crate::mutation::Mutation;
 use crate::regime::{Regime, VaHalf};
-use crate::{CrossingBlocks, Error, ErrorKind};
+use crate::{CrossingBlocks, Error, ErrorKind, SplitOpts};
 
 /// One step of a sequence; ranges in units of the scale. `WriteProtect::whole`: blocks crossing
 /// the ends are write-protected whole ([`CrossingBlocks::ProtectWhole`]).
@@ -62,6 +62,7 @@ enum Op {
         at: u64,
         len: u64,
         to: usize,
+        ro: bool,
     },
     Fold {
         at: u64,
@@ -185,10 +186,11 @@ fn op(scale: Scale) -> impl Strategy<Value = Op> {
             perms
         }),
         // Coarse scale: splitting gigabytes down to pages would only make the run slow.
-        1 => (range(scale), 2..=3usize).prop_map(move |((at, len), to)| Op::Split {
+        1 => (range(scale), 2..=3usize, any::<bool>()).prop_map(move |((at, len), to, ro)| Op::Split {
             at,
             len,
-            to: if scale.unit > PAGE_SIZE && len > 2 { 2 } else { to }
+            to: if scale.unit > PAGE_SIZE && len > 2 { 2 } else { to },
+            ro
         }),
         1 => range(scale).prop_map(|(at, len)| Op::Fold { at, len }),
         1 => range(scale).prop_map(|(at, len)| Op::Unfold { at, len }),
@@ -289,7 +291,10 @@ impl Case {
                 Attributes::normal(perms_for(regime, perms)),
                 Constraints::NONE,
             ),
-            Op::Split { at, len, to } => h.pt.split(&mut h.tlb, a(at), len * unit, to, false).map(drop),
+            Op::Split { at, len, to, ro } => {
+                let opts = SplitOpts { read_only: ro, ..SplitOpts::to(to) };
+                h.pt.split_with(&mut h.tlb, a(at), len * unit, opts).map(drop)
+            }
             Op::Fold { at, len } => h.pt.fold(&mut h.tlb, a(at), len * unit).map(drop),
             Op::Unfold { at, len } => h.pt.unfold(&mut h.tlb, a(at), len * unit).map(drop),
             Op::SoftBits { at, len, dirty } => {
@@ -298,24 +303,50 @@ impl Case {
         }
     }
 
+    /// The units `[start, end)` of the leaf mapping unit `u` when it covers more than `min`
+    /// bytes (`entry`: of its one entry, not of its contiguous group), if any.
+    fn leaf_units(&self, u: u64, min: u64, entry: bool) -> Option<(u64, u64)> {
+        let unit = self.scale.unit;
+        let addr = self.base + u * unit;
+        let t = if self.regime.is_stage2() {
+            self.h.pt.translate(IntermPhysAddr::new(addr))
+        } else {
+            self.h.pt.translate(VirtAddr::new(addr))
+        };
+        t.map(|t| if entry { crate::addr::level_size(t.level) } else { t.size }).filter(|&size| size > min).map(
+            |size| {
+                let start = (addr & !(size - 1)) - self.base;
+                (start / unit, (start + size) / unit)
+            },
+        )
+    }
+
+    /// The units a read-only split of `[at, at + len)` to `to` makes read-only: those of every
+    /// block larger than level `to`'s entries that lies inside the range (read before the call).
+    fn read_only_split_units(&self, at: u64, len: u64, to: usize) -> Vec<u64> {
+        let mut units = Vec::new();
+        let mut u = at;
+        while u < at + len {
+            match self.leaf_units(u, crate::addr::level_size(to), true) {
+                Some((lo, hi)) => {
+                    if lo >= at && hi <= at + len {
+                        units.extend(lo..hi);
+                    }
+                    u = hi.max(u + 1);
+                }
+                None => u += 1,
+            }
+        }
+        units
+    }
+
     /// The units a write-protect of `[at, at + len)` makes read-only: the range, and with
     /// `whole` also the rest of a leaf crossing either end (read before the call).
     fn write_protected_units(&self, at: u64, len: u64, whole: bool) -> core::ops::Range<u64> {
         let unit = self.scale.unit;
         let (mut lo, mut hi) = (at, at + len);
         if whole && len > 0 {
-            let leaf = |u: u64| {
-                let addr = self.base + u * unit;
-                let t = if self.regime.is_stage2() {
-                    self.h.pt.translate(IntermPhysAddr::new(addr))
-                } else {
-                    self.h.pt.translate(VirtAddr::new(addr))
-                };
-                t.filter(|t| t.size > unit).map(|t| {
-                    let start = (addr & !(t.size - 1)) - self.base;
-                    (start / unit, (start + t.size) / unit)
-                })
-            };
+            let leaf = |u: u64| self.leaf_units(u, unit, false);
             if let Some((s, _)) = leaf(at) {
                 lo = s;
             }
@@ -330,6 +361,10 @@ impl Case {
         let protected = match *op {
             Op::WriteProtect { at, len, whole } => self.write_protected_units(at, len, whole),
             _ => 0..0,
+        };
+        let split_read_only = match *op {
+            Op::Split { at, len, to, ro: true } => self.read_only_split_units(at, len, to),
+            _ => Vec::new(),
         };
         let res =
             if self.regime.is_stage2() { self.call(op, IntermPhysAddr::new) } else { self.call(op, VirtAddr::new) };
@@ -399,6 +434,14 @@ impl Case {
                 prop_assert_eq!(res, Ok(()), "{:?}", op);
                 for u in 0..len {
                     r.insert(at + u, (out(o + u), perms_for(self.regime, perms)));
+                }
+            }
+            Op::Split { .. } => {
+                prop_assert_eq!(res, Ok(()), "{:?}", op);
+                for u in split_read_only {
+                    if let Some(v) = r.get_mut(&u) {
+                        v.1 = v.1.difference(Perms::WRITE);
+                    }
                 }
             }
             _ => prop_assert_eq!(res, Ok(()), "{:?}", op),
