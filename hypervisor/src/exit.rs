@@ -36,13 +36,14 @@ static ENDING: AtomicBool = AtomicBool::new(false);
 
 /// Called once the DTB says how this machine powers off.
 pub fn init(board: &board::Board) {
-    let m = if board.psci.is_some() {
-        Method::Psci
-    } else if let Some(pm) = board.pm_watchdog() {
-        PM_BASE.store(pm.base, Ordering::Relaxed);
-        Method::PmWatchdog
-    } else {
-        Method::None
+    use hypcore::devices::PowerOff;
+    let m = match PowerOff::of(board) {
+        PowerOff::Psci => Method::Psci,
+        PowerOff::PmWatchdog(pm) => {
+            PM_BASE.store(pm.base, Ordering::Relaxed);
+            Method::PmWatchdog
+        }
+        PowerOff::None => Method::None,
     };
     METHOD.store(m as u8, Ordering::Relaxed);
 }

@@ -43,13 +43,9 @@ pub enum LoadError {
     },
     BadImage(rt::image::ImageError),
     BadBundle(abi::bundle::BundleError),
-    /// QEMU's rule gives no place (QEMU would refuse this guest on this much RAM too).
-    Placement(load::LoadError),
-    /// The place QEMU's rule gives is not free guest RAM.
-    NotFree {
-        what: &'static str,
-        at: Range,
-    },
+    /// QEMU's rule gives no place in free guest RAM, in any of its ranges
+    /// (`hypcore::load::place_guest`).
+    Placement(load::GuestPlaceError),
     Copies(load::OrderError),
     DtbTooLarge {
         size: u64,
@@ -68,11 +64,6 @@ impl core::fmt::Display for LoadError {
             Self::BadImage(e) => write!(f, "the initrd is not a bootable arm64 Image (nor a guest bundle): {e}"),
             Self::BadBundle(e) => write!(f, "the initrd is a guest bundle but a broken one: {e}"),
             Self::Placement(e) => write!(f, "placing the guest as QEMU would: {e}"),
-            Self::NotFree { what, at } => write!(
-                f,
-                "the guest's {what} goes at {at} (where QEMU would put it), which is not free guest RAM \
-                 (firmware-reserved or not the guest's)"
-            ),
             Self::Copies(e) => write!(f, "{e}"),
             Self::DtbTooLarge { size, room } => {
                 write!(f, "the guest's device tree ({size:#x} bytes) is larger than its room ({room:#x} bytes)")
@@ -158,25 +149,21 @@ pub fn inspect(initrd: Range) -> Result<Contents, LoadError> {
     Ok(Contents { kernel_at, kernel, initramfs, cmdline, bundle })
 }
 
-/// Puts the kernel and the initramfs where QEMU would (`loader`: the RAM QEMU's loader would
-/// use, from the machine's RAM base to the end of the guest's first range), away from nothing
-/// but checked clear of `reserved` memory, and returns where the DTB goes (`dtb_len` bytes).
-pub fn load(c: &Contents, loader: Range, reserved: &[Range], dtb_len: u64) -> Result<GuestBoot, LoadError> {
-    let p = load::place(&LoadInput {
-        ram: loader,
+/// Puts the kernel and the initramfs where QEMU would (`hypcore::load::place_guest`: QEMU's
+/// loader RAM from the machine's RAM `base` to the end of the guest's first range, else a
+/// later range of guest RAM), clear of `reserved` memory, and returns where the DTB goes
+/// (`dtb_len` bytes).
+pub fn load(c: &Contents, base: u64, reserved: &[Range], dtb_len: u64) -> Result<GuestBoot, LoadError> {
+    let what = LoadInput {
+        ram: Range::new(0, 0),
         kernel: c.kernel,
         initrd_len: c.initramfs.map(|r| r.len()),
         dtb_len,
         page: load::VIRT_PAGE,
-    })
-    .map_err(LoadError::Placement)?;
-    let kernel_room = Range::new(p.entry, p.kernel.end.max(p.entry + c.kernel.file_len));
-    for (what, at) in [("kernel", Some(kernel_room)), ("initramfs", p.initrd), ("device tree", Some(p.dtb))] {
-        let Some(at) = at else { continue };
-        if !is_guest_ram(at.start, at.len()) || reserved.iter().any(|r| r.overlaps(&at)) {
-            return Err(LoadError::NotFree { what, at });
-        }
-    }
+    };
+    let (_, p) =
+        load::place_guest(&what, &load::GuestRam { base, ranges: ram(), reserved }).map_err(LoadError::Placement)?;
+    let kernel_room = p.kernel_room(&c.kernel);
     let mut copies = alloc::vec![Copy { from: c.kernel_at, to: p.entry, len: c.kernel.file_len }];
     if let (Some(src), Some(dst)) = (c.initramfs, p.initrd) {
         copies.push(Copy { from: src.start, to: dst.start, len: src.len() });

@@ -179,11 +179,20 @@ fn boot(dtb_addr: usize, loaded_at: Option<u64>) -> Result<core::convert::Infall
             ("slot pool", plan.slotpool)
         ];
         kept.extend(plan.spare.iter().map(|r| ("spare RAM", *r)));
+        let devices = hypcore::devices::kept_pages(&board);
+        kept.extend(devices.iter().map(|(_, r)| ("power controller's registers", *r)));
         let bytes = mmu::check_stage2(&kept)?;
         rt::println!(
             "hyp: check-stage2: nothing of the {} MiB the hypervisor keeps (region, frame pool, slot pool) translates in stage 2",
             bytes >> 20
         );
+        for (path, r) in &devices {
+            rt::println!(
+                "hyp: check-stage2: {path} [{:#x}, {:#x}) is the hypervisor's: not in stage 2",
+                r.start,
+                r.end
+            );
+        }
     }
 
     // The guest: a bundle (kernel, initramfs, command line) or a lone kernel in the initrd, put
@@ -199,21 +208,10 @@ fn boot(dtb_addr: usize, loaded_at: Option<u64>) -> Result<core::convert::Infall
     let probe =
         guest_device_tree(&board, &host_dtb, &plan, &contents.cmdline, probe, &opts, migration.as_ref(), guest_cpus)?;
     let dtb_room = (size as u64).max(probe.len() as u64).next_multiple_of(8);
-    // QEMU's loader RAM: from the machine's RAM base to the end of the guest's first range. When
-    // that cannot hold the guest (the hypervisor stayed low, leaving a hole just above the RAM
-    // base: the ZCU102 with a 1 GiB memslot pool), the same rules from the start of the first
-    // later range that can.
-    let first = Range::new(board.memory.first().map_or(0, |m| m.base), guest_ram.first().map_or(0, |g| g.end));
-    // Only a placement error moves on (`load` copies nothing before it has placed everything).
-    let mut loaded = guest::load(&contents, first, &reserved, dtb_room);
-    for g in guest_ram.iter().skip(1) {
-        if !matches!(loaded, Err(guest::LoadError::Placement(_))) {
-            break;
-        }
-        if let Ok(l) = guest::load(&contents, Range::new(g.start, g.end), &reserved, dtb_room) {
-            loaded = Ok(l);
-        }
-    }
+    // Where QEMU would put the guest on the guest's RAM (`hypcore::load::place_guest`: from the
+    // machine's RAM base, or a later range when the first cannot hold it).
+    let base = board.memory.first().map_or(0, |m| m.base);
+    let loaded = guest::load(&contents, base, &reserved, dtb_room);
     let loaded = loaded.map_err(|e| e.to_string())?;
     let kernel = loaded.kernel;
     let gdtb = guest_device_tree(
@@ -407,6 +405,8 @@ fn guest_device_tree(
         .or(board.psci.as_ref().map(|p| p.method))
         .unwrap_or(board::PsciMethod::Hvc);
     let mut spec = plan.guest_spec(bootargs, Some(conduit));
+    // The power controller the run ends with is the hypervisor's: its node disabled.
+    hypcore::devices::hide_kept(board, &mut spec);
     spec.initrd = initrd.map(|r| board::Region::new(r.start, r.len()));
     spec.hide_el2 = true;
     if let Some(m) = migration {

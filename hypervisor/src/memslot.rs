@@ -22,7 +22,7 @@ use pgtable::{Attributes, Constraints, IntermPhysAddr, PageTable, Perms, PhysAdd
 use spin::{Mutex, Once};
 
 /// The guest's stage-2 table.
-pub type S2 = PageTable<HypFrames>;
+pub type S2 = PageTable<HypFrames, IntermPhysAddr>;
 
 /// The physical memory memslots map, and every range the hypervisor keeps (IPA = PA), which no
 /// memslot and no guest buffer may touch.

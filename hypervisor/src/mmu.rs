@@ -17,9 +17,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use board::Board;
 use pgtable::hw::HwTlb;
-use pgtable::{
-    regime, Attributes, Constraints, FrameAlloc, IntermPhysAddr, PageTable, Perms, PhysAddr, Regime, VirtAddr,
-};
+use pgtable::{regime, Attributes, Constraints, FrameAlloc, InputAddress, IntermPhysAddr, PageTable, Perms, PhysAddr};
 use spin::Mutex;
 
 /// Page-table frames from the hypervisor's pool (identity mapped), with a page cache: single
@@ -114,7 +112,7 @@ unsafe impl FrameAlloc for HypFrames {
 }
 
 /// The guest's stage-2 table (memslots and dirty logging change it at run time).
-pub static STAGE2: Mutex<Option<PageTable<HypFrames>>> = Mutex::new(None);
+pub static STAGE2: Mutex<Option<PageTable<HypFrames, IntermPhysAddr>>> = Mutex::new(None);
 static EL2_TABLE: Mutex<Option<PageTable<HypFrames>>> = Mutex::new(None);
 
 /// What a CPU needs to turn its EL2 MMU on. Written once by the boot CPU and cleaned to the
@@ -128,22 +126,19 @@ fn id_regs() -> (u64, u64) {
     (ID_AA64MMFR0_EL1.get(), ID_AA64MMFR1_EL1.get())
 }
 
-fn map(
-    pt: &mut PageTable<HypFrames>,
+/// Identity-maps `[start, end)` (rounded out to pages) in `pt`, the EL2 table (input VAs) or
+/// stage 2 (input IPAs).
+fn map<K: InputAddress>(
+    pt: &mut PageTable<HypFrames, K>,
     tlb: &mut HwTlb,
     what: &str,
     start: u64,
     end: u64,
     attrs: Attributes,
-    stage2: bool,
 ) -> Result<(), String> {
     let (s, e) = (start & !(PAGE - 1), (end + PAGE - 1) & !(PAGE - 1));
     let pa = PhysAddr::new(s);
-    let r = if stage2 {
-        pt.map(tlb, IntermPhysAddr::new(s), e - s, pa, attrs, Constraints::NONE)
-    } else {
-        pt.map(tlb, VirtAddr::new(s), e - s, pa, attrs, Constraints::NONE)
-    };
+    let r = pt.map(tlb, K::from_raw(s), e - s, pa, attrs, Constraints::NONE);
     r.map_err(|err| format!("mapping {what} [{s:#x}, {e:#x}): {err:?}"))
 }
 
@@ -156,56 +151,48 @@ pub fn setup(board: &Board, plan: &hypcore::plan::MemoryPlan) -> Result<(u64, u6
     let layout = rt::start::image_layout();
 
     // EL2 stage 1.
-    let mut el2 = PageTable::new(Regime::El2, HypFrames::new()).map_err(|e| format!("EL2 table: {e:?}"))?;
+    let mut el2 = PageTable::el2(HypFrames::new()).map_err(|e| format!("EL2 table: {e:?}"))?;
     let (start, text, ro, end) =
         (layout.start as u64, layout.text_end as u64, layout.rodata_end as u64, layout.end as u64);
-    map(&mut el2, &mut tlb, "hypervisor text", start, text, Attributes::normal(Perms::RX), false)?;
-    map(&mut el2, &mut tlb, "hypervisor rodata", text, ro, Attributes::normal(Perms::RO), false)?;
-    map(&mut el2, &mut tlb, "hypervisor data", ro, end, Attributes::normal(Perms::RW), false)?;
-    map(&mut el2, &mut tlb, "frame pool", end, hyp.end, Attributes::normal(Perms::RW), false)?;
+    map(&mut el2, &mut tlb, "hypervisor text", start, text, Attributes::normal(Perms::RX))?;
+    map(&mut el2, &mut tlb, "hypervisor rodata", text, ro, Attributes::normal(Perms::RO))?;
+    map(&mut el2, &mut tlb, "hypervisor data", ro, end, Attributes::normal(Perms::RW))?;
+    map(&mut el2, &mut tlb, "frame pool", end, hyp.end, Attributes::normal(Perms::RW))?;
     if !frames_hi.is_empty() {
         let rw = Attributes::normal(Perms::RW);
-        map(&mut el2, &mut tlb, "frame pool (high)", frames_hi.start, frames_hi.end, rw, false)?;
+        map(&mut el2, &mut tlb, "frame pool (high)", frames_hi.start, frames_hi.end, rw)?;
     }
     if !plan.mirror.is_empty() {
         let rw = Attributes::normal(Perms::RW);
-        map(&mut el2, &mut tlb, "second memory image", plan.mirror.start, plan.mirror.end, rw, false)?;
+        map(&mut el2, &mut tlb, "second memory image", plan.mirror.start, plan.mirror.end, rw)?;
     }
     // Spare RAM (`hyp.guest-mem`) joins the frame pool after this: mapped now, used later.
     for r in &plan.spare {
-        map(&mut el2, &mut tlb, "frame pool (spare)", r.start, r.end, Attributes::normal(Perms::RW), false)?;
+        map(&mut el2, &mut tlb, "frame pool (spare)", r.start, r.end, Attributes::normal(Perms::RW))?;
     }
     if let Some(u) = &board.console {
-        map(
-            &mut el2,
-            &mut tlb,
-            "console UART",
-            u.base,
-            u.base + u.size.max(PAGE),
-            Attributes::device(Perms::RW),
-            false,
-        )?;
+        map(&mut el2, &mut tlb, "console UART", u.base, u.base + u.size.max(PAGE), Attributes::device(Perms::RW))?;
     }
     for r in guest::ram() {
-        map(&mut el2, &mut tlb, "guest RAM", r.start, r.end, Attributes::normal(Perms::RW), false)?;
+        map(&mut el2, &mut tlb, "guest RAM", r.start, r.end, Attributes::normal(Perms::RW))?;
     }
     // Where the firmware's spin-table CPUs wait (release addresses written at CPU_ON) and the
     // board's power controller (`exit.rs`): the hypervisor's, never the guest's RAM.
     for r in board.spin_table_regions() {
-        map(&mut el2, &mut tlb, "spin-table", r.base, r.end(), Attributes::normal(Perms::RW), false)?;
+        map(&mut el2, &mut tlb, "spin-table", r.base, r.end(), Attributes::normal(Perms::RW))?;
     }
     if let Some(r) = board.pm_watchdog() {
-        map(&mut el2, &mut tlb, "PM watchdog", r.base, r.end(), Attributes::device(Perms::RW), false)?;
+        map(&mut el2, &mut tlb, "PM watchdog", r.base, r.end(), Attributes::device(Perms::RW))?;
     }
 
     // Stage 2.
     let vmid16 = pgtable::cpu::has_vmid16(mmfr1);
     let vtcr = regime::vtcr_el2(parange, vmid16).ok_or("the CPU has fewer than 40 physical address bits")?;
-    let mut s2 = PageTable::new(Regime::Stage2 { vmid: 1 }, HypFrames::new()).map_err(|e| format!("stage 2: {e:?}"))?;
+    let mut s2 = PageTable::stage2(1, HypFrames::new()).map_err(|e| format!("stage 2: {e:?}"))?;
     for r in guest::ram() {
-        map(&mut s2, &mut tlb, "guest RAM", r.start, r.end, Attributes::normal(Perms::RWX), true)?;
+        map(&mut s2, &mut tlb, "guest RAM", r.start, r.end, Attributes::normal(Perms::RWX))?;
     }
-    for (path, region) in guest_devices(board, hyp) {
+    for (path, region) in hypcore::devices::guest_devices(board, hyp) {
         if region.end > 1 << regime::IPA_BITS {
             rt::println!(
                 "hyp: warning: {path} [{:#x}, {:#x}) is beyond the 40-bit IPA space: not mapped",
@@ -214,7 +201,7 @@ pub fn setup(board: &Board, plan: &hypcore::plan::MemoryPlan) -> Result<(u64, u6
             );
             continue;
         }
-        map(&mut s2, &mut tlb, &path, region.start, region.end, Attributes::device(Perms::RW), true)?;
+        map(&mut s2, &mut tlb, &path, region.start, region.end, Attributes::device(Perms::RW))?;
     }
     el2.set_live(&mut tlb);
     s2.set_live(&mut tlb);
@@ -274,45 +261,6 @@ pub fn check_stage2(kept: &[(&'static str, Range)]) -> Result<u64, String> {
         bytes += r.len();
     }
     Ok(bytes)
-}
-
-/// The device regions the guest may touch: every enabled DTB device outside RAM (sub-devices
-/// such as the GIC's ITS or v2m frame included) and the windows of PCI host bridges, minus the
-/// GIC's hypervisor control interface and virtual CPU interface (they are the hypervisor's).
-fn guest_devices(board: &Board, hyp: Range) -> Vec<(String, Range)> {
-    let mut hidden: Vec<Range> = Vec::new();
-    if let Some(g) = &board.gic {
-        for r in [g.hyp_interface, g.vcpu_interface].into_iter().flatten() {
-            hidden.push(Range::new(r.base, r.end()));
-        }
-    }
-    let ram: Vec<Range> = board.memory.iter().map(|r| Range::new(r.base, r.end())).collect();
-    let mut pages: Vec<(String, Range)> = Vec::new();
-    for d in board.devices.iter().filter(|d| d.status.is_okay()) {
-        // A PCI host bridge's windows are where the guest places its devices' BARs.
-        for r in d.regions.iter().chain(d.windows.iter().map(|w| &w.region)) {
-            // Stage 2 maps pages: round out, so devices sharing a page (virtio-mmio slots are
-            // 0x200 apart) end up in one mapping.
-            let range = Range::new(r.base & !(PAGE - 1), (r.end() + PAGE - 1) & !(PAGE - 1));
-            if range.is_empty()
-                || range.overlaps(&hyp)
-                || hidden.iter().any(|h| h.overlaps(&range))
-                || ram.iter().any(|m| m.overlaps(&range))
-            {
-                continue;
-            }
-            pages.push((d.path.clone(), range));
-        }
-    }
-    pages.sort_by_key(|(_, r)| r.start);
-    let mut out: Vec<(String, Range)> = Vec::new();
-    for (path, r) in pages {
-        match out.last_mut() {
-            Some((_, last)) if r.start <= last.end => last.end = last.end.max(r.end),
-            _ => out.push((path, r)),
-        }
-    }
-    out
 }
 
 /// Turns the EL2 MMU on for a CPU started by PSCI CPU_ON (MMU and caches off so far).

@@ -6,8 +6,8 @@ use crate::arch::smccc::call;
 use abi::error::HypError;
 use abi::hypercall as hc;
 use abi::PAGE_SIZE as PAGE;
-use alloc::format;
-use alloc::string::String;
+use alloc::string::{String, ToString};
+use core::fmt;
 
 /// A hypercall's x0 as a result; any code that is not a known error is reported as such.
 fn check(x0: u64) -> Result<(), HypError> {
@@ -91,14 +91,42 @@ pub fn virt_to_phys(va: u64) -> Option<u64> {
     (par & 1 == 0).then_some((par & 0x000f_ffff_ffff_f000) | (va & 0xfff))
 }
 
+/// Why a kernel buffer cannot be handed to the hypervisor ([`buffer_ipa`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BufferError {
+    /// The buffer's first byte is not mapped.
+    NotMapped { va: u64 },
+    /// A later page of the buffer is not mapped.
+    PageNotMapped { page: u64 },
+    /// The buffer's pages are not physically consecutive.
+    NotContiguous { va: u64, len: usize },
+}
+
+impl fmt::Display for BufferError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            BufferError::NotMapped { va } => write!(f, "buffer {va:#x} is not mapped"),
+            BufferError::PageNotMapped { page } => write!(f, "buffer page {page:#x} is not mapped"),
+            BufferError::NotContiguous { va, len } => write!(f, "buffer {va:#x} (+{len}) is not physically contiguous"),
+        }
+    }
+}
+
+/// The self-tests report errors as text.
+impl From<BufferError> for String {
+    fn from(e: BufferError) -> String {
+        e.to_string()
+    }
+}
+
 /// The IPA of a kernel buffer the hypervisor reads or writes: it must be physically contiguous.
-pub fn buffer_ipa(va: u64, len: usize) -> Result<u64, String> {
-    let start = virt_to_phys(va).ok_or_else(|| format!("buffer {va:#x} is not mapped"))?;
+pub fn buffer_ipa(va: u64, len: usize) -> Result<u64, BufferError> {
+    let start = virt_to_phys(va).ok_or(BufferError::NotMapped { va })?;
     let mut page = va & !(PAGE - 1);
     while page < va + len as u64 {
-        let pa = virt_to_phys(page.max(va)).ok_or_else(|| format!("buffer page {page:#x} is not mapped"))?;
+        let pa = virt_to_phys(page.max(va)).ok_or(BufferError::PageNotMapped { page })?;
         if pa != start + (page.max(va) - va) {
-            return Err(format!("buffer {va:#x} (+{len}) is not physically contiguous"));
+            return Err(BufferError::NotContiguous { va, len });
         }
         page += PAGE;
     }
@@ -113,7 +141,7 @@ pub fn sync_buffer(va: u64, len: usize) {
 
 /// A pointer through which the kernel reaches memslot IPA `ipa` (a page): the IPA itself with
 /// the MMU off, else a fresh mapping of that page made by `mm`.
-pub fn slot_ptr(ipa: u64) -> Result<*mut u64, String> {
+pub fn slot_ptr(ipa: u64) -> Result<*mut u64, crate::mm::MmError> {
     if !mmu_on() {
         return Ok(ipa as *mut u64);
     }

@@ -163,7 +163,7 @@ fn boot(dtb_pa: usize) -> Result<(), String> {
     sched::init();
     KERNEL.call_once(|| Kernel { board, host, mem_bytes });
     smp::banner(0);
-    let online = smp::start_secondaries()?;
+    let online = smp::start_secondaries(opts.tests.cycle_cpu)?;
     let k = KERNEL.get().unwrap();
     let usable = k.board.cpus.len().min(rt::MAX_CPUS);
     if usable < k.board.cpus.len() {
@@ -175,7 +175,7 @@ fn boot(dtb_pa: usize) -> Result<(), String> {
     } else {
         rt::println!("kernel: {online} of {} CPUs online", k.board.cpus.len());
     }
-    perf::scenario::around(&opts.perf, || {
+    perf::scenario::around::<String>(&opts.perf, || {
         selftest::run(&opts)?;
         if let Some(name) = opts.bench.name {
             bench::run(name, &opts.bench)?;

@@ -5,8 +5,9 @@ use crate::arch::machine::KERNEL;
 use crate::arch::power::Host;
 use crate::arch::smccc;
 use crate::mm;
-use alloc::format;
-use alloc::string::String;
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+use core::fmt;
 use core::sync::atomic::{AtomicUsize, Ordering};
 
 static ONLINE: AtomicUsize = AtomicUsize::new(1);
@@ -14,25 +15,86 @@ static ONLINE: AtomicUsize = AtomicUsize::new(1);
 /// How long the boot CPU waits for the others, in counter ticks per second (CNTFRQ).
 const WAIT_SECONDS: u64 = 10;
 
+/// Why the other CPUs did not all come up ([`start_secondaries`]). `Display` is the boot's
+/// message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SmpError {
+    /// PSCI CPU_ON refused CPU `idx` with `code`.
+    CpuOn { idx: usize, mpidr: u64, code: i64 },
+    /// CPU `idx` did not count itself online within [`WAIT_SECONDS`].
+    Timeout { idx: usize, mpidr: u64 },
+    /// CPU `idx` refused itself but PSCI AFFINITY_INFO did not say it was off in time (`state`:
+    /// the last answer).
+    NotOff { idx: usize, mpidr: u64, state: i64 },
+    /// These CPUs refused to join without being asked to (BBML2 disagreement).
+    Refused { cpus: Vec<usize> },
+    /// `online` CPUs came up but only `parked` parked in the work loop in time.
+    NotParked { online: usize, parked: usize },
+    /// `cycle.cpu=idx` named the boot CPU, which cannot be left off.
+    BootCpuLeftOff { idx: usize },
+}
+
+impl fmt::Display for SmpError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SmpError::CpuOn { idx, mpidr, code } => {
+                write!(f, "PSCI CPU_ON for CPU {idx} (MPIDR {mpidr:#x}) failed: {code}")
+            }
+            SmpError::Timeout { idx, mpidr } => {
+                write!(f, "CPU {idx} (MPIDR {mpidr:#x}) did not come up within {WAIT_SECONDS} s")
+            }
+            SmpError::NotOff { idx, mpidr, state } => write!(
+                f,
+                "CPU {idx} (MPIDR {mpidr:#x}) refused to come up but was not off within {WAIT_SECONDS} s (AFFINITY_INFO {state})"
+            ),
+            SmpError::Refused { cpus } => write!(
+                f,
+                "CPU(s) {cpus:?} refused to join: a run with fewer CPUs than the device tree lists is a failure \
+                 unless asked for (bbml2=off lets every CPU join; bbml2_test_disallow_cpu=N refuses one on purpose)"
+            ),
+            SmpError::NotParked { online, parked } => {
+                write!(f, "{online} CPUs online but only {parked} parked within {WAIT_SECONDS} s")
+            }
+            SmpError::BootCpuLeftOff { idx } => {
+                write!(f, "cycle.cpu={idx} names the boot CPU, which cannot be left off")
+            }
+        }
+    }
+}
+
+/// The boot reports errors as text.
+impl From<SmpError> for String {
+    fn from(e: SmpError) -> String {
+        e.to_string()
+    }
+}
+
 /// Starts every CPU of the DTB (one at a time, so banners come out in order); returns how many
 /// are online. A CPU that PSCI refuses or that does not show up in time is an error; a CPU that
 /// refuses itself with its MMU off (BBML2 disagreement, see `mm::early::accept_cpu`) is
 /// reported here and not counted, and is an error too unless `bbml2_test_disallow_cpu` asked
-/// for it.
-pub fn start_secondaries() -> Result<usize, String> {
+/// for it. CPU `leave_off` (`cycle.cpu=N`) is not started: it stays off for `test=cpu-cycle`.
+pub fn start_secondaries(leave_off: Option<usize>) -> Result<usize, SmpError> {
     use aarch64_cpu::registers::{Readable, CNTFRQ_EL0, CNTPCT_EL0};
     let k = KERNEL.get().unwrap();
     let me = rt::mpidr_affinity();
     let entry = secondary_entry_pa();
-    let mut unasked = alloc::vec::Vec::new();
+    let mut unasked = Vec::new();
     for (idx, cpu) in k.board.cpus.iter().enumerate().take(rt::MAX_CPUS) {
         if cpu.mpidr == me {
+            if leave_off == Some(idx) {
+                return Err(SmpError::BootCpuLeftOff { idx });
+            }
+            continue;
+        }
+        if leave_off == Some(idx) {
+            rt::println!("kernel: CPU {idx} (MPIDR {:#x}) left off at boot (cycle.cpu={idx})", cpu.mpidr);
             continue;
         }
         let before = ONLINE.load(Ordering::Acquire);
         let r = smccc::call(abi::psci::CPU_ON_64, cpu.mpidr, entry, idx as u64)[0] as i64;
         if r != abi::psci::SUCCESS {
-            return Err(format!("PSCI CPU_ON for CPU {idx} (MPIDR {:#x}) failed: {r}", cpu.mpidr));
+            return Err(SmpError::CpuOn { idx, mpidr: cpu.mpidr, code: r });
         }
         let deadline = CNTPCT_EL0.get() + WAIT_SECONDS * CNTFRQ_EL0.get();
         loop {
@@ -52,16 +114,13 @@ pub fn start_secondaries() -> Result<usize, String> {
                 break;
             }
             if CNTPCT_EL0.get() > deadline {
-                return Err(format!("CPU {idx} (MPIDR {:#x}) did not come up within {WAIT_SECONDS} s", cpu.mpidr));
+                return Err(SmpError::Timeout { idx, mpidr: cpu.mpidr });
             }
             core::hint::spin_loop();
         }
     }
     if !unasked.is_empty() {
-        return Err(format!(
-            "CPU(s) {unasked:?} refused to join: a run with fewer CPUs than the device tree lists is a failure \
-             unless asked for (bbml2=off lets every CPU join; bbml2_test_disallow_cpu=N refuses one on purpose)"
-        ));
+        return Err(SmpError::Refused { cpus: unasked });
     }
     // A CPU counts itself online just before it parks in `work::secondary_loop`: wait until each
     // has parked, so `work::cpus()` (what the self-tests run on) agrees with the CPUs online.
@@ -69,10 +128,7 @@ pub fn start_secondaries() -> Result<usize, String> {
     let deadline = CNTPCT_EL0.get() + WAIT_SECONDS * CNTFRQ_EL0.get();
     while crate::work::cpus() < online {
         if CNTPCT_EL0.get() > deadline {
-            return Err(format!(
-                "{online} CPUs online but only {} parked within {WAIT_SECONDS} s",
-                crate::work::cpus()
-            ));
+            return Err(SmpError::NotParked { online, parked: crate::work::cpus() });
         }
         core::hint::spin_loop();
     }
@@ -83,7 +139,7 @@ pub fn start_secondaries() -> Result<usize, String> {
 /// before it calls CPU_OFF, so the refusal alone does not say it is off yet; whatever runs
 /// next (a self-test that counts the CPUs that are on, a CPU_ON of it) must find it off.
 /// Waits until `deadline` (the CPU's own 10 s start window) at most.
-fn wait_until_off(idx: usize, mpidr: u64, deadline: u64) -> Result<(), String> {
+fn wait_until_off(idx: usize, mpidr: u64, deadline: u64) -> Result<(), SmpError> {
     use aarch64_cpu::registers::{Readable, CNTPCT_EL0};
     loop {
         let state = smccc::call(abi::psci::AFFINITY_INFO_64, mpidr, 0, 0)[0] as i64;
@@ -91,9 +147,7 @@ fn wait_until_off(idx: usize, mpidr: u64, deadline: u64) -> Result<(), String> {
             return Ok(());
         }
         if CNTPCT_EL0.get() > deadline {
-            return Err(format!(
-                "CPU {idx} (MPIDR {mpidr:#x}) refused to come up but was not off within {WAIT_SECONDS} s (AFFINITY_INFO {state})"
-            ));
+            return Err(SmpError::NotOff { idx, mpidr, state });
         }
         core::hint::spin_loop();
     }

@@ -4,8 +4,8 @@
 //! and a generation number, wakes them with SEV, runs the function on the calling CPU too and
 //! waits until every waiting CPU has finished.
 
-use alloc::format;
-use alloc::string::String;
+use alloc::string::{String, ToString};
+use core::fmt;
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 static GENERATION: AtomicU64 = AtomicU64::new(0);
@@ -65,11 +65,36 @@ pub fn hand_over(f: fn(usize) -> !) -> u64 {
     WAITING_MASK.load(Ordering::Acquire)
 }
 
+/// Why [`run_everywhere`] did not run its function on every CPU asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WorkError {
+    /// `asked` CPUs asked for (0, or more than the `available` ones).
+    Cpus { asked: usize, available: usize },
+    /// The other CPUs did not all finish within 60 s.
+    Timeout,
+}
+
+impl fmt::Display for WorkError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WorkError::Cpus { asked, available } => write!(f, "{asked} CPUs asked for, {available} available"),
+            WorkError::Timeout => f.write_str("secondary CPUs did not finish within 60 s"),
+        }
+    }
+}
+
+/// The self-tests report errors as text.
+impl From<WorkError> for String {
+    fn from(e: WorkError) -> String {
+        e.to_string()
+    }
+}
+
 /// Runs `f(index, n)` on `n` CPUs (this one is index 0), returns when all are done.
-pub fn run_everywhere(n: usize, f: fn(usize, usize)) -> Result<(), String> {
+pub fn run_everywhere(n: usize, f: fn(usize, usize)) -> Result<(), WorkError> {
     let waiting = cpus() - 1;
     if n == 0 || n > waiting + 1 {
-        return Err(format!("{n} CPUs asked for, {} available", waiting + 1));
+        return Err(WorkError::Cpus { asked: n, available: waiting + 1 });
     }
     FUNC.store(f as usize, Ordering::Release);
     PARTICIPANTS.store(n, Ordering::Release);
@@ -81,7 +106,7 @@ pub fn run_everywhere(n: usize, f: fn(usize, usize)) -> Result<(), String> {
     let deadline = CNTPCT_EL0.get() + 60 * CNTFRQ_EL0.get();
     while DONE.load(Ordering::Acquire) < waiting {
         if CNTPCT_EL0.get() > deadline {
-            return Err("secondary CPUs did not finish within 60 s".into());
+            return Err(WorkError::Timeout);
         }
         core::hint::spin_loop();
     }

@@ -4,8 +4,8 @@
 //! PSCI over SMC, GIC-400, Cadence UART) and the i.MX 8M Plus EVK (`imx8mp-evk`: GICv3, i.MX
 //! UART). On each: the hypervisor and the kernel at 1 and 4 CPUs, the kernel's self-tests and
 //! `user=selftest`, and Debian's Linux to its user-space marker with a quiet console UART.
-//! `--long` adds the dirty-log self-test where the
-//! board has the RAM for it. A board whose QEMU or DTB cannot be had fails
+//! `--long` adds the dirty-log self-test (on the Pi 4 without its 1 GiB backing: the model's
+//! RAM is 960 MiB). A board whose QEMU or DTB cannot be had fails
 //! with the reason.
 
 use tests::{board_linux_config, boot, Run};
@@ -52,6 +52,36 @@ fn pi4_hypervisor_and_kernel_4_cpus() {
     // the guest's.
     let ram = r.record("hyp_boot");
     assert_eq!(ram.strs("guest_ram").and_then(|v| v.first().copied()), Some("0x1000"), "{}", r.dump());
+}
+
+/// The PM watchdog powers the Pi 4 off at the end of the run: it is the hypervisor's. The guest's
+/// DTB has its node disabled, its registers are not in stage 2 (`hyp.check-stage2` walks them),
+/// and the guest's read of them comes back as an external abort; the run still ends by the
+/// watchdog, exit 0.
+#[test]
+fn pi4_power_controller_is_the_hypervisors() {
+    let r = boot(cfg(Board::Pi4, |c| c.bootargs = "test=power-hidden hyp.check-stage2".into()));
+    r.expect_exit(0);
+    r.expect_output("hyp: check-stage2: /soc/watchdog@7e100000 [0xfe100000, 0xfe101000) is the hypervisor's");
+    r.expect_output("hyp: guest read at IPA 0xfe10001c");
+    r.expect_output("kernel: power-hidden: synchronous external abort caught by the kernel's handler (ESR 0x96000010");
+    r.expect_output("kernel: power-hidden: /soc/watchdog@7e100000 is disabled and its registers are the hypervisor's");
+    assert_eq!(r.record("hyp_exits").u64("injected_abort"), Some(1), "{}", r.dump());
+}
+
+/// A CPU turned off on a spin-table board, where no firmware takes it back: CPU 2 is left off
+/// at boot (`cycle.cpu=2`: the A72 has no BBML2 to refuse it), released from the firmware's
+/// spin table by the first CPU_ON, then parked in the hypervisor at each CPU_OFF and woken by
+/// the next CPU_ON, 8 times, with AFFINITY_INFO answering ON and OFF and CPU_ON to a starting
+/// CPU answering ON_PENDING or ALREADY_ON.
+#[test]
+fn pi4_cpu_off_and_on_by_the_hypervisor() {
+    let r = boot(cfg(Board::Pi4, |c| c.bootargs = "cycle.cpu=2 test=cpu-cycle".into()));
+    r.expect_exit(0);
+    r.expect_output("kernel: CPU 2 (MPIDR 0x2) left off at boot (cycle.cpu=2)");
+    r.expect_output("kernel: 3 of 4 CPUs online");
+    r.expect_output("kernel: cpu-cycle: 8 CPU_OFF/CPU_ON cycles of CPU 0x2");
+    r.expect_output("AFFINITY_INFO answered ON and OFF");
 }
 
 #[test]
@@ -152,7 +182,8 @@ fn pi4_linux_guest() {
 }
 
 /// Dirty logging (1 GiB slots backed by the slot pool) on the board's CPUs and stage 2. The
-/// Pi 4's model has 960 MiB of RAM for its guest: too little for the test's 1 GiB slot.
+/// Pi 4's model has 960 MiB of RAM for its guest: too little for the test's 1 GiB slot
+/// (`long_pi4_dirty_log` tests the 4 KiB and 2 MiB backings there).
 fn dirty_log(board: Board, mem: &str) {
     let r = boot(cfg(board, |c| {
         c.mem = mem.into();
@@ -171,6 +202,19 @@ fn long_zcu102_dirty_log() {
 #[ignore = "--long"]
 fn long_imx8mp_evk_dirty_log() {
     dirty_log(Board::Imx8mpEvk, "3G");
+}
+
+#[test]
+#[ignore = "--long"]
+fn long_pi4_dirty_log() {
+    let r = boot(cfg(Board::Pi4, |c| {
+        c.bootargs = "test=dirty-log dirty.largest=2M hyp.slotpool=128M hyp.check-split".into();
+    }));
+    r.expect_exit(0);
+    r.expect_output("kernel: dirty-log: every bitmap matched exactly");
+    let backings: Vec<_> = r.records("dirty_log").iter().map(|d| d.str("backing").map(String::from)).collect();
+    assert_eq!(backings.len(), 6, "4K and 2M, three scenarios each: {}", r.dump());
+    assert!(backings.iter().all(|b| matches!(b.as_deref(), Some("4K" | "2M"))), "{}", r.dump());
 }
 
 /// What a board's model cannot be is refused before QEMU starts, naming the board.

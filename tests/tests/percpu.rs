@@ -25,7 +25,8 @@ fn stress<'a>(r: &'a Run, mode: &str) -> &'a ParsedRecord {
 }
 
 /// The stress record of `mode` shows exact sums, intact canaries, the late mapping on every
-/// CPU, and tasks preempted and migrated.
+/// CPU, tasks preempted and migrated, and (window) the shootdown check: a window page remapped
+/// with the shootdown as its TLBI reads as the new frame on every CPU.
 fn stress_held(r: &Run, mode: &str, cpus: u64) {
     let s = stress(r, mode);
     let all = (1u64 << cpus) - 1;
@@ -41,6 +42,12 @@ fn stress_held(r: &Run, mode: &str, cpus: u64) {
     assert!(s.u64("pulls").unwrap() + s.u64("pushes").unwrap() > 0, "{mode}: no migration\n{}", r.dump());
     if mode == "window" {
         assert!(s.u64("window_checks").unwrap() > 0, "the tick never checked the window\n{}", r.dump());
+        assert_eq!(
+            s.u64("remap_seen"),
+            Some(all),
+            "a window page remapped with the shootdown as its TLBI: every CPU reads the new frame\n{}",
+            r.dump()
+        );
     }
 }
 

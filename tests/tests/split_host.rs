@@ -7,7 +7,7 @@
 //! same number of table pages. (The model checker inside `lib/pgtable` runs random sequences
 //! that include `split`.)
 
-use pgtable::{Attributes, Constraints, CountingTlb, HeapFrames, IntermPhysAddr, PageTable, Perms, PhysAddr, Regime};
+use pgtable::{Attributes, Constraints, CountingTlb, HeapFrames, IntermPhysAddr, PageTable, Perms, PhysAddr};
 
 use abi::PAGE_SIZE as PAGE;
 const GIB: u64 = 1 << 30;
@@ -23,8 +23,8 @@ enum Backing {
     Blocks1G,
 }
 
-fn slot(backing: Backing) -> (PageTable<HeapFrames>, CountingTlb) {
-    let mut pt = PageTable::new(Regime::Stage2 { vmid: 1 }, HeapFrames::new()).unwrap();
+fn slot(backing: Backing) -> (PageTable<HeapFrames, IntermPhysAddr>, CountingTlb) {
+    let mut pt = PageTable::stage2(1, HeapFrames::new()).unwrap();
     let mut tlb = CountingTlb::default();
     pt.set_live(&mut tlb);
     let (cons, piece) = match backing {
@@ -44,7 +44,7 @@ fn slot(backing: Backing) -> (PageTable<HeapFrames>, CountingTlb) {
 }
 
 /// Every page of the slot maps its pool frame read-only; returns how many were not at level 3.
-fn check_pages(pt: &PageTable<HeapFrames>) -> u64 {
+fn check_pages(pt: &PageTable<HeapFrames, IntermPhysAddr>) -> u64 {
     let mut above = 0;
     let mut o = 0;
     while o < SLOT_SIZE {

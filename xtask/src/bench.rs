@@ -354,7 +354,7 @@ pub fn run_guest(
     let stem = if icount { format!("{}-icount", b.name) } else { b.name.to_string() };
     crate::write_file(&dir.join(format!("{stem}.jsonl")), &jsonl)?;
     crate::write_file(&dir.join(format!("{stem}.txt")), &text)?;
-    let svg = crate::plot::bench_svg(&dir, b.name, &stem, &jsonl, crate::plot::mode(icount))?;
+    let svg = crate::plot::draw::bench_svg(&dir, b.name, &stem, &jsonl, crate::plot::rows::mode(icount))?;
     eprintln!("xtask: saved target/bench/{stem}.jsonl, .txt and {}", svg.display());
     Ok(())
 }

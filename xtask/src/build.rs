@@ -382,6 +382,19 @@ fn demangle(name: &str) -> String {
 mod tests {
     use super::*;
 
+    /// The build's output folders are inside the workspace's target/ (so `cargo clean` and a
+    /// fresh clone start without them) and distinct: the EL0 programs, the cross builds and the
+    /// Images never overwrite each other.
+    #[test]
+    fn output_folders_are_distinct_and_under_target() {
+        let target = workspace_root().join("target");
+        let dirs = [el0_programs_dir(), cross_target_dir(), images_dir()];
+        for (i, d) in dirs.iter().enumerate() {
+            assert!(d.starts_with(&target) && d != &target, "{}", d.display());
+            assert!(dirs[i + 1..].iter().all(|o| o != d), "{}", d.display());
+        }
+    }
+
     #[test]
     fn demangles_legacy_names() {
         assert_eq!(demangle("_ZN10hypervisor4trap5fatal17h0123456789abcdefE"), "hypervisor::trap::fatal");

@@ -9,10 +9,8 @@
 //! the scheduler's CPUs do; CPUs parked in `work::secondary_loop` do not (use
 //! `work::run_everywhere` there).
 
-use super::{send_sgi, Sgi};
+use super::{send_sgi, IrqError, Sgi};
 use crate::arch::cpu::this_cpu;
-use alloc::format;
-use alloc::string::String;
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use spin::Mutex;
 
@@ -41,14 +39,14 @@ pub fn handler(_intid: u32, cpu: usize) {
 
 /// Runs `f(cpu)` on every CPU in `cpus` (this one directly, the others by IPI) and returns
 /// when all have. The caller holds no lock and has IRQs masked; it stays on its CPU.
-pub fn on_cpus(cpus: u64, f: fn(usize)) -> Result<(), String> {
+pub fn on_cpus(cpus: u64, f: fn(usize)) -> Result<(), IrqError> {
     crate::arch::sync::preempt_disable();
     let r = on_cpus_pinned(cpus, f);
     crate::arch::sync::preempt_enable_no_resched();
     r
 }
 
-fn on_cpus_pinned(cpus: u64, f: fn(usize)) -> Result<(), String> {
+fn on_cpus_pinned(cpus: u64, f: fn(usize)) -> Result<(), IrqError> {
     let _g = loop {
         if let Some(g) = LOCK.try_lock() {
             break g;
@@ -71,7 +69,7 @@ fn on_cpus_pinned(cpus: u64, f: fn(usize)) -> Result<(), String> {
         if CNTPCT_EL0.get() > deadline {
             let left = PENDING.swap(0, Ordering::AcqRel);
             FUNC.store(0, Ordering::Release);
-            return Err(format!("CPUs {left:#x} did not answer a call within 10 s"));
+            return Err(IrqError::CallTimeout { left });
         }
         core::hint::spin_loop();
     }
@@ -82,7 +80,7 @@ fn on_cpus_pinned(cpus: u64, f: fn(usize)) -> Result<(), String> {
 /// Invalidates every EL1&0 TLB entry of the CPUs in `cpus` with **local** TLBIs run on each
 /// of them (for translations only those CPUs may hold, like the per-CPU window's: a broadcast
 /// TLBI would reach every CPU).
-pub fn tlb_shootdown(cpus: u64) -> Result<(), String> {
+pub fn tlb_shootdown(cpus: u64) -> Result<(), IrqError> {
     on_cpus(cpus, |_| {
         use pgtable::{Barrier, Shareability, TlbMaintenance, Tlbi, TlbiOp};
         let mut tlb = pgtable::hw::HwTlb::detect();

@@ -32,16 +32,17 @@
 //! its own in [`init_cpu`].
 
 pub mod call;
+mod error;
 pub mod gicv2;
 pub mod gicv3;
 pub mod timer;
 
-use alloc::format;
-use alloc::string::String;
 use alloc::vec::Vec;
 use board::{Board, GicVersion};
 use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use spin::Once;
+
+pub use error::IrqError;
 
 pub use kcore::gic::PRIORITY;
 
@@ -102,12 +103,12 @@ pub fn gic() -> Option<&'static Gic> {
 
 /// Boot CPU, after `mm::init`: maps the GIC's registers, initialises the distributor and this
 /// CPU's interface, and reads the timer's interrupt. Other CPUs call [`init_cpu`].
-pub fn init(board: &Board) -> Result<(), String> {
-    let g = board.gic.as_ref().ok_or("device tree has no interrupt controller")?;
+pub fn init(board: &Board) -> Result<(), IrqError> {
+    let g = board.gic.as_ref().ok_or(IrqError::NoController)?;
     let gicd = crate::mm::ioremap(g.distributor.base, g.distributor.size)? as usize;
     let gic = match g.version {
         GicVersion::V2 => {
-            let c = g.cpu_interface.ok_or("GICv2 without a CPU interface")?;
+            let c = g.cpu_interface.ok_or(IrqError::NoCpuInterface)?;
             let gicc = crate::mm::ioremap(c.base, c.size)? as usize;
             // SAFETY: both blocks were just mapped as device memory, for the GIC driver alone.
             Gic::V2(kcore::gic::v2::GicV2::new(unsafe { gicv2::V2Mmio::new(gicd, gicc) }))
@@ -137,11 +138,11 @@ pub fn init(board: &Board) -> Result<(), String> {
 
 /// This CPU's interface (after [`init`] on the boot CPU): its banked interrupts with handlers
 /// enabled.
-pub fn init_cpu(cpu: usize) -> Result<(), String> {
-    let gic = GIC.get().ok_or("irq::init_cpu before irq::init")?;
+pub fn init_cpu(cpu: usize) -> Result<(), IrqError> {
+    let gic = GIC.get().ok_or(IrqError::NotInitialised)?;
     match gic {
         Gic::V2(g) => g.init_cpu(cpu),
-        Gic::V3(g) => g.init_cpu(cpu, rt::mpidr_affinity()).map_err(|e| format!("CPU {cpu}: {e}"))?,
+        Gic::V3(g) => g.init_cpu(cpu, rt::mpidr_affinity()).map_err(|why| IrqError::CpuInterface { cpu, why })?,
     }
     for sgi in [Sgi::Reschedule, Sgi::Ping, Sgi::Pong, Sgi::Call] {
         enable_private(cpu, sgi as u32);
@@ -158,9 +159,9 @@ static EVERY_CPU: AtomicU32 = AtomicU32::new(0);
 
 /// Routes PPI `intid` (16..32) to `f` on every CPU: enabled now on this CPU (`cpu`) and by every
 /// CPU that initialises its interface later (e.g. the PMU's overflow interrupt, `perf`).
-pub fn wire_ppi(cpu: usize, intid: u32, f: fn(u32, usize)) -> Result<(), String> {
+pub fn wire_ppi(cpu: usize, intid: u32, f: fn(u32, usize)) -> Result<(), IrqError> {
     if !(16..32).contains(&intid) {
-        return Err(format!("interrupt {intid} is not a PPI"));
+        return Err(IrqError::NotPpi { intid });
     }
     set_handler(intid, f);
     EVERY_CPU.fetch_or(1 << intid, Ordering::AcqRel);

@@ -9,7 +9,6 @@
 //! ([`set_hook`]), which only sets flags (see the nesting rules in `irq`).
 
 use aarch64_cpu::registers::{Readable, Writeable, CNTFRQ_EL0, CNTVCT_EL0, CNTV_CTL_EL0, CNTV_CVAL_EL0};
-use alloc::string::String;
 use board::Board;
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
@@ -33,11 +32,11 @@ pub static MAX_LATE: [AtomicU64; rt::MAX_CPUS] = [const { AtomicU64::new(0) }; r
 static HOOK: AtomicUsize = AtomicUsize::new(0);
 
 /// Reads the timer's interrupt from the device tree (the EL1 virtual timer's PPI).
-pub fn init(board: &Board) -> Result<(), String> {
-    let t = board.timer.as_ref().ok_or("device tree has no /timer node (arm,armv8-timer)")?;
-    let intid = t.virt.ok_or("the /timer node lists no virtual timer interrupt")?;
+pub fn init(board: &Board) -> Result<(), super::IrqError> {
+    let t = board.timer.as_ref().ok_or(super::IrqError::NoTimer)?;
+    let intid = t.virt.ok_or(super::IrqError::NoVirtualTimer)?;
     if !(16..32).contains(&intid) {
-        return Err(alloc::format!("the virtual timer's interrupt {intid} is not a PPI"));
+        return Err(super::IrqError::TimerNotPpi { intid });
     }
     INTID.store(intid as u64, Ordering::Relaxed);
     super::set_handler(intid, on_interrupt);

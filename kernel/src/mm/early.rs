@@ -34,12 +34,11 @@
 //! registers, and calls code that needs nothing else.
 
 use super::layout::{self, KIMAGE_VA, LINEAR_BASE, MMIO_START};
-use alloc::format;
-use alloc::string::String;
 use alloc::vec::Vec;
+use core::fmt;
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use pgtable::hw::HwTlb;
-use pgtable::{regime, Attributes, Constraints, CountingTlb, FrameAlloc, PageTable, Perms, PhysAddr, Regime};
+use pgtable::{regime, Attributes, Constraints, CountingTlb, FrameAlloc, PageTable, Perms, PhysAddr};
 use pgtable::{VaHalf, VirtAddr};
 
 /// Static pages for the early tables: the identity map of the image (a handful of pages) and
@@ -132,11 +131,42 @@ static UART_PA: AtomicU64 = AtomicU64::new(0);
 /// Its kind (set with [`UART_PA`]).
 static UART_KIND: spin::Once<board::UartKind> = spin::Once::new();
 
+/// Why the early tables could not be built (the boot stops with this message).
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum EarlyError {
+    /// No valid device tree header at `at`.
+    Dtb { at: usize, err: board::BoardError },
+    /// The device tree could not be read.
+    Board(board::BoardError),
+    /// The device tree is outside every memory range it lists.
+    DtbNotInRam { at: usize },
+    /// The image does not fit its virtual window.
+    ImageTooBig { size: u64, max: u64 },
+    /// The page-table library refused building `what` (`used` of the pool's pages taken).
+    Table { what: &'static str, err: pgtable::Error, used: usize },
+}
+
+impl fmt::Display for EarlyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EarlyError::Dtb { at, err } => write!(f, "device tree at {at:#x}: {err}"),
+            EarlyError::Board(err) => write!(f, "device tree: {err}"),
+            EarlyError::DtbNotInRam { at } => write!(f, "the device tree at {at:#x} is not in RAM"),
+            EarlyError::ImageTooBig { size, max } => {
+                write!(f, "the image is {size} bytes, more than the {max} bytes its window holds")
+            }
+            EarlyError::Table { what, err, used } => {
+                write!(f, "early {what}: {err} (pool of {POOL_PAGES} pages, {used} used)")
+            }
+        }
+    }
+}
+
 /// Reads the device tree and builds the two early tables; returns the MMU registers.
-fn early_tables(dtb: usize) -> Result<rt::mmu::MmuRegs, String> {
+fn early_tables(dtb: usize) -> Result<rt::mmu::MmuRegs, EarlyError> {
     // SAFETY: x0 is 0 or points at the DTB (boot protocol), in RAM nothing else writes.
-    let blob = unsafe { board::dtb_at(dtb as *const u8) }.map_err(|e| format!("device tree at {dtb:#x}: {e}"))?;
-    let board = board::Board::from_dtb(blob).map_err(|e| format!("device tree: {e}"))?;
+    let blob = unsafe { board::dtb_at(dtb as *const u8) }.map_err(|err| EarlyError::Dtb { at: dtb, err })?;
+    let board = board::Board::from_dtb(blob).map_err(EarlyError::Board)?;
     if let Some(u) = &board.console {
         // SAFETY: the DTB names this UART as the console; only rt::console uses it.
         unsafe { rt::console::init(u.kind, u.base as usize) };
@@ -145,32 +175,28 @@ fn early_tables(dtb: usize) -> Result<rt::mmu::MmuRegs, String> {
     }
     let ram: Vec<(u64, u64)> = board.memory.iter().map(|r| (r.base, r.end())).collect();
     if !ram.iter().any(|&(s, e)| (s..e).contains(&(dtb as u64))) {
-        return Err(format!("the device tree at {dtb:#x} is not in RAM"));
+        return Err(EarlyError::DtbNotInRam { at: dtb });
     }
     let l = rt::start::image_layout();
     let img = [l.start as u64, l.text_end as u64, l.rodata_end as u64, l.end as u64];
     if img[3] - img[0] > layout::KIMAGE_MAX {
-        return Err(format!(
-            "the image is {} bytes, more than the {} bytes its window holds",
-            img[3] - img[0],
-            layout::KIMAGE_MAX
-        ));
+        return Err(EarlyError::ImageTooBig { size: img[3] - img[0], max: layout::KIMAGE_MAX });
     }
     let mut tlb = CountingTlb::default();
-    let e = |what: &str, err: pgtable::Error| {
-        format!("early {what}: {err} (pool of {POOL_PAGES} pages, {} used)", POOL_USED.load(Ordering::Relaxed))
+    let e = |what: &'static str, err: pgtable::Error| EarlyError::Table {
+        what,
+        err,
+        used: POOL_USED.load(Ordering::Relaxed),
     };
     let pages = Constraints::PAGES_ONLY;
     let sections = [(img[0], img[1], Perms::RX), (img[1], img[2], Perms::RO), (img[2], img[3], Perms::RW)];
 
-    let mut id =
-        PageTable::new(Regime::El1 { asid: 0, half: VaHalf::Lower }, EarlyFrames).map_err(|x| e("identity map", x))?;
+    let mut id = PageTable::el1(0, VaHalf::Lower, EarlyFrames).map_err(|x| e("identity map", x))?;
     for (s, end, p) in sections {
         id.map(&mut tlb, VirtAddr::new(s), end - s, PhysAddr::new(s), Attributes::normal(p), pages)
             .map_err(|x| e("identity map", x))?;
     }
-    let mut k =
-        PageTable::new(Regime::El1 { asid: 0, half: VaHalf::Upper }, EarlyFrames).map_err(|x| e("TTBR1 table", x))?;
+    let mut k = PageTable::el1(0, VaHalf::Upper, EarlyFrames).map_err(|x| e("TTBR1 table", x))?;
     for (s, end, p) in sections {
         let va = KIMAGE_VA + (s - img[0]);
         k.map(&mut tlb, VirtAddr::new(va), end - s, PhysAddr::new(s), Attributes::normal(p), pages)

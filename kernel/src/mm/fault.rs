@@ -128,6 +128,18 @@ pub fn probe_read(addr: u64) -> Result<u64, Fault> {
     disarm().map(|()| v)
 }
 
+/// Loads 4 bytes at `addr` once (a device register that takes only 32-bit accesses).
+pub fn probe_read32(addr: u64) -> Result<u32, Fault> {
+    let v: u32;
+    arm();
+    // SAFETY: one 4-byte load from `addr` (a test target); a fault is caught by `try_catch` and
+    // resumes at the next instruction, leaving `v` undefined but initialised (a register).
+    unsafe {
+        core::arch::asm!("mov {v:w}, wzr", "ldr {v:w}, [{a}]", v = out(reg) v, a = in(reg) addr, options(nostack, preserves_flags))
+    };
+    disarm().map(|()| v)
+}
+
 /// Calls the code at `addr`, which must be a leaf function that only returns (`RET`).
 pub fn probe_exec(addr: u64) -> Result<(), Fault> {
     arm();

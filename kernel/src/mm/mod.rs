@@ -56,6 +56,7 @@
 //! independent.
 
 pub mod early;
+mod error;
 pub mod fault;
 pub mod frames;
 pub mod layout;
@@ -70,6 +71,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use board::Board;
 use core::sync::atomic::{AtomicBool, Ordering};
+pub use error::MmError;
 use frames::{KFrames, PAGE};
 use kcore::options::MmOptions;
 pub use layout::{LINEAR_BASE, SCRATCH_BASE, VMALLOC_END, VMALLOC_START};
@@ -150,39 +152,44 @@ fn cpu_info(o: &MmOptions) -> CpuInfo {
 fn map(
     pt: &mut PageTable<KFrames>,
     tlb: &mut HwTlb,
-    what: &str,
+    what: &'static str,
     va: u64,
     pa: u64,
     len: u64,
     attrs: Attributes,
     c: Constraints,
-) -> Result<(), String> {
-    pt.map(tlb, VirtAddr::new(va), len, PhysAddr::new(pa), attrs, c)
-        .map_err(|e| format!("mapping {what} [{pa:#x}, {:#x}) at {va:#x}: {e}", pa + len))?;
+) -> Result<(), MmError> {
+    pt.map(tlb, VirtAddr::new(va), len, PhysAddr::new(pa), attrs, c).map_err(|err| MmError::Map {
+        what,
+        va,
+        pa,
+        len,
+        err,
+    })?;
     // A new top-level entry goes into every CPU's root (per-CPU tables, rule 3).
     crate::mm::roots::sync_roots(va, len)?;
     Ok(())
 }
 
 /// Builds every CPU's own TTBR1 root from the kernel table (`roots`; per-CPU tables).
-pub fn build_percpu_roots(cpus: usize) -> Result<(), String> {
+pub fn build_percpu_roots(cpus: usize) -> Result<(), MmError> {
     let g = TABLES.lock();
-    let t = g.as_ref().ok_or("mm::init has not run")?;
+    let t = g.as_ref().ok_or(MmError::NoTables { call: "building the per-CPU roots" })?;
     roots::build(&t.kernel, cpus)
 }
 
 /// Maps one page of RAM `pa` at `va` (outside the vmalloc area and the MMIO window: the
 /// per-CPU areas, a test's late mapping), RW + never executable, global.
-pub fn map_kernel_page(va: u64, pa: u64) -> Result<(), String> {
+pub fn map_kernel_page(va: u64, pa: u64) -> Result<(), MmError> {
     let mut g = TABLES.lock();
-    let t = g.as_mut().ok_or("map before mm::init")?;
+    let t = g.as_mut().ok_or(MmError::NoTables { call: "map" })?;
     map(&mut t.kernel, &mut t.tlb, "kernel page", va, pa, PAGE, Attributes::normal(Perms::RW), Constraints::PAGES_ONLY)
 }
 
 /// Builds the kernel's table and swaps it in for the early one (boot CPU, running at the
 /// image's virtual address with the early tables), then grows the heap. `dtb` is the DTB's
 /// physical range (kept out of the frame allocator).
-pub fn init(board: &Board, dtb: (u64, u64), a: &MmOptions) -> Result<(), String> {
+pub fn init(board: &Board, dtb: (u64, u64), a: &MmOptions) -> Result<(), MmError> {
     let cpu = cpu_info(a);
     let decision = kmem::bbml2_decide(cpu.bbml2(), a.bbml2, a.bbml2_unsafe_override);
     if decision.refused {
@@ -205,7 +212,7 @@ pub fn init(board: &Board, dtb: (u64, u64), a: &MmOptions) -> Result<(), String>
     frames::init(&ram, &reserved);
 
     let mut tlb = HwTlb::detect();
-    let e = |what: &str, err: pgtable::Error| format!("{what}: {err}");
+    let e = |what: &'static str, err: pgtable::Error| MmError::Table { what, err };
     let config = pgtable::Config { bbml2: decision.enabled };
     let mut k = PageTable::with_config(Regime::El1 { asid: 0, half: VaHalf::Upper }, config, KFrames)
         .map_err(|x| e("TTBR1 table", x))?;
@@ -240,7 +247,7 @@ pub fn init(board: &Board, dtb: (u64, u64), a: &MmOptions) -> Result<(), String>
         k.protect(&mut tlb, VirtAddr::new(LINEAR_BASE + image_pa), image[2] - image[0], Perms::RO)
             .map_err(|x| e("linear alias of the image", x))?;
     }
-    let zero = frames::alloc(1).ok_or("no frame for the reserved TTBR0 table")?;
+    let zero = frames::alloc(1).ok_or(MmError::NoFrame { what: "the reserved TTBR0 table" })?;
     // SAFETY: a fresh frame, reached through the linear map; zero makes every entry invalid.
     unsafe { core::ptr::write_bytes((LINEAR_BASE + zero) as *mut u8, 0, PAGE as usize) };
     RESERVED_TTBR0.call_once(|| regime::ttbr_el1(PhysAddr::new(zero), 0));
@@ -347,24 +354,24 @@ pub fn secondary_mmu_on() {
 /// guard page. With `contiguous`, the frames are one physically contiguous, naturally aligned
 /// block at a VA aligned the same way (so contpte can fold it); `pages` is then a power of two.
 /// Returns the virtual address.
-pub fn vmalloc(pages: usize, contiguous: bool) -> Result<u64, String> {
+pub fn vmalloc(pages: usize, contiguous: bool) -> Result<u64, MmError> {
     let mut g = TABLES.lock();
-    let t = g.as_mut().ok_or("vmalloc before mm::init")?;
+    let t = g.as_mut().ok_or(MmError::NoTables { call: "vmalloc" })?;
     let align = if contiguous { pages as u64 * PAGE } else { PAGE };
     let va = (t.vmalloc_next + align - 1) & !(align - 1);
     let end = va + pages as u64 * PAGE;
     if end + PAGE > VMALLOC_END {
-        return Err("vmalloc area exhausted".into());
+        return Err(MmError::VmallocFull);
     }
     t.vmalloc_next = end + PAGE;
     let cons = if contpte() { Constraints::NO_BLOCKS } else { Constraints::PAGES_ONLY };
     let rw = Attributes::normal(Perms::RW);
     if contiguous {
-        let pa = frames::alloc(pages).ok_or("out of frames")?;
+        let pa = frames::alloc(pages).ok_or(MmError::NoFrame { what: "vmalloc" })?;
         map(&mut t.kernel, &mut t.tlb, "vmalloc", va, pa, pages as u64 * PAGE, rw, cons)?;
     } else {
         for i in 0..pages as u64 {
-            let pa = frames::alloc(1).ok_or("out of frames")?;
+            let pa = frames::alloc(1).ok_or(MmError::NoFrame { what: "vmalloc" })?;
             map(&mut t.kernel, &mut t.tlb, "vmalloc", va + i * PAGE, pa, PAGE, rw, cons)?;
         }
     }
@@ -375,22 +382,19 @@ pub fn vmalloc(pages: usize, contiguous: bool) -> Result<u64, String> {
 /// the linear alias of every page to read-write (a later owner of a frame must find its alias
 /// as the linear map has it; `set_memory_*` may have changed it under `rodata=full`). The
 /// virtual range is not reused.
-pub fn vfree(va: u64, pages: usize) -> Result<(), String> {
+pub fn vfree(va: u64, pages: usize) -> Result<(), MmError> {
     if !(VMALLOC_START..VMALLOC_END).contains(&va) {
-        return Err(format!("vfree({va:#x}): not in the vmalloc area"));
+        return Err(MmError::NotVmalloc { va });
     }
     let size = pages as u64 * PAGE;
     let mut g = TABLES.lock();
-    let t = g.as_mut().ok_or("vfree before mm::init")?;
+    let t = g.as_mut().ok_or(MmError::NoTables { call: "vfree" })?;
     let mut frames_of: Vec<u64> = Vec::new();
     for i in 0..pages as u64 {
-        let tr = t
-            .kernel
-            .translate(VirtAddr::new(va + i * PAGE))
-            .ok_or_else(|| format!("vfree: {va:#x} page {i} not mapped"))?;
+        let tr = t.kernel.translate(VirtAddr::new(va + i * PAGE)).ok_or(MmError::NotMapped { va, page: i })?;
         frames_of.push(tr.phys.as_u64());
     }
-    let e = |x: pgtable::Error| format!("vfree({va:#x}): {x}");
+    let e = |err: pgtable::Error| MmError::Vfree { va, err };
     t.kernel.unmap(&mut t.tlb, VirtAddr::new(va), size).map_err(e)?;
     // Refused if the unmap removed a top-level entry the per-CPU roots still use (rule 3).
     crate::mm::roots::sync_roots(va, size)?;
@@ -410,9 +414,9 @@ pub fn vfree(va: u64, pages: usize) -> Result<(), String> {
 
 /// Maps one physical page (not RAM: e.g. a hole) in the vmalloc area as normal RW memory, for
 /// tests that must touch it. Returns its virtual address.
-pub fn map_phys_page(pa: u64) -> Result<u64, String> {
+pub fn map_phys_page(pa: u64) -> Result<u64, MmError> {
     let mut g = TABLES.lock();
-    let t = g.as_mut().ok_or("map before mm::init")?;
+    let t = g.as_mut().ok_or(MmError::NoTables { call: "map" })?;
     let va = t.vmalloc_next;
     t.vmalloc_next += 2 * PAGE;
     map(
@@ -430,13 +434,13 @@ pub fn map_phys_page(pa: u64) -> Result<u64, String> {
 
 /// Maps the device registers `[pa, pa + size)` (page-rounded) in the MMIO window as device
 /// memory, read-write, never executable; returns the virtual address of `pa`.
-pub fn ioremap(pa: u64, size: u64) -> Result<u64, String> {
+pub fn ioremap(pa: u64, size: u64) -> Result<u64, MmError> {
     let mut g = TABLES.lock();
-    let t = g.as_mut().ok_or("ioremap before mm::init")?;
+    let t = g.as_mut().ok_or(MmError::NoTables { call: "ioremap" })?;
     let (s, end) = (pa & !(PAGE - 1), (pa + size.max(1) + PAGE - 1) & !(PAGE - 1));
     let va = t.mmio_next;
     if va + (end - s) > layout::MMIO_END {
-        return Err(format!("ioremap [{pa:#x}, +{size:#x}): the MMIO window is full"));
+        return Err(MmError::MmioFull { pa, size });
     }
     t.mmio_next = va + (end - s);
     map(&mut t.kernel, &mut t.tlb, "device", va, s, end - s, Attributes::device(Perms::RW), Constraints::PAGES_ONLY)?;

@@ -8,8 +8,7 @@
 
 use super::frames::KFrames;
 use super::layout::WINDOW_VA;
-use alloc::format;
-use alloc::string::String;
+use super::MmError;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use pgtable::hw::HwTlb;
 use pgtable::percpu::{PerCpuRoots, Seed};
@@ -29,8 +28,8 @@ pub static SEED_SKIP_CPU1: AtomicBool = AtomicBool::new(false);
 
 /// Builds every CPU's root (and empty window) from the kernel table's top level (`kernel`:
 /// `mm::build_percpu_roots` passes it, under `mm::TABLES`).
-pub fn build(kernel: &PageTable<KFrames>, cpus: usize) -> Result<(), String> {
-    let mut r = PerCpuRoots::new(kernel, cpus, WINDOW_VA, KFrames).map_err(|e| format!("per-CPU roots: {e}"))?;
+pub fn build(kernel: &PageTable<KFrames>, cpus: usize) -> Result<(), MmError> {
+    let mut r = PerCpuRoots::new(kernel, cpus, WINDOW_VA, KFrames).map_err(MmError::RootsBuild)?;
     if SEED_SKIP_CPU1.load(Ordering::Relaxed) {
         r.seed = Some(Seed::NoSyncRoot1);
     }
@@ -40,23 +39,35 @@ pub fn build(kernel: &PageTable<KFrames>, cpus: usize) -> Result<(), String> {
 }
 
 /// Maps page `page` of CPU `cpu`'s window onto frame `pa` and links the window into its root.
-pub fn map_window_page(cpu: usize, page: u64, pa: u64) -> Result<(), String> {
+pub fn map_window_page(cpu: usize, page: u64, pa: u64) -> Result<(), MmError> {
     let mut g = ROOTS.lock();
-    let r = g.as_mut().ok_or("per-CPU roots not built")?;
-    r.map_window_page(cpu, page, PhysAddr::new(pa), &mut HwTlb::detect())
-        .map_err(|e| format!("CPU {cpu}'s window page {page}: {e}"))?;
+    let r = g.as_mut().ok_or(MmError::RootsNotBuilt)?;
+    r.map_window_page(cpu, page, PhysAddr::new(pa), &mut HwTlb::detect()).map_err(|err| MmError::Window {
+        cpu,
+        page,
+        err,
+    })?;
     TABLE_PAGES.store(r.table_pages(), Ordering::Relaxed);
     Ok(())
 }
 
+/// Unmaps page `page` of CPU `cpu`'s window with **no TLBI**: CPU `cpu` may keep the old
+/// translation until its TLB is invalidated locally (`irq::call::tlb_shootdown`), which must
+/// come before the page is mapped again (rule 4 of `percpu`).
+pub fn unmap_window_page(cpu: usize, page: u64) -> Result<(), MmError> {
+    let mut g = ROOTS.lock();
+    let r = g.as_mut().ok_or(MmError::RootsNotBuilt)?;
+    r.unmap_window_page(cpu, page, &mut HwTlb::detect()).map_err(|err| MmError::Window { cpu, page, err })
+}
+
 /// Copies the kernel's top-level entries covering `[va, va + len)` into every root where they
 /// differ (none before the roots exist); refuses a removed one.
-pub fn sync_roots(va: u64, len: u64) -> Result<u64, String> {
+pub fn sync_roots(va: u64, len: u64) -> Result<u64, MmError> {
     let mut g = ROOTS.lock();
     let Some(r) = g.as_mut() else {
         return Ok(0);
     };
-    let n = r.sync(va, len, &mut HwTlb::detect()).map_err(|e| format!("{e}"))?;
+    let n = r.sync(va, len, &mut HwTlb::detect()).map_err(MmError::RootsSync)?;
     SYNCED.fetch_add(n, Ordering::Relaxed);
     Ok(n)
 }

@@ -55,26 +55,30 @@
 //!    ([`tables::sync_roots`], run after every change of the kernel table through `mm`). An
 //!    invalid -> table change needs no TLBI. A top-level entry is never removed (the tables
 //!    below are reachable from every root; `sync_roots` refuses it as a bug).
-//! 4. **Window pages are never unmapped or changed while the system runs**: each CPU's window
-//!    maps its own frames, so a change would need each CPU's TLB invalidated for the window VA
-//!    under every ASID (nG entries are tagged with whichever ASID TTBR0 had): TLBI VAAE1IS,
-//!    or a local TLBI by IPI ([`crate::irq::call`]). Dynamic allocation only ever adds pages
-//!    (invalid -> valid: no TLBI).
+//! 4. **A window page changes only by break-before-make whose TLBI runs on the window's own
+//!    CPU**: each CPU's window maps its own frames, and nG entries are tagged with whichever
+//!    ASID TTBR0 had, so the old translation must go from that CPU's TLB under every ASID: the
+//!    entry is cleared with no TLBI (`mm::roots::unmap_window_page`), each CPU concerned runs
+//!    a local TLBI by IPI ([`crate::irq::call::tlb_shootdown`]), then the page is mapped
+//!    again. Dynamic allocation only ever adds pages (invalid -> valid: no TLBI); the one page
+//!    that changes is [`PROBE_PAGE`], which [`shootdown_check`] remaps to check the shootdown.
 //! 5. A window op is only issued while this CPU runs on its own root (`percpu_tables=on`):
 //!    with it off the window VA is unmapped.
 
+mod error;
 pub mod selftest;
 
 use crate::mm::frames::PAGE;
 pub use crate::mm::layout::{AREAS_BASE, AREA_SPAN, LATE_VA, WINDOW_VA};
 use crate::mm::roots as tables;
-use alloc::format;
-use alloc::string::String;
-use alloc::vec::Vec;
+use crate::mm::MmError;
+use alloc::{format, string::String, vec::Vec};
 use core::marker::PhantomData;
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use kcore::options::PercpuOptions;
 use spin::Mutex;
+
+pub use error::PercpuError;
 
 pub use crate::arch::cpu::{this_area, StaticArea, CANARY, STATIC_AREAS};
 
@@ -354,7 +358,7 @@ pub fn seed() -> Seed {
 /// Boot CPU, after `mm::init`: maps every CPU's static page at `AREAS_BASE`, builds the
 /// per-CPU roots and windows, and switches this CPU to its area (and its root when
 /// `percpu_tables=on`).
-pub fn init(cpus: usize, o: &PercpuOptions) -> Result<(), String> {
+pub fn init(cpus: usize, o: &PercpuOptions) -> Result<(), PercpuError> {
     SEED.call_once(|| o.seed);
     tables::SEED_SKIP_CPU1.store(o.seed == Seed::NoSyncCpu1, Ordering::Relaxed);
     let on = o.tables;
@@ -369,7 +373,7 @@ pub fn init(cpus: usize, o: &PercpuOptions) -> Result<(), String> {
         let pa = crate::mm::layout::image_phys(a as *const StaticArea as u64);
         tables::map_window_page(c, 0, pa)?;
     }
-    DYNAMIC.lock().free = alloc::vec![(PAGE, AREA_SPAN)];
+    DYNAMIC.lock().free = alloc::vec![(PAGE, PROBE_PAGE * PAGE)];
     AREAS_MAPPED.store(true, Ordering::Release);
     TABLES_ON.store(on, Ordering::Release);
     init_cpu(0);
@@ -387,8 +391,9 @@ pub fn init_cpu(cpu: usize) {
 }
 
 /// Switches every CPU between its own root (window ops allowed) and the shared kernel root;
-/// `on_every_cpu` runs a function on each online CPU and waits for all of them.
-pub fn set_tables(on: bool, on_every_cpu: impl FnOnce(fn(usize)) -> Result<(), String>) -> Result<(), String> {
+/// `on_every_cpu` runs a function on each online CPU and waits for all of them; its error is
+/// returned as it is.
+pub fn set_tables<E>(on: bool, on_every_cpu: impl FnOnce(fn(usize)) -> Result<(), E>) -> Result<(), E> {
     if on {
         // Roots first, then the flag: no window op before this CPU's root is in.
         on_every_cpu(|cpu| tables::install(cpu, true))?;
@@ -402,14 +407,16 @@ pub fn set_tables(on: bool, on_every_cpu: impl FnOnce(fn(usize)) -> Result<(), S
 
 /// Allocates `size` bytes (8-aligned, zeroed in every area) of dynamic per-CPU memory,
 /// growing every area (and window) by fresh frames when needed. Runs with IRQs masked.
-pub fn alloc(size: u64) -> Result<PerCpu<u64>, String> {
+pub fn alloc(size: u64) -> Result<PerCpu<u64>, PercpuError> {
     if !AREAS_MAPPED.load(Ordering::Acquire) {
-        return Err("percpu::alloc before percpu::init".into());
+        return Err(PercpuError::NotInitialised);
     }
     let size = (size.max(8) + 7) & !7;
     let mut d = DYNAMIC.lock();
-    let i = d.free.iter().position(|&(s, e)| e - s >= size).ok_or_else(|| {
-        format!("per-CPU areas full: {size} bytes asked, {} in use of {}", d.in_use, AREA_SPAN - PAGE)
+    let i = d.free.iter().position(|&(s, e)| e - s >= size).ok_or(PercpuError::Full {
+        size,
+        in_use: d.in_use,
+        capacity: (PROBE_PAGE - 1) * PAGE,
     })?;
     let (s, e) = d.free[i];
     if s + size == e {
@@ -421,7 +428,7 @@ pub fn alloc(size: u64) -> Result<PerCpu<u64>, String> {
     while d.mapped < need {
         let page = d.mapped;
         for cpu in 0..cpus() {
-            let pa = crate::mm::frames::alloc(1).ok_or("out of frames for a per-CPU page")?;
+            let pa = crate::mm::frames::alloc(1).ok_or(MmError::NoFrame { what: "a per-CPU page" })?;
             // SAFETY: a fresh frame, reached through the linear map.
             unsafe { core::ptr::write_bytes((crate::mm::LINEAR_BASE + pa) as *mut u8, 0, PAGE as usize) };
             crate::mm::map_kernel_page(AREAS_BASE + cpu as u64 * AREA_SPAN + page * PAGE, pa)?;
@@ -465,16 +472,13 @@ pub fn mapped_pages() -> u64 {
 }
 
 /// Every canary of every area, checked: the first bad one.
-pub fn check_canaries() -> Result<(), String> {
+pub fn check_canaries() -> Result<(), PercpuError> {
     for c in 0..cpus() {
         let a = area_va(c) as *const StaticArea;
         // SAFETY: every area's page 0 is mapped (and is `STATIC_AREAS[c]`).
         let (lo, hi, cpu) = unsafe { ((*a).canary_lo, (*a).canary_hi, (*a).cpu) };
         if lo != CANARY ^ c as u64 || hi != CANARY ^ c as u64 || cpu != c as u64 {
-            return Err(format!(
-                "CPU {c}'s area: canaries {lo:#x} {hi:#x}, cpu {cpu} (want {:#x}, {c})",
-                CANARY ^ c as u64
-            ));
+            return Err(PercpuError::Canary { cpu: c, lo, hi, found_cpu: cpu, want: CANARY ^ c as u64 });
         }
     }
     Ok(())
@@ -501,30 +505,130 @@ pub fn check_window_on_tick(cpu: usize) {
     }
 }
 
+/// The window page [`shootdown_check`] remaps: the last one ([`alloc`] stops below it).
+pub const PROBE_PAGE: u64 = AREA_SPAN / PAGE - 1;
+const PROBE_VA: u64 = WINDOW_VA + PROBE_PAGE * PAGE;
+
+/// Each CPU's two frames for the probe page (allocated on first use and never freed: a CPU
+/// whose TLB kept an old entry reads the other frame, never freed memory), and which one its
+/// window maps now.
+struct Probe {
+    frames: [[u64; 2]; rt::MAX_CPUS],
+    mapped: [Option<usize>; rt::MAX_CPUS],
+}
+
+static PROBE: Mutex<Probe> = Mutex::new(Probe { frames: [[0; 2]; rt::MAX_CPUS], mapped: [None; rt::MAX_CPUS] });
+/// What each CPU read at the probe page in the last read.
+static PROBE_READ: [AtomicU64; rt::MAX_CPUS] = [const { AtomicU64::new(0) }; rt::MAX_CPUS];
+
+/// What CPU `cpu`'s probe frame `which` holds.
+fn probe_pattern(cpu: usize, which: usize) -> u64 {
+    0x5b0d_0000_0000_0000 | (which as u64) << 16 | cpu as u64
+}
+
+/// What CPU `cpu` reads at its window's probe page, read there by IPI (a fault reads as
+/// `u64::MAX`).
+fn read_probe_on(cpu: usize) -> Result<u64, String> {
+    crate::irq::call::on_cpus(1 << cpu, |c| {
+        PROBE_READ[c].store(probe_read(PROBE_VA).unwrap_or(u64::MAX), Ordering::Relaxed)
+    })?;
+    Ok(PROBE_READ[cpu].load(Ordering::Relaxed))
+}
+
+/// Rule 4 in use, as the check of the TLB shootdown: each CPU in `mask` reads its window's
+/// probe page (so its TLB holds the translation, tagged with its ASID), the page is remapped
+/// on each to its other frame by break-before-make whose TLBI is
+/// [`crate::irq::call::tlb_shootdown`] (a local TLBI on each of those CPUs, by IPI), and each
+/// reads it again. Returns the CPUs that read the new frame: one whose TLB kept the old
+/// translation reads the old frame. Needs the tables on (the window is only in the CPUs' own
+/// roots) and IPIs answered (the scheduler running); one check at a time.
+pub fn shootdown_check(mask: u64) -> Result<u64, String> {
+    if !tables_on() {
+        return Err("the shootdown check needs the per-CPU tables on".into());
+    }
+    let Some(mut p) = PROBE.try_lock() else {
+        return Err("a shootdown check is already running".into());
+    };
+    let list: Vec<usize> = (0..cpus()).filter(|&c| mask & (1 << c) != 0).collect();
+    for &c in &list {
+        if p.frames[c][0] == 0 {
+            for which in 0..2 {
+                let pa = crate::mm::frames::alloc(1).ok_or("out of frames for the shootdown check")?;
+                // SAFETY: a fresh frame, reached through the linear map.
+                unsafe {
+                    core::ptr::write_bytes((crate::mm::LINEAR_BASE + pa) as *mut u8, 0, PAGE as usize);
+                    ((crate::mm::LINEAR_BASE + pa) as *mut u64).write_volatile(probe_pattern(c, which));
+                }
+                p.frames[c][which] = pa;
+            }
+        }
+        if p.mapped[c].is_none() {
+            tables::map_window_page(c, PROBE_PAGE, p.frames[c][0])?;
+            p.mapped[c] = Some(0);
+        }
+    }
+    // Each CPU walks its window now, so its TLB holds the old translation.
+    for &c in &list {
+        let (v, want) = (read_probe_on(c)?, probe_pattern(c, p.mapped[c].unwrap_or(0)));
+        if v != want {
+            return Err(format!("CPU {c} read {v:#x} at its probe page before the remap, want {want:#x}"));
+        }
+    }
+    // Break (no TLBI), the shootdown, make.
+    for &c in &list {
+        tables::unmap_window_page(c, PROBE_PAGE)?;
+    }
+    let old: Vec<usize> = list.iter().map(|&c| p.mapped[c].take().unwrap_or(0)).collect();
+    crate::irq::call::tlb_shootdown(mask)?;
+    for (&c, &o) in list.iter().zip(&old) {
+        tables::map_window_page(c, PROBE_PAGE, p.frames[c][1 - o])?;
+        p.mapped[c] = Some(1 - o);
+    }
+    let mut seen = 0;
+    for (&c, &o) in list.iter().zip(&old) {
+        let v = read_probe_on(c)?;
+        if v == probe_pattern(c, 1 - o) {
+            seen |= 1 << c;
+        } else {
+            rt::println!(
+                "kernel: percpu: CPU {c} read {v:#x} at its probe page after the shootdown (old frame {:#x}, new {:#x})",
+                probe_pattern(c, o),
+                probe_pattern(c, 1 - o)
+            );
+        }
+    }
+    Ok(seen)
+}
+
+/// Loads `va` with the fault probe (one CPU at a time: the probe is armed for one CPU only).
+fn probe_read(va: u64) -> Option<u64> {
+    static PROBE_LOCK: Mutex<()> = Mutex::new(());
+    let _g = PROBE_LOCK.lock();
+    crate::mm::fault::probe_read(va).ok()
+}
+
 const LATE_PATTERN: u64 = 0x1a7e_0a11_cafe_f00d;
 
 /// Maps a page at [`LATE_VA`] once (a top-level slot nothing used: the per-CPU roots get the new
 /// entry from `tables::sync_roots`) and writes a pattern through it. Returns whether this call
 /// mapped it.
-pub fn late_map() -> Result<bool, String> {
-    static MAPPED: spin::Once<Result<(), String>> = spin::Once::new();
+pub fn late_map() -> Result<bool, PercpuError> {
+    static MAPPED: spin::Once<Result<(), PercpuError>> = spin::Once::new();
     let mut now = false;
     MAPPED.call_once(|| {
         now = true;
-        let pa = crate::mm::frames::alloc(1).ok_or("no frame for the late mapping")?;
+        let pa = crate::mm::frames::alloc(1).ok_or(MmError::NoFrame { what: "the late mapping" })?;
         crate::mm::map_kernel_page(LATE_VA, pa)?;
         // SAFETY: the page just mapped RW at LATE_VA (in this CPU's root too).
         unsafe { (LATE_VA as *mut u64).write_volatile(LATE_PATTERN) };
         Ok(())
     });
-    MAPPED.get().cloned().unwrap_or_else(|| Err("late mapping in progress".into()))?;
+    MAPPED.get().copied().unwrap_or(Err(PercpuError::LateInProgress))?;
     Ok(now)
 }
 
 /// Whether this CPU reads the pattern at [`LATE_VA`] (a fault is caught and counts as no).
 /// One CPU at a time: the fault probe is armed for one CPU only.
 pub fn late_read() -> bool {
-    static PROBE: Mutex<()> = Mutex::new(());
-    let _g = PROBE.lock();
-    crate::mm::fault::probe_read(LATE_VA) == Ok(LATE_PATTERN)
+    probe_read(LATE_VA) == Some(LATE_PATTERN)
 }

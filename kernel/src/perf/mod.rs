@@ -32,7 +32,7 @@ static PMU_PPI: AtomicU32 = AtomicU32::new(0);
 /// Wires the PMU's overflow interrupt from the device tree's PMU node (boot CPU, after
 /// `irq::init`): when it is one PPI for every CPU, as on QEMU `virt`; one SPI per CPU is
 /// reported and left alone (the driver folds overflows on reads then).
-pub fn init_irq(board: &board::Board) -> Result<(), alloc::string::String> {
+pub fn init_irq(board: &board::Board) -> Result<(), crate::irq::IrqError> {
     match board.pmu.as_ref().map(|p| p.interrupts.as_slice()) {
         Some(&[ppi]) if (16..32).contains(&ppi) => {
             crate::irq::wire_ppi(0, ppi, overflow_irq)?;

@@ -17,11 +17,44 @@
 use super::{driver, mark, now_ns, Barriers, LevelCounts};
 use crate::{hyp, mm};
 use abi::report::Record;
-use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
+use core::fmt;
 use kcore::options::PerfOptions;
 use pmu::{ElFilter, Event, NotCounted};
+
+/// Why the counting a boot asked for (`perf.*` words) could not be set up.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PerfError {
+    /// `perf.list` on a CPU without PMUv3.
+    NoPmu,
+    /// `perf.events`: the exception levels after `:` in `spec` are not understood.
+    BadEls { spec: String },
+    /// `perf.events`: no event `name` on this `core`.
+    NoEvent { name: String, core: &'static str },
+    /// `perf.walker`: the hypervisor refused the walker mode.
+    Walker(abi::error::HypError),
+}
+
+impl fmt::Display for PerfError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PerfError::NoPmu => f.write_str("perf.list: this CPU has no PMUv3"),
+            PerfError::BadEls { spec } => write!(f, "perf.events: {spec:?}: ELs are el0+el1+el2 or all"),
+            PerfError::NoEvent { name, core } => {
+                write!(f, "perf.events: no event {name:?} on {core} (see `perf list`)")
+            }
+            PerfError::Walker(e) => write!(f, "perf.walker: {e}"),
+        }
+    }
+}
+
+/// The boot reports errors as text.
+impl From<PerfError> for String {
+    fn from(e: PerfError) -> String {
+        e.to_string()
+    }
+}
 
 struct Wanted {
     spec: String,
@@ -32,8 +65,8 @@ struct Wanted {
 
 /// `perf.list`: one `perf_event` record per event of this core's tables (and any other
 /// common event PMCEID advertises), with whether it is counted here and why not.
-fn list() -> Result<(), String> {
-    let pmu = driver().ok_or("perf.list: this CPU has no PMUv3")?;
+fn list() -> Result<(), PerfError> {
+    let pmu = driver().ok_or(PerfError::NoPmu)?;
     let i = *pmu.info();
     let mut info = Record::new("perf_pmu");
     info.str("core", i.core.name())
@@ -57,8 +90,9 @@ fn list() -> Result<(), String> {
     Ok(())
 }
 
-/// Runs `f`, counting around it when the command line asks for it.
-pub fn around(o: &PerfOptions, f: impl FnOnce() -> Result<(), String>) -> Result<(), String> {
+/// Runs `f`, counting around it when the command line asks for it; `f`'s error is returned as
+/// it is (the scenario's report), the counting's own as [`PerfError`].
+pub fn around<E: From<PerfError>>(o: &PerfOptions, f: impl FnOnce() -> Result<(), E>) -> Result<(), E> {
     if o.list {
         list()?;
     }
@@ -71,12 +105,10 @@ pub fn around(o: &PerfOptions, f: impl FnOnce() -> Result<(), String>) -> Result
     let mut wanted: Vec<Wanted> = Vec::new();
     for spec in list.split(',').filter(|s| !s.is_empty()) {
         let (name, els) = spec.split_once(':').unwrap_or((spec, "all"));
-        let filter =
-            ElFilter::parse(els).ok_or_else(|| format!("perf.events: {spec:?}: ELs are el0+el1+el2 or all"))?;
+        let filter = ElFilter::parse(els).ok_or_else(|| PerfError::BadEls { spec: spec.to_string() })?;
         let core = pmu.as_ref().map_or(pmu::Core::Other, |p| p.info().core);
-        let event = core
-            .lookup(name)
-            .ok_or_else(|| format!("perf.events: no event {name:?} on {} (see `perf list`)", core.name()))?;
+        let event =
+            core.lookup(name).ok_or_else(|| PerfError::NoEvent { name: name.to_string(), core: core.name() })?;
         let counter = match &pmu {
             Some(p) => p.claim_high(event, filter).inspect(|c| super::arm_overflow(p, c)),
             None => Err(NotCounted::NoPmu),
@@ -84,7 +116,7 @@ pub fn around(o: &PerfOptions, f: impl FnOnce() -> Result<(), String>) -> Result
         wanted.push(Wanted { spec: spec.to_string(), event, filter, counter });
     }
     if let Some(w) = walker {
-        hyp::walker_mode(w, 0).map_err(|e| format!("perf.walker: {e}"))?;
+        hyp::walker_mode(w, 0).map_err(PerfError::Walker)?;
     }
     let read_all = |pmu: &Option<pmu::Pmu<'static, pmu::hw::SysRegs>>, wanted: &[Wanted]| -> Vec<u64> {
         wanted

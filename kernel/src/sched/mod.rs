@@ -33,6 +33,7 @@
 //! handlers take queue and sleeper locks, so these are only ever taken with IRQs masked
 //! (preemptible sections take none).
 
+mod error;
 pub mod fpsimd;
 pub mod preempt;
 pub mod switch;
@@ -43,11 +44,11 @@ use crate::irq::{self, timer, Sgi};
 use crate::mm::user::{self, UserSpace};
 use abi::syscall::EXIT_KILLED;
 use alloc::collections::BTreeMap;
-use alloc::format;
-use alloc::string::String;
+use alloc::string::ToString;
 use alloc::sync::Arc;
 use core::cell::UnsafeCell;
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+pub use error::SchedError;
 use kcore::options::{Program, SchedOptions};
 use kcore::sched::{Queues, Switch};
 use rt::TrapFrame;
@@ -108,6 +109,8 @@ static NEXT_CPU: AtomicUsize = AtomicUsize::new(0);
 static LIVE_PROCESSES: AtomicU64 = AtomicU64::new(0);
 /// Processes that ended with a status other than 0.
 static FAILED_PROCESSES: AtomicU64 = AtomicU64::new(0);
+/// Programs of the list `run_programs` was given that it has not started yet.
+static UNSTARTED_PROGRAMS: AtomicU64 = AtomicU64::new(0);
 /// Context switches, all CPUs.
 pub static SWITCHES: AtomicU64 = AtomicU64::new(0);
 static SECONDARIES_STARTED: AtomicBool = AtomicBool::new(false);
@@ -164,7 +167,7 @@ fn stack_lookup(addr: usize) -> Option<(usize, usize)> {
 
 /// The scheduler's boot words: `tick_hz=N`, and the programs of `user=` (checked against
 /// `abi::programs` by the options) must be embedded in this kernel.
-pub fn configure(o: &SchedOptions) -> Result<(), String> {
+pub fn configure(o: &SchedOptions) -> Result<(), SchedError> {
     TICK_HZ.store(o.tick_hz, Ordering::Relaxed);
     for p in &o.programs {
         crate::user_programs::find(p.name)?;
@@ -181,18 +184,18 @@ pub fn init() {
 }
 
 /// Starts process `name` (an embedded program) with argument string `args`.
-pub fn start_program(name: &str, args: &str) -> Result<Arc<Process>, String> {
+pub fn start_program(name: &str, args: &str) -> Result<Arc<Process>, SchedError> {
     let elf = crate::user_programs::find(name)?;
-    let mm = UserSpace::new()
-        .map_err(|e| format!("{name}: no memory for an address space ({})", abi::syscall::errno::name(e)))?;
-    let loaded = mm.load(elf).map_err(|e| format!("loading {name}: {e}"))?;
+    let mm = UserSpace::new().map_err(|errno| SchedError::NoAddressSpace { name: name.to_string(), errno })?;
+    let loaded = mm.load(elf).map_err(|err| SchedError::Load { name: name.to_string(), err })?;
     // The argument string on a read-only page, and a stack below the top of user space.
     const ARGS: u64 = 0x7fff_f000_0000;
     const STACK_TOP: u64 = 0x7fff_e000_0000;
     const STACK_SIZE: u64 = 256 * 1024;
     mm.with(|s, t| s.map_bytes(t, ARGS, args.as_bytes(), abi::syscall::prot::READ))
-        .map_err(|e| format!("{name}: mapping its arguments: {}", abi::syscall::errno::name(e)))?;
-    mm.with(|s, _| s.map_stack(STACK_TOP, STACK_SIZE)).map_err(|e| format!("{name}: stack: {e}"))?;
+        .map_err(|errno| SchedError::Args { name: name.to_string(), errno })?;
+    mm.with(|s, _| s.map_stack(STACK_TOP, STACK_SIZE))
+        .map_err(|errno| SchedError::Stack { name: name.to_string(), errno })?;
     let p = Arc::new(Process {
         pid: NEXT_PID.fetch_add(1, Ordering::Relaxed),
         name: name.into(),
@@ -206,9 +209,9 @@ pub fn start_program(name: &str, args: &str) -> Result<Arc<Process>, String> {
         killed: AtomicU64::new(0),
     });
     LIVE_PROCESSES.fetch_add(1, Ordering::AcqRel);
-    let t = spawn(&p, loaded.entry, STACK_TOP, [ARGS, args.len() as u64], None).map_err(|e| {
+    let t = spawn(&p, loaded.entry, STACK_TOP, [ARGS, args.len() as u64], None).map_err(|errno| {
         LIVE_PROCESSES.fetch_sub(1, Ordering::AcqRel);
-        format!("{name}: first task: {}", abi::syscall::errno::name(e))
+        SchedError::FirstTask { name: name.to_string(), errno }
     })?;
     rt::println!("kernel: started {name} (process {}, task {t}, entry {:#x}, args {args:?})", p.pid, loaded.entry);
     Ok(p)
@@ -575,9 +578,15 @@ fn secondary_scheduler(cpu: usize) -> ! {
     unreachable!("only CPU 0 leaves its scheduler loop")
 }
 
+/// Programs of the current list not ended yet, counting those not started yet
+/// (`sysctl::PROGRAMS_LEFT`).
+pub fn programs_left() -> u64 {
+    UNSTARTED_PROGRAMS.load(Ordering::Acquire) + LIVE_PROCESSES.load(Ordering::Acquire)
+}
+
 /// Runs the programs `(name, args)` to completion on every online CPU; returns how many
 /// processes ended with a status other than 0.
-pub fn run_programs(programs: &[Program]) -> Result<u64, String> {
+pub fn run_programs(programs: &[Program]) -> Result<u64, SchedError> {
     if !SECONDARIES_STARTED.swap(true, Ordering::AcqRel) {
         let cpus = crate::work::hand_over(secondary_scheduler);
         for cpu in (0..rt::MAX_CPUS).filter(|c| cpus & (1 << c) != 0) {
@@ -586,8 +595,16 @@ pub fn run_programs(programs: &[Program]) -> Result<u64, String> {
     }
     QUEUES.set_online(0);
     let failed0 = FAILED_PROCESSES.load(Ordering::Relaxed);
+    UNSTARTED_PROGRAMS.store(programs.len() as u64, Ordering::Release);
     for p in programs {
-        start_program(p.name, &p.args)?;
+        let started = start_program(p.name, &p.args);
+        // After the start: a reader between the two counts sees one program too many, never
+        // one too few (`programs_left`).
+        UNSTARTED_PROGRAMS.fetch_sub(1, Ordering::AcqRel);
+        if let Err(e) = started {
+            UNSTARTED_PROGRAMS.store(0, Ordering::Release);
+            return Err(e);
+        }
     }
     cpu_loop(0);
     Ok(FAILED_PROCESSES.load(Ordering::Relaxed) - failed0)

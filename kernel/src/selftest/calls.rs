@@ -6,8 +6,9 @@
 //!   that answer NOT_SUPPORTED; a 32-bit call reads 32-bit arguments.
 //! * `test=storm`: every CPU at once makes thousands of calls with random 64-bit x0..x7 (upper
 //!   halves set, W0 mostly a real function id); each must answer a documented code.
-//! * `test=cpu-cycle`: CPU_OFF / CPU_ON cycles of a CPU that is off (boot with
-//!   `bbml2_test_disallow_cpu=N` on a BBML2 machine: the refused CPU powers itself off), with
+//! * `test=cpu-cycle`: CPU_OFF / CPU_ON cycles of a CPU that is off (boot with `cycle.cpu=N`:
+//!   CPU N is never started, on any machine; or with `bbml2_test_disallow_cpu=N` on a BBML2
+//!   machine: the refused CPU powers itself off), with
 //!   CPU_ON to the CPU while it is still starting, AFFINITY_INFO answering ON and OFF, and
 //!   CPU_ON_32 with the upper halves of its arguments set.
 //! * `test=pool-calls`: memslots and dirty-log buffers placed over the hypervisor's frame pool
@@ -393,7 +394,9 @@ pub fn cpu_cycle() -> Result<(), String> {
         return Err(format!("cpu-cycle: AFFINITY_INFO says {on} CPUs are on, {} are online", work::cpus()));
     }
     let Some(&target) = off.first() else {
-        return Err("cpu-cycle: no CPU is off (boot with bbml2_test_disallow_cpu=N on a BBML2 machine)".into());
+        return Err(
+            "cpu-cycle: no CPU is off (boot with cycle.cpu=N, or bbml2_test_disallow_cpu=N on a BBML2 machine)".into(),
+        );
     };
     // The started CPU's MMU is off: PSCI wants the entry's physical address.
     let entry = crate::mm::layout::image_phys(match smccc::conduit() {

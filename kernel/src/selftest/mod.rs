@@ -8,6 +8,10 @@
 //! * `test=stray-access`: the same read with the hypervisor's default `hyp.on-fault=inject`: it
 //!   must come back to this kernel as a synchronous external abort, which the fault catcher
 //!   sees.
+//! * `test=power-hidden`: the board's power controller, which the hypervisor keeps to end the
+//!   run (the Pi 4's PM watchdog), is disabled in this guest's DTB and its registers are not
+//!   the guest's: a read of them comes back as a synchronous external abort, as in
+//!   `stray-access`.
 //! * `test=sve-state`: SVE (and SME) registers at the largest vector length survive traps to
 //!   the hypervisor; `test=mte-regs`: MTE's registers are reachable (`cpu_state`).
 //! * `test=mem-perms`: `set_memory_*` permissions hold through the mapping and the linear alias
@@ -41,7 +45,7 @@ use kcore::options::{Options, TestOptions};
 /// `abi::names::SELFTESTS` (the names `test=` accepts: add a new one there and here);
 /// checked against that list at compile time.
 type Runner = fn(&TestOptions) -> Result<(), String>;
-const RUNNERS: [(&str, Runner); 22] = [
+const RUNNERS: [(&str, Runner); 23] = [
     ("panic", |_| panic!("deliberate panic (test=panic)")),
     ("undef", |_| {
         // SAFETY: deliberately executes a permanently undefined instruction; the exception
@@ -56,6 +60,7 @@ const RUNNERS: [(&str, Runner); 22] = [
     }),
     ("touch-hyp", |_| touch_hole()),
     ("stray-access", |_| stray_access()),
+    ("power-hidden", |_| power_hidden()),
     ("sve-state", |_| cpu_state::sve_state()),
     ("mte-regs", |_| cpu_state::mte_regs()),
     ("touch", |o| Err(calls::touch(o)?)),
@@ -113,13 +118,40 @@ fn touch_hole() -> Result<(), String> {
 
 fn stray_access() -> Result<(), String> {
     let hole = hypervisor_memory()?;
-    let va = crate::mm::map_phys_page(hole)?;
-    rt::println!("kernel: reading {hole:#x} (mapped at {va:#x}), the hypervisor's memory, expecting an external abort");
-    match crate::mm::fault::probe_read(va) {
+    expect_external_abort(hole, "the hypervisor's memory", "stray access")
+}
+
+/// `test=power-hidden`: the PM watchdog's node is in this guest's DTB, disabled, and a read of
+/// its RSTC register (harmless: a read) is refused by the hypervisor.
+fn power_hidden() -> Result<(), String> {
+    let k = KERNEL.get().unwrap();
+    if k.host != crate::arch::power::Host::Hypervisor {
+        return Err("test=power-hidden needs the hypervisor".into());
+    }
+    let pm = k.board.devices.iter().find(|d| d.is_compatible(board::PM_WATCHDOG)).ok_or(
+        "power-hidden: the DTB has no PM watchdog node (a board without one keeps no power controller from its guest)",
+    )?;
+    if pm.status.is_okay() {
+        return Err(format!("power-hidden: {} is enabled in the guest's DTB: the guest would drive it", pm.path));
+    }
+    let base = pm.regions.first().ok_or_else(|| format!("power-hidden: {} has no reg", pm.path))?.base;
+    // RSTC, the watchdog's reset control (offset 0x1c of the "pm" block).
+    expect_external_abort(base + 0x1c, &format!("{}'s RSTC", pm.path), "power-hidden")?;
+    rt::println!("kernel: power-hidden: {} is disabled and its registers are the hypervisor's", pm.path);
+    Ok(())
+}
+
+/// Reads 4 bytes at `hole` (`what` for messages), mapped for this read, and expects a synchronous external
+/// abort at it, caught by the kernel's fault handler (said on a line starting with `label`).
+fn expect_external_abort(hole: u64, what: &str, label: &str) -> Result<(), String> {
+    let va = crate::mm::map_phys_page(hole & !0xfff)? + (hole & 0xfff);
+    rt::println!("kernel: reading {hole:#x} (mapped at {va:#x}), {what}, expecting an external abort");
+    // 32 bits: a device register answers such a read (QEMU's Pi 4 PM block refuses 64-bit ones).
+    match crate::mm::fault::probe_read32(va) {
         Ok(v) => Err(format!("read {hole:#x} returned {v:#x}: no abort reached the guest")),
         Err(f) if f.is_external_abort() && f.far == va => {
             rt::println!(
-                "kernel: stray access: synchronous external abort caught by the kernel's handler (ESR {:#x}, FAR {:#x})",
+                "kernel: {label}: synchronous external abort caught by the kernel's handler (ESR {:#x}, FAR {:#x})",
                 f.esr,
                 f.far
             );

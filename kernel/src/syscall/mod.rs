@@ -206,6 +206,7 @@ fn sysctl(knob: u64, value: u64) -> Result<u64, i64> {
         sysctl::NCPUS => read_only(sched::online_cpus() as u64),
         sysctl::TICK_HZ => read_only(sched::TICK_HZ.load(Ordering::Relaxed)),
         sysctl::PMU_EL0 => read_only(user::PMU_EL0.load(Ordering::Relaxed) as u64),
+        sysctl::PROGRAMS_LEFT => read_only(sched::programs_left()),
         _ => Err(errno::EINVAL),
     }
 }

@@ -105,6 +105,15 @@ pub fn call(a: [u64; 6]) -> Result<u64, i64> {
             crate::irq::call::tlb_shootdown(m).map_err(|_| errno::EBUSY)?;
             Ok(m.count_ones() as u64)
         }
+        op::SHOOTDOWN_CHECK => {
+            if !pc::tables_on() {
+                return Err(errno::EINVAL);
+            }
+            pc::shootdown_check(a[1] & online_mask()).map_err(|e| {
+                rt::println!("kernel: percpu: shootdown check: {e}");
+                errno::EBUSY
+            })
+        }
         _ => Err(errno::EINVAL),
     }
 }

@@ -13,6 +13,7 @@ pub const SELFTESTS: &[&str] = &[
     "bad-return",
     "touch-hyp",
     "stray-access",
+    "power-hidden",
     "sve-state",
     "mte-regs",
     "touch",

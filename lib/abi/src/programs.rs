@@ -88,8 +88,8 @@ pub const PROGRAMS: &[Program] = &[
     Program { name: "selftest", args: Shape::None, about: "system calls, faults, threads" },
     Program {
         name: "spin",
-        args: Shape::Keys(&[("ms", num(1, 600_000))]),
-        about: "switches address spaces for ms milliseconds",
+        args: Shape::Keys(&[("ms", num(1, 600_000)), ("left", num(0, 64))]),
+        about: "switches address spaces for ms milliseconds, and while more than left programs run",
     },
     Program {
         name: "stale",

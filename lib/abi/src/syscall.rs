@@ -221,8 +221,11 @@ pub mod sysctl {
     /// Whether EL0 may read the PMU cycle and instruction counters (read-only; the kernel
     /// programs counter 0 for instructions retired).
     pub const PMU_EL0: u64 = 4;
+    /// Programs of this boot's `user=` list that have not ended yet, those not yet started
+    /// included (read-only): a background program can run exactly as long as the others.
+    pub const PROGRAMS_LEFT: u64 = 5;
     /// One past the highest knob.
-    pub const COUNT: u64 = 5;
+    pub const COUNT: u64 = 6;
 }
 
 /// What [`nr::COUNTERS`] writes (a prefix of it, as long as the caller's buffer). Counters
@@ -506,6 +509,10 @@ pub mod percpu {
     pub const BENCH_OP: u64 = 10;
     /// `(SHOOTDOWN, cpu mask)`: a local full TLB invalidation on each of those CPUs by IPI.
     pub const SHOOTDOWN: u64 = 11;
+    /// `(SHOOTDOWN_CHECK, cpu mask)`: the window's probe page of each of those CPUs is read
+    /// there, remapped to another frame with a [`SHOOTDOWN`] as its TLB invalidation, and read
+    /// again; returns the CPUs that read the new frame. EINVAL with the tables off.
+    pub const SHOOTDOWN_CHECK: u64 = 12;
 
     /// The add loop's method.
     pub mod method {

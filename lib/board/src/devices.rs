@@ -56,6 +56,13 @@ pub struct Window {
     pub prefetchable: bool,
 }
 
+impl Device {
+    /// Whether any of its `compatible` strings is in `list`.
+    pub fn is_compatible(&self, list: &[&str]) -> bool {
+        self.compatible.iter().any(|c| list.contains(&c.as_str()))
+    }
+}
+
 impl Board {
     /// The device whose node path is `path`.
     pub fn device(&self, path: &str) -> Option<&Device> {

@@ -47,7 +47,7 @@ pub use gic::{Gic, GicVersion};
 pub use guest::{dangling_cpu_refs, guest_dtb, CpuRef, ExtraDevice, GuestSpec, CPU_REFS};
 pub use memory::ReservedMemory;
 pub use node::Status;
-pub use power::{Psci, PsciFunctionIds, PsciMethod, PsciVersion};
+pub use power::{Psci, PsciFunctionIds, PsciMethod, PsciVersion, PM_WATCHDOG};
 pub use timer::{Pmu, Timer};
 pub use validate::{total_size as dtb_total_size, FDT_MAGIC, MAX_DTB_SIZE};
 pub use writer::FdtWriter;

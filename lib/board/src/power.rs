@@ -6,7 +6,7 @@ use alloc::vec::Vec;
 
 use crate::error::{bad_prop, missing_prop, BoardError};
 use crate::tree::Tree;
-use crate::{Board, Region};
+use crate::{Board, Device, Region};
 
 /// PSCI conduit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,16 +66,21 @@ pub struct Psci {
     pub function_ids: PsciFunctionIds,
 }
 
+/// The compatibles of the Broadcom PM block, whose watchdog powers off and resets a board
+/// without PSCI firmware (the Pi 3 and 4).
+pub const PM_WATCHDOG: &[&str] = &["brcm,bcm2835-pm-wdt", "brcm,bcm2835-pm", "brcm,bcm2711-pm"];
+
 impl Board {
+    /// The Broadcom PM watchdog's node (any of [`PM_WATCHDOG`]), when it is enabled: what
+    /// powers off and resets the board without PSCI firmware.
+    pub fn pm_watchdog_device(&self) -> Option<&Device> {
+        self.devices.iter().find(|d| d.status.is_okay() && d.is_compatible(PM_WATCHDOG))
+    }
+
     /// The power-off and reset the board offers without PSCI firmware: the Broadcom PM
-    /// watchdog (`brcm,bcm2835-pm-wdt`, `brcm,bcm2835-pm`, `brcm,bcm2711-pm`: the Pi 3 and 4),
-    /// its register block (the first `reg`, "pm").
+    /// watchdog ([`Board::pm_watchdog_device`]), its register block (the first `reg`, "pm").
     pub fn pm_watchdog(&self) -> Option<Region> {
-        const PM: &[&str] = &["brcm,bcm2835-pm-wdt", "brcm,bcm2835-pm", "brcm,bcm2711-pm"];
-        self.devices
-            .iter()
-            .find(|d| d.status.is_okay() && d.compatible.iter().any(|c| PM.contains(&c.as_str())))
-            .and_then(|d| d.regions.first().copied())
+        self.pm_watchdog_device().and_then(|d| d.regions.first().copied())
     }
 }
 

@@ -110,6 +110,14 @@ fn creates_chosen_and_reserved_memory_when_missing() {
     assert_eq!(g.bootargs.as_deref(), Some("x"));
     assert_eq!(g.initrd, Some(Region::new(0x4008_0000, 0x100)));
     assert_eq!(g.reserved_memory[0].regions, [Region::new(0x4000_0000, 0x1000)]);
+    // Either one alone makes a /chosen: an initrd with no command line, a command line with
+    // no initrd.
+    let only_initrd = GuestSpec { bootargs: None, ..spec.clone() };
+    let g = Board::from_dtb(&guest_dtb(&t.dtb(), &only_initrd).unwrap()).unwrap();
+    assert_eq!((g.bootargs, g.initrd), (None, Some(Region::new(0x4008_0000, 0x100))));
+    let only_bootargs = GuestSpec { initrd: None, ..spec };
+    let g = Board::from_dtb(&guest_dtb(&t.dtb(), &only_bootargs).unwrap()).unwrap();
+    assert_eq!((g.bootargs.as_deref(), g.initrd), (Some("x"), None));
 }
 
 #[test]

@@ -442,6 +442,9 @@ fn initrd_cells_and_errors() {
     assert_eq!(err(&t), bad_prop("/chosen", "linux,initrd-end", "smaller than linux,initrd-start"));
     t.at("/chosen").set("linux,initrd-end", cells(&[0x1, 0x2000]));
     assert_eq!(parse(&t).unwrap().initrd, Some(Region::new(0x1_0000_0000, 0x2000)));
+    // An empty initrd (end == start) is no error: a region of 0 bytes.
+    t.at("/chosen").set("linux,initrd-end", cells(&[0x1, 0x0]));
+    assert_eq!(parse(&t).unwrap().initrd, Some(Region::new(0x1_0000_0000, 0)));
     t.at("/chosen").unset("linux,initrd-end");
     assert_eq!(err(&t), BoardError::MissingProperty { node: "/chosen".into(), prop: "linux,initrd-end" });
     t.at("/chosen").set("linux,initrd-end", cells(&[1, 2, 3]));

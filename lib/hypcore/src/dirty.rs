@@ -144,5 +144,7 @@ mod tests {
         assert_eq!(c.applied(0, u64::MAX), (1 << 36) - 1, "bits past the slot's end dropped");
         assert_eq!(c.bitmap_word(0), 1);
         assert_eq!(c.protect_span(0, 0b1010_0000), (64 + 5, 64 + 8));
+        let c = ClearRequest::new(0, 130, 130).unwrap();
+        assert_eq!((c.mask_words(), c.mask_bytes()), (3, 24), "130 pages: three words of mask");
     }
 }

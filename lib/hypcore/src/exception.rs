@@ -106,6 +106,24 @@ mod tests {
         assert_eq!(e.pstate & (pstate::PAN | pstate::SSBS), pstate::SSBS);
     }
 
+    /// The PSTATE/SPSR bits are the architecture's (Arm ARM, SPSR_EL1 in AArch64 state).
+    #[test]
+    fn pstate_bits_are_the_architectures() {
+        use pstate::*;
+        assert_eq!((M_MASK, M_EL1H, M_EL1T, AARCH32, DAIF, BTYPE), (0x1f, 0x5, 0x4, 0x10, 0x3c0, 0xc00));
+        assert_eq!((SSBS, IL, SS, PAN, UAO, TCO), (0x1000, 0x10_0000, 0x20_0000, 0x40_0000, 0x80_0000, 0x200_0000));
+    }
+
+    /// Entry clears M[4:0] whole (an AArch32 mode number too), BTYPE, IL, SS and UAO, whatever
+    /// the interrupted SPSR held.
+    #[test]
+    fn entry_pstate_drops_every_bit_it_must() {
+        use pstate::*;
+        let spsr = 0b1_0011 | BTYPE | IL | SS | UAO;
+        let e = external_abort_entry(ESR_WRITE, 0, spsr, VBAR, 0, false);
+        assert_eq!(e.pstate & (M_MASK | BTYPE | IL | SS | UAO), M_EL1H, "{:#x}", e.pstate);
+    }
+
     #[test]
     fn user_access_goes_to_the_lower_el_vector() {
         let read = ESR_WRITE & !ISS_WNR;

@@ -29,6 +29,7 @@
 
 extern crate alloc;
 
+pub mod devices;
 pub mod dirty;
 pub mod exception;
 pub mod fault;
@@ -40,6 +41,8 @@ pub mod plan;
 pub mod range;
 pub mod share;
 pub mod slot;
+#[cfg(test)]
+mod testdtb;
 
 pub use range::Range;
 

@@ -137,6 +137,20 @@ impl Placement {
     pub fn kernel_file(&self, k: &Kernel) -> Range {
         Range::new(self.entry, self.entry + k.file_len)
     }
+
+    /// What the kernel may use from its entry: its footprint, or its file if that is longer
+    /// (a file longer than its `image_size`).
+    pub fn kernel_room(&self, k: &Kernel) -> Range {
+        Range::new(self.entry, self.kernel.end.max(self.entry.saturating_add(k.file_len)))
+    }
+
+    /// The pieces, named: the kernel's room, the initrd (if any), the DTB.
+    pub fn pieces(&self, k: &Kernel) -> Vec<(&'static str, Range)> {
+        let mut v = alloc::vec![("kernel", self.kernel_room(k))];
+        v.extend(self.initrd.map(|r| ("initramfs", r)));
+        v.push(("device tree", self.dtb));
+        v
+    }
 }
 
 /// Why QEMU (and so the hypervisor) cannot place a guest.
@@ -224,6 +238,120 @@ pub fn place(input: &LoadInput) -> Result<Placement, LoadError> {
         return Err(LoadError::NoRoomForDtb { at: dtb, ram });
     }
     Ok(Placement { entry, kernel, initrd, dtb })
+}
+
+/// The RAM a guest is placed in ([`place_guest`]).
+#[derive(Debug, Clone, Copy)]
+pub struct GuestRam<'a> {
+    /// The machine's RAM base (QEMU's loader starts there: the DTB's first RAM byte).
+    pub base: u64,
+    /// The guest's RAM ranges, in address order (not empty).
+    pub ranges: &'a [Range],
+    /// Memory nothing is placed in (firmware-reserved ranges).
+    pub reserved: &'a [Range],
+}
+
+/// Later windows start at a 2 MiB boundary: an arm64 Image goes `text_offset` above a 2 MiB
+/// aligned base (`Documentation/arch/arm64/booting.rst`).
+pub const WINDOW_ALIGN: u64 = 2 << 20;
+
+/// Why one window does not take the guest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WindowError {
+    /// QEMU's rules give no place in it.
+    Place(LoadError),
+    /// A piece would go where it is not free guest RAM (firmware-reserved, or not the
+    /// guest's).
+    NotFree {
+        /// Which piece.
+        what: &'static str,
+        /// Where it would go.
+        at: Range,
+    },
+}
+
+impl fmt::Display for WindowError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Place(e) => write!(f, "{e}"),
+            Self::NotFree { what, at } => {
+                write!(
+                    f,
+                    "the {what} would go at {at}, which is not free guest RAM (firmware-reserved or not the guest's)"
+                )
+            }
+        }
+    }
+}
+
+/// Why no window takes the guest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GuestPlaceError {
+    /// The guest has no RAM.
+    NoRam,
+    /// Every window was tried: each with why it did not hold the guest.
+    Nowhere(Vec<(Range, WindowError)>),
+}
+
+impl fmt::Display for GuestPlaceError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NoRam => write!(f, "the guest has no RAM"),
+            Self::Nowhere(tried) => {
+                write!(f, "no range of the guest's RAM holds the guest as QEMU would place it:")?;
+                for (i, (w, why)) in tried.iter().enumerate() {
+                    write!(f, "{} from {w}: {why}", if i == 0 { "" } else { ";" })?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// The windows [`place_guest`] tries, in order: QEMU's loader RAM (from the machine's RAM base
+/// to the end of the guest's first range), then each later range from its first 2 MiB
+/// boundary ([`WINDOW_ALIGN`]).
+pub fn windows(ram: &GuestRam) -> Vec<Range> {
+    let mut out = Vec::new();
+    let Some(first) = ram.ranges.first() else { return out };
+    out.push(Range::new(ram.base.min(first.start), first.end));
+    for g in &ram.ranges[1..] {
+        if let Some(start) = align_up(g.start, WINDOW_ALIGN).filter(|&s| s < g.end) {
+            out.push(Range::new(start, g.end));
+        }
+    }
+    out
+}
+
+/// Where the guest goes: QEMU's rules ([`place`], `what.ram` replaced by each window of
+/// [`windows`] in turn) in the first window where every piece lands in one range of guest RAM,
+/// clear of reserved memory. The first window is exactly QEMU's loader RAM, so a guest whose
+/// RAM starts at the machine's RAM base goes where QEMU would put it; later windows serve a
+/// guest whose first range cannot hold it (the hypervisor stayed low and left a hole above
+/// the RAM base: the ZCU102 with a 1 GiB memslot pool). Returns the window and the placement.
+pub fn place_guest(what: &LoadInput, ram: &GuestRam) -> Result<(Range, Placement), GuestPlaceError> {
+    let windows = windows(ram);
+    if windows.is_empty() {
+        return Err(GuestPlaceError::NoRam);
+    }
+    let mut tried = Vec::new();
+    for w in windows {
+        let p = match place(&LoadInput { ram: w, ..*what }) {
+            Ok(p) => p,
+            Err(e) => {
+                tried.push((w, WindowError::Place(e)));
+                continue;
+            }
+        };
+        let bad = p.pieces(&what.kernel).into_iter().find(|(_, at)| {
+            !ram.ranges.iter().any(|r| r.contains(at.start, at.len())) || ram.reserved.iter().any(|r| r.overlaps(at))
+        });
+        match bad {
+            None => return Ok((w, p)),
+            Some((what, at)) => tried.push((w, WindowError::NotFree { what, at })),
+        }
+    }
+    Err(GuestPlaceError::Nowhere(tried))
 }
 
 /// One copy: `len` bytes from `from` to `to` (the two may overlap: a memmove).
@@ -319,6 +447,7 @@ pub fn order_copies(copies: &[Copy], scratch: &[Range]) -> Result<Vec<Copy>, Ord
 #[cfg(test)]
 mod tests {
     use super::*;
+    use alloc::string::ToString;
     use alloc::vec;
     use proptest::prelude::*;
 
@@ -396,12 +525,16 @@ mod tests {
         assert_eq!(Kernel::classify(&f[..60]), Kernel::raw(60));
         assert_eq!(Kernel::classify(&[1, 2, 3]), Kernel::raw(3));
         assert_eq!(Kernel::classify(&[]), Kernel::raw(0));
+        assert!(Kernel::image(64, 0x10, 5 << 20).is_image());
+        assert!(!Kernel::raw(64).is_image());
+        assert!(!Kernel::image(64, 0x10, 0).is_image(), "image_size 0: raw to QEMU");
     }
 
     #[test]
     fn small_ram_puts_the_initrd_halfway_and_refuses_what_does_not_fit() {
         let k = Kernel::raw(4096);
         let p = virt(64 * MIB, k, Some(MIB)).unwrap();
+        assert_eq!(p.kernel_file(&k), Range::new(p.entry, p.entry + 4096));
         assert_eq!(p.initrd, Some(Range::new(BASE + 32 * MIB, BASE + 33 * MIB)));
         assert_eq!(p.dtb.start, BASE + 34 * MIB);
         // A kernel reaching past the halfway point pushes the initrd after it, page aligned.
@@ -409,10 +542,23 @@ mod tests {
         let p = virt(64 * MIB, k, Some(MIB)).unwrap();
         assert_eq!(p.initrd.unwrap().start, BASE + 42 * MIB + 4096);
         assert!(matches!(virt(8 * MIB, Kernel::image(64, 0, 6 * MIB + 1), None), Err(LoadError::NoRoomForDtb { .. })));
+        // A footprint of exactly the RAM's size is not refused as too large (QEMU compares
+        // with >): what fails then is the DTB's room.
+        let r = virt(8 * MIB, Kernel::image(64, 0, 8 * MIB), None);
+        assert!(matches!(r, Err(LoadError::NoRoomForDtb { .. })), "{r:?}");
         assert!(matches!(
             virt(2 * MIB + 0x80000, Kernel::image(64, 0, 0x80000), Some(1)),
             Err(LoadError::NoRoomForInitrd { .. })
         ));
+        // A DTB that starts in RAM but would end past it is refused too.
+        let long_dtb = LoadInput {
+            ram: Range::new(BASE, BASE + 64 * MIB),
+            kernel: Kernel::raw(4096),
+            initrd_len: None,
+            dtb_len: 40 * MIB,
+            page: VIRT_PAGE,
+        };
+        assert!(matches!(place(&long_dtb), Err(LoadError::NoRoomForDtb { .. })));
         let top = LoadInput {
             ram: Range::new(u64::MAX - MIB, u64::MAX),
             kernel: k,
@@ -421,6 +567,86 @@ mod tests {
             page: VIRT_PAGE,
         };
         assert!(place(&top).is_err());
+    }
+
+    const GUEST_PAGE: u64 = VIRT_PAGE;
+
+    fn guest(kernel: Kernel, initrd: Option<u64>) -> LoadInput {
+        LoadInput { ram: Range::new(0, 0), kernel, initrd_len: initrd, dtb_len: MIB, page: GUEST_PAGE }
+    }
+
+    #[test]
+    fn a_guest_whose_ram_starts_at_the_base_goes_where_qemu_puts_it() {
+        let k = Kernel::image(100_000, 0, 3 * MIB);
+        let ranges = [Range::new(BASE, BASE + GIB)];
+        let ram = GuestRam { base: BASE, ranges: &ranges, reserved: &[] };
+        let (w, p) = place_guest(&guest(k, Some(3_000_000)), &ram).unwrap();
+        assert_eq!(w, ranges[0]);
+        assert_eq!(Ok(p), virt(GIB, k, Some(3_000_000)));
+        // The Pi 4: the first page is the spin table's, the loader still starts at 0.
+        let ranges = [Range::new(0x1000, 0x3b40_0000)];
+        let ram = GuestRam { base: 0, ranges: &ranges, reserved: &[Range::new(0, 0x1000)] };
+        let (w, p) = place_guest(&guest(k, Some(MIB)), &ram).unwrap();
+        assert_eq!((w.start, p.entry), (0, 2 * MIB));
+    }
+
+    #[test]
+    fn a_first_range_too_small_moves_the_guest_to_a_later_2m_aligned_range() {
+        // The ZCU102 with a 1 GiB slot pool: the hypervisor stayed at 0x200000 and the guest's
+        // first range is [0, 0x200000); the next starts off a 2 MiB boundary.
+        let k = Kernel::image(5 * MIB, 0, 8 * MIB);
+        let ranges = [Range::new(0, 2 * MIB), Range::new(0x0220_0000 + 0x1000, GIB), Range::new(GIB + MIB, 2 * GIB)];
+        let ram = GuestRam { base: 0, ranges: &ranges, reserved: &[] };
+        let (w, p) = place_guest(&guest(k, Some(20 * MIB)), &ram).unwrap();
+        assert_eq!(w, Range::new(0x0240_0000, GIB));
+        assert_eq!(p.entry, 0x0240_0000 + 2 * MIB);
+        assert_eq!(p.entry % WINDOW_ALIGN, 0);
+        for (what, at) in p.pieces(&k) {
+            assert!(ranges[1].contains(at.start, at.len()), "{what} at {at}");
+        }
+        assert_eq!(windows(&ram), [Range::new(0, 2 * MIB), w, Range::new(GIB + 2 * MIB, 2 * GIB)]);
+    }
+
+    #[test]
+    fn reserved_memory_where_a_piece_would_go_moves_the_guest_on() {
+        let k = Kernel::raw(MIB);
+        let ranges = [Range::new(BASE, BASE + 256 * MIB), Range::new(2 * GIB, 3 * GIB)];
+        // Firmware keeps the 4 MiB where QEMU would put the initrd in the first range.
+        let reserved = [Range::new(BASE + 128 * MIB, BASE + 132 * MIB)];
+        let ram = GuestRam { base: BASE, ranges: &ranges, reserved: &reserved };
+        let (w, p) = place_guest(&guest(k, Some(MIB)), &ram).unwrap();
+        assert_eq!(w, ranges[1]);
+        assert!(p
+            .pieces(&k)
+            .iter()
+            .all(|(_, at)| !at.overlaps(&reserved[0]) && ranges[1].contains(at.start, at.len())));
+    }
+
+    #[test]
+    fn nothing_fitting_is_an_error_naming_every_range_tried() {
+        let k = Kernel::image(MIB, 0, 64 * MIB);
+        let ranges = [Range::new(0, 2 * MIB), Range::new(4 * MIB, 20 * MIB), Range::new(33 * MIB, 40 * MIB)];
+        let ram = GuestRam { base: 0, ranges: &ranges, reserved: &[] };
+        let e = place_guest(&guest(k, None), &ram).unwrap_err();
+        let GuestPlaceError::Nowhere(tried) = &e else { panic!("{e:?}") };
+        let at: Vec<Range> = tried.iter().map(|(w, _)| *w).collect();
+        assert_eq!(at, [Range::new(0, 2 * MIB), Range::new(4 * MIB, 20 * MIB), Range::new(34 * MIB, 40 * MIB)]);
+        assert!(tried.iter().all(|(_, why)| matches!(why, WindowError::Place(LoadError::KernelTooLarge { .. }))));
+        let msg = e.to_string();
+        assert!(msg.starts_with("no range of the guest's RAM holds the guest"), "{msg}");
+        assert!(msg.contains("from [0x400000, 0x1400000): the kernel would go at"), "{msg}");
+        // A window whose pieces land on a hole between ranges says so.
+        let ranges = [Range::new(0, 100 * MIB), Range::new(101 * MIB, 300 * MIB)];
+        let ram = GuestRam { base: 0, ranges: &ranges, reserved: &[] };
+        let big = Kernel::image(MIB, 0, 99 * MIB);
+        match place_guest(&guest(big, None), &ram) {
+            Ok((w, p)) => assert!(w == Range::new(102 * MIB, 300 * MIB) && p.entry == 104 * MIB, "{w} {p:?}"),
+            Err(e) => panic!("{e}"),
+        }
+        assert_eq!(
+            place_guest(&guest(big, None), &GuestRam { base: 0, ranges: &[], reserved: &[] }),
+            Err(GuestPlaceError::NoRam)
+        );
     }
 
     /// Runs `order` on a model memory and checks every destination got its source's bytes.

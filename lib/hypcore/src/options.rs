@@ -109,5 +109,11 @@ mod tests {
         assert!(PlanWords::parse("hyp.guest-mem=1G hyp.guest-mem=2G").is_err());
         assert!(PlanWords::parse("hyp.pol=64M").is_err());
         assert_eq!(PlanWords::parse("").unwrap(), PlanWords::default());
+        // The ranges' ends: a 2 MiB slot pool and a 1 TiB frame pool are accepted, less or
+        // more refused.
+        assert_eq!(PlanWords::parse("hyp.slotpool=2M").unwrap().slotpool, Some(2 << 20));
+        assert!(PlanWords::parse("hyp.slotpool=1M").is_err());
+        assert_eq!(PlanWords::parse("hyp.pool=1T").unwrap().pool, Some(1 << 40));
+        assert!(PlanWords::parse("hyp.pool=2T").is_err());
     }
 }

@@ -467,7 +467,9 @@ mod tests {
         let e = MemoryPlan::new(&input).unwrap_err();
         let msg = e.to_string();
         assert!(msg.contains("hyp.pool") && msg.contains("the memslot pool") && msg.contains("the initrd"), "{msg}");
-        assert!(matches!(e, PlanError::NoRoom { largest, .. } if largest < GIB), "{e:?}");
+        // The largest stretch: from the first 2 MiB boundary after the initrd (which ends at
+        // 0x4830_0000) to the slot pool at 2 GiB.
+        assert!(matches!(e, PlanError::NoRoom { largest, .. } if largest == 0x8000_0000 - 0x4840_0000), "{e:?}");
         // A slot pool as large as RAM names the initrd.
         let input = PlanInput { slotpool: Some(2 * GIB), ..qemu(2 * GIB) };
         let msg = MemoryPlan::new(&input).unwrap_err().to_string();
@@ -533,27 +535,15 @@ mod tests {
         let spec = p.guest_spec("console=x".into(), Some(board::PsciMethod::Smc));
         assert_eq!(spec.memory[0], Region::new(0x8_0000, 0x18_0000));
         assert_eq!(spec.bootargs.as_deref(), Some("console=x"));
+        assert_eq!(spec.psci_method, Some(board::PsciMethod::Smc));
+        assert_eq!(spec.initrd, None, "the hypervisor passes no initrd on");
     }
 
     /// The smallest DTB `Board::from_dtb` takes.
     fn minimal_dtb() -> Vec<u8> {
         let mut w = board::FdtWriter::new();
-        let cells = |v: &[u32]| v.iter().flat_map(|c| c.to_be_bytes()).collect::<Vec<u8>>();
-        w.begin_node("").unwrap();
-        w.property("#address-cells", &cells(&[2])).unwrap();
-        w.property("#size-cells", &cells(&[2])).unwrap();
-        w.begin_node("memory@0").unwrap();
-        w.property("device_type", b"memory\0").unwrap();
-        w.property("reg", &cells(&[0, 0, 0, 0x1000_0000])).unwrap();
-        w.end_node().unwrap();
-        w.begin_node("cpus").unwrap();
-        w.property("#address-cells", &cells(&[1])).unwrap();
-        w.property("#size-cells", &cells(&[0])).unwrap();
-        w.begin_node("cpu@0").unwrap();
-        w.property("device_type", b"cpu\0").unwrap();
-        w.property("reg", &cells(&[0])).unwrap();
-        w.end_node().unwrap();
-        w.end_node().unwrap();
+        crate::testdtb::root_with_memory(&mut w, 2, 2, &[0, 0, 0, 0x1000_0000]);
+        crate::testdtb::one_cpu(&mut w, &[]);
         w.end_node().unwrap();
         w.finish().unwrap()
     }

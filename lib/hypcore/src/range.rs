@@ -198,6 +198,7 @@ mod tests {
         let ram = [Range::new(0x1000, 0x40_0000)];
         assert_eq!(place(&ram, 0x2000, 0x1000, 0x20_0000, &[Range::new(0x1000, 0x1f_f000)]), Some(0x20_0000));
         assert_eq!(place(&ram, 0x30_0000, 0x1000, 0x20_0000, &[]), None, "larger than the window");
+        assert_eq!(place(&ram, 0x20_0000, 0x20_0000, 0x20_0000, &[]), Some(0x20_0000), "a whole window fits");
         assert_eq!(place(&ram, 0, 0x1000, 0, &[]), None);
     }
 

@@ -7,7 +7,7 @@
 //! break-before-make by name ([`Ctx::break_entries`], then the caller's write is the "make";
 //! cf. KVM's `stage2_try_break_pte` / `stage2_make_pte`).
 
-use crate::addr::{level_size, PhysAddr, CONT_ENTRIES, ENTRIES_PER_TABLE};
+use crate::addr::{level_size, InputAddress, PhysAddr, CONT_ENTRIES, ENTRIES_PER_TABLE};
 use crate::descriptor::{cont_size, grants_write, needs_flush, without_write, Desc};
 use crate::frame::FrameAlloc;
 use crate::gather::{emit_invalidation, FlushRequest, TlbGather};
@@ -124,7 +124,7 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> WalkState for Ctx<'_, A, T> {
     }
 }
 
-impl<A: FrameAlloc> PageTable<A> {
+impl<A: FrameAlloc, K: InputAddress> PageTable<A, K> {
     /// The per-operation context for one call with `opts`.
     pub(crate) fn ctx<'a, T: TlbMaintenance + ?Sized>(&'a mut self, tlb: &'a mut T, opts: Opts) -> Ctx<'a, A, T> {
         let (regime, live, policy, bbml2) = (self.regime(), self.is_live(), *self.policy(), self.config().bbml2);

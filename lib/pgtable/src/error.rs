@@ -75,10 +75,12 @@ pub enum Error {
         /// The first value not allowed (the regime's base for a start below it).
         limit: u64,
     },
-    /// The address type does not fit the table: a `VirtAddr` for a stage-2 table or an
-    /// `IntermPhysAddr` for a stage-1 table.
+    /// A table created for the wrong kind of input address ([`crate::PageTable::new`] with a
+    /// regime chosen at run time): a stage-2 regime for a `PageTable<_, VirtAddr>` or a
+    /// stage-1 regime for a `PageTable<_, IntermPhysAddr>`. (An operation cannot be given an
+    /// address of the wrong kind: that is a compile error.)
     WrongAddressKind {
-        /// Whether the table is a stage-2 table (it wants `IntermPhysAddr`).
+        /// Whether the regime given is a stage-2 one (it wants `IntermPhysAddr`).
         stage2: bool,
     },
     /// `map` found `found` (a mapping, PROT_NONE included) at `addr`, level `level`.
@@ -137,10 +139,10 @@ impl core::fmt::Display for Error {
                 write!(f, "{} {value:#x} outside the address space (limit {limit:#x})", arg.name())
             }
             Error::WrongAddressKind { stage2: true } => {
-                f.write_str("a virtual address given to a stage-2 table (it takes IPAs)")
+                f.write_str("a stage-2 regime for a table of virtual addresses (stage 2 takes IPAs)")
             }
             Error::WrongAddressKind { stage2: false } => {
-                f.write_str("an IPA given to a stage-1 table (it takes virtual addresses)")
+                f.write_str("a stage-1 regime for a table of IPAs (stage 1 takes virtual addresses)")
             }
             Error::AlreadyMapped { addr, level, found } => {
                 write!(f, "{addr:#x} already mapped at level {level} (descriptor {:#018x})", found.bits())

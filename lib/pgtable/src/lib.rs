@@ -15,9 +15,9 @@
 //! # Map
 //! An EL2 identity map: the largest blocks that fit, a page at the ragged end.
 //! ```
-//! use pgtable::{Attributes, Constraints, CountingTlb, HeapFrames, PageTable, Perms, PhysAddr, Regime, VirtAddr};
+//! use pgtable::{Attributes, Constraints, CountingTlb, HeapFrames, PageTable, Perms, PhysAddr, VirtAddr};
 //!
-//! let mut pt = PageTable::new(Regime::El2, HeapFrames::new())?;
+//! let mut pt = PageTable::el2(HeapFrames::new())?;
 //! let mut tlb = CountingTlb::default();
 //! let (start, size) = (0x4000_0000, (1 << 30) + (2 << 20) + 4096);
 //! pt.map(&mut tlb, VirtAddr::new(start), size, PhysAddr::new(start), Attributes::normal(Perms::RW), Constraints::NONE)?;
@@ -29,18 +29,20 @@
 //! # let _ = pt.root();
 //! # Ok::<(), pgtable::Error>(())
 //! ```
-//! An address of the wrong kind is refused: a stage-1 table takes [`VirtAddr`], a stage-2 table
-//! [`IntermPhysAddr`] ([`Error::WrongAddressKind`]).
+//! The input address kind is the table's type: a stage-1 table ([`PageTable::el2`],
+//! [`PageTable::el1`]) is a `PageTable<A, VirtAddr>`, a stage-2 table ([`PageTable::stage2`]) a
+//! `PageTable<A, IntermPhysAddr>`, and an address of the other kind does not compile (see
+//! [`PageTable`]). [`PageTable::new`] takes a [`Regime`] chosen at run time and refuses one of
+//! the other kind ([`Error::WrongAddressKind`]).
 //!
 //! # Protect
 //! A live user address space (EL1&0, ASID 5): a permission change flushes exactly the pages it
 //! restricted (by ASID), and an upgrade from read-only flushes nothing with
 //! [`Policy::lazy_relax`] on.
 //! ```
-//! use pgtable::{Attributes, Constraints, CountingTlb, HeapFrames, PageTable, Perms, PhysAddr, Regime, VaHalf, VirtAddr};
+//! use pgtable::{Attributes, Constraints, CountingTlb, HeapFrames, PageTable, Perms, PhysAddr, VaHalf, VirtAddr};
 //!
-//! let user = Regime::El1 { asid: 5, half: VaHalf::Lower };
-//! let mut pt = PageTable::new(user, HeapFrames::new())?;
+//! let mut pt = PageTable::el1(5, VaHalf::Lower, HeapFrames::new())?;
 //! let mut tlb = CountingTlb::default();
 //! let rw = Attributes::normal(Perms::RW | Perms::USER);
 //! pt.map(&mut tlb, VirtAddr::new(0x40_0000), 16 * 4096, PhysAddr::new(0x8000_0000), rw, Constraints::PAGES_ONLY)?;
@@ -61,9 +63,9 @@
 //! replaced by a full level-3 table (break-before-make, or in place under
 //! [`Config::bbml2`](Config)); the output addresses and permissions stay.
 //! ```
-//! use pgtable::{Attributes, Constraints, CountingTlb, HeapFrames, IntermPhysAddr, PageTable, Perms, PhysAddr, Regime};
+//! use pgtable::{Attributes, Constraints, CountingTlb, HeapFrames, IntermPhysAddr, PageTable, Perms, PhysAddr};
 //!
-//! let mut s2 = PageTable::new(Regime::Stage2 { vmid: 1 }, HeapFrames::new())?;
+//! let mut s2 = PageTable::stage2(1, HeapFrames::new())?;
 //! let mut tlb = CountingTlb::default();
 //! let ram = IntermPhysAddr::new(0x4000_0000);
 //! s2.map(&mut tlb, ram, 8 << 20, PhysAddr::new(0x8000_0000), Attributes::normal(Perms::RWX), Constraints::NONE)?;
@@ -82,10 +84,10 @@
 //! ```
 //! use pgtable::descriptor::grants_write;
 //! use pgtable::walker::WalkFlags;
-//! use pgtable::{Attributes, Constraints, CountingTlb, HeapFrames, IntermPhysAddr, PageTable, Perms, PhysAddr, Regime};
+//! use pgtable::{Attributes, Constraints, CountingTlb, HeapFrames, IntermPhysAddr, PageTable, Perms, PhysAddr};
 //!
-//! let regime = Regime::Stage2 { vmid: 2 };
-//! let mut s2 = PageTable::new(regime, HeapFrames::new())?;
+//! let mut s2 = PageTable::stage2(2, HeapFrames::new())?;
+//! let regime = s2.regime();
 //! let mut tlb = CountingTlb::default();
 //! let (slot, size) = (IntermPhysAddr::new(0x4000_0000), 4 << 20);
 //! s2.map(&mut tlb, slot, size, PhysAddr::new(0x8000_0000), Attributes::normal(Perms::RWX), Constraints::NONE)?;
@@ -168,7 +170,7 @@ pub mod walker;
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
-pub use addr::{IntermPhysAddr, PhysAddr, VirtAddr, PAGE_SIZE};
+pub use addr::{InputAddress, IntermPhysAddr, PhysAddr, VirtAddr, PAGE_SIZE};
 pub use attrs::{Attributes, Constraints, MemType, Perms};
 pub use cpu::{Midr, Refusal};
 pub use error::{Arg, Error, ErrorKind};

@@ -19,8 +19,11 @@
 //!    CPU may use it; invalid -> table needs no TLBI. A kernel top-level entry is never removed
 //!    while the roots live: the tables below it are reachable from every root, and freeing them
 //!    would leave the other roots pointing at freed memory. `sync` refuses such a change.
-//! 4. Window pages are only ever added (invalid -> valid, no TLBI). Changing or removing one
-//!    would need every CPU's entries for that VA invalidated under every ASID.
+//! 4. Window pages are added with no TLBI (invalid -> valid). Changing one is break-before-make
+//!    with the TLBI done on the window's own CPU: [`PerCpuRoots::unmap_window_page`] clears the
+//!    entry and issues no TLBI (a broadcast would reach every CPU, and only the window's CPU can
+//!    hold its entries, under any ASID: nG); the caller then invalidates that CPU's TLB
+//!    locally (the kernel: a shootdown by IPI) before it maps the page again.
 
 use alloc::vec::Vec;
 
@@ -196,6 +199,32 @@ impl<A: FrameAlloc + Clone> PerCpuRoots<A> {
         if self.frames.read_desc(into, slot) != link {
             self.frames.write_desc(into, slot, link);
         }
+        tlb.dsb(Barrier::IshSt);
+        Ok(())
+    }
+
+    /// Unmaps page `page` of CPU `cpu`'s window, with barriers but **no TLBI** (rule 4): CPU
+    /// `cpu` may still hold the old translation until the caller has invalidated its TLB
+    /// locally, which it must do before mapping the page again. Page 0 is refused, and a window
+    /// whose page 0 is not mapped: page 0 keeps the window's tables (which the root's copied
+    /// link leads to) from being freed when the last other page goes.
+    pub fn unmap_window_page<T: TlbMaintenance + ?Sized>(
+        &mut self,
+        cpu: usize,
+        page: u64,
+        tlb: &mut T,
+    ) -> Result<(), PerCpuError> {
+        if cpu >= self.roots.len() || page == 0 || page >= WINDOW_SIZE / PAGE_SIZE {
+            return Err(PerCpuError::OutOfRange);
+        }
+        if self.windows[cpu].translate(VirtAddr::new(self.window_va)).is_none() {
+            return Err(PerCpuError::OutOfRange);
+        }
+        // The window tables are never live themselves (only their link in the root is walked),
+        // so the table library issues no maintenance: the DSB makes the cleared entry visible
+        // to the walkers before the caller's invalidation.
+        let va = VirtAddr::new(self.window_va + page * PAGE_SIZE);
+        self.windows[cpu].unmap(tlb, va, PAGE_SIZE)?;
         tlb.dsb(Barrier::IshSt);
         Ok(())
     }
@@ -491,6 +520,63 @@ mod scenarios {
             let v = life(seed, true);
             assert!(v.iter().any(|m| m.contains("boot: CPU 1 at 0xffff7f8000000000")), "{seed:?}: {v:#?}");
         }
+    }
+
+    /// Rule 4's change of a window page: unmapped with barriers and no TLBI (each CPU may
+    /// still hold its old entry), each CPU's own TLB invalidated (the kernel's shootdown by
+    /// IPI), then mapped to a new frame: both CPUs see the new frame. Without the local
+    /// invalidation (the kernel's seeded `shootdown-without-tlbi`) each reads its old frame.
+    #[test]
+    fn a_window_page_changes_through_each_cpus_own_invalidation() {
+        for invalidate in [true, false] {
+            let mut w = World::new(None, false);
+            w.grow();
+            let vas = [WINDOW, WINDOW + PAGE_SIZE];
+            w.check("grown", &vas, 1);
+            for cpu in 0..2 {
+                let mut t = crate::tlb::CountingTlb::default();
+                w.roots.unmap_window_page(cpu, 1, &mut t).unwrap();
+                assert_eq!(t.counters.tlbi_total(), 0, "the window's CPU invalidates, nobody else");
+                assert!(t.counters.dsb_total() > 0, "the cleared entry is made visible to the walkers");
+            }
+            if invalidate {
+                w.tlbs = [Tlb::new(), Tlb::new()];
+            }
+            for cpu in 0..2 {
+                let pa = w.h.model.borrow_mut().alloc(1).unwrap();
+                w.areas[cpu][1] = pa;
+                let mut t = w.tlb();
+                w.roots.map_window_page(cpu, 1, PhysAddr::new(pa), &mut t).unwrap();
+            }
+            w.check("remapped", &vas, 1);
+            if invalidate {
+                assert!(w.violations.is_empty(), "{:#?}", w.violations);
+            } else {
+                for cpu in 0..2 {
+                    let m = format!("remapped: CPU {cpu} at 0xffff7f8000001000");
+                    assert!(w.violations.iter().any(|v| v.starts_with(&m)), "{:#?}", w.violations);
+                }
+            }
+        }
+    }
+
+    /// Page 0 keeps the window's tables alive: it is never unmapped, and no page is unmapped
+    /// from a window without it; pages and CPUs outside the window are refused.
+    #[test]
+    fn unmapping_a_window_page_refuses_page_0_and_out_of_range() {
+        let mut w = World::new(None, false);
+        w.grow();
+        let mut t = crate::tlb::CountingTlb::default();
+        assert_eq!(w.roots.unmap_window_page(0, 0, &mut t), Err(PerCpuError::OutOfRange));
+        assert_eq!(w.roots.unmap_window_page(2, 1, &mut t), Err(PerCpuError::OutOfRange));
+        assert_eq!(w.roots.unmap_window_page(0, WINDOW_SIZE / PAGE_SIZE, &mut t), Err(PerCpuError::OutOfRange));
+        let mut bare = PerCpuRoots::new(&w.h.pt, 1, WINDOW, frames(&w.h)).unwrap();
+        let pa = w.h.model.borrow_mut().alloc(1).unwrap();
+        bare.map_window_page(0, 1, PhysAddr::new(pa), &mut t).unwrap();
+        assert_eq!(bare.unmap_window_page(0, 1, &mut t), Err(PerCpuError::OutOfRange), "page 0 is not mapped");
+        assert_eq!(w.roots.unmap_window_page(1, 1, &mut t), Ok(()));
+        assert!(w.roots.windows[1].translate(VirtAddr::new(WINDOW + PAGE_SIZE)).is_none());
+        assert!(w.roots.windows[1].translate(VirtAddr::new(WINDOW)).is_some(), "page 0 stays");
     }
 
     /// Rule 3's other half: a kernel top-level entry removed (its tables freed by the kernel

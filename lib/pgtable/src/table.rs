@@ -3,14 +3,17 @@
 //! every operation works through is in [`crate::ctx`].
 
 use core::fmt;
+use core::marker::PhantomData;
 
-use crate::addr::{level_size, InputAddress, PhysAddr, ENTRIES_PER_TABLE, MAX_PA_BITS, PAGE_SIZE};
+use crate::addr::{
+    level_size, InputAddress, IntermPhysAddr, PhysAddr, VirtAddr, ENTRIES_PER_TABLE, MAX_PA_BITS, PAGE_SIZE,
+};
 use crate::attrs::Attributes;
 use crate::descriptor::{decode_leaf, Desc};
 use crate::error::{Arg, Error};
 use crate::frame::FrameAlloc;
 use crate::gather::FlushPolicy;
-use crate::regime::Regime;
+use crate::regime::{Regime, VaHalf};
 use crate::tlb::{Barrier, Shareability, TlbMaintenance, Tlbi, TlbiOp};
 use crate::walker::{walk, Entry, ReadOnly, WalkFlags, WalkStats};
 
@@ -180,12 +183,30 @@ pub struct Translation {
     pub sw: u64,
 }
 
-/// A page table of one [`Regime`], owning its frames through `A`.
+/// A page table of one [`Regime`], owning its frames through `A`, translating input addresses
+/// of type `K`: [`VirtAddr`] for a stage-1 table (EL2, EL1&0; the default), [`IntermPhysAddr`]
+/// for a stage-2 table. Every operation takes a `K`, so an address of the other kind is a
+/// compile error, not a run-time one:
+///
+/// ```compile_fail,E0308
+/// use pgtable::{HeapFrames, PageTable, VirtAddr};
+/// let s2 = PageTable::stage2(1, HeapFrames::new()).unwrap();
+/// s2.translate(VirtAddr::new(0x4000_0000)); // a stage-2 table takes IPAs
+/// ```
+/// ```compile_fail,E0308
+/// use pgtable::{HeapFrames, IntermPhysAddr, PageTable};
+/// let el2 = PageTable::el2(HeapFrames::new()).unwrap();
+/// el2.translate(IntermPhysAddr::new(0x4000_0000)); // a stage-1 table takes virtual addresses
+/// ```
+/// The typed constructors ([`el2`](Self::el2), [`el1`](Self::el1), [`stage2`](Self::stage2))
+/// fix `K` from the regime; [`new`](Self::new) / [`with_config`](Self::with_config) take a
+/// [`Regime`] chosen at run time and refuse one whose input kind is not `K`'s
+/// ([`Error::WrongAddressKind`]): the one run-time check of the kind.
 ///
 /// A table is *not live* from [`new`](Self::new) until [`set_live`](Self::set_live): operations
 /// on it then issue no TLB maintenance at all (nothing can have cached it). Once live, every
 /// operation leaves the TLBs consistent with the tables before it returns.
-pub struct PageTable<A: FrameAlloc> {
+pub struct PageTable<A: FrameAlloc, K: InputAddress = VirtAddr> {
     regime: Regime,
     root: PhysAddr,
     frames: A,
@@ -198,9 +219,10 @@ pub struct PageTable<A: FrameAlloc> {
     page_template: Option<(Attributes, Desc)>,
     #[cfg(any(test, feature = "seeded-bugs"))]
     pub(crate) mutation: Mutation,
+    kind: PhantomData<K>,
 }
 
-impl<A: FrameAlloc> fmt::Debug for PageTable<A> {
+impl<A: FrameAlloc, K: InputAddress> fmt::Debug for PageTable<A, K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PageTable")
             .field("regime", &self.regime)
@@ -210,11 +232,64 @@ impl<A: FrameAlloc> fmt::Debug for PageTable<A> {
     }
 }
 
-impl<A: FrameAlloc> PageTable<A> {
+impl<A: FrameAlloc> PageTable<A, VirtAddr> {
+    /// An empty EL2 stage-1 table ([`Regime::El2`]), with the default [`Config`]. Not live.
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`] when `frames` has no root.
+    pub fn el2(frames: A) -> Result<Self, Error> {
+        Self::new(Regime::El2, frames)
+    }
+    /// An empty EL1&0 stage-1 table ([`Regime::El1`]) of `half`, naming `asid` in its TLB
+    /// maintenance, with the default [`Config`]. Not live.
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`] when `frames` has no root.
+    pub fn el1(asid: u16, half: VaHalf, frames: A) -> Result<Self, Error> {
+        Self::new(Regime::El1 { asid, half }, frames)
+    }
+    /// Changes the ASID of an EL1&0 table: the one its TLB maintenance names from now on (an
+    /// address space gets a new ASID when it first runs, or after a roll-over, see
+    /// [`crate::asid`]). No effect on other regimes.
+    pub fn set_asid(&mut self, asid: u16) {
+        if let Regime::El1 { half, .. } = self.regime {
+            self.regime = Regime::El1 { asid, half };
+        }
+    }
+    /// Repairs a *spurious* permission fault at `va` taken by this CPU: the tables allow the
+    /// access but a narrower entry this CPU cached refused it (lazy relaxation left a permission
+    /// upgrade unflushed, or another CPU's upgrade raced the access). Drops this CPU's entry
+    /// for the page of `va` under the table's ASID (`TLBI VALE1` local; `DSB NSH`); the access
+    /// is then retried. Only an EL1&0 lower-half (user) table relaxes lazily: for any other
+    /// this issues nothing and returns false.
+    pub fn fix_spurious_fault<T: TlbMaintenance + ?Sized>(&self, tlb: &mut T, va: VirtAddr) -> bool {
+        let Regime::El1 { asid, half: VaHalf::Lower } = self.regime else {
+            return false;
+        };
+        let va = VirtAddr::new(va.as_u64() & !(PAGE_SIZE - 1));
+        tlb.tlbi(Tlbi { op: TlbiOp::Vae1 { asid, va }, leaf_only: true, sh: Shareability::Local });
+        tlb.dsb(Barrier::Nsh);
+        true
+    }
+}
+
+impl<A: FrameAlloc> PageTable<A, IntermPhysAddr> {
+    /// An empty stage-2 table ([`Regime::Stage2`]) of `vmid`, with the default [`Config`]. Not
+    /// live.
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`] when `frames` has no root.
+    pub fn stage2(vmid: u16, frames: A) -> Result<Self, Error> {
+        Self::new(Regime::Stage2 { vmid }, frames)
+    }
+}
+
+impl<A: FrameAlloc, K: InputAddress> PageTable<A, K> {
     /// Allocates an empty root (two concatenated pages for stage 2), with the default
     /// [`Config`] (no BBML2). The table is not live.
     ///
     /// # Errors
+    /// [`Error::WrongAddressKind`] when `regime` does not translate addresses of type `K`;
     /// [`Error::OutOfMemory`] when `frames` has no root.
     pub fn new(regime: Regime, frames: A) -> Result<Self, Error> {
         Self::with_config(regime, Config::default(), frames)
@@ -223,8 +298,13 @@ impl<A: FrameAlloc> PageTable<A> {
     /// Allocates an empty root with `config`. The table is not live.
     ///
     /// # Errors
+    /// [`Error::WrongAddressKind`] when `regime` does not translate addresses of type `K` (the
+    /// one run-time check of the kind: every operation then takes a `K`);
     /// [`Error::OutOfMemory`] when `frames` has no root.
     pub fn with_config(regime: Regime, config: Config, mut frames: A) -> Result<Self, Error> {
+        if regime.input_kind() != K::KIND {
+            return Err(Error::WrongAddressKind { stage2: regime.is_stage2() });
+        }
         let pages = regime.root_pages();
         let root = frames
             .alloc_zeroed(pages)
@@ -241,6 +321,7 @@ impl<A: FrameAlloc> PageTable<A> {
             page_template: None,
             #[cfg(any(test, feature = "seeded-bugs"))]
             mutation: Mutation::None,
+            kind: PhantomData,
         })
     }
 
@@ -273,29 +354,6 @@ impl<A: FrameAlloc> PageTable<A> {
     /// maintenance, and `destroy` frees the frames.
     pub unsafe fn set_not_live(&mut self) {
         self.live = false;
-    }
-    /// Changes the ASID of an EL1&0 table: the one its TLB maintenance names from now on (an
-    /// address space gets a new ASID when it first runs, or after a roll-over, see
-    /// [`crate::asid`]). No effect on other regimes.
-    pub fn set_asid(&mut self, asid: u16) {
-        if let Regime::El1 { half, .. } = self.regime {
-            self.regime = Regime::El1 { asid, half };
-        }
-    }
-    /// Repairs a *spurious* permission fault at `va` taken by this CPU: the tables allow the
-    /// access but a narrower entry this CPU cached refused it (lazy relaxation left a permission
-    /// upgrade unflushed, or another CPU's upgrade raced the access). Drops this CPU's entry
-    /// for the page of `va` under the table's ASID (`TLBI VALE1` local; `DSB NSH`); the access
-    /// is then retried. Only an EL1&0 lower-half (user) table relaxes lazily: for any other
-    /// this issues nothing and returns false.
-    pub fn fix_spurious_fault<T: TlbMaintenance + ?Sized>(&self, tlb: &mut T, va: crate::VirtAddr) -> bool {
-        let Regime::El1 { asid, half: crate::regime::VaHalf::Lower } = self.regime else {
-            return false;
-        };
-        let va = crate::VirtAddr::new(va.as_u64() & !(PAGE_SIZE - 1));
-        tlb.tlbi(Tlbi { op: TlbiOp::Vae1 { asid, va }, leaf_only: true, sh: Shareability::Local });
-        tlb.dsb(Barrier::Nsh);
-        true
     }
     /// What the table was created with.
     pub fn config(&self) -> &Config {
@@ -339,10 +397,7 @@ impl<A: FrameAlloc> PageTable<A> {
     }
 
     /// Checks and converts an input range to offsets relative to the regime's base.
-    pub(crate) fn offsets<I: InputAddress>(&self, start: I, size: u64) -> Result<(u64, u64), Error> {
-        if I::KIND != self.regime.input_kind() {
-            return Err(Error::WrongAddressKind { stage2: self.regime.is_stage2() });
-        }
+    pub(crate) fn offsets(&self, start: K, size: u64) -> Result<(u64, u64), Error> {
         let raw = start.raw();
         if !raw.is_multiple_of(PAGE_SIZE) {
             return Err(Error::Misaligned { arg: Arg::Start, value: raw, align: PAGE_SIZE });
@@ -365,10 +420,7 @@ impl<A: FrameAlloc> PageTable<A> {
 
     /// The entry holding the leaf (a mapping, PROT_NONE included) of `addr`, found by one walk
     /// down from the root.
-    pub(crate) fn find_leaf<I: InputAddress>(&self, addr: I) -> Option<Entry> {
-        if I::KIND != self.regime.input_kind() {
-            return None;
-        }
+    pub(crate) fn find_leaf(&self, addr: K) -> Option<Entry> {
         let off = addr.raw().checked_sub(self.regime.input_base())?;
         if off >= self.regime.input_span() {
             return None;
@@ -409,12 +461,12 @@ impl<A: FrameAlloc> PageTable<A> {
 
     /// Whether anything (a valid leaf or a PROT_NONE one) maps `addr` (software view): one load
     /// per level, nothing decoded.
-    pub fn is_mapped<I: InputAddress>(&self, addr: I) -> bool {
+    pub fn is_mapped(&self, addr: K) -> bool {
         self.find_leaf(addr).is_some()
     }
 
     /// Looks up one input address in the tables (software view, no TLB involved).
-    pub fn translate<I: InputAddress>(&self, addr: I) -> Option<Translation> {
+    pub fn translate(&self, addr: K) -> Option<Translation> {
         let off = addr.raw().checked_sub(self.regime.input_base())?;
         let e = self.find_leaf(addr)?;
         let d = e.desc;
@@ -432,11 +484,10 @@ impl<A: FrameAlloc> PageTable<A> {
     /// not added to [`stats`](Self::stats)).
     ///
     /// # Errors
-    /// Range errors ([`Error::Misaligned`], [`Error::OutOfRange`], [`Error::WrongAddressKind`]),
-    /// or the first error `cb` returns (the walk stops there).
-    pub fn walk<I, F>(&self, start: I, size: u64, flags: WalkFlags, mut cb: F) -> Result<WalkStats, Error>
+    /// Range errors ([`Error::Misaligned`], [`Error::OutOfRange`]), or the first error `cb`
+    /// returns (the walk stops there).
+    pub fn walk<F>(&self, start: K, size: u64, flags: WalkFlags, mut cb: F) -> Result<WalkStats, Error>
     where
-        I: InputAddress,
         F: FnMut(&Entry) -> Result<(), Error>,
     {
         let (s, e) = self.offsets(start, size)?;

@@ -22,9 +22,7 @@
 use alloc::vec::Vec;
 
 use abi::syscall::{errno, map, prot, PAGE_SIZE, USER_END, USER_START};
-use pgtable::{
-    Attributes, Constraints, FrameAlloc, PageTable, Perms, PhysAddr, Regime, TlbMaintenance, VaHalf, VirtAddr,
-};
+use pgtable::{Attributes, Constraints, FrameAlloc, PageTable, Perms, PhysAddr, TlbMaintenance, VaHalf, VirtAddr};
 
 use crate::elf::{ElfError, Program};
 use crate::vma::{Vma, VmaSet};
@@ -259,7 +257,7 @@ impl<A: FrameAlloc> AddressSpace<A> {
     ///
     /// `ENOMEM` without a frame for the root.
     pub fn new<T: TlbMaintenance + ?Sized>(frames: A, tlb: &mut T) -> Result<Self, i64> {
-        let mut pt = PageTable::new(Regime::El1 { asid: 0, half: VaHalf::Lower }, frames).map_err(pt_err)?;
+        let mut pt = PageTable::el1(0, VaHalf::Lower, frames).map_err(pt_err)?;
         pt.set_live(tlb);
         Ok(AddressSpace { pt, vmas: VmaSet::new(), stats: SpaceStats::default() })
     }

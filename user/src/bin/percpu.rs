@@ -14,8 +14,9 @@
 //! the kernel, where the tick preempts it (the adds run with IRQs on); every few rounds it
 //! changes its affinity to one CPU and back to all, so it migrates. Then the sums over every
 //! CPU's copy must be exactly N*R*K, every area's canaries intact, the tick's window check
-//! clean, a page the kernel maps after boot read right on every CPU, and tasks must have been
-//! preempted and migrated. One `percpu_stress` record per mode; exit status 0 only if all held.
+//! clean, a page the kernel maps after boot read right on every CPU, (tables on) a window page
+//! remapped with a TLB shootdown as its invalidation read as the new frame on every CPU, and
+//! tasks must have been preempted and migrated. One `percpu_stress` record per mode; exit status 0 only if all held.
 #![cfg_attr(target_os = "none", no_std, no_main)]
 
 use abi::report::Record;
@@ -121,6 +122,9 @@ fn run_mode(mode: &str, tasks: u64) -> bool {
     // A local TLB shootdown by IPI on every CPU: each must answer.
     let shot = sys::percpu(op::SHOOTDOWN, online, 0, 0).unwrap_or(0);
     let shootdowns = sys::percpu_stats().map(|s| s.shootdowns - after.shootdowns).unwrap_or(0);
+    // With the tables on: a window page remapped with the shootdown as its TLBI must read as
+    // the new frame on every CPU (0: not run, the window is unmapped with the tables off).
+    let remap = if tables == 1 { sys::percpu(op::SHOOTDOWN_CHECK, online, 0, 0).unwrap_or(0) } else { 0 };
     let _ = sys::percpu(op::FREE, dynv, 8, 0);
     let lost = (want - sum_static.min(want)) + (want - sum_dyn.min(want));
     let extra = sum_static.saturating_sub(want) + sum_dyn.saturating_sub(want);
@@ -145,6 +149,7 @@ fn run_mode(mode: &str, tasks: u64) -> bool {
         .bool("canaries_ok", canaries)
         .hex("late_map_seen", late)
         .u64("shootdowns", shootdowns)
+        .hex("remap_seen", remap)
         .u64("call_errors", errors)
         .u64("bad_exits", bad_exits)
         .u64("ms", ns / 1_000_000);
@@ -162,6 +167,7 @@ fn run_mode(mode: &str, tasks: u64) -> bool {
     why(mismatches == 0, "the window showed another CPU's area on a tick");
     why(late == online, "a page mapped after boot was not read right on every CPU");
     why(shot == NCPUS.load(Ordering::Relaxed) && shootdowns == shot, "a CPU did not answer the TLB shootdown IPI");
+    why(tables == 0 || remap == online, "a CPU read a remapped window page's old frame after the shootdown");
     why(preempted > 0, "no task was preempted inside the kernel");
     why(online == 1 || migrations > 0, "no task migrated");
     ok

@@ -53,8 +53,8 @@ pub struct Args {
 
 /// The host crates cargo-mutants covers (the libraries and the xtask; `fuzz` is a harness and
 /// `tests` only the QEMU tests' crate).
-pub const HOST_CRATES: [&str; 10] =
-    ["abi", "board", "bootargs", "chainboot", "hypcore", "pgtable", "pmu", "rt", "uspace", "xtask"];
+pub const HOST_CRATES: [&str; 11] =
+    ["abi", "board", "bootargs", "chainboot", "hypcore", "kcore", "pgtable", "pmu", "rt", "uspace", "xtask"];
 
 /// Entry point.
 pub fn cli(a: Args) -> Result<()> {

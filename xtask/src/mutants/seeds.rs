@@ -199,12 +199,7 @@ pub const SEEDS: &[Seed] = &[
         original: "        tlb.tlbi(Tlbi { op: TlbiOp::Vmalle1 { vmid: None }, leaf_only: false, sh: Shareability::Local });\n",
         replacement: "",
         tests: &[PERCPU_STRESS],
-        missed_because: Some(
-            "no translation is changed before the shootdown: percpu's SHOOTDOWN op only checks that \
-             every CPU answers the IPI, so a forgotten TLBI leaves nothing stale to read; a test \
-             would remap a per-CPU window page, shoot down, and read it on every CPU (TCG keeps \
-             its TLB entries until a TLBI, so it would see the old page)",
-        ),
+        missed_because: None,
     },
     Seed {
         id: "lazy-relax-flag-ignored",

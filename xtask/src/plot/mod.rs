@@ -24,20 +24,11 @@ pub mod vs_linux;
 pub use compare::{check_earlier, compare, verdict, Verdict};
 pub use draw::{bench_svg, svg};
 pub use goals::{summary, Goal, Measured, Saved, GOALS};
-pub use rows::{group_setting, load, row, rows, unit, Mode, Row};
+pub use rows::{group_setting, load, mode, row, rows, unit, Mode, Row};
 pub use vs_linux::{peer_summary, PEER_GOAL};
 
 use anyhow::{Context, Result};
 use std::path::Path;
-
-/// The mode of a run.
-pub fn mode(icount: bool) -> Mode {
-    if icount {
-        Mode::Icount
-    } else {
-        Mode::Wall
-    }
-}
 
 /// `cargo xtask bench WHICH [--icount] [--compare FILE]`: `all` runs every benchmark and prints
 /// the summary against the seeds and goals; `summary` prints it from the saved runs (and redraws

@@ -39,6 +39,15 @@ impl Mode {
     }
 }
 
+/// The mode of a run.
+pub fn mode(icount: bool) -> Mode {
+    if icount {
+        Mode::Icount
+    } else {
+        Mode::Wall
+    }
+}
+
 pub(super) fn f(o: &Map<String, Value>, k: &str) -> Option<f64> {
     o.get(k).and_then(Value::as_f64)
 }

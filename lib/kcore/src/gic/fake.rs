@@ -186,6 +186,11 @@ impl FakeGic {
         self.s.borrow().eois
     }
 
+    /// The shared interrupts (SPIs) enabled now.
+    pub fn spis_enabled(&self) -> Vec<u32> {
+        self.s.borrow().spi_enabled.iter().copied().collect()
+    }
+
     /// Whether banked interrupt `intid` is enabled on CPU `c`.
     pub fn banked_enabled(&self, c: usize, intid: u32) -> bool {
         self.s.borrow().cpus[c].banked_enabled & (1 << intid) != 0

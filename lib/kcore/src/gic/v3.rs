@@ -7,10 +7,21 @@
 
 use super::{Acked, CpuInterface, PRIORITY_MASK, SPURIOUS};
 use abi::MAX_CPUS;
-use alloc::format;
-use alloc::string::String;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+/// No redistributor's GICR_TYPER affinity matches this CPU's MPIDR ([`GicV3::init_cpu`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NoRedistributor {
+    /// The CPU's MPIDR affinity.
+    pub mpidr: u64,
+}
+
+impl core::fmt::Display for NoRedistributor {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "no GICv3 redistributor for MPIDR {:#x}", self.mpidr)
+    }
+}
 
 /// The registers the driver uses. A redistributor is named by the address of its RD_base frame
 /// (its SGI_base frame follows at +64 KiB).
@@ -178,8 +189,8 @@ impl<R: Regs> GicV3<R> {
     /// This CPU (`cpu`, MPIDR `mpidr`): finds and wakes its redistributor, makes its SGIs and
     /// PPIs group 1 and disabled, turns on the system-register CPU interface with an open
     /// priority mask, EOImode 0 (an EOI also deactivates).
-    pub fn init_cpu(&self, cpu: usize, mpidr: u64) -> Result<(), String> {
-        let rd = self.find_rd(mpidr).ok_or_else(|| format!("no GICv3 redistributor for MPIDR {mpidr:#x}"))?;
+    pub fn init_cpu(&self, cpu: usize, mpidr: u64) -> Result<(), NoRedistributor> {
+        let rd = self.find_rd(mpidr).ok_or(NoRedistributor { mpidr })?;
         self.rd[cpu].store(rd, Ordering::Relaxed);
         self.mpidr[cpu].store(mpidr, Ordering::Relaxed);
         let waker = self.regs.read(Reg::RWaker(rd));

@@ -26,7 +26,13 @@ pub const WORDS: &[Word] = &[
     Word::list("test", abi::names::SELFTESTS, "self-tests, in order (one that ends the run must be last)"),
     Word::choice("bench", abi::names::BENCHES, "in-guest benchmark"),
     Word::uint("dirty.seed", 0, u64::MAX, "test=dirty-log: random seed"),
+    Word::choice(
+        "dirty.largest",
+        &["2M", "1G"],
+        "test=dirty-log: the largest backing (2M: a board without 1 GiB to spare)",
+    ),
     Word::uint("touch.ipa", 0, u64::MAX, "test=touch: the IPA to read"),
+    Word::uint("cycle.cpu", 1, abi::MAX_CPUS as u64 - 1, "leave CPU N off at boot, for test=cpu-cycle to cycle"),
     Word::uint("pools.frame", 0, u64::MAX, "test=pool-calls: an IPA in the hypervisor's frame pool"),
     Word::uint("pools.slot", 0, u64::MAX, "test=pool-calls: an IPA in the hypervisor's slot pool"),
     Word::uint("split.iters", 1, 1_000_000, "bench=split: iterations"),
@@ -142,10 +148,16 @@ pub struct TestOptions {
     pub names: Vec<&'static str>,
     /// `dirty.seed=N`.
     pub dirty_seed: Option<u64>,
+    /// `dirty.largest=2M`: `test=dirty-log` leaves out the 1 GiB backing (which needs
+    /// `hyp.slotpool=1G`).
+    pub dirty_no_1g: bool,
     /// `touch.ipa=IPA`.
     pub touch_ipa: Option<u64>,
     /// `pools.frame=IPA` and `pools.slot=IPA` (both, for `test=pool-calls`).
     pub pools: Option<(u64, u64)>,
+    /// `cycle.cpu=N`: CPU N (in the DTB's order) is not started at boot, so `test=cpu-cycle`
+    /// has a CPU that is off on any machine (`bbml2_test_disallow_cpu` needs BBML2).
+    pub cycle_cpu: Option<usize>,
 }
 
 /// The benchmark (`bench=` and its parameters).
@@ -272,7 +284,14 @@ impl Options {
             (Some(f), Some(s)) => Some((f, s)),
             _ => None,
         };
-        let tests = TestOptions { names, dirty_seed: a.uint("dirty.seed"), touch_ipa: a.uint("touch.ipa"), pools };
+        let tests = TestOptions {
+            names,
+            dirty_seed: a.uint("dirty.seed"),
+            dirty_no_1g: a.choice("dirty.largest") == Some("2M"),
+            touch_ipa: a.uint("touch.ipa"),
+            pools,
+            cycle_cpu: a.uint("cycle.cpu").map(|c| c as usize),
+        };
         let bench = BenchOptions {
             name: a.choice("bench"),
             split_iters: a.uint("split.iters"),

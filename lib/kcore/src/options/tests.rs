@@ -59,7 +59,7 @@ fn words_are_typed_once() {
     let (o, fw) = Options::parse(
         "coherent_pool=1M pgtlab bbml2=on bbml2_unsafe_override bbml2_test_disallow_cpu=2 rodata=on contpte=off \
          test=irq,percpu bench=split split.iters=3 tick_hz=1000 user=hello+stale:rounds=2 asid_bits=4 \
-         lazy_relax=off perf.events=INST_RETIRED perf.walker=skip_level3 pools.frame=0x10 pools.slot=0x20",
+         lazy_relax=off perf.events=INST_RETIRED perf.walker=skip_level3 pools.frame=0x10 pools.slot=0x20 cycle.cpu=3 dirty.largest=2M",
     )
     .unwrap();
     assert_eq!(fw, ["coherent_pool=1M"]);
@@ -67,7 +67,7 @@ fn words_are_typed_once() {
     assert!(o.mm.bbml2_unsafe_override && !o.mm.contpte);
     assert_eq!((o.mm.disallow_cpu, o.mm.rodata), (Some(2), Rodata::On));
     assert_eq!(o.tests.names, ["irq", "percpu"]);
-    assert_eq!(o.tests.pools, Some((0x10, 0x20)));
+    assert_eq!((o.tests.pools, o.tests.cycle_cpu, o.tests.dirty_no_1g), (Some((0x10, 0x20)), Some(3), true));
     assert_eq!((o.bench.name, o.bench.split_iters), (Some("split"), Some(3)));
     assert_eq!(o.sched.tick_hz, 1000);
     assert_eq!(
@@ -77,7 +77,7 @@ fn words_are_typed_once() {
     assert_eq!((o.user.asid_bits, o.user.lazy_relax, o.user.flush_elision), (4, false, true));
     assert_eq!(o.perf.events.as_deref(), Some("INST_RETIRED"));
     assert_eq!(o.perf.walker, Some(WalkerMode::SkipLevel3));
-    assert_eq!(o.words.len(), 16);
+    assert_eq!(o.words.len(), 18);
 }
 
 #[test]
@@ -87,7 +87,10 @@ fn rules_between_words() {
     assert!(Options::parse("test=irq,panic").is_ok());
     assert!(e("percpu.seed=no-guard").contains("acts only on the seeded method"));
     assert!(e("user=percpu:modes=seeded").contains("needs percpu.seed=no-guard"));
-    assert!(Options::parse("percpu.seed=no-sync-cpu1").is_ok());
+    assert_eq!(Options::parse("percpu.seed=no-sync-cpu1").unwrap().0.percpu.seed, PercpuSeed::NoSyncCpu1);
+    let last = abi::MAX_CPUS - 1;
+    assert_eq!(Options::parse(&format!("bbml2_test_disallow_cpu={last}")).unwrap().0.mm.disallow_cpu, Some(last));
+    assert!(Options::parse(&format!("bbml2_test_disallow_cpu={}", abi::MAX_CPUS)).is_err(), "no such CPU");
     assert!(e("user=nosuch").contains("nosuch"));
     assert!(e("user=:x").contains("an empty program name"));
     assert!(e("bbml=off").contains("bbml2"), "a typo is refused with the closest word");

@@ -351,3 +351,39 @@ fn sleepers_wake_when_due() {
     assert_eq!(next, Some(200));
     assert_eq!(b.state(), State::Sleeping);
 }
+
+/// Each state's number reads back as that state; anything else is Dead.
+#[test]
+fn states_read_back_as_stored() {
+    for st in [State::Ready, State::Running, State::Sleeping, State::Blocked, State::Dead] {
+        assert_eq!(State::from_u8(st as u8), st);
+    }
+    assert_eq!(State::from_u8(200), State::Dead);
+}
+
+/// A CPU index past the table is offline (not a panic); an offline CPU is never a victim of
+/// the balance, however long its queue.
+#[test]
+fn offline_cpus_are_neither_online_nor_pulled_from() {
+    let q: Queues<SimTask> = Queues::new();
+    assert!(!q.online(MAX_CPUS));
+    q.set_online(1);
+    for id in 0..3 {
+        q.wake(task(id, 0), &K(1));
+    }
+    assert!(!q.balance(1, false, &K(1)), "CPU 0 is offline: its queue is not pulled from");
+    q.set_online(0);
+    assert!(q.balance(1, false, &K(1)));
+}
+
+/// The least loaded allowed CPU takes a task whose affinity leaves its CPU.
+#[test]
+fn affinity_target_is_the_least_loaded_allowed_cpu() {
+    let q: Queues<SimTask> = Queues::new();
+    for c in 0..4 {
+        q.set_online(c);
+    }
+    q.wake(task(0, 2), &K(0));
+    assert_eq!(q.affinity_target(0b1100), 3);
+    assert_eq!(q.affinity_target(0b0100), 2);
+}

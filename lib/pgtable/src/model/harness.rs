@@ -7,16 +7,18 @@ use std::string::String;
 use super::memory::ModelFrames;
 use super::recorder::ModelTlb;
 use super::state::Model;
+use crate::addr::{InputAddress, VirtAddr};
 #[cfg(any(test, feature = "seeded-bugs"))]
 use crate::mutation::Mutation;
 use crate::regime::Regime;
 use crate::tlb::{TlbCounters, TlbFeatures};
 use crate::{Config, PageTable, SplitOpts};
 
-/// A table whose frames and TLB maintenance go through one model.
-pub struct Harness {
+/// A table whose frames and TLB maintenance go through one model; `K` is the table's input
+/// address type ([`VirtAddr`] for stage 1, `IntermPhysAddr` for stage 2).
+pub struct Harness<K: InputAddress = VirtAddr> {
     /// The table under test: its frames are the model's memory.
-    pub pt: PageTable<ModelFrames>,
+    pub pt: PageTable<ModelFrames, K>,
     /// The TLB maintenance to pass to `pt`'s operations: it goes to the model.
     pub tlb: ModelTlb,
     pub(crate) model: Rc<RefCell<Model>>,
@@ -24,9 +26,10 @@ pub struct Harness {
     pub(crate) split_opts: SplitOpts,
 }
 
-impl Harness {
+impl<K: InputAddress> Harness<K> {
     /// A new, not yet live table of `regime`; `bbml2`: the CPUs have FEAT_BBM level 2 (and
-    /// the table is created with it); `range`: they have FEAT_TLBIRANGE.
+    /// the table is created with it); `range`: they have FEAT_TLBIRANGE. Panics when `regime`
+    /// does not translate addresses of type `K`.
     pub fn new(regime: Regime, bbml2: bool, range: bool) -> Self {
         let model = Rc::new(RefCell::new(Model::new(regime)));
         model.borrow_mut().bbml2 = bbml2;

@@ -20,7 +20,7 @@ const GIB: u64 = 1 << 30;
 const SLOT: u64 = 8 * GIB;
 const POOL: u64 = GIB;
 
-fn ok(h: &mut Harness, what: &str) {
+fn ok(h: &mut Harness<IntermPhysAddr>, what: &str) {
     if let Err(e) = h.check() {
         panic!("after {what}:\n{e}");
     }
@@ -42,7 +42,7 @@ fn sizes(b: Backing) -> (u64, u64) {
     }
 }
 
-fn memslot(b: Backing, bbml2: bool, skip: bool) -> Harness {
+fn memslot(b: Backing, bbml2: bool, skip: bool) -> Harness<IntermPhysAddr> {
     let mut h = Harness::new(Regime::Stage2 { vmid: 1 }, bbml2, false);
     h.split_opts.skip_target_level = skip;
     h.go_live();
@@ -61,7 +61,7 @@ fn memslot(b: Backing, bbml2: bool, skip: bool) -> Harness {
     h
 }
 
-fn check_pages(h: &Harness, b: Backing) {
+fn check_pages(h: &Harness<IntermPhysAddr>, b: Backing) {
     let (size, pool) = sizes(b);
     let mut o = 0;
     while o < size {

@@ -1,7 +1,8 @@
 //! The host model checker (`model` feature; always on in this crate's own tests).
 //!
-//! A [`Harness`] is a [`PageTable`](crate::PageTable) whose frames ([`ModelFrames`]) and TLB
-//! maintenance ([`ModelTlb`]) go to one model, which logs every descriptor write, DSB, ISB and
+//! A [`Harness`] (`Harness<K>`, `K` the table's input address type as for
+//! [`PageTable`](crate::PageTable): `VirtAddr` by default, `IntermPhysAddr` for stage 2) is a
+//! table whose frames ([`ModelFrames`]) and TLB maintenance ([`ModelTlb`]) go to one model, which logs every descriptor write, DSB, ISB and
 //! TLBI in order, keeps a model TLB per CPU that may cache any valid translation (leaf entries
 //! by size, contiguous range, ASID / VMID / global, and walk-cache entries, never invalid ones),
 //! and checks:

@@ -221,8 +221,9 @@ fn setup(scale: Scale, max_ops: usize) -> impl Strategy<Value = Setup> {
 
 type RefMap = BTreeMap<u64, (u64, Perms)>;
 
-struct Case {
-    h: Harness,
+/// One case on a table of input addresses `K` (the stage is chosen once, in [`run_case`]).
+struct Case<K: InputAddress> {
+    h: Harness<K>,
     regime: Regime,
     scale: Scale,
     base: u64,
@@ -231,14 +232,9 @@ struct Case {
     told: Vec<u64>,
 }
 
-impl Case {
+impl<K: InputAddress> Case<K> {
     fn translate(&self, raw: u64) -> Option<(u64, Perms)> {
-        let t = if self.regime.is_stage2() {
-            self.h.pt.translate(IntermPhysAddr::new(raw))
-        } else {
-            self.h.pt.translate(VirtAddr::new(raw))
-        };
-        t.map(|t| (t.phys.as_u64(), t.attrs.perms))
+        self.h.pt.translate(K::from_raw(raw)).map(|t| (t.phys.as_u64(), t.attrs.perms))
     }
 
     fn compare(&self, lo: u64, hi: u64, after: &Op) -> Result<(), TestCaseError> {
@@ -260,9 +256,9 @@ impl Case {
         Ok(())
     }
 
-    fn call<I: InputAddress>(&mut self, op: &Op, mk: fn(u64) -> I) -> Result<(), Error> {
+    fn call(&mut self, op: &Op) -> Result<(), Error> {
         let unit = self.scale.unit;
-        let a = |at: u64| mk(self.base + at * unit);
+        let a = |at: u64| K::from_raw(self.base + at * unit);
         let out = |o: u64| PhysAddr::new(OUT_BASE + o * unit);
         let regime = self.regime;
         let h = &mut self.h;
@@ -308,11 +304,7 @@ impl Case {
     fn leaf_units(&self, u: u64, min: u64, entry: bool) -> Option<(u64, u64)> {
         let unit = self.scale.unit;
         let addr = self.base + u * unit;
-        let t = if self.regime.is_stage2() {
-            self.h.pt.translate(IntermPhysAddr::new(addr))
-        } else {
-            self.h.pt.translate(VirtAddr::new(addr))
-        };
+        let t = self.h.pt.translate(K::from_raw(addr));
         t.map(|t| if entry { crate::addr::level_size(t.level) } else { t.size }).filter(|&size| size > min).map(
             |size| {
                 let start = (addr & !(size - 1)) - self.base;
@@ -366,8 +358,7 @@ impl Case {
             Op::Split { at, len, to, ro: true } => self.read_only_split_units(at, len, to),
             _ => Vec::new(),
         };
-        let res =
-            if self.regime.is_stage2() { self.call(op, IntermPhysAddr::new) } else { self.call(op, VirtAddr::new) };
+        let res = self.call(op);
         let unit = self.scale.unit;
         let out = |o: u64| OUT_BASE + o * unit;
         let (at, len) = match *op {
@@ -458,9 +449,23 @@ impl Case {
 }
 
 /// One case; `lazy_relax` turns on lazy permission relaxation (it acts on user tables only).
+/// The table's input address type follows the case's regime, chosen here once.
 fn run_case(scale: Scale, s: &Setup, mutation: Mutation, lazy_relax: bool) -> Result<(), TestCaseError> {
+    if REGIMES[s.regime].is_stage2() {
+        run_case_of::<IntermPhysAddr>(scale, s, mutation, lazy_relax)
+    } else {
+        run_case_of::<VirtAddr>(scale, s, mutation, lazy_relax)
+    }
+}
+
+fn run_case_of<K: InputAddress>(
+    scale: Scale,
+    s: &Setup,
+    mutation: Mutation,
+    lazy_relax: bool,
+) -> Result<(), TestCaseError> {
     let regime = REGIMES[s.regime];
-    let mut h = Harness::new(regime, s.bbml2, s.range_tlbi);
+    let mut h = Harness::<K>::new(regime, s.bbml2, s.range_tlbi);
     h.model.borrow_mut().keep_log = false;
     h.pt.policy_mut().flush_elision = s.elision;
     h.pt.policy_mut().split_contiguous = s.split_contiguous;

@@ -1,7 +1,7 @@
 //! Deterministic operation sequences on live tables, checked after every step.
 
 use super::harness::Harness;
-use crate::addr::{IntermPhysAddr, PhysAddr, VirtAddr, PAGE_SIZE};
+use crate::addr::{InputAddress, IntermPhysAddr, PhysAddr, VirtAddr, PAGE_SIZE};
 use crate::attrs::{Attributes, Constraints, Perms};
 use crate::regime::{Regime, VaHalf};
 use crate::SplitOpts;
@@ -9,7 +9,7 @@ use crate::SplitOpts;
 const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;
 
-fn ok(h: &mut Harness, what: &str) {
+fn ok<K: InputAddress>(h: &mut Harness<K>, what: &str) {
     if let Err(e) = h.check() {
         panic!("after {what}:\n{e}");
     }

@@ -14,18 +14,18 @@ use crate::Error;
 /// One leaf of a table, found once ([`PageTable::leaf`]) and then changed directly, without a
 /// walk from the root (as Linux's contpte code holds the `ptep`). It borrows the table: nothing
 /// else can change the tables while it lives.
-pub struct Leaf<'a, A: FrameAlloc> {
-    pt: &'a mut PageTable<A>,
+pub struct Leaf<'a, A: FrameAlloc, K: InputAddress = crate::VirtAddr> {
+    pt: &'a mut PageTable<A, K>,
     entry: Entry,
 }
 
-impl<A: FrameAlloc> core::fmt::Debug for Leaf<'_, A> {
+impl<A: FrameAlloc, K: InputAddress> core::fmt::Debug for Leaf<'_, A, K> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Leaf").field("level", &self.entry.level).field("desc", &self.entry.desc).finish()
     }
 }
 
-impl<A: FrameAlloc> Leaf<'_, A> {
+impl<A: FrameAlloc, K: InputAddress> Leaf<'_, A, K> {
     /// Level of the leaf (2: 2 MiB block, 3: 4 KiB page; 1 never folds).
     pub fn level(&self) -> usize {
         self.entry.level
@@ -75,11 +75,11 @@ impl<A: FrameAlloc> Leaf<'_, A> {
     }
 }
 
-impl<A: FrameAlloc> PageTable<A> {
+impl<A: FrameAlloc, K: InputAddress> PageTable<A, K> {
     /// The leaf (block or page, PROT_NONE included) mapping `addr`, as a handle for direct
-    /// changes ([`Leaf::convert_group`]); `None` where nothing is mapped or `addr` is of the
-    /// wrong kind or outside the regime.
-    pub fn leaf<I: InputAddress>(&mut self, addr: I) -> Option<Leaf<'_, A>> {
+    /// changes ([`Leaf::convert_group`]); `None` where nothing is mapped or `addr` is outside
+    /// the regime.
+    pub fn leaf(&mut self, addr: K) -> Option<Leaf<'_, A, K>> {
         let entry = self.find_leaf(addr)?;
         Some(Leaf { pt: self, entry })
     }
@@ -91,13 +91,8 @@ impl<A: FrameAlloc> PageTable<A> {
     /// Returns the number of groups folded.
     ///
     /// # Errors
-    /// Range errors (`Misaligned`, `OutOfRange`, `WrongAddressKind`).
-    pub fn fold<I: InputAddress, T: TlbMaintenance + ?Sized>(
-        &mut self,
-        tlb: &mut T,
-        start: I,
-        size: u64,
-    ) -> Result<u64, Error> {
+    /// Range errors (`Misaligned`, `OutOfRange`).
+    pub fn fold<T: TlbMaintenance + ?Sized>(&mut self, tlb: &mut T, start: K, size: u64) -> Result<u64, Error> {
         self.fold_with(tlb, start, size, Opts::DEFAULT)
     }
 
@@ -106,10 +101,10 @@ impl<A: FrameAlloc> PageTable<A> {
     ///
     /// # Errors
     /// As [`fold`](Self::fold).
-    pub fn fold_with<I: InputAddress, T: TlbMaintenance + ?Sized>(
+    pub fn fold_with<T: TlbMaintenance + ?Sized>(
         &mut self,
         tlb: &mut T,
-        start: I,
+        start: K,
         size: u64,
         opts: Opts,
     ) -> Result<u64, Error> {
@@ -132,13 +127,8 @@ impl<A: FrameAlloc> PageTable<A> {
     /// where they extend past it). Returns the number of groups unfolded.
     ///
     /// # Errors
-    /// Range errors (`Misaligned`, `OutOfRange`, `WrongAddressKind`).
-    pub fn unfold<I: InputAddress, T: TlbMaintenance + ?Sized>(
-        &mut self,
-        tlb: &mut T,
-        start: I,
-        size: u64,
-    ) -> Result<u64, Error> {
+    /// Range errors (`Misaligned`, `OutOfRange`).
+    pub fn unfold<T: TlbMaintenance + ?Sized>(&mut self, tlb: &mut T, start: K, size: u64) -> Result<u64, Error> {
         self.unfold_with(tlb, start, size, Opts::DEFAULT)
     }
 
@@ -146,10 +136,10 @@ impl<A: FrameAlloc> PageTable<A> {
     ///
     /// # Errors
     /// As [`unfold`](Self::unfold).
-    pub fn unfold_with<I: InputAddress, T: TlbMaintenance + ?Sized>(
+    pub fn unfold_with<T: TlbMaintenance + ?Sized>(
         &mut self,
         tlb: &mut T,
-        start: I,
+        start: K,
         size: u64,
         opts: Opts,
     ) -> Result<u64, Error> {

@@ -145,7 +145,7 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
     }
 }
 
-impl<A: FrameAlloc> PageTable<A> {
+impl<A: FrameAlloc, K: InputAddress> PageTable<A, K> {
     /// `map` of one page whose level-3 table exists (a page fault's demand-zero page): the
     /// leaf encoded once per attributes ([`PageTable::page_template`]), the path from the root
     /// read once, the walk's visits given to its entries (the summary bits cleared where set),
@@ -154,27 +154,27 @@ impl<A: FrameAlloc> PageTable<A> {
     /// (`leaf_decision` says so, or this returns `None` before writing anything and the walk
     /// does it: flush elision off). `None` also when there is no such table (the walk builds
     /// it).
-    fn map_page<I: InputAddress, T: TlbMaintenance + ?Sized>(
+    fn map_page<T: TlbMaintenance + ?Sized>(
         &mut self,
         tlb: &mut T,
-        start: I,
+        start: K,
         pa: PhysAddr,
         attrs: Attributes,
         constraints: Constraints,
     ) -> Option<Result<(), Error>> {
         // The path's levels as constants: each level's shift and mask folds into its load.
         match self.regime().start_level() {
-            0 => self.map_page_from::<0, I, T>(tlb, start, pa, attrs, constraints),
-            _ => self.map_page_from::<1, I, T>(tlb, start, pa, attrs, constraints),
+            0 => self.map_page_from::<0, T>(tlb, start, pa, attrs, constraints),
+            _ => self.map_page_from::<1, T>(tlb, start, pa, attrs, constraints),
         }
     }
 
     /// [`PageTable::map_page`] of a table whose root is at level `START`.
     #[inline(always)]
-    fn map_page_from<const START: usize, I: InputAddress, T: TlbMaintenance + ?Sized>(
+    fn map_page_from<const START: usize, T: TlbMaintenance + ?Sized>(
         &mut self,
         tlb: &mut T,
-        start: I,
+        start: K,
         pa: PhysAddr,
         attrs: Attributes,
         constraints: Constraints,
@@ -271,9 +271,9 @@ impl<A: FrameAlloc> PageTable<A> {
 
     /// Checks the arguments shared by [`map`](Self::map) and [`remap`](Self::remap) and resolves
     /// them against this table: the range as offsets and the per-entry mapping arguments.
-    pub(crate) fn map_args<I: InputAddress>(
+    pub(crate) fn map_args(
         &self,
-        start: I,
+        start: K,
         size: u64,
         pa: PhysAddr,
         attrs: Attributes,
@@ -295,17 +295,16 @@ impl<A: FrameAlloc> PageTable<A> {
     /// - [`Error::Misaligned`]: start, size or pa not 4 KiB aligned (which one, and its value);
     /// - [`Error::OutOfRange`]: the input range leaves the regime's space, or the output the
     ///   48-bit space;
-    /// - [`Error::WrongAddressKind`]: a `VirtAddr` for stage 2 or an `IntermPhysAddr` for stage 1;
     /// - [`Error::InvalidAttributes`]: `attrs` not expressible in the regime (the rule broken);
     /// - [`Error::AlreadyMapped`]: something, even PROT_NONE, is mapped in the range (its
     ///   address, level and descriptor);
     /// - [`Error::OutOfMemory`]: no frame for a table (the entry it was for).
     ///
     /// On error nothing of the range stays mapped.
-    pub fn map<I: InputAddress, T: TlbMaintenance + ?Sized>(
+    pub fn map<T: TlbMaintenance + ?Sized>(
         &mut self,
         tlb: &mut T,
-        start: I,
+        start: K,
         size: u64,
         pa: PhysAddr,
         attrs: Attributes,
@@ -322,10 +321,10 @@ impl<A: FrameAlloc> PageTable<A> {
     /// [`map`](Self::map) by the walk (out of line: the one-page path above keeps a small
     /// frame).
     #[inline(never)]
-    fn map_walk<I: InputAddress, T: TlbMaintenance + ?Sized>(
+    fn map_walk<T: TlbMaintenance + ?Sized>(
         &mut self,
         tlb: &mut T,
-        start: I,
+        start: K,
         size: u64,
         pa: PhysAddr,
         attrs: Attributes,

@@ -325,7 +325,7 @@ fn protect_pages<A: FrameAlloc + ?Sized>(
     i
 }
 
-impl<A: FrameAlloc> PageTable<A> {
+impl<A: FrameAlloc, K: InputAddress> PageTable<A, K> {
     /// Sets the permissions of every mapping in `[start, start + size)` to `perms`
     /// (`Perms::NONE` makes them PROT_NONE; PROT_NONE -> accessible needs no TLBI). Blocks
     /// crossing the ends are split (live under BBML2, else with break-before-make); contiguous
@@ -340,14 +340,14 @@ impl<A: FrameAlloc> PageTable<A> {
     /// inside the range.
     ///
     /// # Errors
-    /// Range errors (`Misaligned`, `OutOfRange`, `WrongAddressKind`), `InvalidAttributes`
+    /// Range errors (`Misaligned`, `OutOfRange`), `InvalidAttributes`
     /// (`perms` not expressible in the regime, or execute on device memory), `OutOfMemory`
     /// (splitting at the range ends). Entries changed before the error keep their new
     /// permissions, and the TLBs are consistent with the tables.
-    pub fn protect<I: InputAddress, T: TlbMaintenance + ?Sized>(
+    pub fn protect<T: TlbMaintenance + ?Sized>(
         &mut self,
         tlb: &mut T,
-        start: I,
+        start: K,
         size: u64,
         perms: Perms,
     ) -> Result<(), Error> {
@@ -358,10 +358,10 @@ impl<A: FrameAlloc> PageTable<A> {
     ///
     /// # Errors
     /// As [`protect`](Self::protect).
-    pub fn protect_with<I: InputAddress, T: TlbMaintenance + ?Sized>(
+    pub fn protect_with<T: TlbMaintenance + ?Sized>(
         &mut self,
         tlb: &mut T,
-        start: I,
+        start: K,
         size: u64,
         perms: Perms,
         opts: Opts,
@@ -407,14 +407,9 @@ impl<A: FrameAlloc> PageTable<A> {
     /// costs O(tables), not O(pages).
     ///
     /// # Errors
-    /// Range errors (`Misaligned`, `OutOfRange`, `WrongAddressKind`), `OutOfMemory` (splitting
+    /// Range errors (`Misaligned`, `OutOfRange`), `OutOfMemory` (splitting
     /// at the range ends).
-    pub fn write_protect<I: InputAddress, T: TlbMaintenance + ?Sized>(
-        &mut self,
-        tlb: &mut T,
-        start: I,
-        size: u64,
-    ) -> Result<(), Error> {
+    pub fn write_protect<T: TlbMaintenance + ?Sized>(&mut self, tlb: &mut T, start: K, size: u64) -> Result<(), Error> {
         self.write_protect_with(tlb, start, size, CrossingBlocks::Split)
     }
 
@@ -424,10 +419,10 @@ impl<A: FrameAlloc> PageTable<A> {
     /// # Errors
     /// As [`write_protect`](Self::write_protect) (`OutOfMemory` only with
     /// [`CrossingBlocks::Split`]).
-    pub fn write_protect_with<I: InputAddress, T: TlbMaintenance + ?Sized>(
+    pub fn write_protect_with<T: TlbMaintenance + ?Sized>(
         &mut self,
         tlb: &mut T,
-        start: I,
+        start: K,
         size: u64,
         crossing: CrossingBlocks,
     ) -> Result<(), Error> {
@@ -483,11 +478,11 @@ impl<A: FrameAlloc> PageTable<A> {
     ///
     /// # Errors
     /// [`Error::InvalidAttributes`] (a bit of `mask` outside those three), range errors
-    /// ([`Error::Misaligned`], [`Error::OutOfRange`], [`Error::WrongAddressKind`]).
-    pub fn set_software_bits<I: InputAddress, T: TlbMaintenance + ?Sized>(
+    /// ([`Error::Misaligned`], [`Error::OutOfRange`]).
+    pub fn set_software_bits<T: TlbMaintenance + ?Sized>(
         &mut self,
         tlb: &mut T,
-        start: I,
+        start: K,
         size: u64,
         mask: u64,
         value: u64,

@@ -10,7 +10,7 @@ use crate::tlb::TlbMaintenance;
 use crate::walker::{Visit, WalkFlags};
 use crate::Error;
 
-impl<A: FrameAlloc> PageTable<A> {
+impl<A: FrameAlloc, K: InputAddress> PageTable<A, K> {
     /// Maps `[start, start + size)` to `[pa, pa + size)` with `attrs` whether or not something
     /// is mapped there. Holes are filled as by [`map`](Self::map) (with `constraints`); existing
     /// leaves keep their size where the new output is aligned to it (else they are split) and
@@ -22,10 +22,10 @@ impl<A: FrameAlloc> PageTable<A> {
     /// As [`map`](Self::map), except `AlreadyMapped`. Entries changed before an error
     /// (`OutOfMemory` while splitting) keep their new mapping; the TLBs are consistent with the
     /// tables.
-    pub fn remap<I: InputAddress, T: TlbMaintenance + ?Sized>(
+    pub fn remap<T: TlbMaintenance + ?Sized>(
         &mut self,
         tlb: &mut T,
-        start: I,
+        start: K,
         size: u64,
         pa: PhysAddr,
         attrs: Attributes,

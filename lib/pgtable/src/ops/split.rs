@@ -75,7 +75,7 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
     }
 }
 
-impl<A: FrameAlloc> PageTable<A> {
+impl<A: FrameAlloc, K: InputAddress> PageTable<A, K> {
     /// Splits every block overlapping `[start, start + size)` until no leaf is larger than
     /// level `to_level` (2: 2 MiB, 3: 4 KiB); `contiguous` sets the contiguous bit in the new
     /// leaves. SKIP_LEVEL on, no summary: [`split_with`](Self::split_with) with
@@ -83,10 +83,10 @@ impl<A: FrameAlloc> PageTable<A> {
     ///
     /// # Errors
     /// As [`split_with`](Self::split_with).
-    pub fn split<I: InputAddress, T: TlbMaintenance + ?Sized>(
+    pub fn split<T: TlbMaintenance + ?Sized>(
         &mut self,
         tlb: &mut T,
-        start: I,
+        start: K,
         size: u64,
         to_level: usize,
         contiguous: bool,
@@ -102,12 +102,12 @@ impl<A: FrameAlloc> PageTable<A> {
     /// split entirely get the bit. Returns the number of blocks split.
     ///
     /// # Errors
-    /// `InvalidLevel` (target level not 2 or 3), range errors (`Misaligned`, `OutOfRange`,
-    /// `WrongAddressKind`), `OutOfMemory` (blocks split before it stay split).
-    pub fn split_with<I: InputAddress, T: TlbMaintenance + ?Sized>(
+    /// `InvalidLevel` (target level not 2 or 3), range errors (`Misaligned`, `OutOfRange`),
+    /// `OutOfMemory` (blocks split before it stay split).
+    pub fn split_with<T: TlbMaintenance + ?Sized>(
         &mut self,
         tlb: &mut T,
-        start: I,
+        start: K,
         size: u64,
         opts: SplitOpts,
     ) -> Result<u64, Error> {

@@ -91,17 +91,24 @@ fn stage2_identity_map_and_root() {
         ),
         Err(Error::OutOfRange { arg: Arg::End, value: (1 << 40) + PAGE_SIZE, limit: 1 << 40 })
     );
-    assert_eq!(
-        pt.map(
-            &mut tlb,
-            VirtAddr::new(0),
-            PAGE_SIZE,
-            PhysAddr::new(0),
-            Attributes::normal(Perms::RW),
-            Constraints::NONE
-        ),
-        Err(Error::WrongAddressKind { stage2: true })
-    );
+}
+
+/// A regime chosen at run time is checked once, at creation, against the table's input address
+/// type (operations cannot be given the other kind: `compile_fail` doc-tests on `PageTable`).
+#[test]
+fn a_regime_of_the_other_address_kind_is_refused_at_creation() {
+    let s2_of_vas = PageTable::<HeapFrames, VirtAddr>::new(Regime::Stage2 { vmid: 1 }, HeapFrames::new());
+    assert_eq!(s2_of_vas.err(), Some(Error::WrongAddressKind { stage2: true }));
+    let el2_of_ipas = PageTable::<HeapFrames, IntermPhysAddr>::new(Regime::El2, HeapFrames::new());
+    assert_eq!(el2_of_ipas.err(), Some(Error::WrongAddressKind { stage2: false }));
+    let user = Regime::El1 { asid: 3, half: VaHalf::Lower };
+    let el1_of_ipas = PageTable::<HeapFrames, IntermPhysAddr>::with_config(user, Config::default(), HeapFrames::new());
+    assert_eq!(el1_of_ipas.err(), Some(Error::WrongAddressKind { stage2: false }));
+    // The typed constructors build the regime they name.
+    assert_eq!(PageTable::stage2(7, HeapFrames::new()).unwrap().regime(), Regime::Stage2 { vmid: 7 });
+    assert_eq!(PageTable::el2(HeapFrames::new()).unwrap().regime(), Regime::El2);
+    assert_eq!(PageTable::el1(3, VaHalf::Lower, HeapFrames::new()).unwrap().regime(), user);
+    assert!(PageTable::<HeapFrames, VirtAddr>::new(user, HeapFrames::new()).is_ok());
 }
 
 #[test]

@@ -63,22 +63,17 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
     }
 }
 
-impl<A: FrameAlloc> PageTable<A> {
+impl<A: FrameAlloc, K: InputAddress> PageTable<A, K> {
     /// Unmaps `[start, start + size)` (PROT_NONE entries included). Blocks crossing the ends are
     /// split first; contiguous ranges crossing them are unfolded; tables left empty are unlinked
     /// and freed after the TLBI that removes them from the walk caches. Unmapping holes is not
     /// an error.
     ///
     /// # Errors
-    /// Range errors ([`Error::Misaligned`], [`Error::OutOfRange`], [`Error::WrongAddressKind`]),
+    /// Range errors ([`Error::Misaligned`], [`Error::OutOfRange`]),
     /// [`Error::OutOfMemory`] (splitting a block across an end; what was unmapped before stays
     /// unmapped and flushed).
-    pub fn unmap<I: InputAddress, T: TlbMaintenance + ?Sized>(
-        &mut self,
-        tlb: &mut T,
-        start: I,
-        size: u64,
-    ) -> Result<(), Error> {
+    pub fn unmap<T: TlbMaintenance + ?Sized>(&mut self, tlb: &mut T, start: K, size: u64) -> Result<(), Error> {
         let (s, e) = self.offsets(start, size)?;
         self.unmap_offsets(tlb, s, e)
     }
@@ -101,10 +96,10 @@ impl<A: FrameAlloc> PageTable<A> {
     ///
     /// # Errors
     /// As [`unmap`](Self::unmap).
-    pub fn unmap_pages_of<I: InputAddress, T: TlbMaintenance + ?Sized>(
+    pub fn unmap_pages_of<T: TlbMaintenance + ?Sized>(
         &mut self,
         tlb: &mut T,
-        start: I,
+        start: K,
         size: u64,
         mut page: impl FnMut(PhysAddr),
     ) -> Result<(), Error> {
