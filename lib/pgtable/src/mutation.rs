@@ -68,11 +68,19 @@ impl Mutation {
         matches!(self, Mutation::LazyRelaxAnyPermission)
     }
 
+    /// Whether the property test's random sequences reach the bug too rarely to count on (a
+    /// read-only split of a writable block inside the range, live, under BBML2: 6000 cases of
+    /// 2 MiB units did not find it): its hand-written scenario catches it
+    /// (`model::mutations::mutation_split_read_only_unflushed_is_caught`).
+    pub const fn scenario_only(self) -> bool {
+        matches!(self, Mutation::SplitReadOnlyUnflushed)
+    }
+
     /// Whether the bug shows only in runs of 2 MiB blocks (consecutive blocks of one level-2
     /// table, all in the range of a split): a run that hunts it must map and split such runs
     /// often (the property test's scale of 2 MiB units).
     pub const fn needs_block_runs(self) -> bool {
-        matches!(self, Mutation::SplitRunBreaksFirst | Mutation::SplitReadOnlyUnflushed)
+        matches!(self, Mutation::SplitRunBreaksFirst)
     }
 }
 
