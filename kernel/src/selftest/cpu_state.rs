@@ -188,8 +188,10 @@ fn enable() {
 }
 
 /// `test=sve-state`: SVE (and SME when the CPU has it) state survives traps to the hypervisor.
-// Never inlined: its SVE instructions must stay under this module's symbols, the only
-// kernel place `xtask::build::fp_simd_allowed` lets them be.
+///
+/// Never inlined: the xtask allows FP/SVE/SME instructions only in functions named
+/// `kernel::selftest::cpu_state::*` (`xtask/src/build.rs` `fp_simd_allowed`); inlined into the
+/// self-test table's closure they would be refused.
 #[inline(never)]
 pub fn sve_state() -> Result<(), String> {
     if (ID_AA64PFR0_EL1.get() >> 32) & 0xf == 0 {
@@ -331,8 +333,6 @@ fn sme_state() -> Result<usize, String> {
 }
 
 /// `test=mte-regs`: MTE's EL1 registers are reachable (they trap unless HCR_EL2.ATA is set).
-// Never inlined: its SVE instructions must stay under this module's symbols, the only
-// kernel place `xtask::build::fp_simd_allowed` lets them be.
 #[inline(never)]
 pub fn mte_regs() -> Result<(), String> {
     let mte = (ID_AA64PFR1_EL1.get() >> 8) & 0xf;
