@@ -68,11 +68,10 @@ impl Mutation {
         matches!(self, Mutation::LazyRelaxAnyPermission)
     }
 
-    /// Whether the property test's random sequences reach the bug too rarely to count on (a
-    /// read-only split of a writable block inside the range, live, under BBML2: 6000 cases of
-    /// 2 MiB units did not find it): its hand-written scenario catches it
-    /// (`model::mutations::mutation_split_read_only_unflushed_is_caught`).
-    pub const fn scenario_only(self) -> bool {
+    /// Whether the bug shows only in splits that write-protect (`SplitOpts::read_only`): a
+    /// run that hunts it must draw them (the property test's sequences with read-only splits;
+    /// the others have none).
+    pub const fn needs_read_only_splits(self) -> bool {
         matches!(self, Mutation::SplitReadOnlyUnflushed)
     }
 
