@@ -225,12 +225,15 @@ fn setup(scale: Scale, max_ops: usize, ro_splits: bool) -> impl Strategy<Value =
         })
 }
 
+/// A planted pair: the range (`at`, `len`), then where the map and the split go among the ops.
+type Planted = ((u64, u64), usize, usize);
+
 /// With `ro_splits`, each case also maps a writable, block-aligned range (1 to 4 blocks of
 /// 2 MiB, or 1 GiB where the window holds one) and later splits the same range read-only,
 /// both at random places among its random operations (which may change the range between
 /// them): random ranges alone rarely put a writable block wholly inside a read-only split, the
 /// case that write-protects. Without, nothing is drawn.
-fn planted(scale: Scale, max_ops: usize, ro_splits: bool) -> BoxedStrategy<Option<((u64, u64), usize, usize)>> {
+fn planted(scale: Scale, max_ops: usize, ro_splits: bool) -> BoxedStrategy<Option<Planted>> {
     if !ro_splits {
         return Just(None).boxed();
     }
