@@ -57,11 +57,19 @@ pub fn enable_slot(id: u64, flags: u64, internal: bool) -> Result<(), HypError> 
         let mut guard = STAGE2.lock();
         let s2 = guard.as_mut().ok_or(HypError::NoMemory)?;
         let mut tlb = HwTlb::detect();
-        split::write_protect(s2, &mut tlb, slot.range(), CrossingBlocks::Split)?;
         if eager {
-            let r = split::split_range(s2, &mut tlb, slot.range(), opts, Some(SlotMapping::of(slot)));
+            // The split builds the blocks' pages read-only: no walk over the blocks to
+            // write-protect them first. The write-protect after it takes what the split leaves
+            // (pages already there, blocks crossing the slot's ends) and skips the new tables;
+            // it runs even when the split failed, so the slot is protected whatever happens.
+            let r = split::split_range(s2, &mut tlb, slot.range(), opts, true);
+            let w = split::write_protect(s2, &mut tlb, slot.range(), CrossingBlocks::Split);
             s2.frames_mut().drain();
             r?;
+            w?;
+            split::check_split(s2, slot.range(), SlotMapping::of(slot));
+        } else {
+            split::write_protect(s2, &mut tlb, slot.range(), CrossingBlocks::Split)?;
         }
     }
     slot.log = Some(Log { manual, eager, dirty });
@@ -204,16 +212,19 @@ fn clear_words(
     let split_here = log.manual && log.eager;
     // As KVM: protect (and split) from the first to the last cleared page of each word. Words
     // whose spans touch go as one run: one walk and one flush instead of one per 64 pages.
-    // Splitting too: write-protect first, as KVM, with blocks crossing the run's ends protected
-    // whole (KVM's write-protect walk leaves blocks whole), then split: the split builds the
-    // pages read-only at once, instead of building them writable and then clearing write in
-    // each of them. Without the split, blocks crossing the ends are split one level, so
-    // nothing outside the run becomes read-only.
+    // Splitting too: the split builds the pages of the blocks inside the run read-only at once
+    // (no write-protect walk over the blocks first, nor a clear of write in each new page),
+    // then the write-protect takes the rest of the run (pages already there, the inside part
+    // of blocks crossing its ends, which the split left writable: nothing outside the run
+    // becomes read-only) and skips the new tables. It runs even when the split failed (its
+    // bits are clear already): blocks left then are protected whole, which needs no memory.
+    // Without the split, blocks crossing the ends are split one level.
     let mut protect = |lo: u64, hi: u64| -> Result<(), HypError> {
         let r = Range::new(slot.base + lo * PAGE, slot.base + hi * PAGE);
         if split_here {
+            let s = split::split_range(s2, tlb, r, opts, true);
             split::write_protect(s2, tlb, r, CrossingBlocks::ProtectWhole)?;
-            split::split_range(s2, tlb, r, opts, None)?;
+            s?;
             split::check_split(s2, r, slot);
         } else {
             split::write_protect(s2, tlb, r, CrossingBlocks::Split)?;
@@ -222,13 +233,26 @@ fn clear_words(
     };
     let words = log.dirty.words();
     let mut run = None;
-    for w in 0..req.mask_words() {
+    let mut w = 0;
+    while w < req.mask_words() {
+        // Whole words (a slot cleared whole is all such words): their bitmap words zeroed and
+        // their pages added to the run together.
+        let end = req.ones_run(w, &mask);
+        if end > w {
+            words[req.bitmap_word(w)..req.bitmap_word(end)].fill(0);
+            if let Some((lo, hi)) = hypcore::dirty::extend_run(&mut run, req.words_span(w, end)) {
+                protect(lo, hi)?;
+            }
+            w = end;
+            continue;
+        }
         let m = req.applied(w, mask(w));
+        w += 1;
         if m == 0 {
             continue;
         }
-        words[req.bitmap_word(w)] &= !m;
-        if let Some((lo, hi)) = hypcore::dirty::extend_run(&mut run, req.protect_span(w, m)) {
+        words[req.bitmap_word(w - 1)] &= !m;
+        if let Some((lo, hi)) = hypcore::dirty::extend_run(&mut run, req.protect_span(w - 1, m)) {
             protect(lo, hi)?;
         }
     }

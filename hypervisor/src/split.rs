@@ -89,20 +89,16 @@ pub fn pages_needed(len: u64) -> usize {
 }
 
 /// Splits every block of `r` to 4 KiB pages with the chosen walker, in `opts.chunk`-sized
-/// aligned pieces (0: one piece). The cache keeps what is left over: the caller drains it when
-/// its whole operation is done. With `check` and `hyp.check-split`, every page is checked after.
-pub fn split_range(
-    s2: &mut S2,
-    tlb: &mut HwTlb,
-    r: Range,
-    opts: WalkerOpts,
-    check: Option<SlotMapping>,
-) -> Result<(), HypError> {
+/// aligned pieces (0: one piece); `read_only`: the pages of blocks inside `r` are built without
+/// write access (`pgtable::SplitOpts::read_only`: the caller write-protects the rest after). The
+/// cache keeps what is left over: the caller drains it when its whole operation is done.
+pub fn split_range(s2: &mut S2, tlb: &mut HwTlb, r: Range, opts: WalkerOpts, read_only: bool) -> Result<(), HypError> {
     // The walker mode goes with each call: nothing of it stays on the table (a later split on
     // the fault path takes the defaults, whatever a benchmark chose here).
     let split_opts = pgtable::SplitOpts {
         skip_target_level: opts.mode != WalkerMode::Baseline,
         summary: opts.mode == WalkerMode::Summary,
+        read_only,
         ..pgtable::SplitOpts::to(3)
     };
     let (t0, i0) = (now_ns(), pmu_insns());
@@ -133,11 +129,7 @@ pub fn split_range(
         }
     }
     DIRTY.split_ns.fetch_add(now_ns() - t0, Ordering::Relaxed);
-    result?;
-    if let Some(m) = check {
-        check_split(s2, r, m);
-    }
-    Ok(())
+    result
 }
 
 /// Write-protects `r`: clears write access and keeps the rest (the guest's RAM stays

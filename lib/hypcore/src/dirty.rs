@@ -80,6 +80,30 @@ impl ClearRequest {
         (self.first / 64 + w) as usize
     }
 
+    /// Where a run of whole mask words from word `w` on ends: the first word at or after `w`
+    /// that is not all ones (`mask(w)` read once each) or not wholly inside the request. Words
+    /// `w..end` clear their whole bitmap words and protect pages [`words_span`](Self::words_span)
+    /// `(w, end)`, exactly what each would one by one, without the per-word work (a slot cleared
+    /// whole is all such words).
+    pub fn ones_run(&self, w: u64, mask: impl Fn(u64) -> u64) -> u64 {
+        let whole = self.count / 64;
+        let mut end = w;
+        // Eight words at a time (their AND, one compare), then one by one where a group is not
+        // all ones or the request ends: a cleared slot of 8 GiB has 32768 words.
+        while end + 8 <= whole && (0..8).fold(u64::MAX, |all, k| all & mask(end + k)) == u64::MAX {
+            end += 8;
+        }
+        while end < whole && mask(end) == u64::MAX {
+            end += 1;
+        }
+        end
+    }
+
+    /// Pages `[lo, hi)` of the slot that the whole mask words `w..end` cover.
+    pub fn words_span(&self, w: u64, end: u64) -> (u64, u64) {
+        (self.first + w * 64, self.first + end * 64)
+    }
+
     /// Pages `[lo, hi)` of the slot that mask word `w` (already [`applied`](Self::applied),
     /// non-zero) write-protects: from its first to its last set bit, as KVM does.
     pub fn protect_span(&self, w: u64, m: u64) -> (u64, u64) {
@@ -135,6 +159,29 @@ mod tests {
         assert_eq!(ClearRequest::new(u64::MAX - 63, 64, 128), Err(HypError::OutOfRange));
         assert_eq!(ClearRequest::new(0, 10, 128), Err(HypError::Misaligned));
         assert!(ClearRequest::new(64, 36, 100).is_ok(), "a partial count that ends the slot");
+    }
+
+    #[test]
+    fn a_run_of_whole_words_ends_at_a_partial_word_or_the_request_end() {
+        let c = ClearRequest::new(64, 64 * 4 + 36, 64 * 5 + 36).unwrap();
+        let mask = [u64::MAX, u64::MAX, 7, u64::MAX, u64::MAX];
+        let at = |w: u64| mask[w as usize];
+        assert_eq!(c.ones_run(0, at), 2);
+        assert_eq!(c.ones_run(2, at), 2, "a partial word starts no run");
+        assert_eq!(c.ones_run(3, at), 4, "the last word is only partly inside the request");
+        assert_eq!(c.words_span(0, 2), (64, 192));
+        // The run's span is the spans of its words joined.
+        assert_eq!(c.words_span(0, 2), (c.protect_span(0, u64::MAX).0, c.protect_span(1, u64::MAX).1));
+        let exact = ClearRequest::new(0, 128, 128).unwrap();
+        assert_eq!(exact.ones_run(0, |_| u64::MAX), 2);
+        // Groups of eight and the words after them: a zero bit anywhere ends the run there.
+        let big = ClearRequest::new(0, 64 * 40, 64 * 40).unwrap();
+        for hole in [0, 3, 7, 8, 15, 16, 30, 39] {
+            let at = |w: u64| if w == hole { !(1 << 9) } else { u64::MAX };
+            assert_eq!(big.ones_run(0, at), hole, "hole at word {hole}");
+            assert_eq!(big.ones_run(hole + 1, at), 40, "after the hole at word {hole}");
+        }
+        assert_eq!(big.ones_run(0, |_| u64::MAX), 40);
     }
 
     #[test]

@@ -8,7 +8,7 @@
 //! cf. KVM's `stage2_try_break_pte` / `stage2_make_pte`).
 
 use crate::addr::{level_size, InputAddress, PhysAddr, CONT_ENTRIES, ENTRIES_PER_TABLE};
-use crate::descriptor::{cont_size, needs_flush, Desc};
+use crate::descriptor::{cont_size, grants_write, needs_flush, without_write, Desc};
 use crate::frame::FrameAlloc;
 use crate::gather::{emit_invalidation, FlushRequest, TlbGather};
 use crate::regime::Regime;
@@ -320,6 +320,30 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
         let req = FlushRequest { range: off..off + size, stride, leaf_only, global, tables: &[] };
         emit_invalidation(self.regime, &req, &self.policy.flush, self.tlb);
         self.tlb.dsb(Barrier::Ish);
+    }
+
+    /// Before a split under BBML2 links tables whose leaves lack the write access of the live
+    /// blocks `olds` (entries `first..` of `table` at `level`, input from `off`; a split that
+    /// write-protects, [`crate::SplitOpts::read_only`]): the blocks are write-protected in place
+    /// and flushed now (`DSB ISHST`, TLBI, `DSB ISH`), so the tables then replace blocks of the
+    /// same permissions, the only change BBML2 allows without break-before-make, and no TLB
+    /// keeps a writable block over the read-only pages. Without BBML2 the break does both.
+    pub fn write_protect_before_split(&mut self, table: PhysAddr, first: usize, level: usize, off: u64, olds: &[Desc]) {
+        let (mut any, mut global) = (false, false);
+        for (k, &d) in olds.iter().enumerate() {
+            if grants_write(self.regime, d) {
+                self.write(table, first + k, without_write(self.regime, d));
+                any = true;
+                global |= self.is_global(d);
+            }
+        }
+        if any && self.live && !seeded_bug!(self, SplitReadOnlyUnflushed) {
+            let size = level_size(level);
+            let bbm = self.stats.bbm;
+            self.flush_now(off, size * olds.len() as u64, size, true, global);
+            // Not a break-before-make: the blocks stay mapped.
+            self.stats.bbm = bbm;
+        }
     }
 
     /// Break-before-make, the "break": the live entries `first..first + olds.len()` of `table`

@@ -38,12 +38,15 @@ pub enum Mutation {
     UnmapPagesUnflushed,
     /// The split of a run of level-2 blocks breaks only the first before linking them all.
     SplitRunBreaksFirst,
+    /// A write-protecting split under BBML2 writes the blocks read-only in place but does not
+    /// flush them before linking the read-only tables (a writable block stays cached).
+    SplitReadOnlyUnflushed,
 }
 
 impl Mutation {
     /// Every seeded bug (all variants but `None`, in declaration order; a test keeps the list
     /// complete).
-    pub const ALL: [Mutation; 12] = [
+    pub const ALL: [Mutation; 13] = [
         Mutation::SkipBbmOnSplit,
         Mutation::ElideTlbiRwToRo,
         Mutation::ElideTlbiOaChange,
@@ -56,12 +59,20 @@ impl Mutation {
         Mutation::ProtectRunWideKind,
         Mutation::UnmapPagesUnflushed,
         Mutation::SplitRunBreaksFirst,
+        Mutation::SplitReadOnlyUnflushed,
     ];
 
     /// Whether the bug can only show with `Policy::lazy_relax` on a user (EL1&0 lower half)
     /// table: a run that hunts it must turn lazy relaxation on.
     pub const fn needs_lazy_relax(self) -> bool {
         matches!(self, Mutation::LazyRelaxAnyPermission)
+    }
+
+    /// Whether the bug shows only in splits that write-protect (`SplitOpts::read_only`): a
+    /// run that hunts it must draw them (the property test's sequences with read-only splits;
+    /// the others have none).
+    pub const fn needs_read_only_splits(self) -> bool {
+        matches!(self, Mutation::SplitReadOnlyUnflushed)
     }
 
     /// Whether the bug shows only in runs of 2 MiB blocks (consecutive blocks of one level-2
@@ -95,11 +106,12 @@ mod tests {
                 Mutation::ProtectRunWideKind => Some(9),
                 Mutation::UnmapPagesUnflushed => Some(10),
                 Mutation::SplitRunBreaksFirst => Some(11),
+                Mutation::SplitReadOnlyUnflushed => Some(12),
             }
         }
         for (i, m) in Mutation::ALL.into_iter().enumerate() {
             assert_eq!(position(m), Some(i), "{m:?}");
         }
-        assert_eq!(position(Mutation::SplitRunBreaksFirst).map(|p| p + 1), Some(Mutation::ALL.len()));
+        assert_eq!(position(Mutation::SplitReadOnlyUnflushed).map(|p| p + 1), Some(Mutation::ALL.len()));
     }
 }

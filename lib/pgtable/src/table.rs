@@ -88,12 +88,26 @@ pub struct SplitOpts {
     pub summary: bool,
     /// Break-before-make even under BBML2.
     pub force_bbm: bool,
+    /// The leaves of every block split that lies inside the range are built without write
+    /// access (KVM's write-protect of dirty logging fused into the split: no separate walk over
+    /// the blocks first), and the new tables get the "no writable leaf below" summary. Blocks
+    /// crossing the range's ends keep their permissions; pages and tables already there are
+    /// left as they are (a write-protect after the split takes them, and skips the new tables).
+    pub read_only: bool,
 }
 
 impl SplitOpts {
-    /// Split to `to_level` (2 or 3), no contiguous bit, SKIP_LEVEL on, no summary.
+    /// Split to `to_level` (2 or 3), no contiguous bit, SKIP_LEVEL on, no summary, permissions
+    /// kept.
     pub const fn to(to_level: usize) -> SplitOpts {
-        SplitOpts { to_level, contiguous: false, skip_target_level: true, summary: false, force_bbm: false }
+        SplitOpts {
+            to_level,
+            contiguous: false,
+            skip_target_level: true,
+            summary: false,
+            force_bbm: false,
+            read_only: false,
+        }
     }
 }
 

@@ -5,6 +5,7 @@ use crate::addr::{PhysAddr, VirtAddr, PAGE_SIZE};
 use crate::attrs::{Attributes, Constraints, Perms};
 use crate::mutation::Mutation;
 use crate::regime::{Regime, VaHalf};
+use crate::table::SplitOpts;
 use std::format;
 
 const MIB: u64 = 1 << 20;
@@ -12,8 +13,13 @@ const MIB: u64 = 1 << 20;
 /// Runs `ops` on a live EL1 user table with pages and a 2 MiB block mapped; returns the
 /// checker's verdict.
 fn run(m: Mutation, ops: impl FnOnce(&mut Harness)) -> Result<(), String> {
+    run_on(m, false, ops)
+}
+
+/// [`run`], on a table with BBML2 when `bbml2`.
+fn run_on(m: Mutation, bbml2: bool, ops: impl FnOnce(&mut Harness)) -> Result<(), String> {
     let regime = Regime::El1 { asid: 2, half: VaHalf::Lower };
-    let mut h = Harness::new(regime, false, false);
+    let mut h = Harness::new(regime, bbml2, false);
     let rw = Attributes::normal(Perms::RW | Perms::USER);
     h.pt.map(&mut h.tlb, VirtAddr::new(0x40_0000), 2 * MIB, PhysAddr::new(0x8000_0000), rw, Constraints::NONE).unwrap();
     h.pt.map(
@@ -108,11 +114,25 @@ fn split_block_run(h: &mut Harness) {
     h.pt.split(&mut h.tlb, VirtAddr::new(0x4000_0000), 8 * MIB, 3, false).unwrap();
 }
 
+/// Maps a 1 GiB block, then splits it and the 2 MiB block to read-only pages in one call each
+/// (the split that write-protects: level-1 blocks through `install_table`, level-2 blocks
+/// through the run of blocks).
+fn split_read_only(h: &mut Harness) {
+    let rw = Attributes::normal(Perms::RW | Perms::USER);
+    let gib = VirtAddr::new(0x4000_0000);
+    h.pt.map(&mut h.tlb, gib, 1 << 30, PhysAddr::new(0x1_0000_0000), rw, Constraints::NONE).unwrap();
+    let opts = SplitOpts { read_only: true, ..SplitOpts::to(3) };
+    h.pt.split_with(&mut h.tlb, VirtAddr::new(0x40_0000), 2 * MIB, opts).unwrap();
+    h.pt.split_with(&mut h.tlb, gib, 1 << 30, opts).unwrap();
+    let t = h.pt.translate(VirtAddr::new(0x4000_5000)).unwrap();
+    assert_eq!((t.level, t.attrs.perms), (3, Perms::READ | Perms::USER));
+}
+
 /// One operation of the mutation tests.
 type TestOp = fn(&mut Harness);
 
 /// Every operation of the mutation tests, each correct without a mutation.
-const OPS: [(&str, TestOp); 11] = [
+const OPS: [(&str, TestOp); 12] = [
     ("split", split),
     ("rw_to_ro", rw_to_ro),
     ("change_output", change_output),
@@ -124,6 +144,7 @@ const OPS: [(&str, TestOp); 11] = [
     ("ro_among_rw", ro_among_rw),
     ("unmap_pages_of", unmap_pages_of),
     ("split_block_run", split_block_run),
+    ("split_read_only", split_read_only),
 ];
 
 #[test]
@@ -131,6 +152,7 @@ fn unmutated_operations_are_clean() {
     for (name, op) in OPS {
         assert_eq!(run(Mutation::None, op), Ok(()), "{name}");
     }
+    assert_eq!(run_on(Mutation::None, true, split_read_only), Ok(()), "split_read_only under BBML2");
 }
 
 fn caught(m: Mutation, op: fn(&mut Harness), expect: &str) {
@@ -194,6 +216,14 @@ fn mutation_unmap_pages_unflushed_is_caught() {
 #[test]
 fn mutation_split_run_breaks_first_is_caught() {
     caught(Mutation::SplitRunBreaksFirst, split_block_run, "break-before-make violated");
+}
+
+#[test]
+fn mutation_split_read_only_unflushed_is_caught() {
+    match run_on(Mutation::SplitReadOnlyUnflushed, true, split_read_only) {
+        Ok(()) => panic!("SplitReadOnlyUnflushed was not caught"),
+        Err(e) => assert!(e.contains("stale TLB entry"), "unexpected report:\n{e}"),
+    }
 }
 
 #[test]

@@ -20,7 +20,7 @@ use crate::attrs::{Attributes, Constraints, Perms};
 use crate::descriptor::{sw, validate};
 use crate::mutation::Mutation;
 use crate::regime::{Regime, VaHalf};
-use crate::{CrossingBlocks, Error, ErrorKind};
+use crate::{CrossingBlocks, Error, ErrorKind, SplitOpts};
 
 /// One step of a sequence; ranges in units of the scale. `WriteProtect::whole`: blocks crossing
 /// the ends are write-protected whole ([`CrossingBlocks::ProtectWhole`]).
@@ -62,6 +62,7 @@ enum Op {
         at: u64,
         len: u64,
         to: usize,
+        ro: bool,
     },
     Fold {
         at: u64,
@@ -165,7 +166,13 @@ fn out_for(scale: Scale) -> impl Strategy<Value = Option<u64>> {
     ]
 }
 
-fn op(scale: Scale) -> impl Strategy<Value = Op> {
+/// One random operation; with `ro_splits`, splits are read-only, to pages where they may be,
+/// and three times as frequent. A constant (`Just`) draws nothing from the runner's random
+/// stream: without `ro_splits` the sequences are those drawn before read-only splits existed
+/// (the fixed seed of [`property_test_catches_every_mutation`] finds each seeded bug in the
+/// same case).
+fn op(scale: Scale, ro_splits: bool) -> impl Strategy<Value = Op> {
+    let split_weight = if ro_splits { 3 } else { 1 };
     prop_oneof![
         4 => (range(scale), out_for(scale), any::<u8>(), 0..4u8).prop_map(|((at, len), out, perms, cons)| Op::Map {
             at,
@@ -185,10 +192,11 @@ fn op(scale: Scale) -> impl Strategy<Value = Op> {
             perms
         }),
         // Coarse scale: splitting gigabytes down to pages would only make the run slow.
-        1 => (range(scale), 2..=3usize).prop_map(move |((at, len), to)| Op::Split {
+        split_weight => (range(scale), 2..=3usize, Just(ro_splits)).prop_map(move |((at, len), to, ro)| Op::Split {
             at,
             len,
-            to: if scale.unit > PAGE_SIZE && len > 2 { 2 } else { to }
+            to: if scale.unit > PAGE_SIZE && len > 2 { 2 } else if ro { 3 } else { to },
+            ro
         }),
         1 => range(scale).prop_map(|(at, len)| Op::Fold { at, len }),
         1 => range(scale).prop_map(|(at, len)| Op::Unfold { at, len }),
@@ -196,7 +204,7 @@ fn op(scale: Scale) -> impl Strategy<Value = Op> {
     ]
 }
 
-fn setup(scale: Scale, max_ops: usize) -> impl Strategy<Value = Setup> {
+fn setup(scale: Scale, max_ops: usize, ro_splits: bool) -> impl Strategy<Value = Setup> {
     (
         0..REGIMES.len(),
         any::<bool>(),
@@ -204,17 +212,40 @@ fn setup(scale: Scale, max_ops: usize) -> impl Strategy<Value = Setup> {
         prop::bool::weighted(0.8),
         any::<bool>(),
         prop_oneof![3 => Just(0usize), 1 => 0..4usize],
-        prop::collection::vec(op(scale), 1..=max_ops),
+        prop::collection::vec(op(scale, ro_splits), 1..=max_ops),
+        planted(scale, max_ops, ro_splits),
     )
-        .prop_map(|(regime, bbml2, range_tlbi, elision, split_contiguous, live_after, ops)| Setup {
-            regime,
-            bbml2,
-            range_tlbi,
-            elision,
-            split_contiguous,
-            live_after,
-            ops,
+        .prop_map(move |(regime, bbml2, range_tlbi, elision, split_contiguous, live_after, mut ops, planted)| {
+            if let Some(((at, len), i, j)) = planted {
+                let to = if len * scale.unit <= 8 << 20 { 3 } else { 2 };
+                ops.insert(i.max(j).min(ops.len()), Op::Split { at, len, to, ro: true });
+                ops.insert(i.min(j).min(ops.len()), Op::Map { at, len, out: at, perms: 2, cons: 0 });
+            }
+            Setup { regime, bbml2, range_tlbi, elision, split_contiguous, live_after, ops }
         })
+}
+
+/// A planted pair: the range (`at`, `len`), then where the map and the split go among the ops.
+type Planted = ((u64, u64), usize, usize);
+
+/// With `ro_splits`, each case also maps a writable, block-aligned range (1 to 4 blocks of
+/// 2 MiB, or 1 GiB where the window holds one) and later splits the same range read-only,
+/// both at random places among its random operations (which may change the range between
+/// them): random ranges alone rarely put a writable block wholly inside a read-only split, the
+/// case that write-protects. Without, nothing is drawn.
+fn planted(scale: Scale, max_ops: usize, ro_splits: bool) -> BoxedStrategy<Option<Planted>> {
+    if !ro_splits {
+        return Just(None).boxed();
+    }
+    let block = (2 << 20) / scale.unit;
+    let w = scale.window_units;
+    let blocks = (0..w / block, 1..=4u64).prop_map(move |(b, n)| (b * block, (n * block).min(w - b * block)));
+    let range = if w * scale.unit >= 1 << 30 {
+        prop_oneof![3 => blocks, 1 => Just((0, (1 << 30) / scale.unit))].boxed()
+    } else {
+        blocks.boxed()
+    };
+    (range, 0..=max_ops, 0..=max_ops).prop_map(Some).boxed()
 }
 
 type RefMap = BTreeMap<u64, (u64, Perms)>;
@@ -285,7 +316,10 @@ impl<K: InputAddress> Case<K> {
                 Attributes::normal(perms_for(regime, perms)),
                 Constraints::NONE,
             ),
-            Op::Split { at, len, to } => h.pt.split(&mut h.tlb, a(at), len * unit, to, false).map(drop),
+            Op::Split { at, len, to, ro } => {
+                let opts = SplitOpts { read_only: ro, ..SplitOpts::to(to) };
+                h.pt.split_with(&mut h.tlb, a(at), len * unit, opts).map(drop)
+            }
             Op::Fold { at, len } => h.pt.fold(&mut h.tlb, a(at), len * unit).map(drop),
             Op::Unfold { at, len } => h.pt.unfold(&mut h.tlb, a(at), len * unit).map(drop),
             Op::SoftBits { at, len, dirty } => {
@@ -294,19 +328,46 @@ impl<K: InputAddress> Case<K> {
         }
     }
 
+    /// The units `[start, end)` of the leaf mapping unit `u` when it covers more than `min`
+    /// bytes (`entry`: of its one entry, not of its contiguous group), if any.
+    fn leaf_units(&self, u: u64, min: u64, entry: bool) -> Option<(u64, u64)> {
+        let unit = self.scale.unit;
+        let addr = self.base + u * unit;
+        let t = self.h.pt.translate(K::from_raw(addr));
+        t.map(|t| if entry { crate::addr::level_size(t.level) } else { t.size }).filter(|&size| size > min).map(
+            |size| {
+                let start = (addr & !(size - 1)) - self.base;
+                (start / unit, (start + size) / unit)
+            },
+        )
+    }
+
+    /// The units a read-only split of `[at, at + len)` to `to` makes read-only: those of every
+    /// block larger than level `to`'s entries that lies inside the range (read before the call).
+    fn read_only_split_units(&self, at: u64, len: u64, to: usize) -> Vec<u64> {
+        let mut units = Vec::new();
+        let mut u = at;
+        while u < at + len {
+            match self.leaf_units(u, crate::addr::level_size(to), true) {
+                Some((lo, hi)) => {
+                    if lo >= at && hi <= at + len {
+                        units.extend(lo..hi);
+                    }
+                    u = hi.max(u + 1);
+                }
+                None => u += 1,
+            }
+        }
+        units
+    }
+
     /// The units a write-protect of `[at, at + len)` makes read-only: the range, and with
     /// `whole` also the rest of a leaf crossing either end (read before the call).
     fn write_protected_units(&self, at: u64, len: u64, whole: bool) -> core::ops::Range<u64> {
         let unit = self.scale.unit;
         let (mut lo, mut hi) = (at, at + len);
         if whole && len > 0 {
-            let leaf = |u: u64| {
-                let addr = self.base + u * unit;
-                self.h.pt.translate(K::from_raw(addr)).filter(|t| t.size > unit).map(|t| {
-                    let start = (addr & !(t.size - 1)) - self.base;
-                    (start / unit, (start + t.size) / unit)
-                })
-            };
+            let leaf = |u: u64| self.leaf_units(u, unit, false);
             if let Some((s, _)) = leaf(at) {
                 lo = s;
             }
@@ -321,6 +382,10 @@ impl<K: InputAddress> Case<K> {
         let protected = match *op {
             Op::WriteProtect { at, len, whole } => self.write_protected_units(at, len, whole),
             _ => 0..0,
+        };
+        let split_read_only = match *op {
+            Op::Split { at, len, to, ro: true } => self.read_only_split_units(at, len, to),
+            _ => Vec::new(),
         };
         let res = self.call(op);
         let unit = self.scale.unit;
@@ -391,6 +456,14 @@ impl<K: InputAddress> Case<K> {
                     r.insert(at + u, (out(o + u), perms_for(self.regime, perms)));
                 }
             }
+            Op::Split { .. } => {
+                prop_assert_eq!(res, Ok(()), "{:?}", op);
+                for u in split_read_only {
+                    if let Some(v) = r.get_mut(&u) {
+                        v.1 = v.1.difference(Perms::WRITE);
+                    }
+                }
+            }
             _ => prop_assert_eq!(res, Ok(()), "{:?}", op),
         }
         if let Err(e) = self.h.check() {
@@ -451,14 +524,15 @@ fn config(cases: u32) -> Config {
     Config { cases, failure_persistence: None, max_shrink_iters: 2048, ..Config::default() }
 }
 
-fn property(scale: Scale, default_cases: u32, long_cases: u32, max_ops: usize, lazy_relax: bool) {
+/// Runs random cases of `scale` (`ro_splits`: splits are read-only, [`op`]) against the reference.
+fn property(scale: Scale, default_cases: u32, long_cases: u32, max_ops: usize, lazy_relax: bool, ro_splits: bool) {
     let cases = match std::env::var("PGTABLE_CASES").ok().and_then(|v| v.parse().ok()) {
         Some(n) => n,
         None if long() => long_cases,
         None => default_cases,
     };
     let mut runner = TestRunner::new(config(cases));
-    let result = runner.run(&setup(scale, max_ops), |s| run_case(scale, &s, Mutation::None, lazy_relax));
+    let result = runner.run(&setup(scale, max_ops, ro_splits), |s| run_case(scale, &s, Mutation::None, lazy_relax));
     if let Err(e) = result {
         panic!("{e}");
     }
@@ -466,25 +540,40 @@ fn property(scale: Scale, default_cases: u32, long_cases: u32, max_ops: usize, l
 
 #[test]
 fn fine_sequences_match_reference_and_checker_stays_silent() {
-    property(FINE, 96, 1_000_000, 8, false);
+    property(FINE, 96, 1_000_000, 8, false, false);
 }
 
 /// Lazy relaxation leaves narrower entries in the TLBs: the checker accepts them (they only
 /// refuse what the tables allow) while the reference map still matches.
 #[test]
 fn sequences_with_lazy_relaxation_stay_silent() {
-    property(FINE, 96, 100_000, 8, true);
+    property(FINE, 96, 100_000, 8, true, false);
 }
 
 #[test]
 fn coarse_sequences_match_reference_and_checker_stays_silent() {
-    property(COARSE, 32, 20_000, 6, false);
+    property(COARSE, 32, 20_000, 6, false, false);
 }
 
 /// 2 MiB units over 1 GiB: maps of blocks and splits of runs of them to pages.
 #[test]
 fn block_sequences_match_reference_and_checker_stays_silent() {
-    property(BLOCKS, 64, 50_000, 8, false);
+    property(BLOCKS, 64, 50_000, 8, false, false);
+}
+
+/// Sequences whose splits write-protect (`SplitOpts::read_only`, the dirty log's split),
+/// mixed with every other operation: 2 MiB blocks split to pages among pages and contiguous
+/// ranges. Apart from the tests above, which draw the sequences they drew before read-only
+/// splits existed.
+#[test]
+fn read_only_split_sequences_match_reference_and_checker_stays_silent() {
+    property(FINE, 96, 100_000, 8, false, true);
+}
+
+/// Read-only splits of runs of 2 MiB blocks to pages and of 1 GiB blocks to 2 MiB blocks.
+#[test]
+fn read_only_split_block_sequences_match_reference_and_checker_stays_silent() {
+    property(BLOCKS, 32, 10_000, 8, false, true);
 }
 
 /// The property test (not only the hand-written scenarios) finds every seeded bug.
@@ -505,8 +594,8 @@ fn property_test_catches_every_mutation() {
             ..Config::default()
         });
         // Runs of 2 MiB blocks split to pages come often only with 2 MiB units.
-        let scale = if m.needs_block_runs() { BLOCKS } else { FINE };
-        let r = runner.run(&setup(scale, 8), |s| {
+        let scale = if m.needs_block_runs() || m.needs_read_only_splits() { BLOCKS } else { FINE };
+        let r = runner.run(&setup(scale, 8, m.needs_read_only_splits()), |s| {
             // Live from the start so that every change is maintained.
             let s = Setup { live_after: 0, ..s };
             // A bug in lazy relaxation shows only with it on.

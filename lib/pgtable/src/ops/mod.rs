@@ -13,7 +13,10 @@ mod unmap;
 
 use crate::addr::{level_size, PhysAddr, CONT_ENTRIES, ENTRIES_PER_TABLE};
 use crate::ctx::Ctx;
-use crate::descriptor::{cont_level, cont_size, is_permission_only_change, needs_flush, sw, Desc, IGNORED_LEAF_BITS};
+use crate::descriptor::{
+    cont_level, cont_size, grants_write, is_permission_only_change, needs_flush, sw, without_write, Desc,
+    IGNORED_LEAF_BITS,
+};
 use crate::frame::FrameAlloc;
 use crate::table::seeded_bug;
 use crate::tlb::TlbMaintenance;
@@ -34,14 +37,14 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
 
     /// Builds, in frames no walker can reach, the subtree that maps exactly what the leaf
     /// `block` at `level` (input offset `off`) maps, with leaves at `to_level` (contiguous where
-    /// `contiguous`).
+    /// `contiguous`); `read_only`: [`Ctx::table_of`] for its inner tables.
     fn build_subtree(
         &mut self,
         block: Desc,
         level: usize,
         off: u64,
         to_level: usize,
-        contiguous: bool,
+        (contiguous, read_only): (bool, bool),
     ) -> Result<PhysAddr, Error> {
         let child = level + 1;
         let size = level_size(child);
@@ -58,8 +61,8 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
         for i in 0..ENTRIES_PER_TABLE {
             let pa = PhysAddr::new(block.addr().as_u64() + i as u64 * size);
             let inner = Self::child_leaf(block, child, pa, false);
-            let d = match self.build_subtree(inner, child, off + i as u64 * size, to_level, contiguous) {
-                Ok(t) => Desc::table(t),
+            let d = match self.build_subtree(inner, child, off + i as u64 * size, to_level, (contiguous, read_only)) {
+                Ok(t) => self.table_of(t, inner, read_only),
                 Err(e) => {
                     self.free_unlinked(table, child);
                     return Err(e);
@@ -70,14 +73,29 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
         Ok(table)
     }
 
-    /// Replaces the leaf of `e` (currently `old`) by the linked subtree `table`.
+    /// The table descriptor linking `table`, a subtree built from the leaf `block`: with the
+    /// "no writable leaf below" summary when `read_only` (a split that write-protects) and
+    /// `block` grants no write (none of its leaves does). Only there: elsewhere (a split at the
+    /// end of a `protect` range) the operation may go on to write writable leaves below.
+    fn table_of(&self, table: PhysAddr, block: Desc, read_only: bool) -> Desc {
+        let d = Desc::table(table);
+        if read_only && !grants_write(self.regime, block) {
+            Desc(d.0 | sw::TABLE_NO_WRITABLE)
+        } else {
+            d
+        }
+    }
+
+    /// Replaces the leaf of `e` (currently `old`) by the linked subtree `table`, built from the
+    /// leaf `block` (`old`, or `old` without write access).
     ///
     /// Not live: plain write. Old entry invalid (PROT_NONE): `DSB ISHST`, write. BBML2: `DSB
     /// ISHST` (subtree visible), then the table replaces the block directly, no TLBI: both map
-    /// the same output with the same attributes. Otherwise break-before-make: invalidate, `DSB
-    /// ISHST`, TLBI, `DSB ISH`, then link.
-    fn install_table(&mut self, e: &Entry, old: Desc, table: PhysAddr) {
-        let new = Desc::table(table);
+    /// the same output with the same attributes (a block losing write access is write-protected
+    /// and flushed first, [`Ctx::write_protect_before_split`]). Otherwise break-before-make:
+    /// invalidate, `DSB ISHST`, TLBI, `DSB ISH`, then link.
+    fn install_table(&mut self, e: &Entry, old: Desc, table: PhysAddr, block: Desc, read_only: bool) {
+        let new = self.table_of(table, block, read_only);
         self.stats.splits += 1;
         if !self.live {
             self.write(e.table, e.index, new);
@@ -86,6 +104,8 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
         self.publish_new_table();
         if !(self.bbml2 || seeded_bug!(self, SkipBbmOnSplit)) {
             self.break_entries(e.table, e.index, e.level, e.off, &[old]);
+        } else if block != old {
+            self.write_protect_before_split(e.table, e.index, e.level, e.off, &[old]);
         }
         self.write(e.table, e.index, new);
     }
@@ -93,13 +113,25 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
     /// Splits the leaf of `e` into a table down to `to_level`. A contiguous block is unfolded
     /// first (its range no longer holds once one member is split).
     pub(crate) fn split_entry(&mut self, e: &Entry, to_level: usize, contiguous: bool) -> Result<(), Error> {
+        self.split_entry_as(e, to_level, contiguous, false)
+    }
+
+    /// [`Ctx::split_entry`], the new leaves without write access when `read_only`.
+    pub(crate) fn split_entry_as(
+        &mut self,
+        e: &Entry,
+        to_level: usize,
+        contiguous: bool,
+        read_only: bool,
+    ) -> Result<(), Error> {
         let mut old = e.desc;
         if old.is_contiguous() {
             self.convert_group(e, false);
             old = self.read_desc(e.table, e.index);
         }
-        let table = self.build_subtree(old, e.level, e.off, to_level, contiguous)?;
-        self.install_table(e, old, table);
+        let block = if read_only { without_write(self.regime, old) } else { old };
+        let table = self.build_subtree(block, e.level, e.off, to_level, (contiguous, read_only))?;
+        self.install_table(e, old, table, block, read_only);
         Ok(())
     }
 

@@ -180,6 +180,21 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
         }
     }
 
+    /// Whether no entry of the level-2 table `t` grants write: each is a table with the "no
+    /// writable leaf below" summary, or anything else that grants no write (a read-only block,
+    /// an empty or PROT_NONE entry). One load and a compare or two per entry.
+    fn level2_without_writable(&self, t: crate::addr::PhysAddr) -> bool {
+        let regime = self.regime;
+        (0..crate::addr::ENTRIES_PER_TABLE).all(|i| {
+            let d = self.read_desc(t, i);
+            if d.is_table(2) {
+                d.is_table_without_writable(2)
+            } else {
+                !grants_write(regime, d)
+            }
+        })
+    }
+
     /// `write_protect` of the entries of the level-3 table below the level-2 entry `en` that lie
     /// in `[s, e)`: clears write access in every valid page, one loop over raw descriptors.
     /// Removing write access from a valid page always needs a flush (never elided, never a
@@ -459,6 +474,11 @@ impl<A: FrameAlloc, K: InputAddress> PageTable<A, K> {
                     if en.inside(s, e) {
                         ctx.set_table_summary(en, sw::TABLE_NO_WRITABLE);
                     }
+                    ctx.skip_children();
+                } else if en.level == 1 && en.inside(s, e) && ctx.level2_without_writable(en.desc.addr()) {
+                    // Nothing below grants write (a read-only split just built it): summarised
+                    // in one loop over its entries instead of a visit of each.
+                    ctx.set_table_summary(en, sw::TABLE_NO_WRITABLE);
                     ctx.skip_children();
                 }
                 Ok(())

@@ -1,8 +1,8 @@
 //! `split`: eager splitting of every block in a range (dirty logging), with SKIP_LEVEL.
 
-use crate::addr::{level_size, InputAddress, PhysAddr, ENTRIES_PER_TABLE};
+use crate::addr::{level_size, InputAddress, ENTRIES_PER_TABLE};
 use crate::ctx::Ctx;
-use crate::descriptor::{sw, Desc};
+use crate::descriptor::{sw, without_write, Desc};
 use crate::frame::FrameAlloc;
 use crate::table::{seeded_bug, Opts, PageTable, SplitOpts};
 use crate::tlb::TlbMaintenance;
@@ -21,11 +21,13 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
     /// `TLBI VMALLE1IS`) and the tables are linked (KVM breaks each block alone: one flush of
     /// each kind per block). Stops at the first entry that is not such a block (a table, a
     /// hole, a contiguous block: the walker visits it) and counts the walker's visits of the
-    /// blocks it took. Returns how many blocks it split.
-    fn split_block_run(&mut self, e: &Entry, s: u64, e_end: u64) -> Result<u64, Error> {
+    /// blocks it took. With `read_only`, the new pages lack write access (under BBML2 the blocks
+    /// are write-protected and flushed first: [`Ctx::write_protect_before_split`]). Returns how
+    /// many blocks it split.
+    fn split_block_run(&mut self, e: &Entry, s: u64, e_end: u64, read_only: bool) -> Result<u64, Error> {
         let size = level_size(2);
         let mut olds = [Desc::INVALID; BLOCK_RUN];
-        let mut news = [PhysAddr::new(0); BLOCK_RUN];
+        let mut news = [Desc::INVALID; BLOCK_RUN];
         let mut n = 0;
         let mut err = None;
         while n < BLOCK_RUN && e.index + n < ENTRIES_PER_TABLE {
@@ -37,10 +39,11 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
             if !d.is_mapping(2) || d.is_contiguous() {
                 break;
             }
-            match self.build_subtree(d, 2, off, 3, false) {
+            let block = if read_only { without_write(self.regime, d) } else { d };
+            match self.build_subtree(block, 2, off, 3, (false, read_only)) {
                 Ok(t) => {
                     olds[n] = d;
-                    news[n] = t;
+                    news[n] = self.table_of(t, block, read_only);
                     n += 1;
                 }
                 Err(x) => {
@@ -58,10 +61,12 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
             if !(self.bbml2 || seeded_bug!(self, SkipBbmOnSplit)) {
                 let broken = if seeded_bug!(self, SplitRunBreaksFirst) { n.min(1) } else { n };
                 self.break_entries(e.table, e.index, 2, e.off, &olds[..broken]);
+            } else if read_only {
+                self.write_protect_before_split(e.table, e.index, 2, e.off, &olds[..n]);
             }
         }
         for (k, t) in news[..n].iter().enumerate() {
-            self.write(e.table, e.index + k, Desc::table(*t));
+            self.write(e.table, e.index + k, *t);
         }
         match err {
             Some(x) => Err(x),
@@ -124,6 +129,7 @@ impl<A: FrameAlloc, K: InputAddress> PageTable<A, K> {
             flags = flags | WalkFlags::SKIP_NO_BLOCKS | WalkFlags::TABLE_POST;
         }
         let contiguous = opts.contiguous;
+        let read_only = opts.read_only;
         let mut count = 0;
         let r = self.run(tlb, Opts { force_bbm: opts.force_bbm }, s, e, flags, |ctx, en| {
             if en.visit == Visit::TablePost {
@@ -137,10 +143,10 @@ impl<A: FrameAlloc, K: InputAddress> PageTable<A, K> {
             }
             if en.level < to_level && en.desc.is_mapping(en.level) {
                 if en.level == 2 && to_level == 3 && !contiguous && !en.desc.is_contiguous() && en.inside(s, e) {
-                    count += ctx.split_block_run(en, s, e)?;
+                    count += ctx.split_block_run(en, s, e, read_only)?;
                     return Ok(());
                 }
-                ctx.split_entry(en, to_level, contiguous)?;
+                ctx.split_entry_as(en, to_level, contiguous, read_only && en.inside(s, e))?;
                 count += 1;
             }
             Ok(())
