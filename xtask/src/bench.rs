@@ -266,6 +266,30 @@ fn boot_side(
     Ok(rows)
 }
 
+/// The QEMU run of bench `b` on machine `m`: its CPU model, GIC, vCPUs and memory, `-icount
+/// shift=0` when `icount`, and the kernel words that start the bench.
+fn machine_config(b: &GuestBench, m: &Machine, icount: bool) -> QemuConfig {
+    QemuConfig {
+        cpu: m.cpu.into(),
+        gic: m.gic,
+        smp: m.smp,
+        mem: m.mem.into(),
+        icount: icount.then_some(0),
+        bootargs: format!("bench={}{}", b.name, extra_bootargs(b.name, icount)),
+        ..QemuConfig::default()
+    }
+}
+
+/// The peer side of `ours`: the same machine (CPU model, vCPUs, memory, GIC, hypervisor,
+/// icount), Linux as the guest, told to run the bench's programs.
+fn peer_config(ours: &QemuConfig, guest: &qemu::Guest) -> QemuConfig {
+    QemuConfig {
+        guest: Some(guest.clone()),
+        bootargs: format!("pgtlab_test=bench pgtlab_bench_args=rounds={EL0_ROUNDS}"),
+        ..ours.clone()
+    }
+}
+
 /// Boots `b` on each of its machines (and its Linux side, when `linux` is given) and prints
 /// and saves the tables.
 pub fn run_guest(
@@ -285,15 +309,7 @@ pub fn run_guest(
     let mut wall: Vec<(&str, u64)> = Vec::new();
     let mut jsonl = String::new();
     for m in b.machines {
-        let cfg = QemuConfig {
-            cpu: m.cpu.into(),
-            gic: m.gic,
-            smp: m.smp,
-            mem: m.mem.into(),
-            icount: icount.then_some(0),
-            bootargs: format!("bench={}{}", b.name, extra_bootargs(b.name, icount)),
-            ..QemuConfig::default()
-        };
+        let cfg = machine_config(b, m, icount);
         let started = std::time::Instant::now();
         let rows = boot_side(b, m, "pgtlab", &cfg, qemu, images)?;
         if b.name == "split" {
@@ -301,12 +317,7 @@ pub fn run_guest(
         }
         let mut sides = vec![("pgtlab", rows)];
         if let Some((guest, _)) = linux {
-            // The same machine (CPU model, vCPUs, memory, GIC, hypervisor), Linux as the guest.
-            let cfg = QemuConfig {
-                guest: Some(guest.clone()),
-                bootargs: format!("pgtlab_test=bench pgtlab_bench_args=rounds={EL0_ROUNDS}"),
-                ..cfg
-            };
+            let cfg = peer_config(&cfg, guest);
             sides.push(("linux", boot_side(b, m, "linux", &cfg, qemu, images)?));
         }
         for (side, rows) in &sides {
@@ -526,6 +537,42 @@ pub fn check_split(rows: &[ParsedRecord], icount: bool) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every bench's QEMU run is its machine's (CPU model, GIC, vCPUs, memory), `-icount` when
+    /// asked, started by its own kernel word; the Linux peer runs on the same machine, the
+    /// same way, with Linux as the guest told to run the bench.
+    #[test]
+    fn each_bench_runs_on_its_machine_and_the_peer_on_the_same() {
+        let linux = qemu::Guest { kernel: "vmlinuz".into(), initrd: Some("initrd".into()), append: "quiet".into() };
+        for b in GUEST_BENCHES {
+            for m in b.machines {
+                for icount in [false, true] {
+                    let cfg = machine_config(b, m, icount);
+                    let what = format!("{} on {} (icount {icount})", b.name, m.label);
+                    assert_eq!(
+                        (cfg.cpu.as_str(), cfg.gic, cfg.smp, cfg.mem.as_str()),
+                        (m.cpu, m.gic, m.smp, m.mem),
+                        "{what}"
+                    );
+                    assert_eq!(cfg.icount, icount.then_some(0), "{what}");
+                    assert!(cfg.bootargs.starts_with(&format!("bench={}", b.name)), "{what}: {}", cfg.bootargs);
+                    assert!(cfg.guest.is_none() && !cfg.no_hypervisor, "{what}");
+                    let peer = peer_config(&cfg, &linux);
+                    assert_eq!(
+                        (peer.cpu.as_str(), peer.gic, peer.smp, peer.mem.as_str(), peer.icount),
+                        (m.cpu, m.gic, m.smp, m.mem, icount.then_some(0)),
+                        "{what}: the peer's machine"
+                    );
+                    assert_eq!(peer.guest.as_ref(), Some(&linux), "{what}");
+                    assert_eq!(
+                        peer.bootargs,
+                        format!("pgtlab_test=bench pgtlab_bench_args=rounds={EL0_ROUNDS}"),
+                        "{what}"
+                    );
+                }
+            }
+        }
+    }
 
     fn rows(insns: u64) -> Vec<ParsedRecord> {
         let mut out = String::new();

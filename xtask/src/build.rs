@@ -395,6 +395,28 @@ mod tests {
         }
     }
 
+    /// The FP/SIMD check names the function each instruction is in by `symbol_at`: the text
+    /// symbol at or below the address (of this test's own executable, an ELF the host has:
+    /// the lookup does not depend on the architecture), and none below the first one.
+    #[test]
+    fn symbol_at_names_the_function_an_address_is_in() {
+        let exe = std::fs::read(std::env::current_exe().unwrap()).unwrap();
+        let file = ElfFile64::<Endianness>::parse(&*exe).expect("the test executable is a 64-bit ELF");
+        let text = || file.symbols().filter(|s| s.kind() == object::SymbolKind::Text);
+        let f = text()
+            .find(|s| s.size() > 4 && s.name().is_ok_and(|n| demangle(n).ends_with("build::elf_to_image")))
+            .expect("elf_to_image among the executable's symbols");
+        // Aliases at the same address are all right answers.
+        let names: Vec<String> =
+            text().filter(|s| s.address() == f.address()).filter_map(|s| s.name().ok().map(demangle)).collect();
+        for addr in [f.address(), f.address() + 2, f.address() + f.size() - 1] {
+            let got = symbol_at(&file, addr).expect("a symbol");
+            assert!(names.contains(&got), "{addr:#x}: {got:?} is not one of {names:?}");
+        }
+        let lowest = text().map(|s| s.address()).min().unwrap();
+        assert_eq!(symbol_at(&file, lowest.saturating_sub(1)).filter(|_| lowest > 0), None);
+    }
+
     #[test]
     fn demangles_legacy_names() {
         assert_eq!(demangle("_ZN10hypervisor4trap5fatal17h0123456789abcdefE"), "hypervisor::trap::fatal");

@@ -356,6 +356,28 @@ mod tests {
         assert_eq!(s.console(Some(Duration::from_millis(300))), ConsoleEnd::TimedOut);
     }
 
+    /// `wait_ready` waits up to its limit for a `ready` that comes late (the loader repeats it
+    /// about once a second), takes the RAM it reports, and says "no ready" only once the limit
+    /// has passed. The line comes 300 ms after the wait starts; the limit is 30 s, so a loaded
+    /// machine cannot make it late.
+    #[test]
+    fn a_late_ready_is_waited_for_until_the_limit() {
+        let (mut master, name) = link::pty();
+        let mut s = Session::new(link::open(&name, 115_200).unwrap(), |_| {}, false);
+        let ready = format!("{}\r\n", Status::Ready { version: chainboot::VERSION, ram_mib: 1024 });
+        let writer = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            master.write_all(ready.as_bytes()).unwrap();
+            master
+        });
+        assert_eq!(s.wait_ready(Some(Duration::from_secs(30))).unwrap(), 1024);
+        let _master = writer.join().unwrap();
+        let started = Instant::now();
+        let e = s.wait_ready(Some(Duration::from_millis(200))).unwrap_err().to_string();
+        assert!(e.contains("no `ready` from the loader within 200ms"), "{e}");
+        assert!(started.elapsed() >= Duration::from_millis(200), "gave up before its limit");
+    }
+
     #[test]
     fn rate_line_compares_with_the_line() {
         let s = Sent::Booted { bytes: 11_520, elapsed: Duration::from_secs(1), entry: 0 };

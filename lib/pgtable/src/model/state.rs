@@ -855,3 +855,34 @@ fn matches(regime: Regime, op: &Tlbi, e: &TlbEntry) -> bool {
         _ => false,
     }
 }
+
+#[cfg(test)]
+mod summary_tests {
+    use crate::addr::{PhysAddr, VirtAddr};
+    use crate::attrs::{Attributes, Constraints, Perms};
+    use crate::model::harness::Harness;
+    use crate::regime::Regime;
+
+    /// The checker sees a block under a table entry that says "no block below" (what a split
+    /// that trusted the bit would skip). Written by hand: no operation of the library leaves
+    /// one, so only this test shows the check is not blind.
+    #[test]
+    fn a_block_below_a_no_blocks_table_is_reported() {
+        let mut h: Harness = Harness::new(Regime::El2, false, false);
+        let rw = Attributes::normal(Perms::RW);
+        // Pages only below 1 GiB: the level-1 entry's new table says "no block below".
+        h.pt.map(&mut h.tlb, VirtAddr::new(0), 4 << 20, PhysAddr::new(0x4000_0000), rw, Constraints::NO_BLOCKS)
+            .unwrap();
+        h.check().expect("clean before the hand-written block");
+        {
+            let mut m = h.model.borrow_mut();
+            let l2 = m.placement.iter().find(|(_, &(level, _))| level == 2).map(|(&t, _)| t).expect("level-2 table");
+            // Entry 1 (2-4 MiB) becomes a valid 2 MiB block (valid, block type, AF).
+            let (page, i) = m.slot(l2, 1);
+            m.frames.get_mut(&page).expect("frame").data[i] = 0x4020_0000 | 0b01 | 1 << 10;
+        }
+        let report = h.check().expect_err("a block below a no-blocks table");
+        assert!(report.contains("says no block below"), "{report}");
+        assert!(!report.contains("no writable leaf"), "{report}");
+    }
+}

@@ -500,3 +500,30 @@ fn split_with_contiguous_sets_the_bit_and_without_does_not() {
         assert_eq!((t.level, t.contiguous), (3, contiguous));
     }
 }
+
+/// `unmap_pages_of`'s one-table path unfolds a contiguous group only where the range cuts it:
+/// a group the range covers whole is cleared as it is, in a level-3 table that is not the
+/// first (its entries' offsets are the table's own plus their index, not minus).
+#[test]
+fn unmap_pages_of_leaves_a_whole_group_folded_away_from_the_first_table() {
+    let regime = Regime::El1 { asid: 3, half: VaHalf::Lower };
+    let mut pt = PageTable::new(regime, HeapFrames::new()).unwrap();
+    let mut tlb = CountingTlb::default();
+    // 2 MiB + 64 KiB .. + 256 KiB: four contiguous groups in the second level-3 table.
+    let va = 2 * MIB + 64 * 1024;
+    let attrs = Attributes::normal(Perms::RW);
+    pt.map(&mut tlb, VirtAddr::new(va), 256 * 1024, PhysAddr::new(0x8000_0000), attrs, Constraints::NO_BLOCKS).unwrap();
+    pt.set_live(&mut tlb);
+    assert!(pt.translate(VirtAddr::new(va + 64 * 1024)).unwrap().contiguous);
+    // The second group exactly: nothing to unfold.
+    let mut freed = 0;
+    pt.unmap_pages_of(&mut tlb, VirtAddr::new(va + 64 * 1024), 64 * 1024, |_| freed += 1).unwrap();
+    assert_eq!((freed, pt.stats().unfolds), (16, 0));
+    assert!(pt.translate(VirtAddr::new(va + 64 * 1024)).is_none());
+    assert!(pt.translate(VirtAddr::new(va + 128 * 1024)).unwrap().contiguous);
+    // Half of the third group: that group, and only it, is unfolded.
+    pt.unmap_pages_of(&mut tlb, VirtAddr::new(va + 128 * 1024), 32 * 1024, |_| freed += 1).unwrap();
+    assert_eq!((freed, pt.stats().unfolds), (24, 1));
+    assert!(!pt.translate(VirtAddr::new(va + 160 * 1024)).unwrap().contiguous);
+    assert!(pt.translate(VirtAddr::new(va)).unwrap().contiguous);
+}
