@@ -9,7 +9,7 @@ use std::string::String;
 use std::vec::Vec;
 
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use proptest::test_runner::{TestCaseError, TestRunner};
 
 use super::harness::Harness;
 use crate::addr::{PhysAddr, VirtAddr, PAGE_SIZE};
@@ -104,12 +104,14 @@ fn ops_strategy(max_page: u64, max_len: u64) -> impl Strategy<Value = Vec<(u64, 
 }
 
 fn prop(bbml2: bool, rodata: Rodata, base: u64, span: u64, max_len: u64) {
-    let mut runner = TestRunner::new(Config { cases: cases(), failure_persistence: None, ..Config::default() });
-    runner
-        .run(&ops_strategy(span / PAGE_SIZE, max_len), |ops| {
-            run_sequence(bbml2, rodata, base, span, &ops).map(|_| ()).map_err(TestCaseError::fail)
-        })
-        .unwrap();
+    let seed = super::props::seed();
+    let mut runner = TestRunner::new(super::props::config(cases(), seed));
+    let result = runner.run(&ops_strategy(span / PAGE_SIZE, max_len), |ops| {
+        run_sequence(bbml2, rodata, base, span, &ops).map(|_| ()).map_err(TestCaseError::fail)
+    });
+    if let Err(e) = result {
+        super::props::failed(e, seed);
+    }
 }
 
 #[test]
