@@ -236,23 +236,22 @@ fn clear_words(
     let mut w = 0;
     while w < req.mask_words() {
         // Whole words (a slot cleared whole is all such words): their bitmap words zeroed and
-        // their pages added to the run together.
+        // their pages added to the run together; else one word, from its first to its last bit.
         let end = req.ones_run(w, &mask);
-        if end > w {
+        let (next, span) = if end > w {
             words[req.bitmap_word(w)..req.bitmap_word(end)].fill(0);
-            if let Some((lo, hi)) = hypcore::dirty::extend_run(&mut run, req.words_span(w, end)) {
-                protect(lo, hi)?;
+            (end, req.words_span(w, end))
+        } else {
+            let m = req.applied(w, mask(w));
+            if m == 0 {
+                w += 1;
+                continue;
             }
-            w = end;
-            continue;
-        }
-        let m = req.applied(w, mask(w));
-        w += 1;
-        if m == 0 {
-            continue;
-        }
-        words[req.bitmap_word(w - 1)] &= !m;
-        if let Some((lo, hi)) = hypcore::dirty::extend_run(&mut run, req.protect_span(w - 1, m)) {
+            words[req.bitmap_word(w)] &= !m;
+            (w + 1, req.protect_span(w, m))
+        };
+        w = next;
+        if let Some((lo, hi)) = hypcore::dirty::extend_run(&mut run, span) {
             protect(lo, hi)?;
         }
     }
