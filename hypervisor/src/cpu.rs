@@ -28,6 +28,8 @@ pub struct PerCpu {
     /// Set once the CPU left the firmware's spin loop: from then on the hypervisor keeps it
     /// (a guest CPU_OFF parks it in [`crate::psci::park`]).
     pub released: AtomicBool,
+    /// Where this CPU, parked in WFI, and the CPU that starts it meet.
+    pub park: hypcore::park::Handshake,
 }
 
 impl PerCpu {
@@ -39,12 +41,15 @@ impl PerCpu {
             context: AtomicU64::new(0),
             release_addr: AtomicU64::new(0),
             released: AtomicBool::new(false),
+            park: hypcore::park::Handshake::new(),
         }
     }
 
-    /// The state now.
+    /// The state now. Sequentially consistent, as [`Self::claim_for_start`]: a parked CPU
+    /// offers its wake-up, then reads this; the CPU that starts it claims, then takes the offer
+    /// (`hypcore::park::Handshake`), so one of them sees the other.
     pub fn state(&self) -> CpuState {
-        match self.state.load(Ordering::Acquire) {
+        match self.state.load(Ordering::SeqCst) {
             0 => CpuState::Off,
             1 => CpuState::Starting,
             _ => CpuState::On,
@@ -58,7 +63,7 @@ impl PerCpu {
     /// Moves Off -> Starting; false if the CPU was not off (PSCI: ALREADY_ON / ON_PENDING).
     pub fn claim_for_start(&self) -> Result<(), CpuState> {
         self.state
-            .compare_exchange(CpuState::Off as u8, CpuState::Starting as u8, Ordering::AcqRel, Ordering::Acquire)
+            .compare_exchange(CpuState::Off as u8, CpuState::Starting as u8, Ordering::SeqCst, Ordering::SeqCst)
             .map(|_| ())
             .map_err(|s| if s == CpuState::On as u8 { CpuState::On } else { CpuState::Starting })
     }

@@ -48,6 +48,8 @@ fn pi4_hypervisor_and_kernel_4_cpus() {
     // watchdog (no PSCI firmware on the Pi 4).
     let r = hyp_and_kernel(Board::Pi4, 4);
     model(&r, "Raspberry Pi 4 Model B", "Cortex-A72");
+    // Taken at boot, they wait for CPU_ON in WFI (QEMU halts their threads), woken by an SGI.
+    r.expect_output("hyp: 3 CPUs taken from the spin table: they wait in WFI for the guest's CPU_ON");
     // The spin-table page (0..4 KiB, where QEMU's and the firmware's spin loop lives) is not
     // the guest's.
     let ram = r.record("hyp_boot");
