@@ -264,9 +264,13 @@ fn boot(dtb_addr: usize, loaded_at: Option<u64>) -> Result<core::convert::Infall
     if let Some(insn) = opts.aarch32_test {
         aarch32_test_guest(me, insn, kernel.entry, hyp.start)?;
     }
-    let taken = psci::take_waiting_cpus();
-    if taken > 0 {
-        rt::println!("hyp: {taken} CPUs taken from the spin table: they wait in WFI for the guest's CPU_ON");
+    match psci::take_waiting_cpus() {
+        (0, 0) => {}
+        (guest, 0) => rt::println!("hyp: {guest} CPUs taken from the spin table: they wait in WFI for the guest's CPU_ON"),
+        (guest, other) => rt::println!(
+            "hyp: {} CPUs taken from the spin table: they wait in WFI, {guest} for the guest's CPU_ON, {other} for good              (not the guest's)",
+            guest + other
+        ),
     }
     el2::start_cpu(me, kernel.entry, gdtb_at)
 }

@@ -50,23 +50,28 @@ fn waker() -> Option<rt::gicv2::V2Mmio> {
 }
 
 /// At the end of boot, on a board whose CPUs wait in a firmware spin table and which has a GIC to
-/// wake them through: takes the guest's other CPUs into the hypervisor now, where they wait in
-/// [`park`] (`WFI`) for the guest's CPU_ON instead of in the firmware's `WFE` loop, which under
-/// QEMU's TCG does not sleep and keeps host threads busy for the whole guest boot. Returns how
-/// many it took.
-pub fn take_waiting_cpus() -> usize {
+/// wake them through: takes the other CPUs into the hypervisor now, where they wait in [`park`]
+/// (`WFI`) for the guest's CPU_ON instead of in the firmware's `WFE` loop, which under QEMU's TCG
+/// does not sleep and keeps host threads busy for the whole run. CPUs beyond the guest's
+/// (`hyp.cpus`) wait there for good (CPU_ON refuses them); the migration worker starts on its
+/// own. Returns how many it took: (the guest's, the others).
+pub fn take_waiting_cpus() -> (usize, usize) {
+    let mut taken = (0, 0);
     if waker().is_none() {
-        return 0;
+        return taken;
     }
-    let guest_cpus = GUEST_CPUS.load(Ordering::Relaxed).min(rt::MAX_CPUS);
+    let guest_cpus = GUEST_CPUS.load(Ordering::Relaxed);
     let me = cpu::current();
-    let mut taken = 0;
-    for idx in (0..guest_cpus).filter(|&i| i != me && Some(i) != cpu::kept_for_hypervisor()) {
+    for idx in (0..rt::MAX_CPUS).filter(|&i| i != me && Some(i) != cpu::kept_for_hypervisor()) {
         let c = &CPUS[idx];
         let mpidr = c.mpidr.load(Ordering::Relaxed);
         if c.release_addr.load(Ordering::Relaxed) != 0 && !c.released.load(Ordering::Acquire) && mpidr != u64::MAX {
             release_from_spin_table(idx, mpidr);
-            taken += 1;
+            if idx < guest_cpus {
+                taken.0 += 1;
+            } else {
+                taken.1 += 1;
+            }
         }
     }
     taken
