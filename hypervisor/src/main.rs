@@ -507,7 +507,7 @@ extern "C" fn rt_secondary_main(cpu: usize) -> ! {
         migrate::worker_main();
     }
     let c = &CPUS[cpu];
-    if c.state() == CpuState::Off {
+    if !c.ready_to_start() {
         // Taken at boot (`psci::take_waiting_cpus`): wait for the guest's CPU_ON.
         psci::park(cpu);
     }

@@ -218,7 +218,7 @@ pub fn park(me: usize) -> ! {
         c.park.offer(o.iface);
         o
     });
-    while c.state() != CpuState::Starting {
+    while !c.ready_to_start() {
         if opened.is_some() {
             aarch64_cpu::asm::wfi();
         } else {
@@ -259,11 +259,9 @@ fn cpu_on(target: u64, entry: u64, context: u64) -> i64 {
         return p::INVALID_ADDRESS;
     }
     let c = &CPUS[idx];
-    if let Err(state) = c.claim_for_start() {
+    if let Err(state) = c.claim_for_start(entry, context) {
         return if state == CpuState::On { p::ALREADY_ON } else { p::ON_PENDING };
     }
-    c.entry.store(entry, Ordering::Relaxed);
-    c.context.store(context, Ordering::Relaxed);
     let r = start_physical(idx, target);
     if r != p::SUCCESS {
         c.set_state(CpuState::Off);
