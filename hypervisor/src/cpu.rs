@@ -28,6 +28,8 @@ pub struct PerCpu {
     /// Set once the CPU left the firmware's spin loop: from then on the hypervisor keeps it
     /// (a guest CPU_OFF parks it in [`crate::psci::park`]).
     pub released: AtomicBool,
+    /// Where this CPU, parked in WFI, and the CPU that starts it meet.
+    pub park: hypcore::park::Handshake,
 }
 
 impl PerCpu {
@@ -39,30 +41,52 @@ impl PerCpu {
             context: AtomicU64::new(0),
             release_addr: AtomicU64::new(0),
             released: AtomicBool::new(false),
+            park: hypcore::park::Handshake::new(),
         }
     }
 
-    /// The state now.
+    /// The state now. Sequentially consistent, as [`Self::claim_for_start`]: a parked CPU
+    /// offers its wake-up, then reads this; the CPU that starts it claims, then takes the offer
+    /// (`hypcore::park::Handshake`), so one of them sees the other. A CPU claimed by a CPU_ON
+    /// whose entry is not written yet reads as Starting.
     pub fn state(&self) -> CpuState {
-        match self.state.load(Ordering::Acquire) {
+        match self.state.load(Ordering::SeqCst) {
             0 => CpuState::Off,
-            1 => CpuState::Starting,
+            1 | CLAIMED => CpuState::Starting,
             _ => CpuState::On,
         }
+    }
+
+    /// Whether a CPU_ON's entry and context are written, so the CPU may start: what a CPU
+    /// waiting to be started looks at (Acquire: the entry written before is visible).
+    pub fn ready_to_start(&self) -> bool {
+        self.state.load(Ordering::SeqCst) == CpuState::Starting as u8
     }
 
     pub fn set_state(&self, s: CpuState) {
         self.state.store(s as u8, Ordering::Release);
     }
 
-    /// Moves Off -> Starting; false if the CPU was not off (PSCI: ALREADY_ON / ON_PENDING).
-    pub fn claim_for_start(&self) -> Result<(), CpuState> {
-        self.state
-            .compare_exchange(CpuState::Off as u8, CpuState::Starting as u8, Ordering::AcqRel, Ordering::Acquire)
-            .map(|_| ())
-            .map_err(|s| if s == CpuState::On as u8 { CpuState::On } else { CpuState::Starting })
+    /// CPU_ON: moves Off -> Starting with the guest's entry and context id, written before the
+    /// CPU can see it Starting ([`Self::ready_to_start`]); the CPU's state if it was not off
+    /// (PSCI: ALREADY_ON / ON_PENDING), nothing written then.
+    pub fn claim_for_start(&self, entry: u64, context: u64) -> Result<(), CpuState> {
+        self.state.compare_exchange(CpuState::Off as u8, CLAIMED, Ordering::SeqCst, Ordering::SeqCst).map_err(|s| {
+            if s == CpuState::On as u8 {
+                CpuState::On
+            } else {
+                CpuState::Starting
+            }
+        })?;
+        self.entry.store(entry, Ordering::Relaxed);
+        self.context.store(context, Ordering::Relaxed);
+        self.state.store(CpuState::Starting as u8, Ordering::SeqCst);
+        Ok(())
     }
 }
+
+/// The state between a CPU_ON's claim and its entry being written (reads as Starting).
+const CLAIMED: u8 = 3;
 
 /// Index = CPU number (DTB order); the boot CPU is whichever matches MPIDR at boot.
 pub static CPUS: [PerCpu; MAX_CPUS] = [const { PerCpu::new() }; MAX_CPUS];

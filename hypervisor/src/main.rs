@@ -264,6 +264,14 @@ fn boot(dtb_addr: usize, loaded_at: Option<u64>) -> Result<core::convert::Infall
     if let Some(insn) = opts.aarch32_test {
         aarch32_test_guest(me, insn, kernel.entry, hyp.start)?;
     }
+    match psci::take_waiting_cpus() {
+        (0, 0) => {}
+        (guest, 0) => rt::println!("hyp: {guest} CPUs taken from the spin table: they wait in WFI for the guest's CPU_ON"),
+        (guest, other) => rt::println!(
+            "hyp: {} CPUs taken from the spin table: they wait in WFI, {guest} for the guest's CPU_ON, {other} for good              (not the guest's)",
+            guest + other
+        ),
+    }
     el2::start_cpu(me, kernel.entry, gdtb_at)
 }
 
@@ -499,6 +507,10 @@ extern "C" fn rt_secondary_main(cpu: usize) -> ! {
         migrate::worker_main();
     }
     let c = &CPUS[cpu];
+    if !c.ready_to_start() {
+        // Taken at boot (`psci::take_waiting_cpus`): wait for the guest's CPU_ON.
+        psci::park(cpu);
+    }
     el2::start_cpu(cpu, c.entry.load(Ordering::Relaxed), c.context.load(Ordering::Relaxed))
 }
 

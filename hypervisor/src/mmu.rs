@@ -181,6 +181,12 @@ pub fn setup(board: &Board, plan: &hypcore::plan::MemoryPlan) -> Result<(u64, u6
     for r in board.spin_table_regions() {
         map(&mut el2, &mut tlb, "spin-table", r.base, r.end(), Attributes::normal(Perms::RW))?;
     }
+    // The GICv2 through which CPUs the hypervisor holds are woken (`psci::park`).
+    if let Some((d, c)) = crate::psci::wake_gic(board) {
+        let dev = Attributes::device(Perms::RW);
+        map(&mut el2, &mut tlb, "GIC distributor", d.base, d.base + d.size.max(PAGE), dev)?;
+        map(&mut el2, &mut tlb, "GIC CPU interface", c.base, c.base + c.size.max(PAGE), dev)?;
+    }
     if let Some(r) = board.pm_watchdog() {
         map(&mut el2, &mut tlb, "PM watchdog", r.base, r.end(), Attributes::device(Perms::RW))?;
     }

@@ -10,13 +10,14 @@
 use crate::cpu::{self, CpuState, CPUS};
 use crate::{exit, guest, smccc};
 use abi::psci as p;
-use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 /// Whether the board has PSCI firmware to forward to (its DTB has a PSCI node).
 static FIRMWARE: AtomicBool = AtomicBool::new(true);
 
-/// Called once at boot: whether the board's DTB has a PSCI node, and the spin-table release
-/// address of each CPU that has one.
+/// Called once at boot: whether the board's DTB has a PSCI node, the spin-table release
+/// address of each CPU that has one, and the GIC parked CPUs are woken through (mapped at EL2 by
+/// `mmu::setup`, see [`wake_gic`]).
 pub fn init(board: &board::Board) {
     FIRMWARE.store(board.psci.is_some(), Ordering::Relaxed);
     for (i, c) in board.cpus.iter().enumerate().take(rt::MAX_CPUS) {
@@ -24,6 +25,56 @@ pub fn init(board: &board::Board) {
             CPUS[i].release_addr.store(a, Ordering::Relaxed);
         }
     }
+    if let Some((d, c)) = wake_gic(board) {
+        WAKE_GICD.store(d.base, Ordering::Relaxed);
+        WAKE_GICC.store(c.base, Ordering::Relaxed);
+    }
+}
+
+/// The GICv2 (distributor, CPU interface) through which a CPU the hypervisor holds is woken from
+/// `WFI` (`hypcore::park`); None: such CPUs wait in `WFE` (a GICv3 board; none has spin-table
+/// CPUs here).
+pub fn wake_gic(board: &board::Board) -> Option<(board::Region, board::Region)> {
+    let g = board.gic.as_ref().filter(|g| g.version == board::GicVersion::V2)?;
+    Some((g.distributor, g.cpu_interface?))
+}
+
+static WAKE_GICD: AtomicU64 = AtomicU64::new(0);
+static WAKE_GICC: AtomicU64 = AtomicU64::new(0);
+
+fn waker() -> Option<rt::gicv2::V2Mmio> {
+    let (d, c) = (WAKE_GICD.load(Ordering::Relaxed), WAKE_GICC.load(Ordering::Relaxed));
+    // SAFETY: set by `init` from `wake_gic`, whose blocks `mmu::setup` maps at EL2 as device
+    // memory; the hypervisor touches only a parked CPU's banked registers and the wake SGI.
+    (d != 0 && c != 0).then(|| unsafe { rt::gicv2::V2Mmio::new(d as usize, c as usize, || {}) })
+}
+
+/// At the end of boot, on a board whose CPUs wait in a firmware spin table and which has a GIC to
+/// wake them through: takes the other CPUs into the hypervisor now, where they wait in [`park`]
+/// (`WFI`) for the guest's CPU_ON instead of in the firmware's `WFE` loop, which under QEMU's TCG
+/// does not sleep and keeps host threads busy for the whole run. CPUs beyond the guest's
+/// (`hyp.cpus`) wait there for good (CPU_ON refuses them); the migration worker starts on its
+/// own. Returns how many it took: (the guest's, the others).
+pub fn take_waiting_cpus() -> (usize, usize) {
+    let mut taken = (0, 0);
+    if waker().is_none() {
+        return taken;
+    }
+    let guest_cpus = GUEST_CPUS.load(Ordering::Relaxed);
+    let me = cpu::current();
+    for idx in (0..rt::MAX_CPUS).filter(|&i| i != me && Some(i) != cpu::kept_for_hypervisor()) {
+        let c = &CPUS[idx];
+        let mpidr = c.mpidr.load(Ordering::Relaxed);
+        if c.release_addr.load(Ordering::Relaxed) != 0 && !c.released.load(Ordering::Acquire) && mpidr != u64::MAX {
+            release_from_spin_table(idx, mpidr);
+            if idx < guest_cpus {
+                taken.0 += 1;
+            } else {
+                taken.1 += 1;
+            }
+        }
+    }
+    taken
 }
 
 /// CPUs the guest has (the first N of the DTB): CPU_ON for any other is refused.
@@ -149,11 +200,41 @@ fn cpu_off() -> [u64; 4] {
     park(me)
 }
 
-/// A CPU the hypervisor keeps off (no firmware to give it back to): waits, in WFE, for a
-/// CPU_ON to mark it Starting, then enters the guest at the entry CPU_ON gave.
-fn park(me: usize) -> ! {
-    while CPUS[me].state() != CpuState::Starting {
-        aarch64_cpu::asm::wfe();
+/// A CPU the hypervisor keeps off (no firmware to give it back to, or taken at boot by
+/// [`take_waiting_cpus`]): waits for a CPU_ON to mark it Starting, then enters the guest at the
+/// entry CPU_ON gave. It waits in `WFI`, its GIC CPU interface opened to the wake SGI alone
+/// (`hypcore::park`, which gives the interface back before the guest runs here), or in `WFE` on a
+/// board without a GICv2 to wake it through.
+pub fn park(me: usize) -> ! {
+    use aarch64_cpu::registers::{ReadWriteable, HCR_EL2};
+    let c = &CPUS[me];
+    let gic = waker();
+    let opened = gic.as_ref().map(|g| {
+        let o = hypcore::park::open(g);
+        // Physical IRQs to EL2, where they stay masked: a pending one is a WFI wake-up event
+        // on every implementation, whatever it does for one routed to a lower level.
+        HCR_EL2.modify(HCR_EL2::IMO::SET);
+        aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
+        c.park.offer(o.iface);
+        o
+    });
+    while !c.ready_to_start() {
+        if opened.is_some() {
+            aarch64_cpu::asm::wfi();
+        } else {
+            aarch64_cpu::asm::wfe();
+        }
+    }
+    if let (Some(g), Some(o)) = (gic, opened) {
+        if c.park.withdraw() {
+            // The waker took the offer: its SGI is sent (or about to be); end it here.
+            while !c.park.is_sent() {
+                core::hint::spin_loop();
+            }
+        }
+        hypcore::park::close(&g, o);
+        HCR_EL2.modify(HCR_EL2::IMO::CLEAR);
+        c.park.mark_woke();
     }
     // Leave the trap's frames behind: the guest starts over from the top of this CPU's stack.
     let top = rt::start::stack_bounds(me).1;
@@ -178,11 +259,9 @@ fn cpu_on(target: u64, entry: u64, context: u64) -> i64 {
         return p::INVALID_ADDRESS;
     }
     let c = &CPUS[idx];
-    if let Err(state) = c.claim_for_start() {
+    if let Err(state) = c.claim_for_start(entry, context) {
         return if state == CpuState::On { p::ALREADY_ON } else { p::ON_PENDING };
     }
-    c.entry.store(entry, Ordering::Relaxed);
-    c.context.store(context, Ordering::Relaxed);
     let r = start_physical(idx, target);
     if r != p::SUCCESS {
         c.set_state(CpuState::Off);
@@ -197,27 +276,46 @@ fn cpu_on(target: u64, entry: u64, context: u64) -> i64 {
 pub fn start_physical(idx: usize, mpidr: u64) -> i64 {
     let c = &CPUS[idx];
     if c.released.load(Ordering::Acquire) {
-        // A parked CPU (its state is Starting now): wake it.
+        // A parked CPU (its state is Starting now): wake it, with the SGI if it waits in WFI
+        // (`hypcore::park::Handshake`: it offered before it looked at its state).
+        if let (Some(g), Some(iface)) = (waker(), c.park.take()) {
+            let restore = hypcore::park::send(&g, iface);
+            c.park.mark_sent();
+            if let Some(ctlr) = restore {
+                // The guest had not enabled its distributor: put it back once the CPU woke.
+                while !c.park.is_woke() {
+                    core::hint::spin_loop();
+                }
+                kcore::gic::v2::Regs::write(&g, kcore::gic::v2::Reg::DCtlr, ctlr);
+            }
+        }
         aarch64_cpu::asm::barrier::dsb(aarch64_cpu::asm::barrier::SY);
         aarch64_cpu::asm::sev();
         return p::SUCCESS;
     }
-    let release = c.release_addr.load(Ordering::Relaxed);
-    if release != 0 {
-        rt::start::set_spin_mpidr(idx, mpidr & rt::MPIDR_AFF_MASK);
-        c.released.store(true, Ordering::Release);
-        let entry = rt::start::spin_entry_addr() as u64;
-        // SAFETY: `release` is the CPU's cpu-release-addr in the firmware's spin-table memory,
-        // mapped at EL2 by mmu::setup and kept out of the guest's RAM; the firmware's loop
-        // reads it (MMU off) and jumps there. 8-byte aligned as the binding requires.
-        unsafe { core::ptr::write_volatile(release as *mut u64, entry) };
-        rt::cache::clean_to_poc(release, 8);
-        aarch64_cpu::asm::barrier::dsb(aarch64_cpu::asm::barrier::SY);
-        aarch64_cpu::asm::sev();
+    if c.release_addr.load(Ordering::Relaxed) != 0 {
+        release_from_spin_table(idx, mpidr);
         return p::SUCCESS;
     }
     if !has_firmware() {
         return p::INTERNAL_FAILURE;
     }
     smccc::smc(p::CPU_ON_64, mpidr, rt::start::secondary_entry_addr() as u64, idx as u64)[0] as i64
+}
+
+/// Releases physical CPU `idx` (MPIDR `mpidr`) from the firmware's spin table into the
+/// hypervisor's secondary entry; from then on the hypervisor keeps it.
+fn release_from_spin_table(idx: usize, mpidr: u64) {
+    let c = &CPUS[idx];
+    let release = c.release_addr.load(Ordering::Relaxed);
+    rt::start::set_spin_mpidr(idx, mpidr & rt::MPIDR_AFF_MASK);
+    c.released.store(true, Ordering::Release);
+    let entry = rt::start::spin_entry_addr() as u64;
+    // SAFETY: `release` is the CPU's cpu-release-addr in the firmware's spin-table memory,
+    // mapped at EL2 by mmu::setup and kept out of the guest's RAM; the firmware's loop
+    // reads it (MMU off) and jumps there. 8-byte aligned as the binding requires.
+    unsafe { core::ptr::write_volatile(release as *mut u64, entry) };
+    rt::cache::clean_to_poc(release, 8);
+    aarch64_cpu::asm::barrier::dsb(aarch64_cpu::asm::barrier::SY);
+    aarch64_cpu::asm::sev();
 }

@@ -48,6 +48,8 @@ fn pi4_hypervisor_and_kernel_4_cpus() {
     // watchdog (no PSCI firmware on the Pi 4).
     let r = hyp_and_kernel(Board::Pi4, 4);
     model(&r, "Raspberry Pi 4 Model B", "Cortex-A72");
+    // Taken at boot, they wait for CPU_ON in WFI (QEMU halts their threads), woken by an SGI.
+    r.expect_output("hyp: 3 CPUs taken from the spin table: they wait in WFI for the guest's CPU_ON");
     // The spin-table page (0..4 KiB, where QEMU's and the firmware's spin loop lives) is not
     // the guest's.
     let ram = r.record("hyp_boot");
@@ -86,7 +88,9 @@ fn pi4_cpu_off_and_on_by_the_hypervisor() {
 
 #[test]
 fn pi4_hypervisor_and_kernel_1_cpu() {
-    hyp_and_kernel(Board::Pi4, 1);
+    let r = hyp_and_kernel(Board::Pi4, 1);
+    // Not the guest's, so never started, but out of the firmware's busy WFE loop all the same.
+    r.expect_output("hyp: 3 CPUs taken from the spin table: they wait in WFI, 0 for the guest's CPU_ON, 3 for good");
 }
 
 #[test]

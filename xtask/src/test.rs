@@ -92,6 +92,22 @@ fn test_args(cmd: &mut Command, o: &TestOptions) {
     }
 }
 
+/// The QEMU integration tests' arguments after `cargo test -p tests`. The slow scenarios and the
+/// rest of the configuration matrix are #[ignore]d by default: `--long` runs them, with a filter
+/// too (`--long long_pi4` runs the long Pi 4 tests); the judging tests' failing-on-purpose test
+/// stays out unless `--include-ignored` asks for it.
+fn qemu_test_args(o: &TestOptions) -> Vec<String> {
+    if !o.long || o.include_ignored {
+        let mut c = Command::new("");
+        test_args(&mut c, o);
+        return c.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
+    }
+    let mut v = vec!["--".to_string()];
+    v.extend(o.filter.clone());
+    v.extend(["--include-ignored", "--skip", "judged_fails_on_purpose"].map(String::from));
+    v
+}
+
 /// Runs the whole suite (or what `o` selects).
 pub fn run(o: &TestOptions) -> Result<()> {
     let t0 = Instant::now();
@@ -116,9 +132,11 @@ pub fn run(o: &TestOptions) -> Result<()> {
     }
     if o.long {
         // 10^6 random page-table operation sequences through the model checker: optimised build.
+        // A filter selects here too (`--long long_pi4` runs no page-table property).
         eprintln!("xtask: long page-table property tests (PGTABLE_LONG=1, release build; about 10 minutes)");
         let mut c = host_cargo();
         c.args(["test", "--release", "-p", "pgtable"]).env("PGTABLE_LONG", "1");
+        test_args(&mut c, o);
         if !run_counted(c, &mut tally)? {
             return Err(check_failed("long page-table property tests failed"));
         }
@@ -158,13 +176,7 @@ pub fn run(o: &TestOptions) -> Result<()> {
         if let Ok(me) = std::env::current_exe() {
             c.env("XTASK_BIN", me);
         }
-        if o.long && o.filter.is_none() {
-            // The slow scenarios and the rest of the configuration matrix are #[ignore]d by
-            // default; the judging tests' failing-on-purpose test stays out.
-            c.args(["--", "--include-ignored", "--skip", "judged_fails_on_purpose"]);
-        } else {
-            test_args(&mut c, o);
-        }
+        c.args(qemu_test_args(o));
         if !run_counted(c, &mut tally)? {
             return Err(check_failed(format!(
                 "QEMU integration tests failed ({} passed, {} failed)",
@@ -183,6 +195,26 @@ pub fn run(o: &TestOptions) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn long_runs_the_ignored_qemu_tests_with_or_without_a_filter() {
+        let o = |long, filter: Option<&str>, include_ignored| TestOptions {
+            long,
+            host_only: false,
+            filter: filter.map(String::from),
+            include_ignored,
+        };
+        let long_all = ["--", "--include-ignored", "--skip", "judged_fails_on_purpose"];
+        assert_eq!(qemu_test_args(&o(true, None, false)), long_all);
+        assert_eq!(
+            qemu_test_args(&o(true, Some("long_pi4"), false)),
+            ["--", "long_pi4", "--include-ignored", "--skip", "judged_fails_on_purpose"]
+        );
+        assert!(qemu_test_args(&o(false, None, false)).is_empty());
+        assert_eq!(qemu_test_args(&o(false, Some("pi4"), false)), ["--", "pi4"]);
+        assert_eq!(qemu_test_args(&o(false, Some("judged"), true)), ["--", "judged", "--include-ignored"]);
+        assert_eq!(qemu_test_args(&o(true, Some("judged"), true)), ["--", "judged", "--include-ignored"]);
+    }
 
     #[test]
     fn tally_counts_cargo_result_lines() {

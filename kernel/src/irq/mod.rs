@@ -33,7 +33,6 @@
 
 pub mod call;
 mod error;
-pub mod gicv2;
 pub mod gicv3;
 pub mod timer;
 
@@ -64,7 +63,7 @@ pub enum Sgi {
 /// The interrupt controller: `kcore`'s drivers over this kernel's register access.
 pub enum Gic {
     /// GICv2 (memory-mapped CPU interface).
-    V2(kcore::gic::v2::GicV2<gicv2::V2Mmio>),
+    V2(kcore::gic::v2::GicV2<rt::gicv2::V2Mmio>),
     /// GICv3 (system-register CPU interface, redistributors).
     V3(kcore::gic::v3::GicV3<gicv3::V3Mmio>),
 }
@@ -110,8 +109,9 @@ pub fn init(board: &Board) -> Result<(), IrqError> {
         GicVersion::V2 => {
             let c = g.cpu_interface.ok_or(IrqError::NoCpuInterface)?;
             let gicc = crate::mm::ioremap(c.base, c.size)? as usize;
+            let count = crate::arch::counters::count_other_dsb;
             // SAFETY: both blocks were just mapped as device memory, for the GIC driver alone.
-            Gic::V2(kcore::gic::v2::GicV2::new(unsafe { gicv2::V2Mmio::new(gicd, gicc) }))
+            Gic::V2(kcore::gic::v2::GicV2::new(unsafe { rt::gicv2::V2Mmio::new(gicd, gicc, count) }))
         }
         GicVersion::V3 => {
             let mut regions = Vec::new();

@@ -19,6 +19,8 @@
 //!   hypervisor its share on top (the xtask's `-m`), found by running the decisions above.
 //! * [`options`]: the hypervisor's `hyp.` boot-word table (the xtask reads it too) and the
 //!   words the memory plan reads.
+//! * [`park`]: holding a CPU the guest has not started in `WFI` (GICv2 boards without PSCI
+//!   firmware) and waking it with an SGI, giving the guest its GIC back untouched.
 //! * [`mmio`]: decoding a trapped load/store (ESR syndrome) for MMIO emulation.
 //! * [`slot`]: MEMSLOT_CREATE's checks against every kind of taken range and its mapping with
 //!   a rollback that unmaps only what it mapped.
@@ -37,6 +39,7 @@ pub mod home;
 pub mod load;
 pub mod mmio;
 pub mod options;
+pub mod park;
 pub mod plan;
 pub mod range;
 pub mod share;

@@ -23,6 +23,7 @@ pub mod cadence_uart;
 pub mod console;
 pub use abi::esr;
 pub mod features;
+pub mod gicv2;
 pub mod heap;
 pub mod image;
 pub mod imx_uart;

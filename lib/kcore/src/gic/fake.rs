@@ -218,26 +218,51 @@ impl FakeGic {
         }
     }
 
-    /// The acknowledge: the highest-priority signalled interrupt becomes active.
-    fn acknowledge(&self) -> Option<Irq> {
-        let c = self.cur.get();
-        let mut s = self.s.borrow_mut();
+    /// The highest-priority interrupt CPU `c`'s interface signals in state `s`.
+    fn best(&self, s: &State, c: usize) -> Option<Irq> {
         let st = &s.cpus[c];
         let ready = if self.version == Version::V3 { st.sre } else { true };
         if !s.dist_enabled || !st.iface_enabled || !ready {
             return None;
         }
-        let running = st.active.last().map(|&(i, _)| Self::priority(&s, c, i)).unwrap_or(0xff);
-        let best = st
-            .pending
+        let running = st.active.last().map(|&(i, _)| Self::priority(s, c, i)).unwrap_or(0xff);
+        st.pending
             .iter()
-            .filter(|&&(i, _)| Self::enabled(&s, c, i))
+            .filter(|&&(i, _)| Self::enabled(s, c, i))
             .filter(|&&(i, _)| {
-                let p = Self::priority(&s, c, i);
+                let p = Self::priority(s, c, i);
                 p < st.pmr && p < running
             })
-            .min_by_key(|&&(i, src)| (Self::priority(&s, c, i), i, src))
-            .copied()?;
+            .min_by_key(|&&(i, src)| (Self::priority(s, c, i), i, src))
+            .copied()
+    }
+
+    /// The interrupt CPU `c`'s interface signals now, if any: what would wake it from WFI.
+    pub fn signalled(&self, c: usize) -> Option<Irq> {
+        self.best(&self.s.borrow(), c)
+    }
+
+    /// Whether the distributor is enabled (GICv2: GICD_CTLR bit 0).
+    pub fn distributor_enabled(&self) -> bool {
+        self.s.borrow().dist_enabled
+    }
+
+    /// CPU `c`'s banked priority of interrupt `intid` (0-31) and its interface's priority mask.
+    pub fn banked_priority(&self, c: usize, intid: u32) -> (u8, u8) {
+        let s = self.s.borrow();
+        (s.cpus[c].banked_priority[intid as usize], s.cpus[c].pmr)
+    }
+
+    /// Whether CPU `c`'s interface is enabled.
+    pub fn interface_enabled(&self, c: usize) -> bool {
+        self.s.borrow().cpus[c].iface_enabled
+    }
+
+    /// The acknowledge: the highest-priority signalled interrupt becomes active.
+    fn acknowledge(&self) -> Option<Irq> {
+        let c = self.cur.get();
+        let mut s = self.s.borrow_mut();
+        let best = self.best(&s, c)?;
         let st = &mut s.cpus[c];
         st.pending.remove(&best);
         st.active.push(best);
@@ -334,6 +359,10 @@ impl v2::Regs for &FakeGic {
                 }
             }
             DItargets(_) => 0,
+            DCpendsgir(i) => {
+                let s = self.s.borrow();
+                s.cpus[c].pending.iter().filter(|&&(id, _)| id == i).fold(0, |b, &(_, src)| b | 1 << src)
+            }
             CCtlr => self.s.borrow().cpus[c].iface_enabled as u32,
             CPmr => self.s.borrow().cpus[c].pmr as u32,
             CBpr => 0,
@@ -379,6 +408,7 @@ impl v2::Regs for &FakeGic {
                     }),
                     DIpriority(i) if i < 32 => s.cpus[c].banked_priority[i as usize] = v as u8,
                     DIpriority(_) | DItargets(_) => {}
+                    DCpendsgir(i) => s.cpus[c].pending.retain(|&(id, src)| id != i || v & (1 << src) == 0),
                     CCtlr => s.cpus[c].iface_enabled = v & 1 != 0,
                     CPmr => s.cpus[c].pmr = v as u8,
                     CBpr => {}

@@ -28,6 +28,9 @@ pub enum Reg {
     DItargets(u32),
     /// GICD_SGIR (write only).
     DSgir,
+    /// GICD_CPENDSGIR, the byte of one SGI (banked: this CPU's pending SGIs, one bit per
+    /// source CPU; writing ones clears them).
+    DCpendsgir(u32),
     /// GICC_CTLR.
     CCtlr,
     /// GICC_PMR.
