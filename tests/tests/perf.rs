@@ -110,7 +110,9 @@ fn agree(cpu: &str, mem: &str, smp: u32, workload: &str, isb: bool) {
 /// [`agree`] on the machine `base` describes; returns the plugin's counts.
 fn agree_on(mut base: QemuConfig, workload: &str, isb: bool) -> Counts {
     let cpu = base.cpu.clone();
-    let name = format!("agree-{}{cpu}-{}", base.board, workload.split_whitespace().last().unwrap().replace('=', "-"));
+    // The whole workload in the name: two runs of one workload (the small and the big split)
+    // must not share an output file.
+    let name = format!("agree-{}-{cpu}-{}", base.board, workload.replace([' ', '='], "-"));
     base.bootargs = format!("{workload} perf.events= perf.scenario=agree");
     let (run, counts) = boot_counting(base, &name);
     run.expect_exit(0);
