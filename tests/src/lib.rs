@@ -358,12 +358,12 @@ pub fn linux_config(init_args: &str, f: impl FnOnce(&mut QemuConfig)) -> QemuCon
 /// the run with the plugin's counts. `name` names the plugin's output file.
 pub fn boot_counting(mut cfg: QemuConfig, name: &str) -> (Run, xtask::plugin::Counts) {
     let e = env();
-    let lib = xtask::plugin::build().expect("building the instruction-counting plugin");
+    let lib = xtask::plugin::build(&qemu_for(cfg.board)).expect("building the instruction-counting plugin");
     let dir = xtask::workspace_root().join("target/plugin");
     let out = dir.join(format!("{name}.jsonl"));
     let _ = std::fs::remove_file(&out);
-    let el2 = (!cfg.no_hypervisor).then(|| xtask::plugin::el2_range(&e.images).expect("hypervisor Image"));
-    cfg.plugin = Some(xtask::plugin::qemu_arg(&lib, &out, el2));
+    let el2 = (!cfg.no_hypervisor).then(|| xtask::plugin::el2_range(&e.images, cfg.board).expect("hypervisor Image"));
+    cfg.plugin = Some(xtask::plugin::qemu_arg(&lib, &out, el2, cfg.board));
     let run = boot(cfg);
     let counts = xtask::plugin::read(&out).unwrap_or_else(|err| panic!("plugin output: {err:#}\n{}", run.dump()));
     (run, counts)

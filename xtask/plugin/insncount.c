@@ -2,15 +2,27 @@
  * insncount: a QEMU TCG plugin that counts the TLBI, DSB and ISB instructions the guest
  * executes, per vCPU and per exception level, independently of the project's own counters.
  *
- * QEMU 7.2 exports the v1 plugin API but installs no header, so the few functions used here
- * are declared below from the API's documented signatures. Built by `cargo xtask` with the
- * host C compiler (`cc -shared -fPIC -nostdlib`), loaded with `-plugin PATH,out=FILE[,el2=LO-HI...]`.
+ * No QEMU package installs the plugin header, so the few functions used here are declared
+ * below from the API's documented signatures, for the API version given at build time:
+ * `-DINSNCOUNT_API=N`, which the xtask picks from the QEMU binary's version (one table,
+ * `xtask/src/plugin.rs` `api_for`). Built by `cargo xtask` with the host C compiler
+ * (`cc -shared -fPIC -nostdlib`), loaded with `-plugin PATH,out=FILE[,el2=LO-HI...]`.
  *
- * Exception level: the v1 API gives no register access, so the level is taken from where the
- * instruction lives: code in an `el2=LO-HI` range (the hypervisor's image, which QEMU loads
- * at a fixed address and which runs identity mapped) is EL2, code in an `el0=LO-HI` range (the
- * xtask passes where user programs live, `xtask/src/plugin.rs` EL0_CODE) is EL0, everything
- * else EL1.
+ * QEMU loads a plugin only if the version it exports lies in QEMU's [min, cur] (7.2: [0, 1];
+ * 9.0: [2, 2]; 9.1: [2, 3]; 9.2 and 10.0: [2, 4]; 10.1: [2, 5]) and otherwise refuses it with a
+ * message naming both. Of the functions used here only `qemu_plugin_insn_data` changed in
+ * those versions: up to API 2 it returns a pointer to the instruction's bytes, from API 3 on
+ * it copies them into a caller's buffer and returns how many it copied. (API 2 removed
+ * `qemu_plugin_n_vcpus` and the non-per-vCPU inline ops, unused here; APIs 4 and 5 only
+ * added functions.) The call is by the declared signature, so a library built for the wrong
+ * API would read garbage: each build declares exactly its own API, and an instruction whose
+ * four bytes cannot be read is counted (`unread` in the end line), which the reader refuses.
+ *
+ * Exception level: API 1 gives no register access (APIs 2 on read registers, QEMU 7.2 cannot),
+ * so on every QEMU alike the level is taken from where the instruction lives: code in an
+ * `el2=LO-HI` range (the hypervisor's image, which QEMU loads at a fixed address and which runs
+ * identity mapped) is EL2, code in an `el0=LO-HI` range (the xtask passes where user programs
+ * live, `xtask/src/plugin.rs` el0_code) is EL0, everything else EL1.
  *
  * The hypervisor may move itself at boot (to the top of RAM, so the guest's RAM has no hole).
  * With `el2mark=OFF` the first `el2=` range moves with it: the hypervisor executes `HINT #125`
@@ -30,6 +42,8 @@
  * Output (at exit, one JSON object per line, to FILE):
  *   {"kind":"insn_count","scope":"total","vcpu":V,"el":E,"tlbi":N,"dsb":N,"isb":N,"insns":N}
  *   {"kind":"insn_count","scope":"window","window":W,"vcpu":V,"el":E,"tlbi":N,...}
+ *   {"kind":"insn_count_end","windows":N,"dropped_windows":N,"unclosed":0|1,"el2_moves":N,
+ *    "el2_at":A,"api":N,"unread":N}
  * Lines whose counts are all zero are left out.
  */
 /*
@@ -51,7 +65,10 @@ int strncmp(const char *a, const char *b, size_t n);
 unsigned long long strtoull(const char *s, char **end, int base);
 #define memcpy __builtin_memcpy
 
-/* ---- the QEMU plugin API, version 1 (qemu-plugin.h of QEMU 7.2) ---- */
+/* ---- the QEMU plugin API, version INSNCOUNT_API (1 and 2: QEMU 7.2 to 9.0; 3: 9.1 on) ---- */
+#if !defined(INSNCOUNT_API) || INSNCOUNT_API < 1 || INSNCOUNT_API > 3
+#error "build with -DINSNCOUNT_API=1, 2 or 3 (xtask/src/plugin.rs picks it from QEMU's version)"
+#endif
 typedef uint64_t qemu_plugin_id_t;
 typedef struct qemu_info_t qemu_info_t; /* only passed through */
 struct qemu_plugin_tb;
@@ -63,7 +80,11 @@ typedef void (*qemu_plugin_udata_cb_t)(qemu_plugin_id_t id, void *userdata);
 void qemu_plugin_register_vcpu_tb_trans_cb(qemu_plugin_id_t id, qemu_plugin_vcpu_tb_trans_cb_t cb);
 size_t qemu_plugin_tb_n_insns(const struct qemu_plugin_tb *tb);
 struct qemu_plugin_insn *qemu_plugin_tb_get_insn(const struct qemu_plugin_tb *tb, size_t idx);
+#if INSNCOUNT_API >= 3
+size_t qemu_plugin_insn_data(const struct qemu_plugin_insn *insn, void *dest, size_t len);
+#else
 const void *qemu_plugin_insn_data(const struct qemu_plugin_insn *insn);
+#endif
 size_t qemu_plugin_insn_size(const struct qemu_plugin_insn *insn);
 uint64_t qemu_plugin_insn_vaddr(const struct qemu_plugin_insn *insn);
 void qemu_plugin_register_vcpu_insn_exec_cb(struct qemu_plugin_insn *insn, qemu_plugin_vcpu_udata_cb_t cb,
@@ -73,7 +94,7 @@ uint64_t qemu_plugin_tb_vaddr(const struct qemu_plugin_tb *tb);
 void qemu_plugin_register_vcpu_tb_exec_cb(struct qemu_plugin_tb *tb, qemu_plugin_vcpu_udata_cb_t cb,
                                           enum qemu_plugin_cb_flags flags, void *userdata);
 #define QEMU_PLUGIN_EXPORT __attribute__((visibility("default")))
-QEMU_PLUGIN_EXPORT int qemu_plugin_version = 1;
+QEMU_PLUGIN_EXPORT int qemu_plugin_version = INSNCOUNT_API;
 /* ---- end of the API ---- */
 
 enum { K_TLBI, K_DSB, K_ISB, K_INSNS, KINDS };
@@ -155,14 +176,20 @@ static void snapshot(counts_t *dst)
                 dst->c[v][e][k] = __atomic_load_n(&live.c[v][e][k], __ATOMIC_RELAXED);
 }
 
+/* The highest vCPU that ran anything: every vCPU up to it is printed. */
+static void vcpu_seen(unsigned int vcpu)
+{
+    if (vcpu > __atomic_load_n(&max_vcpu_seen, __ATOMIC_RELAXED))
+        __atomic_store_n(&max_vcpu_seen, vcpu, __ATOMIC_RELAXED);
+}
+
 static void on_exec(unsigned int vcpu, void *udata)
 {
     uintptr_t u = (uintptr_t)udata;
     int kind = u & 0xff, el = (u >> 8) & 0xff;
     if (vcpu >= MAX_VCPUS)
         return;
-    if (vcpu > max_vcpu_seen)
-        __atomic_store_n(&max_vcpu_seen, vcpu, __ATOMIC_RELAXED);
+    vcpu_seen(vcpu);
     if (kind < KINDS) {
         __atomic_fetch_add(&live.c[vcpu][el][kind], 1, __ATOMIC_RELAXED);
     } else if (kind == MARK_OPEN) {
@@ -188,8 +215,27 @@ static void on_exec(unsigned int vcpu, void *udata)
 static void on_tb_exec(unsigned int vcpu, void *udata)
 {
     uintptr_t u = (uintptr_t)udata;
-    if (vcpu < MAX_VCPUS)
-        __atomic_fetch_add(&live.c[vcpu][u >> 56][K_INSNS], u & 0xffffffffu, __ATOMIC_RELAXED);
+    if (vcpu >= MAX_VCPUS)
+        return;
+    vcpu_seen(vcpu);
+    __atomic_fetch_add(&live.c[vcpu][u >> 56][K_INSNS], u & 0xffffffffu, __ATOMIC_RELAXED);
+}
+
+/* Instructions whose bytes the API would not give (a library built for another API). */
+static uint64_t unread;
+
+/* The 4-byte instruction word of `insn`: 0 if the API did not give all four bytes. */
+static int insn_word(const struct qemu_plugin_insn *insn, uint32_t *w)
+{
+#if INSNCOUNT_API >= 3
+    return qemu_plugin_insn_data(insn, w, sizeof *w) == sizeof *w;
+#else
+    const void *p = qemu_plugin_insn_data(insn);
+    if (!p)
+        return 0;
+    memcpy(w, p, sizeof *w);
+    return 1;
+#endif
 }
 
 static void on_tb(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
@@ -203,7 +249,10 @@ static void on_tb(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
         if (qemu_plugin_insn_size(insn) != 4)
             continue;
         uint32_t w;
-        memcpy(&w, qemu_plugin_insn_data(insn), 4);
+        if (!insn_word(insn, &w)) {
+            __atomic_fetch_add(&unread, 1, __ATOMIC_RELAXED);
+            continue;
+        }
         int kind = classify(w);
         if (kind == MARK_HOME) {
             el2_home_seen(qemu_plugin_insn_vaddr(insn));
@@ -248,8 +297,9 @@ static void on_exit_cb(qemu_plugin_id_t id, void *p)
         print_counts(f, "window", w, &windows[w]);
     fprintf(f,
             "{\"kind\":\"insn_count_end\",\"windows\":%d,\"dropped_windows\":%d,\"unclosed\":%d,"
-            "\"el2_moves\":%d,\"el2_at\":%llu}\n",
-            n_windows, dropped_windows, window_open, el2_moves, (unsigned long long)(n_ranges ? ranges[0].lo : 0));
+            "\"el2_moves\":%d,\"el2_at\":%llu,\"api\":%d,\"unread\":%llu}\n",
+            n_windows, dropped_windows, window_open, el2_moves, (unsigned long long)(n_ranges ? ranges[0].lo : 0),
+            qemu_plugin_version, (unsigned long long)unread);
     fclose(f);
 }
 

@@ -182,6 +182,16 @@ impl Board {
         }
     }
 
+    /// Where the model's RAM starts: QEMU's loader places its boot stub there and an Image
+    /// (`text_offset` 0) 2 MiB above (`hypcore::load`). `virt` and the i.MX 8M Plus from 1 GiB,
+    /// the Pi 4 and the ZCU102 from 0.
+    pub fn ram_base(self) -> u64 {
+        match self {
+            Board::Virt | Board::Imx8mpEvk => GIB,
+            Board::Pi4 | Board::Zcu102 => 0,
+        }
+    }
+
     /// RAM when `--mem` is not given: `virt` 1 GiB, the boards 2 GiB.
     pub fn default_mem(self) -> &'static str {
         match self {

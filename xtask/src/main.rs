@@ -349,10 +349,10 @@ fn run(a: RunArgs) -> Result<()> {
     let images = build::build(&tc, &[])?;
     let counts_file = images.kernel.with_file_name("insncount.jsonl");
     if a.count_insns {
-        let lib = xtask::plugin::build()?;
-        let el2 = if a.no_hypervisor { None } else { Some(xtask::plugin::el2_range(&images)?) };
+        let lib = xtask::plugin::build(&qemu_bin)?;
+        let el2 = if a.no_hypervisor { None } else { Some(xtask::plugin::el2_range(&images, board)?) };
         let _ = std::fs::remove_file(&counts_file);
-        cfg.plugin = Some(xtask::plugin::qemu_arg(&lib, &counts_file, el2));
+        cfg.plugin = Some(xtask::plugin::qemu_arg(&lib, &counts_file, el2, board));
     }
     let args = cfg.args(&images).map_err(|why| anyhow::Error::new(outcome::Refused(why)))?;
     eprintln!("xtask: {}", cfg.machine_mem(&images).map_err(anyhow::Error::msg)?.describe());
@@ -391,7 +391,7 @@ fn run(a: RunArgs) -> Result<()> {
 fn print_insn_counts(path: &std::path::Path) {
     match xtask::plugin::read(path) {
         Ok(c) => {
-            println!("\n== instructions executed (QEMU plugin; EL from the code's address) ==");
+            println!("\n== instructions executed (QEMU plugin, API {}; EL from the code's address) ==", c.api);
             println!(
                 "{:<9} {:>4} {:>3} {:>10} {:>10} {:>10} {:>14}",
                 "scope", "vcpu", "el", "tlbi", "dsb", "isb", "insns"

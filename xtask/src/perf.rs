@@ -300,7 +300,7 @@ pub fn run(a: &PerfArgs) -> Result<()> {
     let tc = toolchain::find()?;
     let qemu_bin = system::qemu()?;
     let images = build::build(&tc, &[])?;
-    let lib = if a.count_insns { Some(plugin::build()?) } else { None };
+    let lib = if a.count_insns { Some(plugin::build(&qemu_bin)?) } else { None };
     let dir = workspace_root().join("target/perf");
     std::fs::create_dir_all(&dir)?;
     let stem = format!("{}-{}{}", a.scenario, a.cpu, if a.icount { "-icount" } else { "" });
@@ -328,7 +328,8 @@ pub fn run(a: &PerfArgs) -> Result<()> {
         };
         if let Some(lib) = &lib {
             let _ = std::fs::remove_file(&out_file);
-            cfg.plugin = Some(plugin::qemu_arg(lib, &out_file, Some(plugin::el2_range(&images)?)));
+            cfg.plugin =
+                Some(plugin::qemu_arg(lib, &out_file, Some(plugin::el2_range(&images, cfg.board)?), cfg.board));
         }
         eprintln!("xtask: perf {} [{label}] ({})", a.scenario, cfg.describe());
         let out = run_boot(&qemu_bin, &cfg, &images, sc.timeout)?;
