@@ -182,7 +182,7 @@ pub fn setup(board: &Board, plan: &hypcore::plan::MemoryPlan) -> Result<(u64, u6
         map(&mut el2, &mut tlb, "spin-table", r.base, r.end(), Attributes::normal(Perms::RW))?;
     }
     // The GICv2 through which CPUs the hypervisor holds are woken (`psci::park`).
-    if let Some((d, c)) = crate::psci::wake_gic(board) {
+    if let Some((d, c)) = hypcore::park::wake_gic(board) {
         let dev = Attributes::device(Perms::RW);
         map(&mut el2, &mut tlb, "GIC distributor", d.base, d.base + d.size.max(PAGE), dev)?;
         map(&mut el2, &mut tlb, "GIC CPU interface", c.base, c.base + c.size.max(PAGE), dev)?;

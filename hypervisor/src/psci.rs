@@ -17,7 +17,7 @@ static FIRMWARE: AtomicBool = AtomicBool::new(true);
 
 /// Called once at boot: whether the board's DTB has a PSCI node, the spin-table release
 /// address of each CPU that has one, and the GIC parked CPUs are woken through (mapped at EL2 by
-/// `mmu::setup`, see [`wake_gic`]).
+/// `mmu::setup`, see `hypcore::park::wake_gic`).
 pub fn init(board: &board::Board) {
     FIRMWARE.store(board.psci.is_some(), Ordering::Relaxed);
     for (i, c) in board.cpus.iter().enumerate().take(rt::MAX_CPUS) {
@@ -25,18 +25,10 @@ pub fn init(board: &board::Board) {
             CPUS[i].release_addr.store(a, Ordering::Relaxed);
         }
     }
-    if let Some((d, c)) = wake_gic(board) {
+    if let Some((d, c)) = hypcore::park::wake_gic(board) {
         WAKE_GICD.store(d.base, Ordering::Relaxed);
         WAKE_GICC.store(c.base, Ordering::Relaxed);
     }
-}
-
-/// The GICv2 (distributor, CPU interface) through which a CPU the hypervisor holds is woken from
-/// `WFI` (`hypcore::park`); None: such CPUs wait in `WFE` (a GICv3 board; none has spin-table
-/// CPUs here).
-pub fn wake_gic(board: &board::Board) -> Option<(board::Region, board::Region)> {
-    let g = board.gic.as_ref().filter(|g| g.version == board::GicVersion::V2)?;
-    Some((g.distributor, g.cpu_interface?))
 }
 
 static WAKE_GICD: AtomicU64 = AtomicU64::new(0);
@@ -44,7 +36,7 @@ static WAKE_GICC: AtomicU64 = AtomicU64::new(0);
 
 fn waker() -> Option<rt::gicv2::V2Mmio> {
     let (d, c) = (WAKE_GICD.load(Ordering::Relaxed), WAKE_GICC.load(Ordering::Relaxed));
-    // SAFETY: set by `init` from `wake_gic`, whose blocks `mmu::setup` maps at EL2 as device
+    // SAFETY: set by `init` from `hypcore::park::wake_gic`, whose blocks `mmu::setup` maps at EL2 as device
     // memory; the hypervisor touches only a parked CPU's banked registers and the wake SGI.
     (d != 0 && c != 0).then(|| unsafe { rt::gicv2::V2Mmio::new(d as usize, c as usize, || {}) })
 }

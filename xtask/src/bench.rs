@@ -249,7 +249,7 @@ fn boot_side(
     let (records, errors) = report::collect(&out.output);
     ensure!(errors.is_empty(), "malformed records: {errors:?}");
     if side == "linux" {
-        let status = records.iter().find(|r| r.kind == "linux_bench_exit").and_then(|r| r.u64("status"));
+        let status = report::first(&records, "linux_bench_exit").and_then(|r| r.u64("status"));
         if status != Some(0) {
             return Err(anyhow::Error::new(ExitWith(Verdict::new(
                 abi::exit::CHECK_FAILED,

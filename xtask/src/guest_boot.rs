@@ -38,7 +38,7 @@ struct Sample {
 /// The hypervisor's own boot in seconds, from its `hyp_boot` record (`boot_us`), if the run
 /// has one.
 fn hyp_boot_s(records: &[abi::report::ParsedRecord]) -> Option<f64> {
-    records.iter().find(|r| r.kind == "hyp_boot").and_then(|r| r.f64("boot_us")).map(|us| us / 1e6)
+    report::first(records, "hyp_boot").and_then(|r| r.f64("boot_us")).map(|us| us / 1e6)
 }
 
 fn boot(qemu_bin: &std::path::Path, cfg: &QemuConfig, images: &Images) -> Result<Sample> {
@@ -64,11 +64,8 @@ fn boot(qemu_bin: &std::path::Path, cfg: &QemuConfig, images: &Images) -> Result
     ensure!(stopped || verdict.success(), "boot failed ({}): {verdict}\n{}", cfg.describe(), out.output);
     let wall = marker_at.context("no marker line")?;
     let (records, _) = report::collect(&out.output);
-    let uptime = records
-        .iter()
-        .find(|r| r.kind == "linux_guest")
-        .and_then(|r| r.f64("uptime_s"))
-        .context("no linux_guest record")?;
+    let uptime =
+        report::first(&records, "linux_guest").and_then(|r| r.f64("uptime_s")).context("no linux_guest record")?;
     Ok(Sample { wall_s: wall.as_secs_f64(), uptime_s: uptime, hyp_boot_s: hyp_boot_s(&records) })
 }
 

@@ -192,9 +192,7 @@ pub fn collect_setting(
 ) -> Result<SettingRun> {
     let (records, errors) = report::collect(output);
     ensure!(errors.is_empty(), "malformed records: {errors:?}");
-    let info = records
-        .iter()
-        .find(|r| r.kind == "perf_info")
+    let info = report::first(&records, "perf_info")
         .cloned()
         .context("the kernel printed no perf_info record (did the scenario finish?)")?;
     for (m, v) in setting {

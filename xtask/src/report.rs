@@ -38,6 +38,11 @@ pub fn collect(output: &str) -> (Vec<ParsedRecord>, Vec<String>) {
     (records, errors)
 }
 
+/// The first record of `kind` in `records`.
+pub fn first<'a>(records: &'a [ParsedRecord], kind: &str) -> Option<&'a ParsedRecord> {
+    records.iter().find(|r| r.kind == kind)
+}
+
 fn cell(r: &ParsedRecord, key: &str) -> String {
     match r.fields.get(key) {
         None => String::new(),

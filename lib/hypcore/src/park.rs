@@ -34,6 +34,13 @@ pub const WAKE_PRIORITY: u32 = 0;
 /// way, so the order holds in both views.
 pub const WAKE_PMR: u32 = 0x10;
 
+/// The GICv2 (distributor, CPU interface) through which a CPU the hypervisor holds is woken from
+/// `WFI`; None: such CPUs wait in `WFE` (a GICv3 board: none has spin-table CPUs here).
+pub fn wake_gic(board: &board::Board) -> Option<(board::Region, board::Region)> {
+    let g = board.gic.as_ref().filter(|g| g.version == board::GicVersion::V2)?;
+    Some((g.distributor, g.cpu_interface?))
+}
+
 /// What [`open`] changed in the parked CPU's banked registers, given back by [`close`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Opened {

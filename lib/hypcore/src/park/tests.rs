@@ -278,3 +278,30 @@ fn the_distributor_is_enabled_for_the_sgi_only_when_the_guest_left_it_off() {
     assert!(g.distributor_enabled());
     assert!(g.signalled(PARKED).is_some());
 }
+
+/// A tree with one CPU and one GIC node (`compatible`, `reg` cells at 1+1).
+fn board_with_gic(compatible: &[u8], reg: &[u32]) -> board::Board {
+    use crate::testdtb::{cells, one_cpu, root_with_memory};
+    let mut w = board::FdtWriter::new();
+    root_with_memory(&mut w, 1, 1, &[0x4000_0000, 0x1000_0000]);
+    one_cpu(&mut w, &[]);
+    w.begin_node("interrupt-controller@8000000").unwrap();
+    w.property("compatible", compatible).unwrap();
+    w.property("reg", &cells(reg)).unwrap();
+    w.property("interrupt-controller", b"").unwrap();
+    w.property("#interrupt-cells", &cells(&[3])).unwrap();
+    w.end_node().unwrap();
+    w.end_node().unwrap();
+    board::Board::from_dtb(&w.finish().unwrap()).unwrap()
+}
+
+#[test]
+fn the_wake_gic_is_a_gicv2_with_its_cpu_interface() {
+    let v2 = board_with_gic(b"arm,gic-400\0", &[0x800_0000, 0x1000, 0x801_0000, 0x2000]);
+    let (d, c) = wake_gic(&v2).expect("a GIC-400 wakes parked CPUs");
+    assert_eq!((d.base, c.base, c.size), (0x800_0000, 0x801_0000, 0x2000));
+    // GICv3, even with a legacy GICC region: the wake-up is written for GICv2 registers; its
+    // CPUs keep waiting in WFE.
+    let v3 = board_with_gic(b"arm,gic-v3\0", &[0x800_0000, 0x1_0000, 0x80a_0000, 0xf6_0000, 0x801_0000, 0x2000]);
+    assert_eq!(wake_gic(&v3), None);
+}

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use std::string::String;
 use std::vec::Vec;
 
-use super::tlbmodel::CpuTlb;
+use super::tlbmodel::{CpuTlb, Scope};
 use crate::addr::{level_size, PhysAddr, CONT_ENTRIES, ENTRIES_PER_TABLE, PAGE_SIZE};
 use crate::descriptor::{cont_size, decode_leaf, Desc};
 use crate::regime::Regime;
@@ -640,8 +640,9 @@ impl Model {
                 let regime = self.regime;
                 // An entry read from a value whose overwrite was not yet visible when the TLBI
                 // ran can be walked again right after it: it survives.
-                self.tlbs[cpu]
-                    .retain(op_range(regime, &p.op), |e| p.stale.contains(&e.src) || !matches(regime, &p.op, e));
+                self.tlbs[cpu].retain(op_range(regime, &p.op), scope(regime, &p.op), |e| {
+                    p.stale.contains(&e.src) || !matches(regime, &p.op, e)
+                });
             }
         }
         if b.is_inner_shareable() {
@@ -819,6 +820,16 @@ fn op_range(regime: Regime, op: &Tlbi) -> Option<(u64, u64)> {
 }
 
 /// Whether TLBI `op` removes entry `e` of a table of `regime`.
+/// Which entries [`matches`] can hold for under `op`: under stage 2, `TLBI VMALLE1` removes
+/// only combined stage 1+2 leaves, so its sweep need not look at the rest (checked against
+/// [`matches`] by `scope_agrees_with_matches`).
+fn scope(regime: Regime, op: &Tlbi) -> Scope {
+    match (regime, op.op) {
+        (Regime::Stage2 { .. }, TlbiOp::Vmalle1 { vmid: Some(_) }) => Scope::CombinedOnly,
+        _ => Scope::All,
+    }
+}
+
 fn matches(regime: Regime, op: &Tlbi, e: &TlbEntry) -> bool {
     let base = regime.input_base();
     let is_walk = matches!(e.what, Cached::Walk { .. });
@@ -884,5 +895,62 @@ mod summary_tests {
         let report = h.check().expect_err("a block below a no-blocks table");
         assert!(report.contains("says no block below"), "{report}");
         assert!(!report.contains("no writable leaf"), "{report}");
+    }
+}
+
+#[cfg(test)]
+mod scope_tests {
+    use super::{matches, scope, Cached, Desc, Scope, TlbEntry};
+    use crate::addr::{IntermPhysAddr, VirtAddr};
+    use crate::regime::{Regime, VaHalf};
+    use crate::tlb::{Shareability, Tlbi, TlbiOp, TlbiRange};
+    use std::vec::Vec;
+
+    /// A combined-only sweep looks at combined stage 1+2 leaves alone: every other entry must be
+    /// one that [`matches`] never removes under that operation, in every regime.
+    #[test]
+    fn scope_agrees_with_matches() {
+        let range = TlbiRange { scale: 0, num: 0 };
+        let (va, ipa) = (VirtAddr::new(0), IntermPhysAddr::new(0));
+        let ops = [
+            TlbiOp::Vae1 { asid: 1, va },
+            TlbiOp::Vaae1 { va },
+            TlbiOp::Rvae1 { asid: 1, base: va, range },
+            TlbiOp::Rvaae1 { base: va, range },
+            TlbiOp::Aside1 { asid: 1 },
+            TlbiOp::Vmalle1 { vmid: None },
+            TlbiOp::Vmalle1 { vmid: Some(2) },
+            TlbiOp::Vmalle1 { vmid: Some(3) },
+            TlbiOp::Vae2 { va },
+            TlbiOp::Rvae2 { base: va, range },
+            TlbiOp::Alle2,
+            TlbiOp::Ipas2e1 { vmid: 2, ipa },
+            TlbiOp::Ripas2e1 { vmid: 2, base: ipa, range },
+            TlbiOp::Vmalls12e1 { vmid: 2 },
+        ];
+        let regimes = [Regime::El2, Regime::El1 { asid: 1, half: VaHalf::Lower }, Regime::Stage2 { vmid: 2 }];
+        let mut entries = Vec::new();
+        for global in [false, true] {
+            let what = |combined| Cached::Leaf { out: 0, desc: Desc(0), level: 3, contiguous_range: false, combined };
+            for w in [what(false), what(true), Cached::Walk { table: 0x1000, level: 2 }] {
+                entries.push(TlbEntry { start: 0, size: 1 << 12, global, what: w, src: (0x2000, 0, 0) });
+            }
+        }
+        let mut combined_only = 0;
+        for regime in regimes {
+            for op in ops {
+                for leaf_only in [false, true] {
+                    let t = Tlbi { op, leaf_only, sh: Shareability::InnerShareable };
+                    if scope(regime, &t) != Scope::CombinedOnly {
+                        continue;
+                    }
+                    combined_only += 1;
+                    for e in entries.iter().filter(|e| !matches!(e.what, Cached::Leaf { combined: true, .. })) {
+                        assert!(!matches(regime, &t, e), "{regime:?} {t:?} removes {e:?}, which its sweep skips");
+                    }
+                }
+            }
+        }
+        assert_eq!(combined_only, 4, "VMALLE1 with a VMID under stage 2, leaf-only or not");
     }
 }
