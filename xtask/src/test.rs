@@ -133,7 +133,9 @@ pub fn run(o: &TestOptions) -> Result<()> {
     if o.long {
         // 10^6 random page-table operation sequences through the model checker: optimised build.
         // A filter selects here too (`--long long_pi4` runs no page-table property).
-        eprintln!("xtask: long page-table property tests (PGTABLE_LONG=1, release build; about 10 minutes)");
+        eprintln!(
+            "xtask: long page-table property tests (PGTABLE_LONG=1, release build; about 45 minutes on two cores)"
+        );
         let mut c = host_cargo();
         c.args(["test", "--release", "-p", "pgtable"]).env("PGTABLE_LONG", "1");
         test_args(&mut c, o);
