@@ -268,7 +268,8 @@ fn boot(dtb_addr: usize, loaded_at: Option<u64>) -> Result<core::convert::Infall
         (0, 0) => {}
         (guest, 0) => rt::println!("hyp: {guest} CPUs taken from the spin table: they wait in WFI for the guest's CPU_ON"),
         (guest, other) => rt::println!(
-            "hyp: {} CPUs taken from the spin table: they wait in WFI, {guest} for the guest's CPU_ON, {other} for good              (not the guest's)",
+            "hyp: {} CPUs taken from the spin table: they wait in WFI, {guest} for the guest's CPU_ON, {other} for good \
+             (not the guest's)",
             guest + other
         ),
     }

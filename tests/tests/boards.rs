@@ -90,7 +90,10 @@ fn pi4_cpu_off_and_on_by_the_hypervisor() {
 fn pi4_hypervisor_and_kernel_1_cpu() {
     let r = hyp_and_kernel(Board::Pi4, 1);
     // Not the guest's, so never started, but out of the firmware's busy WFE loop all the same.
-    r.expect_output("hyp: 3 CPUs taken from the spin table: they wait in WFI, 0 for the guest's CPU_ON, 3 for good");
+    r.expect_output(
+        "hyp: 3 CPUs taken from the spin table: they wait in WFI, 0 for the guest's CPU_ON, 3 for good \
+         (not the guest's)",
+    );
 }
 
 #[test]
