@@ -22,7 +22,7 @@
 //! every interleaving by this module's tests).
 
 use core::sync::atomic::{AtomicBool, AtomicU8, Ordering::SeqCst};
-use kcore::gic::v2::{intid, sgir, Reg, Regs};
+use kcore::gic::v2::{intid, own_interface, sgir, Reg, Regs};
 use kcore::gic::SPURIOUS;
 
 /// The SGI that wakes a parked CPU: Linux uses SGIs 0-7, this project's kernel 0-3.
@@ -54,11 +54,8 @@ pub struct Opened {
 
 /// On the CPU about to wait: opens its CPU interface to [`WAKE_SGI`] alone.
 pub fn open(gic: &impl Regs) -> Opened {
-    // ITARGETSR of a banked interrupt reads back this CPU's own interface bit (0 on a
-    // uniprocessor GIC, whose only interface is bit 0).
-    let me = gic.read(Reg::DItargets(WAKE_SGI)) as u8;
     let saved = Opened {
-        iface: if me == 0 { 1 } else { me },
+        iface: own_interface(gic),
         ctlr: gic.read(Reg::CCtlr),
         pmr: gic.read(Reg::CPmr),
         priority: gic.read(Reg::DIpriority(WAKE_SGI)),

@@ -64,6 +64,16 @@ pub fn intid(iar: u32) -> u32 {
     iar & 0x3ff
 }
 
+/// This CPU's bit in GICD_SGIR's target list: ITARGETSR of a banked interrupt (0-31) reads
+/// back the calling CPU's own interface bit on a multiprocessor GIC, and 0 on a uniprocessor
+/// one, whose only interface is bit 0.
+pub fn own_interface(regs: &impl Regs) -> u8 {
+    match regs.read(Reg::DItargets(0)) as u8 {
+        0 => 1,
+        me => me,
+    }
+}
+
 /// A GICv2 driver.
 pub struct GicV2<R> {
     regs: R,
@@ -101,10 +111,7 @@ impl<R: Regs> GicV2<R> {
     /// enabled; its interface bit recorded for SGIs.
     pub fn init_cpu(&self, cpu: usize) {
         self.regs.write(Reg::DIcenabler(0), u32::MAX);
-        // ITARGETSR0..7 read back this CPU's own interface bit on a multiprocessor GIC (0 on a
-        // uniprocessor one, whose only interface is bit 0).
-        let me = self.regs.read(Reg::DItargets(0)) as u8;
-        self.targets[cpu].store(if me == 0 { 1 } else { me }, Ordering::Relaxed);
+        self.targets[cpu].store(own_interface(&self.regs), Ordering::Relaxed);
         self.regs.write(Reg::CPmr, PRIORITY_MASK as u32);
         self.regs.write(Reg::CBpr, 0);
         self.regs.write(Reg::CCtlr, 1);
