@@ -67,7 +67,8 @@ pub enum Ram {
     Fixed(u64),
 }
 
-const GIB: u64 = 1 << 30;
+/// One GiB.
+pub const GIB: u64 = 1 << 30;
 
 impl Board {
     /// Every board, `virt` first.

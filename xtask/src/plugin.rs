@@ -17,7 +17,7 @@
 //! So the one source is built once per API ([`api_for`] picks it from the QEMU binary's
 //! version), into its own library `target/plugin/libinsncount-apiN.so`.
 
-use crate::board::Board;
+use crate::board::{Board, GIB};
 use crate::build::Images;
 use crate::qemu_pkg::Version;
 use crate::system::which;
@@ -150,7 +150,6 @@ pub fn el2_range(images: &Images, board: Board) -> Result<El2Code> {
 /// 2 MiB), above it the hypervisor's code from the top of RAM before its mark (as on `virt`,
 /// EL1's). A Linux guest's MMU-off code past 4 MiB counts as EL0 there.
 pub fn el0_code(board: Board) -> [(u64, u64); 2] {
-    const GIB: u64 = 1 << 30;
     let low = if board.ram_base() >= GIB { (0, GIB) } else { (PROGRAM_BASE, 64 << 20) };
     [low, (0x10_0000_0000, 1 << 48)]
 }
