@@ -29,6 +29,7 @@ pub mod image;
 pub mod imx_uart;
 pub mod ns16550;
 pub mod pl011;
+pub mod rx;
 pub mod uart;
 
 #[cfg(target_arch = "aarch64")]
