@@ -278,7 +278,7 @@ pub fn start_physical(idx: usize, mpidr: u64) -> i64 {
                 while !c.park.is_woke() {
                     core::hint::spin_loop();
                 }
-                kcore::gic::v2::Regs::write(&g, kcore::gic::v2::Reg::DCtlr, ctlr);
+                gic::v2::Regs::write(&g, gic::v2::Reg::DCtlr, ctlr);
             }
         }
         aarch64_cpu::asm::barrier::dsb(aarch64_cpu::asm::barrier::SY);

@@ -1,9 +1,9 @@
 //! GICv3 registers: the distributor and the redistributors as tock-registers structs, the CPU
-//! interface as ICC_* system registers, each register of `kcore::gic::v3::Reg` mapped onto
-//! its field or encoding. The driver (what is written where, and when) is `kcore::gic::v3`,
+//! interface as ICC_* system registers, each register of `gic::v3::Reg` mapped onto
+//! its field or encoding. The driver (what is written where, and when) is `gic::v3`,
 //! tested on the host against a fake GIC.
 
-use kcore::gic::v3::{Reg, Regs};
+use gic::v3::{Reg, Regs};
 use tock_registers::interfaces::{Readable, Writeable};
 use tock_registers::register_structs;
 use tock_registers::registers::{ReadOnly, ReadWrite};

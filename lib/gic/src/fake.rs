@@ -17,7 +17,7 @@
 //! One [`FakeGic`] serves every CPU: [`FakeGic::on`] sets the CPU whose banked view the next
 //! register accesses see (the drivers take `&FakeGic` as their register access).
 
-use super::{v2, v3, SPURIOUS};
+use crate::{v2, v3, SPURIOUS};
 use core::cell::{Cell, RefCell};
 use std::collections::BTreeSet;
 use std::format;

@@ -1,4 +1,5 @@
-//! The GIC drivers (v2 and v3) and the IRQ loop, over a register trait.
+//! The GIC drivers (v2 and v3) and the IRQ loop, over a register trait, as a `no_std` library
+//! tested on the host with a fake GIC ([`fake`]).
 //!
 //! The kernel implements [`v2::Regs`] / [`v3::Regs`] as plain register accesses (tock-registers
 //! structs for the memory-mapped blocks, `MRS`/`MSR` for GICv3's ICC system registers, a `DSB`
@@ -7,6 +8,13 @@
 //! those bits, a GIC-400 does not), a spurious INTID is never ended, an SGI is written only
 //! after a `DSB` that orders the stores its handler will read, GICv3 SGIs reach the CPU whose
 //! MPIDR they name (Aff0 beyond 15 through the range selector).
+
+#![no_std]
+#![deny(missing_docs)]
+
+extern crate alloc;
+#[cfg(any(test, feature = "fake"))]
+extern crate std;
 
 pub mod v2;
 pub mod v3;

@@ -1,9 +1,9 @@
 //! The drivers against the fake GIC.
 
-use super::fake::FakeGic;
-use super::v2::GicV2;
-use super::v3::{self, GicV3};
-use super::{handle_pending, Handled, PRIORITY};
+use crate::fake::FakeGic;
+use crate::v2::GicV2;
+use crate::v3::{self, GicV3};
+use crate::{handle_pending, Handled, PRIORITY};
 use std::vec::Vec;
 
 const RESCHEDULE: u32 = 0;

@@ -7,7 +7,7 @@
 //! IRQ; with them (the Pi 5 under TF-A) the kernel sees the non-secure view, where bit 0 enables
 //! group 1 (non-secure), which the firmware configured.
 
-use super::{Acked, CpuInterface, PRIORITY_MASK, SPURIOUS};
+use crate::{Acked, CpuInterface, PRIORITY_MASK, SPURIOUS};
 use abi::MAX_CPUS;
 use core::sync::atomic::{AtomicU8, Ordering};
 

@@ -5,7 +5,7 @@
 //! CPU's redistributor; the CPU interface signals group 1 as IRQ. Under the hypervisor,
 //! ICC_SRE_EL2.ENABLE lets EL1 use the system-register interface (`hypervisor/src/el2.rs`).
 
-use super::{Acked, CpuInterface, PRIORITY_MASK, SPURIOUS};
+use crate::{Acked, CpuInterface, PRIORITY_MASK, SPURIOUS};
 use abi::MAX_CPUS;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};

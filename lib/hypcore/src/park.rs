@@ -22,8 +22,8 @@
 //! every interleaving by this module's tests).
 
 use core::sync::atomic::{AtomicBool, AtomicU8, Ordering::SeqCst};
-use kcore::gic::v2::{intid, own_interface, sgir, Reg, Regs};
-use kcore::gic::SPURIOUS;
+use gic::v2::{intid, own_interface, sgir, Reg, Regs};
+use gic::SPURIOUS;
 
 /// The SGI that wakes a parked CPU: Linux uses SGIs 0-7, this project's kernel 0-3.
 pub const WAKE_SGI: u32 = 15;

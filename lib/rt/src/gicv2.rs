@@ -1,10 +1,10 @@
 //! GICv2 registers: the distributor and the banked CPU interface as tock-registers structs,
-//! each register of `kcore::gic::v2::Reg` mapped onto its field. Both binaries use it: the
+//! each register of `gic::v2::Reg` mapped onto its field. Both binaries use it: the
 //! kernel's GICv2 driver and the hypervisor's wake-up of CPUs it holds in WFI. What is written
-//! where, and when, is `kcore::gic::v2` and `hypcore::park`, tested on the host against a fake
+//! where, and when, is `gic::v2` and `hypcore::park`, tested on the host against a fake
 //! GIC.
 
-use kcore::gic::v2::{Reg, Regs};
+use gic::v2::{Reg, Regs};
 use tock_registers::interfaces::{Readable, Writeable};
 use tock_registers::register_structs;
 use tock_registers::registers::{ReadOnly, ReadWrite, WriteOnly};

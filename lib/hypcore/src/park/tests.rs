@@ -5,7 +5,7 @@ use super::*;
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
-use kcore::gic::fake::FakeGic;
+use gic::fake::FakeGic;
 
 const WAKER: usize = 0;
 const PARKED: usize = 1;
@@ -64,7 +64,7 @@ impl World {
     fn new(start: Start) -> Self {
         let gic = FakeGic::v2(2);
         if let Start::Guest = start {
-            use kcore::gic::v2::Regs as _;
+            use gic::v2::Regs as _;
             let g = &gic;
             g.on(WAKER).write(Reg::DCtlr, 1);
             g.on(PARKED);
@@ -170,7 +170,7 @@ impl World {
                 }
                 W::WaitWoke => W::Restore,
                 W::Restore => {
-                    use kcore::gic::v2::Regs as _;
+                    use gic::v2::Regs as _;
                     g.write(Reg::DCtlr, self.restore.unwrap());
                     W::Done
                 }
