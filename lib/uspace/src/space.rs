@@ -27,10 +27,7 @@ use pgtable::{Attributes, Constraints, FrameAlloc, PageTable, Perms, PhysAddr, T
 use crate::elf::{ElfError, Program};
 use crate::vma::{Vma, VmaSet};
 
-/// Where `mmap` without MAP_FIXED starts looking (64 GiB), below it if nothing is free above.
-pub const MMAP_BASE: u64 = 0x10_0000_0000;
-/// Where position-independent programs are loaded.
-pub const PROGRAM_BASE: u64 = 0x40_0000;
+pub use abi::programs::{MMAP_BASE, PROGRAM_BASE};
 
 /// How a task touched memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
