@@ -43,7 +43,7 @@ fn a_raw_binary_is_loaded_where_qemu_loads_one() {
     std::fs::write(&path, &raw).unwrap();
     let run = boot(config(|c| {
         c.smp = 2;
-        c.guest = Some(xtask::qemu::Guest { kernel: path.clone(), initrd: None, append: String::new() });
+        c.guest = Some(xtask::launch::Guest { kernel: path.clone(), initrd: None, append: String::new() });
     }));
     run.expect_exit(0);
     let hb = run.record("hyp_boot");

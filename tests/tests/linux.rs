@@ -13,7 +13,7 @@ fn linux(cpu: &str, gic: u8, smp: u32, mem: &str, init_args: &str, bootargs: &st
         c.cpu = cpu.into();
         c.gic = gic;
         c.smp = smp;
-        c.mem = mem.into();
+        c.mem = Some(tests::mem(mem));
         c.bootargs = bootargs.into();
     }));
     run.expect_output(xtask::linux::MARKER);

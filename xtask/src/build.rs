@@ -7,7 +7,7 @@
 //! functions that save and load a task's EL0 FP/SIMD state and its CPU-state self-test
 //! ([`check_no_fp_simd`]).
 
-use crate::toolchain::{CrossToolchain, HYP_TARGET, TARGET};
+use crate::provision::toolchain::{CrossToolchain, HYP_TARGET, TARGET};
 use crate::workspace_root;
 use anyhow::{bail, ensure, Context, Result};
 use object::elf;

@@ -9,8 +9,9 @@
 //! `cargo xtask test` runs the same targets for a moment without libFuzzer (the `fuzz`
 //! crate's unit tests).
 
-use crate::outcome::check_failed;
-use crate::{build, system, toolchain, workspace_root};
+use crate::error::check_failed;
+use crate::provision::{system, toolchain};
+use crate::{build, workspace_root};
 use anyhow::{bail, Context, Result};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -109,7 +110,7 @@ pub fn run(which: Option<&str>, secs: u64) -> Result<()> {
         Some(t) if TARGETS.iter().any(|(n, _)| *n == t) => vec![t],
         Some(t) => {
             let list: Vec<String> = TARGETS.iter().map(|(n, d)| format!("  {n}: {d}")).collect();
-            return Err(anyhow::Error::new(crate::outcome::Refused(format!(
+            return Err(anyhow::Error::new(crate::error::Refused(format!(
                 "unknown fuzz target {t:?}; known:\n{}",
                 list.join("\n")
             ))));

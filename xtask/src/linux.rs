@@ -7,7 +7,7 @@
 //! Everything lands in `target/downloads/linux/` and is reused on the next run (never committed).
 
 use crate::cpio::Archive;
-use crate::debian::{self, Apt};
+use crate::provision::debian::{self, Apt};
 use anyhow::{bail, Context, Result};
 use std::path::PathBuf;
 
@@ -15,15 +15,11 @@ use std::path::PathBuf;
 pub const MARKER: &str = "pgtlab-linux: user space reached";
 /// Kernel command line the Linux guest boots with unless told otherwise.
 pub const DEFAULT_APPEND: &str = "console=ttyAMA0 panic=-1";
-/// The word the xtask adds to a guest's command line when the guest runs alone, without the
-/// hypervisor (`crate::qemu::QemuConfig::args`): then nobody else prints the run's final line,
-/// and `/init` prints it before powering off (under the hypervisor the hypervisor does).
-pub const ALONE_WORD: &str = "pgtlab_alone=1";
 
-/// The Linux guest's command line on `board`: its console (`Board::linux_console`) and
+/// The Linux guest's command line on `m`: its console (the model's `linux.console`) and
 /// `panic=-1`.
-pub fn default_append(board: crate::board::Board) -> String {
-    format!("{} panic=-1", board.linux_console())
+pub fn default_append(m: &crate::machine::Machine) -> String {
+    format!("{} panic=-1", m.model().linux.console)
 }
 
 /// Which Debian kernel.
@@ -90,7 +86,7 @@ pub struct LinuxGuest {
 }
 
 fn linux_dir() -> PathBuf {
-    crate::debian::cache_dir().join("linux")
+    crate::provision::debian::cache_dir().join("linux")
 }
 
 /// The kernel of `flavour`, fetched once.
@@ -136,7 +132,7 @@ fn busybox(apt: &Apt) -> Result<PathBuf> {
 /// `/init`: a busybox shell script.
 ///
 /// It reports what the guest sees, runs the step `pgtlab_test=` names (its status is `st`),
-/// and powers off. With [`ALONE_WORD`] on its command line (a run without the hypervisor, whose
+/// and powers off. With [`ALONE_WORD`](crate::launch::ALONE_WORD) on its command line (a run without the hypervisor, whose
 /// own final line would end the run otherwise) it prints the run's final line
 /// `@@exit CODE (meaning)` itself first: 0 when the step succeeded, 1 (guest failure) when not.
 pub fn init_script() -> String {
@@ -261,7 +257,7 @@ pub fn prepare(flavour: Flavour, extra: &[(String, PathBuf)]) -> Result<LinuxGue
 /// Programs of ours the initramfs carries: `bin/pgtlab-dirty` and `bin/pgtlab-bench`
 /// (linux-user), built now.
 pub fn extra_programs() -> Result<Vec<(String, PathBuf)>> {
-    let tc = crate::toolchain::find()?;
+    let tc = crate::provision::toolchain::find()?;
     Ok(crate::build::linux_user(&tc)?.into_iter().map(|(n, p)| (format!("bin/{n}"), p)).collect())
 }
 
@@ -283,7 +279,7 @@ mod tests {
         assert!(init.contains(MARKER), "the marker the tests wait for is what /init prints");
         assert!(init.contains("echo \"@@exit 0 (success)\"") && init.contains("echo \"@@exit 1 (guest failure)\""));
         assert!(!init.contains("@@EXIT"), "every placeholder filled");
-        let alone = ALONE_WORD.split_once('=').unwrap();
+        let alone = crate::launch::ALONE_WORD.split_once('=').unwrap();
         assert!(init.contains(&format!("[ \"${}\" = {} ]", alone.0, alone.1)), "/init reads the alone word");
     }
 
@@ -293,7 +289,7 @@ mod tests {
         assert_eq!(Flavour::from_guest_arg("linux-generic"), Some(Flavour::Generic));
         assert_eq!(Flavour::from_guest_arg("linux-backports"), Some(Flavour::CloudBackports));
         assert_eq!(Flavour::from_guest_arg("/some/Image"), None);
-        assert_eq!(default_append(crate::board::Board::Virt), format!("{DEFAULT_APPEND}"));
-        assert!(default_append(crate::board::Board::Imx8mpEvk).starts_with("console=ttymxc1"));
+        assert_eq!(default_append(crate::machine::default()), format!("{DEFAULT_APPEND}"));
+        assert!(default_append(crate::machine::find("imx8mp-evk").unwrap()).starts_with("console=ttymxc1"));
     }
 }

@@ -9,9 +9,12 @@
 
 use crate::bench::{extra_bootargs, GUEST_BENCHES};
 use crate::build::{self, Images};
-use crate::qemu::{self, QemuConfig};
+use crate::launch::Launch;
+use crate::machine::Size;
+use crate::provision::{system, toolchain};
 use crate::report::{self, table};
-use crate::{plugin, system, toolchain, workspace_root};
+use crate::supervise;
+use crate::{plugin, workspace_root};
 use abi::report::ParsedRecord;
 use anyhow::{bail, ensure, Context, Result};
 use std::collections::BTreeMap;
@@ -75,20 +78,20 @@ pub const MECHANISMS: &[Mechanism] = &[
 pub struct Scenario {
     pub name: String,
     pub bootargs: String,
-    pub mem: String,
+    pub mem: Size,
     pub smp: u32,
     pub timeout: Duration,
 }
 
 /// Kernel self-tests that make sense as a workload: (name, extra boot arguments, memory).
-const SELFTESTS: &[(&str, &str, &str)] = &[
-    ("boot", "", "1G"),
-    ("mem-perms", "", "1G"),
-    ("pmu", "", "1G"),
-    ("bad-calls", "", "1G"),
-    ("memslot-errors", " hyp.slotpool=64M", "1G"),
-    ("memslot-nopool", "", "1G"),
-    ("dirty-log", " hyp.slotpool=1G", "3G"),
+const SELFTESTS: &[(&str, &str, Size)] = &[
+    ("boot", "", Size::gib(1)),
+    ("mem-perms", "", Size::gib(1)),
+    ("pmu", "", Size::gib(1)),
+    ("bad-calls", "", Size::gib(1)),
+    ("memslot-errors", " hyp.slotpool=64M", Size::gib(1)),
+    ("memslot-nopool", "", Size::gib(1)),
+    ("dirty-log", " hyp.slotpool=1G", Size::gib(3)),
 ];
 
 /// The scenario called `name` on `cpu`: a self-test or an in-guest benchmark.
@@ -98,7 +101,7 @@ pub fn scenario(name: &str, cpu: &str) -> Result<Scenario> {
         return Ok(Scenario {
             name: name.into(),
             bootargs: format!("{test}{extra}").trim().into(),
-            mem: mem.to_string(),
+            mem: *mem,
             smp: 4,
             timeout: Duration::from_secs(300),
         });
@@ -109,7 +112,7 @@ pub fn scenario(name: &str, cpu: &str) -> Result<Scenario> {
         return Ok(Scenario {
             name: name.into(),
             bootargs: format!("bench={}{}", b.name, extra_bootargs(b.name, false)),
-            mem: m.mem.into(),
+            mem: m.mem,
             smp: m.smp,
             timeout: Duration::from_secs(b.timeout_s),
         });
@@ -158,17 +161,41 @@ fn setting_label(s: &[(&Mechanism, String)]) -> String {
     }
 }
 
-/// What `perf` was asked for.
-#[derive(Debug, Clone, Default)]
-pub struct PerfArgs {
+/// What `perf` was asked for (`cargo xtask perf`'s flags).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct Args {
+    /// A self-test or benchmark workload (an unknown name lists them), or `list`: the events of
+    /// the chosen CPU.
     pub scenario: String,
+    /// Events by name or number, each optionally `:el0+el1+el2` (default every EL).
+    #[arg(long, default_value = "INST_RETIRED")]
     pub events: String,
+    /// NAME=VALUE, repeatable: one boot per combination (e.g. bbml2=on --mechanism bbml2=off).
+    #[arg(long = "mechanism")]
     pub mechanisms: Vec<String>,
+    /// QEMU CPU model.
+    #[arg(long, default_value = "max")]
     pub cpu: String,
+    /// GIC version.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u8).range(2..=3))]
     pub gic: u8,
+    /// -icount shift=0 (instructions counted, exactly).
+    #[arg(long)]
     pub icount: bool,
+    /// Also count TLBI/DSB/ISB with the QEMU plugin, per EL and vCPU.
+    #[arg(long)]
     pub count_insns: bool,
+    /// More kernel boot arguments (e.g. split.gib=4).
+    #[arg(long, default_value = "")]
     pub bootargs: String,
+}
+
+/// `cargo xtask perf`.
+pub fn cli(a: Args) -> Result<()> {
+    if a.scenario == "list" {
+        return list(&a.cpu, a.icount);
+    }
+    run(&a)
 }
 
 /// (counter, el, source) of a row.
@@ -203,7 +230,7 @@ pub fn collect_setting(
             // level 2): the request is refused, as a usage error, with what the kernel said.
             Some(got) => {
                 let why = report::kernel_line_about(output, m.name).map(|l| format!(" ({l})")).unwrap_or_default();
-                return Err(anyhow::Error::new(crate::outcome::Refused(format!(
+                return Err(anyhow::Error::new(crate::error::Refused(format!(
                     "{label}: asked for {}={v}, but the kernel ran with {field}={got}{why}",
                     m.name
                 ))));
@@ -290,9 +317,9 @@ pub fn side_by_side(runs: &[SettingRun]) -> String {
 }
 
 /// Runs `perf SCENARIO`.
-pub fn run(a: &PerfArgs) -> Result<()> {
+pub fn run(a: &Args) -> Result<()> {
     // A scenario or mechanism the xtask does not know is a usage error (exit 64), not its own.
-    let refused = |e: anyhow::Error| anyhow::Error::new(crate::outcome::Refused(format!("{e:#}")));
+    let refused = |e: anyhow::Error| anyhow::Error::new(crate::error::Refused(format!("{e:#}")));
     let sc = scenario(&a.scenario, &a.cpu).map_err(refused)?;
     let sets = settings(&a.mechanisms).map_err(refused)?;
     let tc = toolchain::find()?;
@@ -315,19 +342,19 @@ pub fn run(a: &PerfArgs) -> Result<()> {
             bootargs += &format!(" {}", a.bootargs);
         }
         let out_file = dir.join(format!("{stem}-{}.plugin.jsonl", label.replace(['=', ','], "_")));
-        let mut cfg = QemuConfig {
+        let mut cfg = Launch {
             cpu: a.cpu.clone(),
             gic: a.gic,
             smp: sc.smp,
-            mem: sc.mem.clone(),
+            mem: Some(sc.mem),
             icount: a.icount.then_some(0),
             bootargs: bootargs.trim().into(),
-            ..QemuConfig::default()
+            ..Launch::default()
         };
         if let Some(lib) = &lib {
             let _ = std::fs::remove_file(&out_file);
             cfg.plugin =
-                Some(plugin::qemu_arg(lib, &out_file, Some(plugin::el2_range(&images, cfg.board)?), cfg.board));
+                Some(plugin::qemu_arg(lib, &out_file, Some(plugin::el2_range(&images, cfg.model())?), cfg.model()));
         }
         eprintln!("xtask: perf {} [{label}] ({})", a.scenario, cfg.describe());
         let out = run_boot(&qemu_bin, &cfg, &images, sc.timeout)?;
@@ -378,15 +405,15 @@ pub fn run(a: &PerfArgs) -> Result<()> {
 }
 
 /// One boot; only a run that ended cleanly counts (the xtask's verdict, as for benchmarks).
-fn run_boot(qemu_bin: &std::path::Path, cfg: &QemuConfig, images: &Images, timeout: Duration) -> Result<String> {
-    let out = qemu::run(qemu_bin, cfg, images, timeout, Some(Duration::from_secs(60)), |l| {
+fn run_boot(qemu_bin: &std::path::Path, cfg: &Launch, images: &Images, timeout: Duration) -> Result<String> {
+    let out = supervise::run(qemu_bin, cfg, images, timeout, Some(Duration::from_secs(60)), |l| {
         if !l.contains(abi::report::PREFIX) {
-            qemu::echo_stdout(l)
+            supervise::echo_stdout(l)
         }
     })?;
-    let verdict = crate::outcome::judge(&out);
+    let verdict = supervise::judge(&out);
     if !verdict.success() {
-        return Err(anyhow::Error::new(crate::outcome::ExitWith(crate::outcome::Verdict::new(
+        return Err(anyhow::Error::new(crate::error::ExitWith(crate::error::Verdict::new(
             abi::exit::CHECK_FAILED,
             format!("the perf run did not end cleanly: {verdict}"),
         ))));
@@ -399,12 +426,12 @@ pub fn list(cpu: &str, icount: bool) -> Result<()> {
     let tc = toolchain::find()?;
     let qemu_bin = system::qemu()?;
     let images = build::build(&tc, &[])?;
-    let cfg = QemuConfig {
+    let cfg = Launch {
         cpu: cpu.into(),
         smp: 1,
         icount: icount.then_some(0),
         bootargs: "perf.list".into(),
-        ..QemuConfig::default()
+        ..Launch::default()
     };
     let output = run_boot(&qemu_bin, &cfg, &images, Duration::from_secs(120))?;
     let (records, _) = report::collect(&output);
@@ -473,7 +500,7 @@ mod tests {
     #[test]
     fn scenarios_resolve_to_boot_arguments() {
         assert_eq!(scenario("mem-perms", "max").unwrap().bootargs, "test=mem-perms");
-        assert_eq!(scenario("dirty-log", "max").unwrap().mem, "3G");
+        assert_eq!(scenario("dirty-log", "max").unwrap().mem, Size::gib(3));
         let s = scenario("split", "max").unwrap();
         assert!(s.bootargs.contains("bench=split") && s.bootargs.contains("hyp.slotpool=1G"));
         assert!(scenario("no-such", "max").is_err());
@@ -494,7 +521,7 @@ mod tests {
         let refused =
             format!("kernel: bbml2=on refused: no FEAT_BBM (add bbml2_unsafe_override to force it)\n{}", out("off", 4));
         let e = collect_setting("bbml2=on", &refused, &s[0], None).unwrap_err();
-        assert_eq!(crate::outcome::code_of(&e), abi::exit::USAGE, "the machine cannot do what was asked: a refusal");
+        assert_eq!(crate::error::code_of(&e), abi::exit::USAGE, "the machine cannot do what was asked: a refusal");
         let e = e.to_string();
         assert!(e.contains("ran with bbml2=off") && e.contains("(kernel: bbml2=on refused: no FEAT_BBM"), "{e}");
         let w = settings(&["walker=summary".into()]).unwrap();

@@ -3,8 +3,9 @@
 //! fresh QEMU per scenario). A failure anywhere ends with exit code `CHECK_FAILED`; a filter that
 //! selects no test at all is a failure too (a run that tested nothing must not look green).
 
-use crate::outcome::check_failed;
-use crate::{build, system, toolchain, workspace_root};
+use crate::error::check_failed;
+use crate::provision::{system, toolchain};
+use crate::{build, workspace_root};
 use anyhow::{Context, Result};
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -13,6 +14,32 @@ use std::time::Instant;
 /// The crate of the QEMU integration tests: the one workspace member the host unit-test step
 /// leaves out (it runs after the Images are built).
 pub const QEMU_TESTS_CRATE: &str = "tests";
+
+/// `cargo xtask test`'s flags.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct Args {
+    /// Long runs too: 10^6-case page-table property tests, the wide configuration matrix.
+    #[arg(long)]
+    pub long: bool,
+    /// Only the host unit tests.
+    #[arg(long)]
+    pub host_only: bool,
+    /// Run `#[ignore]`d tests too.
+    #[arg(long)]
+    pub include_ignored: bool,
+    /// Only tests whose name contains this (the lint is skipped).
+    pub filter: Option<String>,
+}
+
+/// `cargo xtask test`.
+pub fn cli(a: Args) -> Result<()> {
+    if a.filter.as_deref().is_some_and(|f| f.trim().is_empty()) {
+        return crate::error::refuse(
+            "an empty filter selects every test and skips the lint: leave it out, or name some tests",
+        );
+    }
+    run(&TestOptions { long: a.long, host_only: a.host_only, filter: a.filter, include_ignored: a.include_ignored })
+}
 
 /// What `cargo xtask test` runs.
 #[derive(Debug, Clone, Default)]
@@ -72,7 +99,7 @@ fn run_counted(mut cmd: Command, tally: &mut Tally) -> Result<bool> {
     }
     let status = child.wait()?;
     if let Some(sig) = crate::signals::caught() {
-        return Err(anyhow::Error::new(crate::outcome::ExitWith(crate::outcome::Verdict::new(
+        return Err(anyhow::Error::new(crate::error::ExitWith(crate::error::Verdict::new(
             abi::exit::INTERRUPTED,
             format!("the xtask got {} and ended the tests", crate::signals::name(sig)),
         ))));
@@ -149,18 +176,22 @@ pub fn run(o: &TestOptions) -> Result<()> {
         let mut c = host_cargo();
         // The board models' QEMU and DTBs, provisioned once here (a fresh CI machine has
         // neither); when that fails the board tests fail with this reason.
-        let need = crate::board::Board::ALL.iter().map(|b| b.min_qemu()).max().expect("boards");
-        let boards = crate::qemu_pkg::qemu_at_least(need).and_then(|q| {
-            for b in crate::board::Board::ALL {
-                if let Some(d) = b.dtb() {
-                    crate::debian::file_from_kernel_package(d)?;
+        let need = crate::machine::newest_min_qemu();
+        let boards = crate::provision::qemu_pkg::qemu_at_least(need).and_then(|q| {
+            for (_, model) in crate::machine::with_qemu_models() {
+                if let Some(d) = model.debian_dtb() {
+                    crate::provision::debian::file_from_kernel_package(d)?;
                 }
             }
             Ok(q)
         });
         match boards {
             Ok(q) => {
-                eprintln!("xtask: board models run on {} (QEMU {})", q.display(), crate::qemu_pkg::version_of(&q)?);
+                eprintln!(
+                    "xtask: board models run on {} (QEMU {})",
+                    q.display(),
+                    crate::provision::qemu_pkg::version_of(&q)?
+                );
                 c.env("XTASK_QEMU_BOARDS", q);
             }
             Err(e) => {

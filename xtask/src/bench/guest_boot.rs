@@ -12,9 +12,12 @@
 //! machine's start to the guest's entry), the part of the wall gap that Linux never sees.
 
 use crate::build::{self, Images};
+use crate::launch::{Guest, Launch};
 use crate::linux::{self, Flavour, MARKER};
-use crate::qemu::{self, Guest, QemuConfig};
-use crate::{report, system, toolchain, workspace_root};
+use crate::machine::Machine;
+use crate::provision::{system, toolchain};
+use crate::supervise;
+use crate::{report, workspace_root};
 use anyhow::{ensure, Context, Result};
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
@@ -41,16 +44,15 @@ fn hyp_boot_s(records: &[abi::report::ParsedRecord]) -> Option<f64> {
     report::first(records, "hyp_boot").and_then(|r| r.f64("boot_us")).map(|us| us / 1e6)
 }
 
-fn boot(qemu_bin: &std::path::Path, cfg: &QemuConfig, images: &Images) -> Result<Sample> {
+fn boot(qemu_bin: &std::path::Path, cfg: &Launch, images: &Images) -> Result<Sample> {
     let t0 = Instant::now();
     let mut marker_at = None;
-    cfg.validate().map_err(anyhow::Error::msg)?;
     // Linux alone on a board that offers it no power-off (the Pi 4: its watchdog driver needs
     // devices the model lacks) halts: the run ends at its linux_guest record instead.
-    let stop_at_record = cfg.no_hypervisor && cfg.board != crate::board::Board::Virt;
-    let (out, stopped) = qemu::run_args_until(
+    let stop_at_record = cfg.no_hypervisor && !cfg.model().linux.powers_off_alone;
+    let (out, stopped) = supervise::run_args_until(
         qemu_bin,
-        &cfg.args(images).map_err(anyhow::Error::msg)?,
+        &cfg.args(images)?,
         Duration::from_secs(600),
         None,
         |l: &str| {
@@ -60,7 +62,7 @@ fn boot(qemu_bin: &std::path::Path, cfg: &QemuConfig, images: &Images) -> Result
         },
         |l| stop_at_record && l.contains("\"kind\":\"linux_guest\""),
     )?;
-    let verdict = crate::outcome::judge(&out);
+    let verdict = supervise::judge(&out);
     ensure!(stopped || verdict.success(), "boot failed ({}): {verdict}\n{}", cfg.describe(), out.output);
     let wall = marker_at.context("no marker line")?;
     let (records, _) = report::collect(&out.output);
@@ -79,11 +81,11 @@ fn stats(mut v: Vec<f64>) -> (f64, f64, f64) {
 
 /// `bench guest-boot --board B`: Debian's backports Linux (the board models' kernel) with the
 /// board's console, under the hypervisor and alone, on the board's QEMU model.
-pub fn run_board(board: crate::board::Board, icount: bool) -> Result<()> {
+pub fn run_board(board: &'static Machine, icount: bool) -> Result<()> {
     let tc = toolchain::find()?;
-    let mut base = QemuConfig::default().for_board(board);
+    let mut base = Launch::for_machine(board);
     base.resolve_dtb()?;
-    let qemu_bin = base.qemu()?;
+    let qemu_bin = base.qemu()?.path;
     let images = build::build(&tc, &[])?;
     let l = linux::prepare(Flavour::Backports, &linux::extra_programs()?)?;
     let guest = Guest {
@@ -91,7 +93,7 @@ pub fn run_board(board: crate::board::Board, icount: bool) -> Result<()> {
         initrd: Some(l.initramfs.clone()),
         append: format!("{} quiet", linux::default_append(board)),
     };
-    let base = QemuConfig { icount: icount.then_some(0), guest: Some(guest), ..base };
+    let base = Launch { icount: icount.then_some(0), guest: Some(guest), ..base };
     let label = format!("{board}-{}cpu", base.smp);
     compare_labelled(&[&label], &[base], &qemu_bin, &images, &l.package, icount, &format!("-{board}"))
 }
@@ -107,16 +109,15 @@ pub fn run(icount: bool) -> Result<()> {
         initrd: Some(l.initramfs.clone()),
         append: format!("{} quiet", linux::DEFAULT_APPEND),
     };
-    let cfgs: Vec<QemuConfig> = MACHINES
+    let cfgs: Vec<Launch> = MACHINES
         .iter()
-        .map(|&(_, cpu, gic, smp)| QemuConfig {
+        .map(|&(_, cpu, gic, smp)| Launch {
             cpu: cpu.into(),
             gic,
             smp,
-            mem: "1G".into(),
             icount: icount.then_some(0),
             guest: Some(guest.clone()),
-            ..QemuConfig::default()
+            ..Launch::default()
         })
         .collect();
     let labels: Vec<&str> = MACHINES.iter().map(|m| m.0).collect();
@@ -126,7 +127,7 @@ pub fn run(icount: bool) -> Result<()> {
 /// Each configuration booted `runs` times per side, interleaved (hypervisor, alone, ...).
 fn compare_labelled(
     labels: &[&str],
-    cfgs: &[QemuConfig],
+    cfgs: &[Launch],
     qemu_bin: &std::path::Path,
     images: &Images,
     package: &str,
@@ -148,7 +149,7 @@ fn compare_labelled(
         let mut samples: [Vec<Sample>; 2] = [Vec::new(), Vec::new()];
         for i in 0..runs {
             for (side, plain) in [(0, false), (1, true)] {
-                let cfg = QemuConfig { no_hypervisor: plain, ..base.clone() };
+                let cfg = Launch { no_hypervisor: plain, ..base.clone() };
                 let s = boot(qemu_bin, &cfg, images)?;
                 eprintln!(
                     "xtask: guest-boot {label} run {} {}: marker after {:.2} s wall, guest uptime {:.2} s{}",

@@ -7,143 +7,24 @@
 //! `-icount shift=0`: instruction counts are then deterministic (and wall time is not real).
 
 use crate::build::{self, Images};
-use crate::outcome::{self, ExitWith, Verdict};
-use crate::qemu::{self, QemuConfig};
+use crate::error::{ExitWith, Verdict};
+use crate::launch::{Guest, Launch};
+use crate::plot::{self, peer_side_by_side, peer_table};
+use crate::provision::{system, toolchain};
 use crate::report::{self, table};
-use crate::{system, toolchain, workspace_root};
+use crate::supervise;
+use crate::workspace_root;
 use abi::report::ParsedRecord;
 use anyhow::{ensure, Context, Result};
 use std::fmt::Write as _;
+use std::path::PathBuf;
 use std::time::Duration;
 
-/// A machine a guest benchmark runs on.
-#[derive(Debug, Clone, Copy)]
-pub struct Machine {
-    pub label: &'static str,
-    pub cpu: &'static str,
-    pub gic: u8,
-    pub smp: u32,
-    pub mem: &'static str,
-}
+pub mod catalog;
+pub mod guest_boot;
+pub mod pgtable;
 
-/// QEMU `max`: FEAT_BBM level 2, allow-listed for BBML2.
-pub const MAX: Machine = Machine { label: "max", cpu: "max", gic: 3, smp: 4, mem: "1G" };
-/// The Raspberry Pi 5 core: no FEAT_BBM.
-pub const A76: Machine = Machine { label: "a76", cpu: "cortex-a76", gic: 2, smp: 4, mem: "1G" };
-/// `max` and `cortex-a76` with 512 MiB, 1 GiB and 4 GiB of RAM (linear-map table pages).
-pub const MEM_MATRIX: &[Machine] = &[
-    Machine { label: "max-512M", mem: "512M", ..MAX },
-    Machine { label: "a76-512M", mem: "512M", ..A76 },
-    Machine { label: "max-1G", ..MAX },
-    Machine { label: "a76-1G", ..A76 },
-    Machine { label: "max-4G", mem: "4G", ..MAX },
-    Machine { label: "a76-4G", mem: "4G", ..A76 },
-];
-
-/// An in-guest benchmark.
-#[derive(Debug, Clone, Copy)]
-pub struct GuestBench {
-    pub name: &'static str,
-    pub about: &'static str,
-    pub machines: &'static [Machine],
-    /// Fields shown in the side-by-side table (all fields are in the per-machine tables).
-    pub compare: &'static [&'static str],
-    /// Per-boot time limit.
-    pub timeout_s: u64,
-    /// Whether it has a Linux side (`--peer linux`: an EL0 workload of `lib/el0bench`).
-    pub peer: bool,
-}
-
-/// Every in-guest benchmark, in the order of `abi::names::BENCHES` (the kernel's `bench=`
-/// names; a test keeps them equal).
-pub const GUEST_BENCHES: &[GuestBench] = &[
-    GuestBench {
-        name: "exits",
-        about: "cost of a guest exit: null hypercall vs PSCI call forwarded to firmware",
-        machines: &[MAX, A76],
-        compare: &["median_ns", "median_insns", "vs_null"],
-        timeout_s: 300,
-        peer: false,
-    },
-    GuestBench {
-        name: "linear-map",
-        about: "linear-map table pages with and without BBML2 vs the limit; set_memory_ro/rw storm",
-        machines: MEM_MATRIX,
-        compare: &["table_pages", "median_ns", "tlbi_per_call"],
-        timeout_s: 600,
-        peer: false,
-    },
-    GuestBench {
-        name: "contpte",
-        about: "contpte convert (fold/unfold) and a one-page ro/rw workload, with and without the TLBI",
-        machines: &[MAX, A76],
-        compare: &["median_ns", "median_insns", "tlbi_per_op", "vs_with_tlbi_ns", "vs_with_tlbi_insns"],
-        timeout_s: 600,
-        peer: false,
-    },
-    GuestBench {
-        name: "split",
-        about: "stage-2 eager split for dirty logging, 64 GiB memslot: baseline walker, SKIP_LEVEL3, summary bit",
-        // One CPU, 4 GiB: the hypervisor's frame pool follows RAM (256 MiB), the slot pool is 1 GiB.
-        machines: &[Machine { label: "max-4G", smp: 1, mem: "4G", ..MAX }],
-        compare: &[
-            "median_us",
-            "split_us",
-            "split_visits_l3",
-            "insns",
-            "ratio",
-            "split_ratio",
-            "insn_ratio",
-            "split_ns_per_visit",
-            "split_insns_per_visit",
-            "ns_per_pte",
-            "insns_per_pte",
-        ],
-        timeout_s: 3600,
-        peer: false,
-    },
-    GuestBench {
-        name: "mprotect",
-        about: "EL0 workload (lib/el0bench): null call, sched_yield, page fault, mmap+touch+munmap, mprotect NONE<->RW with and without flush elision, RO->RW with and without lazy relaxation (+ its faults); --peer linux",
-        // A broadcast TLBI costs more with more CPUs: 1 and 4 vCPUs of each core.
-        machines: &[
-            Machine { label: "max-1cpu", smp: 1, ..MAX },
-            Machine { label: "max-4cpu", ..MAX },
-            Machine { label: "a76-1cpu", smp: 1, ..A76 },
-            Machine { label: "a76-4cpu", ..A76 },
-        ],
-        compare: &["median_ns", "median_insns", "tlbi_per_step", "ratio_ns", "ratio_insns"],
-        timeout_s: 1200,
-        peer: true,
-    },
-    GuestBench {
-        name: "percpu",
-        about: "this_cpu_add/cmpxchg, context switch, counter storm, task create/exit, syscall workload: TPIDR_EL1 + preempt guard vs the per-CPU-root window, and the roots' memory",
-        machines: &[
-            Machine { label: "max-1cpu", smp: 1, ..MAX },
-            Machine { label: "max-4cpu", ..MAX },
-            Machine { label: "max-8cpu", smp: 8, ..MAX },
-        ],
-        compare: &["ns_per", "insns_per", "ratio_ns", "ratio_insns"],
-        timeout_s: 1200,
-        peer: false,
-    },
-];
-
-/// Boot arguments a guest benchmark needs besides `bench=NAME`: the memslot pool for `split`,
-/// and one iteration under `--icount` (its counts are deterministic; several without); the
-/// rounds of an EL0 benchmark with a peer (both sides run as many).
-pub fn extra_bootargs(name: &str, icount: bool) -> String {
-    match (name, icount) {
-        ("split", true) => " hyp.slotpool=1G split.iters=1".into(),
-        ("split", false) => " hyp.slotpool=1G".into(),
-        ("mprotect", _) => format!(" mprotect.rounds={EL0_ROUNDS}"),
-        _ => String::new(),
-    }
-}
-
-/// Rounds of the EL0 benchmark (`lib/el0bench`) on each side.
-pub const EL0_ROUNDS: u64 = 100;
+pub use catalog::{extra_bootargs, GuestBench, Setup, EL0_ROUNDS, GUEST_BENCHES, HOST_BENCHES};
 
 /// The other kernel a guest benchmark can be compared with (`--peer`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -160,25 +41,21 @@ impl Peer {
         match s {
             "linux" => Ok(Peer::Linux),
             other => {
-                Err(anyhow::Error::new(crate::outcome::Refused(format!("--peer {other}: unknown peer (known: linux)"))))
+                Err(anyhow::Error::new(crate::error::Refused(format!("--peer {other}: unknown peer (known: linux)"))))
             }
         }
     }
 }
 
-/// Host benchmarks.
-pub const HOST_BENCHES: &[(&str, &str)] =
-    &[("pgtable", "lib/pgtable against aarch64-paging: map 4 GiB, 10,000 random 4 KiB permission changes, unmap")];
-
 /// Runs benchmark `which` (beside `peer` when given).
 pub fn run(which: &str, icount: bool, peer: Option<Peer>) -> Result<()> {
     if which == "guest-boot" || which == "pgtable" {
         if peer.is_some() {
-            return Err(anyhow::Error::new(crate::outcome::Refused(format!(
+            return Err(anyhow::Error::new(crate::error::Refused(format!(
                 "--peer: {which} has no peer side (only the EL0 benchmark mprotect has)"
             ))));
         }
-        return if which == "pgtable" { crate::peer::run() } else { crate::guest_boot::run(icount) };
+        return if which == "pgtable" { crate::bench::pgtable::run() } else { crate::bench::guest_boot::run(icount) };
     }
     let Some(b) = GUEST_BENCHES.iter().find(|b| b.name == which) else {
         let mut list = String::new();
@@ -189,12 +66,10 @@ pub fn run(which: &str, icount: bool, peer: Option<Peer>) -> Result<()> {
             let _ = writeln!(list, "  {}: {} (in the guest)", b.name, b.about);
         }
         let _ = writeln!(list, "  guest-boot: Debian's Linux to its user-space marker, hypervisor vs plain QEMU");
-        return Err(anyhow::Error::new(crate::outcome::Refused(format!(
-            "unknown benchmark {which:?}; known:\n{list}"
-        ))));
+        return Err(anyhow::Error::new(crate::error::Refused(format!("unknown benchmark {which:?}; known:\n{list}"))));
     };
     if peer.is_some() && !b.peer {
-        return Err(anyhow::Error::new(crate::outcome::Refused(format!(
+        return Err(anyhow::Error::new(crate::error::Refused(format!(
             "--peer: {which} has no peer side (its rows measure the kernel's own mechanisms; only the EL0 \
              benchmark mprotect has one)"
         ))));
@@ -211,10 +86,10 @@ pub fn run(which: &str, icount: bool, peer: Option<Peer>) -> Result<()> {
 
 /// The Linux side's guest: Debian's backports cloud kernel, the busybox initramfs with the
 /// benchmark program, quiet.
-fn linux_guest() -> Result<(qemu::Guest, String)> {
+fn linux_guest() -> Result<(Guest, String)> {
     let l = crate::linux::prepare(crate::linux::Flavour::CloudBackports, &crate::linux::extra_programs()?)?;
     eprintln!("xtask: peer: {} ({})", l.package, l.kernel.display());
-    let guest = qemu::Guest {
+    let guest = Guest {
         kernel: l.kernel,
         initrd: Some(l.initramfs),
         append: format!("{} quiet", crate::linux::DEFAULT_APPEND),
@@ -226,20 +101,21 @@ fn linux_guest() -> Result<(qemu::Guest, String)> {
 /// (each with the machine, the mode and the side).
 fn boot_side(
     b: &GuestBench,
-    m: &Machine,
+    m: &Setup,
     side: &str,
-    cfg: &QemuConfig,
+    cfg: &Launch,
     qemu: &std::path::Path,
     images: &Images,
 ) -> Result<Vec<ParsedRecord>> {
     eprintln!("xtask: bench {} on {m} ({side}: {})", b.name, cfg.describe(), m = m.label);
-    let out = qemu::run(qemu, cfg, images, Duration::from_secs(b.timeout_s), Some(Duration::from_secs(60)), |l| {
-        if !l.contains(abi::report::PREFIX) {
-            qemu::echo_stdout(l)
-        }
-    })?;
+    let out =
+        supervise::run(qemu, cfg, images, Duration::from_secs(b.timeout_s), Some(Duration::from_secs(60)), |l| {
+            if !l.contains(abi::report::PREFIX) {
+                supervise::echo_stdout(l)
+            }
+        })?;
     // Only a run that ended cleanly counts, whatever records it printed before.
-    let verdict = outcome::judge(&out);
+    let verdict = supervise::judge(&out);
     if !verdict.success() {
         return Err(anyhow::Error::new(ExitWith(Verdict::new(
             abi::exit::CHECK_FAILED,
@@ -268,22 +144,22 @@ fn boot_side(
 
 /// The QEMU run of bench `b` on machine `m`: its CPU model, GIC, vCPUs and memory, `-icount
 /// shift=0` when `icount`, and the kernel words that start the bench.
-fn machine_config(b: &GuestBench, m: &Machine, icount: bool) -> QemuConfig {
-    QemuConfig {
+fn machine_config(b: &GuestBench, m: &Setup, icount: bool) -> Launch {
+    Launch {
         cpu: m.cpu.into(),
         gic: m.gic,
         smp: m.smp,
-        mem: m.mem.into(),
+        mem: Some(m.mem),
         icount: icount.then_some(0),
         bootargs: format!("bench={}{}", b.name, extra_bootargs(b.name, icount)),
-        ..QemuConfig::default()
+        ..Launch::default()
     }
 }
 
 /// The peer side of `ours`: the same machine (CPU model, vCPUs, memory, GIC, hypervisor,
 /// icount), Linux as the guest, told to run the bench's programs.
-fn peer_config(ours: &QemuConfig, guest: &qemu::Guest) -> QemuConfig {
-    QemuConfig {
+fn peer_config(ours: &Launch, guest: &Guest) -> Launch {
+    Launch {
         guest: Some(guest.clone()),
         bootargs: format!("pgtlab_test=bench pgtlab_bench_args=rounds={EL0_ROUNDS}"),
         ..ours.clone()
@@ -297,7 +173,7 @@ pub fn run_guest(
     qemu: &std::path::Path,
     images: &Images,
     icount: bool,
-    linux: Option<&(qemu::Guest, String)>,
+    linux: Option<&(Guest, String)>,
 ) -> Result<()> {
     let mode = if icount {
         "QEMU TCG with -icount shift=0 (instruction counts exact, time is virtual)"
@@ -370,105 +246,6 @@ pub fn run_guest(
     Ok(())
 }
 
-/// The figure a peer comparison reads: instructions under `--icount`, else time.
-fn peer_key(icount: bool) -> &'static str {
-    if icount {
-        "median_insns"
-    } else {
-        "median_ns"
-    }
-}
-
-/// The rows both sides measured: (row, our default setting's record, theirs), in our order.
-pub fn peer_pairs<'a>(
-    ours: &'a [ParsedRecord],
-    theirs: &'a [ParsedRecord],
-) -> Vec<(String, &'a ParsedRecord, &'a ParsedRecord)> {
-    let default = |r: &&ParsedRecord| r.fields.get("default").and_then(|v| v.as_bool()) == Some(true);
-    ours.iter()
-        .filter(default)
-        .filter_map(|o| {
-            let row = o.str("row")?;
-            if row.starts_with("measurement overhead") {
-                return None;
-            }
-            let t = theirs.iter().filter(default).find(|t| t.str("row") == Some(row))?;
-            Some((row.to_string(), o, t))
-        })
-        .collect()
-}
-
-/// One machine: each row's figure on both sides, their ratio, and what each side's
-/// measurement cost (subtracted from its figures).
-pub fn peer_table(ours: &[ParsedRecord], theirs: &[ParsedRecord], icount: bool) -> String {
-    let key = peer_key(icount);
-    let unit = if icount { "insns" } else { "ns" };
-    let over = if icount { "overhead_insns" } else { "overhead_ns" };
-    let header: Vec<String> = vec![
-        "row".into(),
-        "pgtlab setting".into(),
-        format!("pgtlab {unit}"),
-        format!("linux {unit}"),
-        "pgtlab/linux".into(),
-        format!("pgtlab overhead {unit}"),
-        format!("linux overhead {unit}"),
-    ];
-    let rows: Vec<Vec<String>> = peer_pairs(ours, theirs)
-        .into_iter()
-        .map(|(row, o, t)| {
-            let (a, b) = (o.u64(key).unwrap_or(0), t.u64(key).unwrap_or(0));
-            vec![
-                row,
-                o.str("variant").unwrap_or("").to_string(),
-                a.to_string(),
-                b.to_string(),
-                if b == 0 { "-".into() } else { format!("{:.3}", a as f64 / b as f64) },
-                o.u64(over).unwrap_or(0).to_string(),
-                t.u64(over).unwrap_or(0).to_string(),
-            ]
-        })
-        .collect();
-    report::aligned(&header, &rows, 2)
-}
-
-/// Every machine: the pgtlab / Linux ratio of each row.
-pub fn peer_side_by_side(
-    ours: &[(&str, Vec<ParsedRecord>)],
-    theirs: &[(&str, Vec<ParsedRecord>)],
-    icount: bool,
-) -> String {
-    let key = peer_key(icount);
-    let mut names: Vec<String> = Vec::new();
-    let mut cols: Vec<(&str, Vec<(String, f64)>)> = Vec::new();
-    for (label, o) in ours {
-        let Some((_, t)) = theirs.iter().find(|(l, _)| l == label) else { continue };
-        let mut col = Vec::new();
-        for (row, a, b) in peer_pairs(o, t) {
-            let (a, b) = (a.u64(key).unwrap_or(0), b.u64(key).unwrap_or(0));
-            if b > 0 {
-                col.push((row.clone(), a as f64 / b as f64));
-            }
-            if !names.contains(&row) {
-                names.push(row);
-            }
-        }
-        cols.push((label, col));
-    }
-    let mut header = vec!["row".to_string()];
-    header.extend(cols.iter().map(|(l, _)| l.to_string()));
-    let rows: Vec<Vec<String>> = names
-        .iter()
-        .map(|n| {
-            let mut r = vec![n.clone()];
-            for (_, col) in &cols {
-                r.push(col.iter().find(|(row, _)| row == n).map_or("-".into(), |(_, v)| format!("{v:.3}")));
-            }
-            r
-        })
-        .collect();
-    report::aligned(&header, &rows, 1)
-}
-
 /// One row per `case`, the `compare` fields of each machine next to each other.
 pub fn side_by_side(per_machine: &[(&str, Vec<ParsedRecord>)], compare: &[&str]) -> String {
     let mut cases: Vec<String> = Vec::new();
@@ -536,22 +313,24 @@ pub fn check_split(rows: &[ParsedRecord], icount: bool) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
+    use super::catalog::{A76, MAX};
     use super::*;
+    use crate::plot::peer_pairs;
 
     /// Every bench's QEMU run is its machine's (CPU model, GIC, vCPUs, memory), `-icount` when
     /// asked, started by its own kernel word; the Linux peer runs on the same machine, the
     /// same way, with Linux as the guest told to run the bench.
     #[test]
     fn each_bench_runs_on_its_machine_and_the_peer_on_the_same() {
-        let linux = qemu::Guest { kernel: "vmlinuz".into(), initrd: Some("initrd".into()), append: "quiet".into() };
+        let linux = Guest { kernel: "vmlinuz".into(), initrd: Some("initrd".into()), append: "quiet".into() };
         for b in GUEST_BENCHES {
             for m in b.machines {
                 for icount in [false, true] {
                     let cfg = machine_config(b, m, icount);
                     let what = format!("{} on {} (icount {icount})", b.name, m.label);
                     assert_eq!(
-                        (cfg.cpu.as_str(), cfg.gic, cfg.smp, cfg.mem.as_str()),
-                        (m.cpu, m.gic, m.smp, m.mem),
+                        (cfg.cpu.as_str(), cfg.gic, cfg.smp, cfg.mem),
+                        (m.cpu, m.gic, m.smp, Some(m.mem)),
                         "{what}"
                     );
                     assert_eq!(cfg.icount, icount.then_some(0), "{what}");
@@ -559,8 +338,8 @@ mod tests {
                     assert!(cfg.guest.is_none() && !cfg.no_hypervisor, "{what}");
                     let peer = peer_config(&cfg, &linux);
                     assert_eq!(
-                        (peer.cpu.as_str(), peer.gic, peer.smp, peer.mem.as_str(), peer.icount),
-                        (m.cpu, m.gic, m.smp, m.mem, icount.then_some(0)),
+                        (peer.cpu.as_str(), peer.gic, peer.smp, peer.mem, peer.icount),
+                        (m.cpu, m.gic, m.smp, Some(m.mem), icount.then_some(0)),
                         "{what}: the peer's machine"
                     );
                     assert_eq!(peer.guest.as_ref(), Some(&linux), "{what}");
@@ -652,7 +431,7 @@ mod tests {
         assert_eq!(Peer::parse("linux").unwrap(), Peer::Linux);
         for b in ["exits", "split", "pgtable", "guest-boot"] {
             let e = run(b, false, Some(Peer::Linux)).unwrap_err();
-            assert_eq!(crate::outcome::code_of(&e), abi::exit::USAGE, "{b}: {e:#}");
+            assert_eq!(crate::error::code_of(&e), abi::exit::USAGE, "{b}: {e:#}");
         }
     }
 
@@ -665,7 +444,7 @@ mod tests {
 
     /// What a label says about its machine, as (core, CPUs, RAM): its first part names the core
     /// (`max`, or `a76` for `cortex-a76`), a part `Ncpu` the CPU count, any other part the RAM.
-    fn label_says(m: &Machine) -> Result<(bool, Option<u32>, Option<&'static str>), String> {
+    fn label_says(m: &Setup) -> Result<(bool, Option<u32>, Option<&'static str>), String> {
         let mut parts = m.label.split('-');
         let core = parts.next().unwrap_or("");
         let names_core = m.cpu == core || m.cpu.ends_with(&format!("-{core}"));
@@ -686,14 +465,18 @@ mod tests {
     #[test]
     fn each_machine_label_says_what_sets_the_machine_apart() {
         for b in GUEST_BENCHES {
-            let varies = |f: fn(&Machine) -> String| b.machines.iter().any(|m| f(m) != f(&b.machines[0]));
+            let varies = |f: fn(&Setup) -> String| b.machines.iter().any(|m| f(m) != f(&b.machines[0]));
             let (cpus_vary, mem_vary) = (varies(|m| m.smp.to_string()), varies(|m| m.mem.to_string()));
             for m in b.machines {
                 let (core, smp, mem) = label_says(m).unwrap();
                 let what = format!("bench {}, machine {:?}", b.name, m.label);
                 assert!(core, "{what}: the label does not name the core {}", m.cpu);
                 assert!(smp.is_none_or(|n| n == m.smp), "{what}: the label says {smp:?} CPUs, it has {}", m.smp);
-                assert!(mem.is_none_or(|r| r == m.mem), "{what}: the label says {mem:?} of RAM, it has {}", m.mem);
+                assert!(
+                    mem.is_none_or(|r| r == m.mem.to_string()),
+                    "{what}: the label says {mem:?} of RAM, it has {}",
+                    m.mem
+                );
                 assert!(!cpus_vary || smp.is_some(), "{what}: its CPU count ({}) is not in the label", m.smp);
                 assert!(!mem_vary || mem.is_some(), "{what}: its RAM ({}) is not in the label", m.mem);
                 if let Some(plain) = [MAX, A76].iter().find(|p| p.label == m.label) {
@@ -703,4 +486,102 @@ mod tests {
             }
         }
     }
+}
+
+/// `cargo xtask bench`'s flags.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Which benchmark (an unknown name lists them), `all`, or `summary`.
+    pub which: String,
+    /// Run QEMU with -icount shift=0: deterministic instruction counts.
+    #[arg(long)]
+    pub icount: bool,
+    /// An earlier run's target/bench/NAME[-icount].jsonl: print the change per row with a
+    /// verdict (better / worse / within noise). One benchmark at a time.
+    #[arg(long)]
+    pub compare: Option<PathBuf>,
+    /// Run the same workload on another kernel too, on the same machine, and print both
+    /// side by side: `linux` (Debian's 6.12 from backports; EL0 benchmarks only).
+    #[arg(long)]
+    pub peer: Option<String>,
+    /// `guest-boot` only: on this board's QEMU model (pi4, zcu102, imx8mp-evk).
+    #[arg(long)]
+    pub board: Option<String>,
+}
+
+/// `cargo xtask bench WHICH [--icount] [--compare FILE]`: `all` runs every benchmark and prints
+/// the summary against the seeds and goals; `summary` prints it from the saved runs (and redraws
+/// their plots); any other name runs that benchmark, then compares it with `--compare` (an
+/// earlier `.jsonl`).
+pub fn cli(a: Args) -> Result<()> {
+    let which = a.which.as_str();
+    let peer = a.peer.as_deref().map(Peer::parse).transpose()?;
+    if let Some(b) = &a.board {
+        if which != "guest-boot" {
+            return crate::error::refuse(format!("--board {b}: only bench guest-boot takes a board"));
+        }
+        return guest_boot::run_board(crate::machine::with_qemu(b)?, a.icount);
+    }
+    if let (Some(p), "all" | "summary") = (&a.compare, which) {
+        return crate::error::refuse(format!(
+            "--compare {}: bench {which} compares nothing; give one benchmark (bench NAME --compare FILE)",
+            p.display()
+        ));
+    }
+    let dir = crate::workspace_root().join("target/bench");
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let here: Vec<&str> = GUEST_BENCHES.iter().map(|b| b.name).collect();
+    match which {
+        "all" => {
+            for b in GUEST_BENCHES {
+                run(b.name, a.icount, peer.filter(|_| b.peer))?;
+            }
+            run("pgtable", false, None)?;
+        }
+        "summary" => {
+            // Redraw the plots of every saved run (they follow the code, the data stays).
+            for b in &here {
+                for icount in [false, true] {
+                    let stem = if icount { format!("{b}-icount") } else { b.to_string() };
+                    if let Ok(jsonl) = std::fs::read_to_string(dir.join(format!("{stem}.jsonl"))) {
+                        let svg = plot::bench_svg(&dir, b, &stem, &jsonl, plot::mode(icount))?;
+                        eprintln!("xtask: drew {}", svg.display());
+                    }
+                }
+            }
+        }
+        _ => {
+            let earlier = match &a.compare {
+                Some(p) => {
+                    crate::error::regular_file("--compare", p)?;
+                    let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+                    // Refused before the benchmark runs: a comparison that cannot mean anything.
+                    plot::check_earlier(which, a.icount, &text)
+                        .map_err(|why| crate::error::Refused(format!("--compare {}: {why}", p.display())))?;
+                    Some((p, text))
+                }
+                None => None,
+            };
+            run(which, a.icount, peer)?;
+            if let Some((p, old)) = earlier {
+                let stem = if a.icount { format!("{which}-icount") } else { which.to_string() };
+                let new = std::fs::read_to_string(dir.join(format!("{stem}.jsonl")))?;
+                let m = plot::mode(a.icount);
+                let table = plot::compare(&plot::rows(which, &old, m)?, &plot::rows(which, &new, m)?);
+                println!("== {which}: change against {} ==\n{table}", p.display());
+                crate::write_file(&dir.join(format!("{stem}.compare.txt")), &table)?;
+            }
+            return Ok(());
+        }
+    }
+    let mut t = plot::summary(&dir, &here)?;
+    println!("== mechanisms against their seeds and goals (saved runs in target/bench/) ==\n{t}");
+    let p = plot::peer_summary(&dir)?;
+    println!(
+        "== the kernel against Linux (bench mprotect --peer linux; goal: every row <= {}x) ==\n{p}",
+        plot::PEER_GOAL
+    );
+    t += &format!("\n## The kernel against Linux (goal: every row <= {}x Linux)\n\n{p}", plot::PEER_GOAL);
+    crate::write_file(&dir.join("summary.md"), &t)?;
+    Ok(())
 }

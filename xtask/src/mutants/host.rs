@@ -8,7 +8,7 @@
 //! are comments.
 
 use super::HOST_CRATES;
-use crate::outcome::check_failed;
+use crate::error::check_failed;
 use crate::workspace_root;
 use anyhow::{bail, Context, Result};
 use std::collections::BTreeMap;
@@ -116,7 +116,7 @@ pub fn run(names: &[String], extra: &[String]) -> Result<()> {
         if names.is_empty() { HOST_CRATES.to_vec() } else { names.iter().map(String::as_str).collect() };
     for c in &crates {
         if !HOST_CRATES.contains(c) {
-            return Err(anyhow::Error::new(crate::outcome::Refused(format!(
+            return Err(anyhow::Error::new(crate::error::Refused(format!(
                 "{c:?} is not a host crate cargo-mutants covers (one of: {})",
                 HOST_CRATES.join(", ")
             ))));
@@ -134,7 +134,7 @@ pub fn run(names: &[String], extra: &[String]) -> Result<()> {
         let mut child = crate::signals::supervised(&mut cmd).context("running cargo mutants")?;
         let status = child.wait()?;
         if crate::signals::caught().is_some() {
-            return Err(anyhow::Error::new(crate::outcome::ExitWith(crate::outcome::Verdict::new(
+            return Err(anyhow::Error::new(crate::error::ExitWith(crate::error::Verdict::new(
                 abi::exit::INTERRUPTED,
                 "the xtask was stopped during cargo mutants",
             ))));
@@ -217,7 +217,7 @@ mod tests {
         let s = Summary { missed: vec!["lib/x/src/a.rs: replace f -> bool with true".into()], ..Summary::default() };
         assert!(report(&[("x".into(), s.clone())], &e).is_ok());
         let err = report(&[("x".into(), s)], &BTreeMap::new()).unwrap_err();
-        assert_eq!(crate::outcome::code_of(&err), abi::exit::CHECK_FAILED);
+        assert_eq!(crate::error::code_of(&err), abi::exit::CHECK_FAILED);
     }
 
     #[test]

@@ -10,7 +10,7 @@
 //! own 6.1 kernel predates the Pi 5), [`file_from_kernel_package`]; the Linux guest's kernel
 //! and busybox from the machine's own suites ([`Apt::new`]); and a QEMU new enough for the
 //! board models from `<codename>-backports` for the host's architecture
-//! ([`Apt::backports`], `crate::qemu_pkg`).
+//! ([`Apt::backports`], `crate::provision::qemu_pkg`).
 
 use anyhow::{bail, ensure, Context, Result};
 use std::path::{Path, PathBuf};
@@ -301,7 +301,7 @@ impl Apt {
             o.push(format!("Dir::Etc::SourceList={d}/sources.list"));
             o.push("Dir::Etc::SourceParts=/nonexistent".into());
         }
-        if crate::system::is_root() {
+        if crate::provision::system::is_root() {
             // Downloads land in our directory, which apt's sandbox user may not write.
             o.push("APT::Sandbox::User=root".into());
         }
@@ -309,7 +309,7 @@ impl Apt {
     }
 
     fn apt(&self, tool: &str) -> Result<Command> {
-        let path = crate::system::which(tool)
+        let path = crate::provision::system::which(tool)
             .with_context(|| format!("{tool} not found: the Linux guest comes from Debian's arm64 packages"))?;
         let mut c = Command::new(path);
         c.args(self.options()).current_dir(self.dir.join("debs")).env("DEBIAN_FRONTEND", "noninteractive");
@@ -384,7 +384,7 @@ impl Apt {
 /// wildcards allowed) to `dest`, with `dpkg-deb --fsys-tarfile | tar`.
 pub fn extract(deb: &Path, member: &str, dest: &Path) -> Result<()> {
     for tool in ["dpkg-deb", "tar"] {
-        if crate::system::which(tool).is_none() {
+        if crate::provision::system::which(tool).is_none() {
             bail!("{tool} not found: it unpacks Debian's packages (install dpkg and tar)");
         }
     }

@@ -1,13 +1,13 @@
 //! A QEMU new enough for a board model. The system one (`qemu-system-aarch64` on PATH, Debian
 //! 12's 7.2) when its version suffices; otherwise `<codename>-backports`' `qemu-system-arm`,
 //! `qemu-system-common` and `qemu-system-data` for the host's architecture, fetched with
-//! `apt-get download` (private apt state, the machine's own archive: `crate::debian::Apt`) and
+//! `apt-get download` (private apt state, the machine's own archive: `crate::provision::debian::Apt`) and
 //! unpacked with `dpkg -x` under `target/downloads/qemu/`. Nothing on the system changes: the
 //! unpacked QEMU runs with the libraries already installed (those of 7.2). It is started
 //! through a small wrapper script beside it that points QEMU at its own modules
 //! (`QEMU_MODULE_DIR`) and data (`-L`), so every caller treats it as one executable path.
 
-use crate::debian::{cache_dir, Apt};
+use crate::provision::debian::{cache_dir, Apt};
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -85,7 +85,7 @@ pub fn backports_qemu() -> Result<PathBuf> {
         std::fs::remove_file(&w)?;
     }
     for tool in ["dpkg", "apt-get"] {
-        if crate::system::which(tool).is_none() {
+        if crate::provision::system::which(tool).is_none() {
             bail!("{tool} not found: a QEMU new enough for the board models comes from Debian's backports packages");
         }
     }
@@ -135,7 +135,7 @@ pub fn backports_qemu() -> Result<PathBuf> {
 /// A QEMU of at least `need`: the system one when new enough, else [`backports_qemu`] (checked
 /// to be new enough). The error says what was found and what failed.
 pub fn qemu_at_least(need: Version) -> Result<PathBuf> {
-    let system = crate::system::qemu()?;
+    let system = crate::provision::system::qemu()?;
     let have = version_of(&system)?;
     if have >= need {
         return Ok(system);

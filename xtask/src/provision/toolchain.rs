@@ -10,7 +10,7 @@
 //! The linker is `ld.lld` (Debian's `lld`, installed the same way) unless the toolchain ships
 //! `rust-lld`.
 
-use crate::system::{apt_install, which};
+use crate::provision::system::{apt_install, which};
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -172,7 +172,7 @@ impl CrossToolchain {
     /// build-std flags and rustflags.
     pub fn cargo(&self, subcommand: &str, target: &str) -> Command {
         let mut c = if subcommand == "clippy" {
-            crate::lint::clippy_of(&self.cargo)
+            clippy_of(&self.cargo)
         } else {
             let mut c = Command::new(&self.cargo);
             c.arg(subcommand);
@@ -207,4 +207,14 @@ impl CrossToolchain {
         c.env(format!("CARGO_TARGET_{}_RUSTFLAGS", target.to_uppercase().replace('-', "_")), flags.join(" "));
         c
     }
+}
+
+/// `cargo clippy` with `cargo`'s own toolchain's clippy. Not `cargo clippy` itself: cargo looks
+/// for `cargo-clippy` in `~/.cargo/bin` before PATH, so with Debian's cargo first on PATH and
+/// rustup installed it would run rustup's clippy, another compiler version than the one that
+/// built the dependencies (E0514). `cargo-clippy` runs the cargo named by `CARGO`.
+pub fn clippy_of(cargo: &Path) -> Command {
+    let mut c = Command::new(cargo.with_file_name("cargo-clippy"));
+    c.arg("clippy").env("CARGO", cargo);
+    c
 }
