@@ -1,4 +1,4 @@
-//! `cargo xtask`: the project's command line. See the README for the commands; each is a module
+//! `cargo xtask`: the project's command line. docs/commands.md says what each does; each is a module
 //! of the `xtask` library (`xtask/src/lib.rs` shows the layers).
 
 use abi::exit;

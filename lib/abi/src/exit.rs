@@ -1,5 +1,5 @@
 //! The exit-code table: every code `cargo xtask run` (and `test`, `bench`, `fuzz`) can return,
-//! each with a one-line reason (the README's table is this one: a host test compares them), and
+//! each with a one-line reason (docs/exit-codes.md's table is this one: a host test compares them), and
 //! the final line `@@exit CODE (meaning)` that carries a run's code out of the machine, on QEMU
 //! and on a board alike: the machine then powers off (PSCI SYSTEM_OFF), and the xtask reads the
 //! code from that line, never from QEMU's exit status.
