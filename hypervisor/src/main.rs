@@ -125,6 +125,7 @@ fn boot(dtb_addr: usize, loaded_at: Option<u64>) -> Result<core::convert::Infall
         rt::println!("hyp: warning: {p}: this console is {} ({}) instead", uart.path, uart.kind.name());
     }
     exit::init(&board);
+    exit::set_key_from(board.bootargs.as_deref().unwrap_or(""));
 
     let opts = options::parse(board.bootargs.as_deref().unwrap_or(""));
     trap::set_stop_on_fault(opts.stop_on_fault);

@@ -11,6 +11,8 @@
 //!   BSS and stacks, its load address, RAM (`testguest.mem`), CPUs (`testguest.smp`), PSCI
 //!   version and features, the timer, the GIC, its command line. `hang`: a failed check, then
 //!   silence (for the time-limit verdict).
+//! * `forge-reset`, `forge-panic`: a guest that prints final lines claiming success (`forge.rs`),
+//!   then resets or panics: the run must fail all the same.
 //! * `semihost`: what a hostile guest tries first. QEMU semihosting (`hlt #0xf000`), if it
 //!   were on, would be served by QEMU itself before any trap: SYS_OPEN + SYS_WRITE create a
 //!   host file (`testguest.path=PATH` + `.open`), SYS_SYSTEM runs a host command (`touch
@@ -24,6 +26,8 @@
 #[cfg(target_os = "none")]
 extern crate alloc;
 
+#[cfg(target_os = "none")]
+mod forge;
 #[cfg(target_os = "none")]
 mod semihost;
 #[cfg(target_os = "none")]
@@ -59,7 +63,11 @@ static HEAP: LockedHeap<32> = LockedHeap::empty();
 /// Every word the test guest accepts.
 #[cfg(target_os = "none")]
 pub const WORDS: &[Word] = &[
-    Word::choice("testguest", &["semihost", "view", "hang"], "what to do (see testguest/src/main.rs)"),
+    Word::choice(
+        "testguest",
+        &["semihost", "view", "hang", "forge-reset", "forge-panic"],
+        "what to do (see testguest/src/main.rs)",
+    ),
     Word::size("testguest.mem", 1 << 20, 1 << 50, "view: the RAM the guest must find"),
     Word::uint("testguest.smp", 1, 512, "view: the CPUs the guest must find"),
     Word::choice("testguest.load", &["raw", "image"], "view: the form it was built in, so where QEMU loads it"),
@@ -120,6 +128,8 @@ fn run(dtb: usize, regs: [u64; 3]) -> Result<u32, String> {
         Some("semihost") => Ok(semihost::run(args.text("testguest.path").unwrap_or("/tmp/pgtlab-testguest"))),
         Some("view") => Ok(view::run(&board, blob, regs, &args, cmdline)),
         Some("hang") => view::hang(),
+        Some("forge-reset") => forge::reset(),
+        Some("forge-panic") => forge::panic(),
         _ => Err(format!("nothing to do: give testguest=MODE ({})", TABLE.accepted())),
     }
 }
@@ -156,7 +166,8 @@ fn smccc(smc: bool, fid: u64, a1: u64) -> [u64; 4] {
 }
 
 /// Ends the run with `status`: the exit hypercall under the hypervisor (which prints the final
-/// line), else the final line and PSCI SYSTEM_OFF.
+/// line), else the final line and PSCI SYSTEM_OFF (SYSTEM_RESET on a failure: alone, how the
+/// machine ends is the verdict).
 #[cfg(target_os = "none")]
 fn end(status: u32) -> ! {
     rt::console::flush();
@@ -168,7 +179,8 @@ fn end(status: u32) -> ! {
         match PSCI.load(Ordering::Relaxed) {
             0 => {}
             c => {
-                smccc(c == 2, abi::psci::SYSTEM_OFF, 0);
+                let fid = if status == 0 { abi::psci::SYSTEM_OFF } else { abi::psci::SYSTEM_RESET };
+                smccc(c == 2, fid, 0);
             }
         }
         rt::console::panic_print(format_args!("testguest: {}\n", abi::exit::NO_POWER_OFF));

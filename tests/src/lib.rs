@@ -130,7 +130,7 @@ impl Run {
     /// final line, never QEMU's status alone) and the run printed at most one final line.
     pub fn expect_exit(&self, code: i32) {
         assert!(!self.outcome.timed_out, "timed out after {:?}\n{}", BOOT_TIMEOUT, self.dump());
-        let finals = xtask::supervise::Watch::scan(&self.outcome.output).finals;
+        let finals = xtask::supervise::Watch::scan(&self.outcome.output, self.outcome.judging).finals;
         assert!(finals.len() <= 1, "one final line per run, not {finals:?}\n{}", self.dump());
         let v = self.verdict();
         assert_eq!(
@@ -170,16 +170,40 @@ pub fn boot_with(cfg: Launch, extra: &[String]) -> Run {
     try_boot_with(cfg, extra).unwrap_or_else(|why| panic!("the xtask refused the configuration: {why}"))
 }
 
+/// Boots `cfg` with QEMU's `-append` replaced by `words` and the run's key (a command line no
+/// `Launch` would make: words the xtask itself refuses, given to the hypervisor by hand).
+pub fn boot_with_append(cfg: Launch, words: &str) -> Run {
+    try_boot_args(cfg, &[], |args, judging| {
+        let i = args.iter().position(|a| a == "-append").expect("-append") + 1;
+        args[i] = match judging {
+            supervise::Judging::Keyed(k) => format!("{words} {}={k:#x}", hypcore::options::KEY),
+            _ => words.to_string(),
+        };
+    })
+    .unwrap_or_else(|why| panic!("the xtask refused the configuration: {why}"))
+}
+
 /// [`try_boot`] with `extra` QEMU arguments after the usual ones.
 pub fn try_boot_with(cfg: Launch, extra: &[String]) -> Result<Run, String> {
+    try_boot_args(cfg, extra, |_, _| {})
+}
+
+/// [`try_boot_with`], `edit` changing the arguments before QEMU starts.
+fn try_boot_args(
+    cfg: Launch,
+    extra: &[String],
+    edit: impl FnOnce(&mut Vec<String>, supervise::Judging),
+) -> Result<Run, String> {
     let e = env();
     let cfg = with_dtb(cfg);
     cfg.validate().map_err(|r| r.0)?;
     let qemu = qemu_for(cfg.machine);
     let version = xtask::provision::qemu_pkg::version_of(&qemu).map_err(|e| format!("{e:#}"))?;
-    let mut args = cfg.resolve(&e.images, version).map_err(|e| format!("{e:#}"))?.args;
+    let r = cfg.resolve(&e.images, version).map_err(|e| format!("{e:#}"))?;
+    let mut args = r.args;
     args.extend_from_slice(extra);
-    let outcome = supervise::run_args(&qemu, &args, BOOT_TIMEOUT, None, |_| {}).expect("running QEMU");
+    edit(&mut args, r.judging);
+    let outcome = supervise::run_args(&qemu, &args, r.judging, BOOT_TIMEOUT, None, |_| {}).expect("running QEMU");
     let mut records = Vec::new();
     for line in outcome.output.lines() {
         if let Some(r) = parse_line(line) {
@@ -255,6 +279,27 @@ pub fn boot_until_on<T>(
     let _ = reader.join();
     let _ = std::fs::remove_file(&sock);
     result.unwrap_or_else(|| panic!("--- {} ---\nno awaited line within {BOOT_TIMEOUT:?}\n{console}", cfg.describe()))
+}
+
+/// The xtask binary: `XTASK_BIN` (set by `cargo xtask test`), else built here with cargo (a plain
+/// `cargo test` on a fresh clone).
+pub fn xtask_bin() -> PathBuf {
+    if let Some(b) = std::env::var_os("XTASK_BIN") {
+        return PathBuf::from(b);
+    }
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+            let st = std::process::Command::new(cargo)
+                .args(["build", "--quiet", "--package", "xtask"])
+                .current_dir(xtask::workspace_root())
+                .status()
+                .expect("running cargo build -p xtask");
+            assert!(st.success(), "cargo build -p xtask failed");
+            xtask::workspace_root().join("target/debug/xtask")
+        })
+        .clone()
 }
 
 /// Runs the xtask binary itself (`XTASK_BIN`, set by `cargo xtask test`; else through cargo)

@@ -22,14 +22,14 @@ fn tiny_image(len: usize) -> Vec<u8> {
 
 /// The loader in QEMU on `cfg`'s machine with `ram` (`chainboot --qemu --ram`; `None`: the
 /// machine's default).
-fn start(cfg: &Launch, ram: Option<&str>) -> (chainboot::qemu::LoaderVm, Session) {
+fn start(cfg: &Launch, ram: Option<&str>) -> (chainboot::qemu::LoaderVm, Session, u64) {
     // The build that writes the chainloader's Image comes first: QEMU reads it at start.
     images();
     let ram = chainboot::board_ram(cfg, ram.map(tests::mem)).expect("the board's RAM");
     let vm = chainboot::qemu::start(&qemu_for(cfg.machine), cfg, ram, &xtask::build::chainloader_image())
         .expect("QEMU with the loader");
     let link = chainboot::link::open(&vm.serial(), 115_200).expect("connecting to the serial socket");
-    (vm, Session::new(link, |_| {}, false))
+    (vm, Session::new(link, |_| {}, false), xtask::launch::new_key().expect("a run key"))
 }
 
 /// The Images under test, with the boot words `bootargs`.
@@ -49,7 +49,7 @@ fn dump(s: &Session) -> String {
 #[test]
 fn refuses_a_damaged_transfer_then_boots_hypervisor_and_kernel() {
     let cfg = Launch { cpu: "cortex-a76".into(), gic: 2, smp: 2, ..Default::default() };
-    let (mut vm, mut s) = start(&cfg, Some("1G"));
+    let (mut vm, mut s, key) = start(&cfg, Some("1G"));
     s.wait_ready(Some(Duration::from_secs(60))).expect("ready");
     assert!(s.log.iter().any(|l| l.starts_with("chainloader: ") && l.contains("at EL2")), "{}", dump(&s));
 
@@ -65,10 +65,10 @@ fn refuses_a_damaged_transfer_then_boots_hypervisor_and_kernel() {
     }
     s.wait_ready(Some(Duration::from_secs(30))).expect("ready again after the refusal");
 
-    let sent = s.send(&real(true, ""), None).expect("transfer");
+    let sent = s.send(&real(true, &format!("hyp.key={key:#x}")), None).expect("transfer");
     let Sent::Booted { entry, .. } = sent else { panic!("{sent:?}\n{}", dump(&s)) };
     eprintln!("chainboot over QEMU's PL011: {}", chainboot::rate_line(&sent, 115_200, true));
-    let end = s.console(Some(Duration::from_secs(120)));
+    let end = s.console(Some(Duration::from_secs(120)), Some(key));
     assert_eq!(end, ConsoleEnd::Exit(0), "{}", dump(&s));
     // The hypervisor runs where the loader put it, from the DTB the loader wrote, and finds the
     // kernel the loader received (the DTB's initrd): the guest comes up.
@@ -91,9 +91,9 @@ fn refuses_a_damaged_transfer_then_boots_hypervisor_and_kernel() {
 #[ignore = "long: cargo xtask test --long"]
 fn survives_a_host_that_stops_half_way() {
     let cfg = Launch { cpu: "cortex-a76".into(), gic: 2, smp: 4, ..Default::default() };
-    let (mut vm, mut s) = start(&cfg, Some("4G"));
+    let (mut vm, mut s, key) = start(&cfg, Some("4G"));
     s.wait_ready(Some(Duration::from_secs(60))).expect("ready");
-    let real = real(false, "");
+    let real = real(false, &format!("hyp.key={key:#x}"));
     let half = (real.hypervisor.len() / 2) as u64;
     match s.send(&real, Some(Tamper::StopAfter(half))).expect("transfer") {
         Sent::TimedOut { received, total } => {
@@ -106,7 +106,7 @@ fn survives_a_host_that_stops_half_way() {
     let sent = s.send(&real, None).expect("transfer");
     assert!(matches!(sent, Sent::Booted { .. }), "{sent:?}\n{}", dump(&s));
     eprintln!("chainboot over QEMU's PL011, uncompressed: {}", chainboot::rate_line(&sent, 115_200, true));
-    assert_eq!(s.console(Some(Duration::from_secs(180))), ConsoleEnd::Exit(0), "{}", dump(&s));
+    assert_eq!(s.console(Some(Duration::from_secs(180)), Some(key)), ConsoleEnd::Exit(0), "{}", dump(&s));
     assert!(s.log.join("\n").contains("kernel: 4 of 4 CPUs online"), "{}", dump(&s));
     assert_eq!(vm.child.wait().unwrap().code(), Some(0));
 }
@@ -119,15 +119,15 @@ fn survives_a_host_that_stops_half_way() {
 #[ignore = "long: cargo xtask test --long"]
 fn long_pi4_chainboot_boots_hypervisor_and_kernel() {
     let cfg = with_dtb(Launch::for_machine(tests::machine("pi4")));
-    let (mut vm, mut s) = start(&cfg, None);
+    let (mut vm, mut s, key) = start(&cfg, None);
     s.wait_ready(Some(Duration::from_secs(60))).expect("ready");
     let out = s.log.join("\n");
     assert!(out.contains("chainloader: Raspberry Pi 4 Model B at EL2"), "{}", dump(&s));
     assert!(out.contains("console /soc/serial@7e215040"), "not the mini UART: {}", dump(&s));
-    let sent = s.send(&real(true, ""), None).expect("transfer");
+    let sent = s.send(&real(true, &format!("hyp.key={key:#x}")), None).expect("transfer");
     assert!(matches!(sent, Sent::Booted { .. }), "{sent:?}\n{}", dump(&s));
     eprintln!("chainboot over QEMU's mini UART: {}", chainboot::rate_line(&sent, 115_200, true));
-    assert_eq!(s.console(Some(Duration::from_secs(180))), ConsoleEnd::Exit(0), "{}", dump(&s));
+    assert_eq!(s.console(Some(Duration::from_secs(180)), Some(key)), ConsoleEnd::Exit(0), "{}", dump(&s));
     let out = s.log.join("\n");
     assert!(out.contains("Raspberry Pi 4 Model B"), "{}", dump(&s));
     assert!(out.contains("kernel: 4 of 4 CPUs online"), "{}", dump(&s));

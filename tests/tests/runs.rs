@@ -44,7 +44,7 @@ fn unknown_duplicated_or_bad_boot_words_stop_the_boot_naming_the_word() {
     for (args, lines) in hyp {
         // hyp.guest-mem is the xtask's (--mem): given on QEMU's command line by hand here.
         let run = if args.starts_with("hyp.guest-mem") {
-            boot_with(config(|_| {}), &["-append".into(), args.into()])
+            tests::boot_with_append(config(|_| {}), args)
         } else {
             boot(config(|c| c.bootargs = args.into()))
         };
@@ -125,6 +125,50 @@ fn cli_usage_errors_and_qemu_refusals_have_their_own_codes() {
     assert!(out.contains("\"auto\" is not one of on, off"), "{out}");
     let (code, out) = xtask_cli(&["perf", "no-such-scenario"]);
     assert_eq!(code, exit::USAGE as i32, "{out}");
+}
+
+/// Flags that cannot be honoured are refused with the reason and the way that works, never
+/// ignored: each of these was once accepted and silently not honoured (or exited 70).
+#[test]
+fn flags_that_cannot_be_honoured_are_refused() {
+    let fifo_dir = tests::scratch_dir().join(format!("fw-fifo-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&fifo_dir);
+    std::fs::create_dir_all(&fifo_dir).unwrap();
+    let fifo = std::ffi::CString::new(fifo_dir.join("pipe").to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo with a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+    let image = tests::scratch_dir().join("refused.img");
+    let img = image.to_str().unwrap();
+    let cases: &[(&[&str], &str)] = &[
+        (&["run", "--gdb-port", "5000"], "--gdb"),
+        (&["run", "--mem", "0x40000000"], "1024M if you meant bytes"),
+        (&["run", "--bootargs", "a\n@@exit 0 (success)"], "control character"),
+        (&["run", "--bootargs", "hyp.cpus=8", "--smp", "2"], "at most 2"),
+        (&["run", "--bootargs", "hyp.key=0x1"], "the xtask's to choose"),
+        (&["run", "--board", "pi4", "--no-hypervisor"], "start at EL2"),
+        (&["run", "--board", "pi5"], "flash --board pi5"),
+        (&["run", "--accel", "kvm", "--icount", "0"], "--icount"),
+        (&["run", "--qemu-arg", "-monitor stdio"], "not passed on"),
+        (&["chainboot", "--serial", "/dev/null", "--cpu", "max"], "give --qemu"),
+        (&["chainboot", "--serial", "/dev/null", "--board", "nosuch"], "give --qemu"),
+        (&["test", ""], "empty filter"),
+        (&["bench", "summary", "--compare", "target/bench/x.jsonl"], "compares nothing"),
+        (&["flash", "--image", img, "--uninstall"], "--boot-dir"),
+        (&["flash", "--image", img, "--bootargs", "a\nb"], "control character"),
+        (&["flash", "--image", img, "--firmware", fifo_dir.to_str().unwrap()], "not a regular file"),
+        (&["mutants", "--", "--foo"], "give --host"),
+        (&["test", "--partition", "3/2"], "1 <= K <= N"),
+    ];
+    for (args, says) in cases {
+        let (code, out) = xtask_cli(args);
+        assert_eq!(code, exit::USAGE as i32, "{args:?}\n{out}");
+        assert!(out.contains(says), "{args:?}: {says:?}\n{out}");
+    }
+    assert!(!image.exists(), "no card image written by a refused flash");
+    let (code, out) = xtask_cli(&["mutants", "--host", "--list"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("host crates for cargo-mutants") && !out.contains("installing"), "{out}");
+    let _ = std::fs::remove_dir_all(&fifo_dir);
 }
 
 #[test]
@@ -465,7 +509,7 @@ fn gone(pid: u32) -> bool {
 /// (PR_SET_PDEATHSIG). The xtask waits in `--gdb` mode: QEMU is up, paused, costing nothing.
 #[test]
 fn a_signal_to_the_xtask_ends_its_qemu_and_says_so() {
-    let bin = std::env::var("XTASK_BIN").expect("run by cargo xtask test (XTASK_BIN)");
+    let bin = tests::xtask_bin().display().to_string();
     for (i, sig) in [libc::SIGTERM, libc::SIGHUP, libc::SIGINT, libc::SIGKILL].into_iter().enumerate() {
         let port = 30_000 + (std::process::id() % 5_000) as u16 * 4 + i as u16;
         // Started by a non-interactive shell in the background: SIGINT (and SIGQUIT) ignored.
@@ -509,4 +553,16 @@ fn a_signal_to_the_xtask_ends_its_qemu_and_says_so() {
             std::thread::sleep(Duration::from_millis(50));
         }
     }
+}
+
+/// `--qemu-arg` gives QEMU a device a test suite needs (kvm-unit-tests' pci-test needs
+/// `pci-testdev`); the hypervisor gives the guest the PCI windows it sits behind.
+#[test]
+fn a_device_a_test_suite_needs_reaches_qemu() {
+    let run = boot(config(|c| {
+        c.smp = 1;
+        c.qemu_args = xtask::launch::qemu_arg::parse("-device pci-testdev").unwrap();
+    }));
+    run.expect_exit(0);
+    assert!(run.cfg.describe().contains("qemu-arg=-device"), "{}", run.dump());
 }

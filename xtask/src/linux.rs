@@ -132,7 +132,8 @@ fn busybox(apt: &Apt) -> Result<PathBuf> {
 /// `/init`: a busybox shell script.
 ///
 /// It reports what the guest sees, runs the step `pgtlab_test=` names (its status is `st`),
-/// and powers off. With [`ALONE_WORD`](crate::launch::ALONE_WORD) on its command line (a run without the hypervisor, whose
+/// and powers off when the step succeeded, resets when not (alone, how the machine ends is the
+/// run's verdict; under the hypervisor a reset is exit 6). With [`ALONE_WORD`](crate::launch::ALONE_WORD) on its command line (a run without the hypervisor, whose
 /// own final line would end the run otherwise) it prints the run's final line
 /// `@@exit CODE (meaning)` itself first: 0 when the step succeeded, 1 (guest failure) when not.
 pub fn init_script() -> String {
@@ -207,12 +208,17 @@ bench)
     echo "@@report {\"kind\":\"linux_bench_exit\",\"status\":$st}"
     ;;
 esac
-echo "pgtlab-linux: powering off"
-# Alone (no hypervisor to print it), the run's final line is ours: the step's verdict.
+# Alone (no hypervisor to print it), the final line is ours: it names the step's verdict, and
+# the power-off (success) or reset (failure) that follows is it.
 if [ "$pgtlab_alone" = 1 ]; then
     if [ $st = 0 ]; then echo "@@EXIT_OK@@"; else echo "@@EXIT_FAILED@@"; fi
 fi
-$bb poweroff -f
+if [ $st = 0 ]; then
+    echo "pgtlab-linux: powering off"
+    $bb poweroff -f
+fi
+echo "pgtlab-linux: the step failed (status $st): resetting"
+$bb reboot -f
 "#;
 
 /// Builds the initramfs: busybox, `/init`, device nodes, and `extra` files (name, bytes).

@@ -138,7 +138,7 @@ pub struct RunArgs {
     pub count_insns: bool,
     /// One more QEMU option with its value, e.g. "-device pci-testdev" (repeatable): devices,
     /// -global, drives and firmware inside target/; nothing that opens a path to the host.
-    #[arg(long = "qemu-arg", value_name = "OPTION VALUE")]
+    #[arg(long = "qemu-arg", value_name = "OPTION VALUE", allow_hyphen_values = true)]
     pub qemu_args: Vec<String>,
 }
 
@@ -234,7 +234,7 @@ pub fn run(a: RunArgs) -> Result<()> {
     };
     let progress = (a.timeout != 0).then_some(PROGRESS_EVERY);
     let elf_for = |line: &str| report::symbolize_line(line, &images);
-    let out = supervise::run_args(&qemu.path, &resolved.args, timeout, progress, |line| {
+    let out = supervise::run_args(&qemu.path, &resolved.args, resolved.judging, timeout, progress, |line| {
         supervise::echo_stdout(&elf_for(line))
     })?;
     report::print_tables(&out.output);

@@ -1,8 +1,11 @@
 //! Ending the run. Under the hypervisor: the exit hypercall with the status (the hypervisor
 //! prints the run's one final line and powers off). Without it the kernel prints the final line
-//! `@@exit CODE (meaning)` itself, then asks the firmware for PSCI SYSTEM_OFF through the device
-//! tree's conduit (QEMU's own PSCI ends the QEMU process). The code travels only in that line:
-//! QEMU semihosting is never used (it would give any guest the host's files and shell).
+//! `@@exit CODE (meaning)` itself, then asks the firmware through the device tree's conduit for
+//! PSCI SYSTEM_OFF on success and SYSTEM_RESET on a failure (QEMU's own PSCI ends the QEMU
+//! process either way, `-no-reboot`): alone, how the machine ended is the verdict (the xtask
+//! reads it from QEMU, not the console, which a guest could write anything on), and the line
+//! only names the failure. QEMU semihosting is never used (it would give any guest the host's
+//! files and shell).
 
 use crate::arch::smccc;
 use core::sync::atomic::{AtomicBool, AtomicU8, Ordering};
@@ -59,11 +62,12 @@ pub fn exit(status: u32) -> ! {
         rt::console::panic_print(format_args!("{}\n", abi::exit::FinalLine(status)));
         rt::console::flush();
         if PSCI.load(Ordering::Relaxed) {
-            let r = smccc::call(abi::psci::SYSTEM_OFF, 0, 0, 0)[0] as i64;
-            rt::console::panic_print(format_args!(
-                "kernel: PSCI SYSTEM_OFF returned {r}: {}\n",
-                abi::exit::NO_POWER_OFF
-            ));
+            let (fid, name) = match status {
+                0 => (abi::psci::SYSTEM_OFF, "SYSTEM_OFF"),
+                _ => (abi::psci::SYSTEM_RESET, "SYSTEM_RESET"),
+            };
+            let r = smccc::call(fid, 0, 0, 0)[0] as i64;
+            rt::console::panic_print(format_args!("kernel: PSCI {name} returned {r}: {}\n", abi::exit::NO_POWER_OFF));
         } else {
             rt::console::panic_print(format_args!("kernel: {}\n", abi::exit::NO_POWER_OFF));
         }

@@ -12,6 +12,10 @@ const M: u64 = 1 << 20;
 /// `hyp.guest-mem`: the word the xtask adds so the guest gets exactly `--mem`.
 pub const GUEST_MEM: &str = "hyp.guest-mem";
 
+/// `hyp.key`: the run's key, which the xtask chooses for each run and the hypervisor prints in
+/// its final line (`abi::exit::KeyedFinalLine`); the guest never sees it.
+pub const KEY: &str = "hyp.key";
+
 /// Every word the hypervisor accepts (add one here, one line, and read it in the hypervisor's
 /// `options.rs`).
 pub const WORDS: &[Word] = &[
@@ -41,6 +45,13 @@ pub const WORDS: &[Word] = &[
         64,
         "CPUs the guest gets (the first N of the device tree, at most the hypervisor's limit; default all): fewer \
          CPUs on a board whose CPU count is fixed (the Pi 4)",
+    ),
+    Word::uint(
+        KEY,
+        0,
+        u64::MAX,
+        "the run's key, printed in the final line (the xtask sets it, new for each run, and accepts no final line \
+         without it; the guest never sees it)",
     ),
     Word::flag("hyp.check-split", "check every page after each eager split against the slot's pool mapping"),
     Word::flag("hyp.check-stage2", "at boot, check that nothing the hypervisor keeps translates in stage 2"),

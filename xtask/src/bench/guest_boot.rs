@@ -18,7 +18,7 @@ use crate::machine::Machine;
 use crate::provision::{system, toolchain};
 use crate::supervise;
 use crate::{report, workspace_root};
-use anyhow::{ensure, Context, Result};
+use anyhow::{Context, Result};
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
@@ -50,9 +50,12 @@ fn boot(qemu_bin: &std::path::Path, cfg: &Launch, images: &Images) -> Result<Sam
     // Linux alone on a board that offers it no power-off (the Pi 4: its watchdog driver needs
     // devices the model lacks) halts: the run ends at its linux_guest record instead.
     let stop_at_record = cfg.no_hypervisor && !cfg.model().linux.powers_off_alone;
+    let version = crate::provision::qemu_pkg::version_of(qemu_bin)?;
+    let r = cfg.resolve(images, version)?;
     let (out, stopped) = supervise::run_args_until(
         qemu_bin,
-        &cfg.args(images)?,
+        &r.args,
+        r.judging,
         Duration::from_secs(600),
         None,
         |l: &str| {
@@ -63,7 +66,9 @@ fn boot(qemu_bin: &std::path::Path, cfg: &Launch, images: &Images) -> Result<Sam
         |l| stop_at_record && l.contains("\"kind\":\"linux_guest\""),
     )?;
     let verdict = supervise::judge(&out);
-    ensure!(stopped || verdict.success(), "boot failed ({}): {verdict}\n{}", cfg.describe(), out.output);
+    if !stopped {
+        supervise::require_success(&verdict, &format!("the boot of {}", cfg.describe()))?;
+    }
     let wall = marker_at.context("no marker line")?;
     let (records, _) = report::collect(&out.output);
     let uptime =

@@ -269,16 +269,23 @@ impl Session {
     }
 
     /// Shows the board's console until the run's final line (its code), the line closing, or
-    /// the time limit.
-    pub fn console(&mut self, timeout: Option<Duration>) -> ConsoleEnd {
+    /// the time limit. With the run's `key` (given to the hypervisor as `hyp.key=`) only a final
+    /// line that carries it ends the run; a line without it (a guest's) is said to be ignored.
+    pub fn console(&mut self, timeout: Option<Duration>, key: Option<u64>) -> ConsoleEnd {
         let deadline = timeout.map(|t| Instant::now() + t);
         loop {
             match self.next_line(deadline) {
-                Ok(Some(line)) => {
-                    if let Some(code) = abi::exit::parse_final_line(&line) {
-                        return ConsoleEnd::Exit(code);
+                Ok(Some(line)) => match (abi::exit::parse_final(&line), key) {
+                    (Some(f), Some(k)) if f.key == Some(k) => return ConsoleEnd::Exit(f.code),
+                    (Some(_), Some(_)) => {
+                        eprintln!(
+                            "xtask: ignored: {:?} is not this run's final line (without the run's key)",
+                            line.trim()
+                        )
                     }
-                }
+                    (Some(f), None) => return ConsoleEnd::Exit(f.code),
+                    (None, _) => {}
+                },
                 Ok(None) => return ConsoleEnd::TimedOut,
                 Err(()) => return ConsoleEnd::Closed,
             }
@@ -351,9 +358,13 @@ mod tests {
         master
             .write_all(b"hyp: something\r\n@@exit 2 (success)\r\nkernel: PANIC\r\n@@exit 2 (guest panic)\r\nafter\r\n")
             .unwrap();
-        assert_eq!(s.console(Some(Duration::from_secs(10))), ConsoleEnd::Exit(2));
+        assert_eq!(s.console(Some(Duration::from_secs(10)), None), ConsoleEnd::Exit(2));
         assert_eq!(s.log.len(), 4, "a line whose meaning does not match its code is not final: {:?}", s.log);
-        assert_eq!(s.console(Some(Duration::from_millis(300))), ConsoleEnd::TimedOut);
+        assert_eq!(s.console(Some(Duration::from_millis(300)), None), ConsoleEnd::TimedOut);
+        // With the run's key, only the line that carries it ends the run.
+        let keyed = abi::exit::KeyedFinalLine { code: 1, key: 0x1234 };
+        master.write_all(format!("@@exit 0 (success)\r\n{keyed}\r\n").as_bytes()).unwrap();
+        assert_eq!(s.console(Some(Duration::from_secs(10)), Some(0x1234)), ConsoleEnd::Exit(1));
     }
 
     /// `wait_ready` waits up to its limit for a `ready` that comes late (the loader repeats it
@@ -487,10 +498,20 @@ pub fn cli(a: Args) -> Result<i32> {
     }
     let tc = crate::provision::toolchain::find()?;
     let images = crate::build::build(&tc, &[])?;
+    crate::launch::check_line("--bootargs", &a.bootargs)?;
+    crate::launch::check_bootargs(&a.bootargs, u32::MAX)?;
+    // The run's key goes with the command line: always on QEMU; on a board only when a command
+    // line is sent at all (an empty one keeps the firmware's cmdline.txt, and the run's final
+    // line is then unverified).
+    let key = (a.qemu || !a.bootargs.trim().is_empty()).then(crate::launch::new_key).transpose()?;
+    let bootargs = match key {
+        Some(k) => crate::launch::join(&[&a.bootargs, &format!("{}={k:#x}", hypcore::options::KEY)]),
+        None => a.bootargs.clone(),
+    };
     let payload = Payload {
         hypervisor: std::fs::read(&images.hypervisor)?,
         kernel: std::fs::read(&images.kernel)?,
-        bootargs: a.bootargs.clone(),
+        bootargs,
         compress: !a.no_compress,
     };
     let mut vm = None;
@@ -527,7 +548,7 @@ pub fn cli(a: Args) -> Result<i32> {
         Sent::Refused(why) => bail!("the loader refused the transfer: {why}"),
         Sent::TimedOut { received, total } => bail!("the loader timed out after {received} of {total} bytes"),
     }
-    match s.console(secs(a.timeout)) {
+    match s.console(secs(a.timeout), key) {
         ConsoleEnd::Exit(code) => {
             eprintln!("xtask: the run ended with exit code {code} ({})", abi::exit::describe(code as i32));
             if let Some(mut v) = vm {
@@ -564,9 +585,12 @@ pub fn console_cli(a: ConsoleArgs) -> Result<i32> {
     let link = link::open(&a.serial, a.baud)?;
     eprintln!("xtask: console on {} until the run's final @@exit line (Ctrl-C to leave)", link.describe);
     let mut s = Session::new(link, crate::supervise::echo_stdout, false);
-    match s.console(secs(a.timeout)) {
+    match s.console(secs(a.timeout), None) {
         ConsoleEnd::Exit(code) => {
-            eprintln!("xtask: the run ended with exit code {code} ({})", abi::exit::describe(code as i32));
+            eprintln!(
+                "xtask: the run ended with exit code {code} ({}; unverified: this console knows no run key)",
+                abi::exit::describe(code as i32)
+            );
             Ok(code as i32)
         }
         ConsoleEnd::Closed => bail!("the serial line closed before the run's final @@exit line"),

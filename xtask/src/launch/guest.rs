@@ -34,6 +34,18 @@ impl Guest {
         crate::workspace_root().join("target/guest").join(format!("bundle-{:016x}.img", h.finish()))
     }
 
+    /// The length its bundle will have, from the files' sizes (nothing read or written).
+    pub fn bundle_len(&self) -> Result<u64> {
+        let len = |p: &std::path::Path| -> Result<u64> {
+            Ok(std::fs::metadata(p).with_context(|| format!("{}", p.display()))?.len())
+        };
+        let initrd = match &self.initrd {
+            Some(p) => len(p)?,
+            None => 0,
+        };
+        Ok(abi::bundle::len(len(&self.kernel)?, initrd, self.append.len() as u64))
+    }
+
     /// Writes the bundle (kernel, initramfs, command line) the hypervisor unpacks.
     pub fn write_bundle(&self) -> Result<PathBuf> {
         let path = self.bundle_path();

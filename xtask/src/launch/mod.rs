@@ -31,6 +31,10 @@ use std::path::{Path, PathBuf};
 /// prints it before powering off (under the hypervisor the hypervisor does).
 pub const ALONE_WORD: &str = "pgtlab_alone=1";
 
+/// The longest command line a guest is given: arm64 Linux's `COMMAND_LINE_SIZE` (2048) less its
+/// terminating NUL; Linux cuts a longer one silently.
+pub const GUEST_CMDLINE_MAX: usize = 2047;
+
 /// Everything that varies between boots.
 #[derive(Debug, Clone)]
 pub struct Launch {
@@ -100,6 +104,30 @@ impl Qemu {
     }
 }
 
+/// Whose word decides a run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Judging {
+    /// The hypervisor's: only a final line carrying this run's key counts
+    /// (`abi::exit::KeyedFinalLine`; the key reached the hypervisor alone, as `hyp.key=`).
+    Keyed(u64),
+    /// A guest alone, with nobody above it: QEMU's own ending decides. A power-off is success;
+    /// a reset is a failure, which the guest's last final line (or its panic report) may name.
+    Alone,
+    /// No key is known (a board's console, outcomes built by hand): the last final line counts,
+    /// unverified.
+    #[default]
+    Unverified,
+}
+
+/// A run key: 64 random bits from the kernel's generator, new for each run.
+pub fn new_key() -> Result<u64> {
+    let mut b = [0u8; 8];
+    // SAFETY: getrandom writes at most `b.len()` bytes into `b`, which is valid and ours.
+    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
+    anyhow::ensure!(n == b.len() as isize, "getrandom: {}", std::io::Error::last_os_error());
+    Ok(u64::from_le_bytes(b))
+}
+
 /// A [`Launch`] made concrete: QEMU's arguments and the RAM it gets.
 #[derive(Debug, Clone)]
 pub struct Resolved {
@@ -109,6 +137,9 @@ pub struct Resolved {
     pub mem: MachineMem,
     /// The files QEMU reads (kernel, initrd, DTB), in that order.
     pub files: Vec<PathBuf>,
+    /// Whose word decides the run (under the hypervisor: its final line with this run's key,
+    /// which the arguments give it as `hyp.key=`).
+    pub judging: Judging,
 }
 
 impl Launch {
@@ -169,8 +200,25 @@ impl Launch {
         check_bootargs(&self.bootargs, self.smp)?;
         if let Some(g) = &self.guest {
             check_line("--guest-append", &g.append)?;
+            let guest_words: Vec<&str> =
+                self.bootargs.split_ascii_whitespace().filter(|w| !w.starts_with("hyp.")).collect();
+            let line = join(&[&g.append, &guest_words.join(" "), ALONE_WORD]);
+            if line.len() > GUEST_CMDLINE_MAX {
+                return Err(Refused(format!(
+                    "--guest-append: the guest's command line would be {} bytes; Linux keeps {GUEST_CMDLINE_MAX} (arm64's \
+                     COMMAND_LINE_SIZE) and cuts the rest without a word",
+                    line.len()
+                )));
+            }
         }
         model.check(name, &self.cpu, self.gic, self.smp, self.mte)?;
+        if self.no_hypervisor && self.guest.is_none() && model.guest_alone_at_el2() {
+            return Err(Refused(format!(
+                "--no-hypervisor: --board {name}'s CPUs always start at EL2 and this project's kernel runs at EL1 \
+                 only: run it under the hypervisor (leave --no-hypervisor out); a guest that starts at EL2 itself \
+                 (--guest linux) runs alone there"
+            )));
+        }
         if self.no_hypervisor && self.kernel_at_el2 {
             return Err(Refused("the kernel runs either alone at EL1 or alone at EL2, not both".into()));
         }
@@ -202,6 +250,21 @@ impl Launch {
         Qemu::at(path)
     }
 
+    /// The length of the file QEMU loads as the hypervisor's initrd (the guest bundle, the
+    /// `--guest` Image, or the kernel), known before a bundle is written; `None` without the
+    /// hypervisor.
+    fn hypervisor_initrd_len(&self, images: &Images) -> Result<Option<u64>> {
+        if !self.under_hypervisor() {
+            return Ok(None);
+        }
+        let file_len =
+            |p: &Path| -> Result<u64> { Ok(std::fs::metadata(p).with_context(|| format!("{}", p.display()))?.len()) };
+        Ok(Some(match &self.guest {
+            Some(g) => g.bundle_len()?,
+            None => file_len(self.guest_image.as_ref().unwrap_or(&images.kernel))?,
+        }))
+    }
+
     /// The file QEMU loads as the hypervisor's initrd: the guest bundle (written here if it is
     /// not yet), the `--guest` Image, or the kernel; `None` without the hypervisor.
     fn hypervisor_initrd(&self, images: &Images) -> Result<Option<PathBuf>> {
@@ -216,24 +279,22 @@ impl Launch {
 
     /// The machine's RAM for this launch ([`mem::machine_mem`]).
     pub fn machine_mem(&self, images: &Images) -> Result<MachineMem> {
-        let initrd = self.hypervisor_initrd(images)?;
-        self.machine_mem_with(images, initrd.as_deref())
+        let initrd_len = self.hypervisor_initrd_len(images)?;
+        self.machine_mem_with(images, initrd_len)
     }
 
-    fn machine_mem_with(&self, images: &Images, initrd: Option<&Path>) -> Result<MachineMem> {
+    fn machine_mem_with(&self, images: &Images, initrd_len: Option<u64>) -> Result<MachineMem> {
         let read = |p: &Path| std::fs::read(p).with_context(|| format!("reading {}", p.display()));
-        let hyp = match initrd {
+        let hyp = match initrd_len {
             Some(_) => Some(read(&images.hypervisor)?),
             None => None,
         };
-        let dtb = match &self.dtb {
-            Some(p) => Some(read(p)?),
-            None => None,
+        // The board's reservations matter only to the hypervisor's plan.
+        let dtb = match (&self.dtb, &hyp) {
+            (Some(p), Some(_)) => Some(read(p)?),
+            _ => None,
         };
-        let initrd_len = match initrd {
-            Some(p) => std::fs::metadata(p).with_context(|| format!("{}", p.display()))?.len(),
-            None => 0,
-        };
+        let initrd_len = initrd_len.unwrap_or(0);
         // A malformed hyp. word is the hypervisor's to refuse (exit 5, with its message): size
         // the machine as if it were not there.
         let words = hypcore::options::PlanWords::parse(&self.bootargs).unwrap_or_default();
@@ -261,8 +322,10 @@ impl Launch {
     pub fn resolve(&self, images: &Images, version: Version) -> Result<Resolved> {
         self.validate()?;
         let model = self.model();
+        // Sized first, from the files' lengths: a guest that cannot fit is refused before its
+        // bundle is written.
+        let mem = self.machine_mem_with(images, self.hypervisor_initrd_len(images)?)?;
         let initrd = self.hypervisor_initrd(images)?;
-        let mem = self.machine_mem_with(images, initrd.as_deref())?;
         let mut a = self.machine_args(mem.total, version);
         a.extend(model.console_args());
         // A reset ends QEMU (the run's code is in its final line): no second boot.
@@ -271,12 +334,16 @@ impl Launch {
         if let Some(d) = &self.dtb {
             a.extend(["-dtb".into(), d.display().to_string()]);
         }
-        // Under the hypervisor the guest gets exactly --mem (hyp.guest-mem), the rest is its.
-        // Last: after a boot loader's words and their `pgtlab` marker, if the user gave some.
-        let mut append = if mem.hypervisor {
-            join(&[&self.bootargs, &format!("{}={}M", hypcore::options::GUEST_MEM, mem.guest >> 20)])
-        } else {
-            self.bootargs.clone()
+        // The run's key and the guest's RAM, for the hypervisor alone; last, after a boot
+        // loader's words and their `pgtlab` marker if the user gave some.
+        let judging = if self.under_hypervisor() { Judging::Keyed(new_key()?) } else { Judging::Alone };
+        let mut append = match judging {
+            Judging::Keyed(key) => join(&[
+                &self.bootargs,
+                &format!("{}={}M", hypcore::options::GUEST_MEM, mem.guest >> 20),
+                &format!("{}={key:#x}", hypcore::options::KEY),
+            ]),
+            _ => self.bootargs.clone(),
         };
         let (kernel, initrd) = match (&self.guest, self.under_hypervisor()) {
             (Some(g), false) if self.no_hypervisor => {
@@ -303,11 +370,12 @@ impl Launch {
             if self.smp < model.max_cpus() && !append.contains("hyp.cpus=") {
                 append = join(&[&format!("hyp.cpus={}", self.smp), &append]);
             }
+        }
+        if model.debian_dtb().is_some() && append.is_empty() {
             // QEMU keeps the board DTB's own /chosen/bootargs (the ZCU102's "earlycon") unless
-            // -append replaces them; those are not ours to check: end them with the marker.
-            if append.is_empty() {
-                append = bootargs::FIRMWARE_MARKER.into();
-            }
+            // -append replaces them; those are not ours to check, nor the guest's alone: end
+            // them with the marker.
+            append = bootargs::FIRMWARE_MARKER.into();
         }
         if !append.is_empty() {
             a.extend(["-append".into(), append]);
@@ -317,7 +385,7 @@ impl Launch {
             a.extend(["-gdb".into(), format!("tcp:127.0.0.1:{port}"), "-S".into()]);
         }
         a.extend(self.qemu_args.iter().cloned());
-        Ok(Resolved { args: a, mem, files })
+        Ok(Resolved { args: a, mem, files, judging })
     }
 
     /// The machine alone, with `machine_bytes` of RAM: `-M`, the accelerator, CPU model and
@@ -403,8 +471,8 @@ pub fn check_line(what: &str, line: &str) -> Result<(), Refused> {
     }
 }
 
-/// Refuses the boot words the xtask sets itself (`hyp.guest-mem`: the guest's RAM is `--mem`)
-/// and a `hyp.cpus=` above `--smp` (the hypervisor cannot give the guest CPUs QEMU does not
+/// Refuses the boot words the xtask sets itself (`hyp.guest-mem`: the guest's RAM is `--mem`;
+/// `hyp.key`: the run's key is new each run) and a `hyp.cpus=` above `--smp` (the hypervisor cannot give the guest CPUs QEMU does not
 /// make).
 pub fn check_bootargs(bootargs: &str, smp: u32) -> Result<(), Refused> {
     for w in bootargs.split_ascii_whitespace() {
@@ -413,6 +481,11 @@ pub fn check_bootargs(bootargs: &str, smp: u32) -> Result<(), Refused> {
             return Err(Refused(format!(
                 "--bootargs {w}: the guest's RAM is --mem (the xtask passes {} itself)",
                 hypcore::options::GUEST_MEM
+            )));
+        }
+        if name == hypcore::options::KEY {
+            return Err(Refused(format!(
+                "--bootargs {w}: the run's key is the xtask's to choose, new for each run (and the only final line it accepts carries it)"
             )));
         }
         if name == "hyp.cpus" {

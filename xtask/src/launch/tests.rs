@@ -47,7 +47,8 @@ fn hypervisor_boot_passes_the_kernel_as_initrd_at_el2() {
     assert_eq!(after(&a, "-smp"), Some("4"));
     // 1 GiB for the guest, 22 MiB for the hypervisor's region (image + 16 MiB of frames).
     assert_eq!(after(&a, "-m"), Some("1046M"));
-    assert_eq!(after(&a, "-append"), Some("hyp.guest-mem=1024M"));
+    let append = after(&a, "-append").unwrap();
+    assert!(append.starts_with("hyp.guest-mem=1024M hyp.key=0x"), "{append}");
     assert_eq!(after(&a, "-semihosting-config"), None, "no guest gets the host's files and shell");
     assert!(a.iter().any(|x| x == "-no-reboot"), "a reset ends QEMU: the run's final line is out");
     assert!(!a.contains(&"-icount".to_string()) && !a.contains(&"-S".to_string()));
@@ -88,10 +89,10 @@ fn another_guest_travels_as_a_bundle_or_boots_alone() {
     assert_eq!(after(&a, "-initrd"), Some(bundle.to_str().unwrap()));
     assert!(bundle.starts_with(crate::workspace_root().join("target/guest")));
     assert!(bundle.is_file(), "written before QEMU's arguments are (their -m depends on its size)");
-    assert_eq!(
-        after(&a, "-append"),
-        Some("hyp.on-fault=stop hyp.guest-mem=1024M"),
-        "the bundle carries the guest's command line"
+    let append = after(&a, "-append").unwrap();
+    assert!(
+        append.starts_with("hyp.on-fault=stop hyp.guest-mem=1024M hyp.key=0x"),
+        "the bundle carries the guest's: {append}"
     );
     assert_eq!(after(&a, "-M"), Some("virt,gic-version=3,virtualization=on,mte=on"));
     let plain = Launch { no_hypervisor: true, ..cfg };
@@ -117,7 +118,16 @@ fn mem_is_the_guests_and_the_machine_is_sized_once() {
         r.mem
     );
     assert_eq!(after(&r.args, "-m"), Some(format!("{}M", r.mem.total >> 20).as_str()));
-    assert_eq!(after(&r.args, "-append"), Some("hyp.guest-mem=4096M"));
+    assert!(after(&r.args, "-append").unwrap().starts_with("hyp.guest-mem=4096M hyp.key=0x"));
+    assert!(matches!(r.judging, Judging::Keyed(_)));
+    // A new key for each run, in the arguments and in what judges the run.
+    let again = hyp.resolve(&images(), Version(7, 2, 0)).unwrap();
+    assert_ne!(again.judging, r.judging);
+    if let Judging::Keyed(k) = again.judging {
+        assert!(after(&again.args, "-append").unwrap().ends_with(&format!("hyp.key={k:#x}")));
+    }
+    let e = Launch { bootargs: "hyp.key=0x1".into(), ..hyp.clone() }.validate().unwrap_err().0;
+    assert!(e.contains("the xtask's to choose"), "{e}");
     let e = Launch { bootargs: "hyp.guest-mem=1G".into(), ..hyp.clone() }.validate().unwrap_err().0;
     assert!(e.contains("--mem"), "{e}");
     assert!(Launch { smp: 0, ..hyp.clone() }.validate().is_err());
@@ -136,6 +146,12 @@ fn bootargs_that_cannot_be_honoured_are_refused() {
     let guest = Guest { kernel: images().kernel, initrd: None, append: "x\ry".into() };
     let e = Launch { guest: Some(guest), ..Launch::default() }.validate().unwrap_err().0;
     assert!(e.starts_with("--guest-append"), "{e}");
+    // Longer than Linux keeps: refused, not cut.
+    let long = Guest { kernel: images().kernel, initrd: None, append: "a ".repeat(2400) };
+    let e = Launch { guest: Some(long), ..Launch::default() }.validate().unwrap_err().0;
+    assert!(e.contains("COMMAND_LINE_SIZE"), "{e}");
+    let fits = Guest { kernel: images().kernel, initrd: None, append: "a".repeat(2000) };
+    assert!(Launch { guest: Some(fits), ..Launch::default() }.validate().is_ok());
 }
 
 #[test]
@@ -176,4 +192,40 @@ fn qemu_args_come_last_and_semihosting_never() {
     assert_eq!(&a[a.len() - 2..], ["-device", "pci-testdev"]);
     let bad = Launch { qemu_args: vec!["-semihosting-config".into(), "enable=on".into()], ..Launch::default() };
     assert!(bad.validate().unwrap_err().0.contains("semihosting"));
+}
+
+/// A guest that cannot fit in `--mem` is refused before its bundle is written (no 1.2 GiB file
+/// left behind for nothing).
+#[test]
+fn a_guest_too_large_is_refused_before_its_bundle_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = dir.path().join("initrd.img");
+    std::fs::File::create(&big).unwrap().set_len(1200 << 20).unwrap();
+    let guest = Guest { kernel: images().kernel, initrd: Some(big), append: "x".into() };
+    let l = Launch { guest: Some(guest.clone()), ..Launch::default() };
+    let e = l.resolve(&images(), Version(7, 2, 0)).unwrap_err();
+    assert!(format!("{e:#}").contains("--mem 1G"), "{e:#}");
+    assert!(crate::error::code_of(&e) == abi::exit::USAGE, "{e:#}");
+    assert!(!guest.bundle_path().exists(), "no bundle written");
+}
+
+/// The project's kernel runs at EL1 only: alone on a board whose CPUs start at EL2 it would
+/// refuse to boot, so the xtask refuses first, saying what works. Alone on a board, the DTB's
+/// own command line ends at the marker.
+#[test]
+fn alone_on_a_board_is_what_the_board_can_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let board = |name: &str| Launch {
+        dtb: Some(dir.path().join("b.dtb")),
+        no_hypervisor: true,
+        ..Launch::for_machine(find(name).unwrap())
+    };
+    let e = board("pi4").validate().unwrap_err().0;
+    assert!(e.contains("start at EL2") && e.contains("under the hypervisor"), "{e}");
+    assert!(board("imx8mp-evk").validate().is_err());
+    let zcu = board("zcu102");
+    zcu.validate().unwrap();
+    let r = zcu.resolve(&images(), Version(10, 0, 2)).unwrap();
+    assert_eq!(after(&r.args, "-append"), Some("pgtlab"), "the DTB's earlycon is the firmware's, not ours");
+    assert_eq!(r.judging, Judging::Alone);
 }

@@ -1,10 +1,15 @@
 //! Judging a run: QEMU's exit status, its own messages and the console output turned into one
 //! row of the exit-code table (`lib/abi/src/exit.rs`) with a one-line reason.
 //!
-//! The run's code travels in its final line, `@@exit CODE (meaning)`, printed by the hypervisor
-//! (or by the guest when it runs alone) just before it powers the machine off: QEMU's exit
-//! status carries nothing (no semihosting), and QEMU exits 0 on a power-off, on SIGTERM or
-//! SIGINT, and 1 when it refuses its arguments. So:
+//! Under the hypervisor the run's code travels in its final line, `@@exit CODE (meaning)
+//! key=KEY`, printed by the hypervisor just before it powers the machine off, with the key the
+//! xtask gave it for this run alone ([`super::Judging::Keyed`]): a final line without that key
+//! (a guest's, or a command line Linux echoes) is not the run's and decides nothing, nor does
+//! it switch off the panic watch. A guest alone has nobody above it: QEMU's own ending decides
+//! ([`super::Judging::Alone`]): a power-off is success, a reset a failure, which the guest's
+//! last final line or its panic report may only name (a console line never turns a failure
+//! into success). QEMU's exit status carries nothing (no semihosting), and QEMU exits 0 on a
+//! power-off, on SIGTERM or SIGINT, and 1 when it refuses its arguments. So:
 //!
 //! * the xtask was stopped by a signal and ended QEMU -> [`exit::INTERRUPTED`];
 //! * the xtask's time limit -> [`exit::TIMED_OUT`];
@@ -18,7 +23,7 @@
 //!   once the report is complete);
 //! * no final line at all -> [`exit::NO_FINAL_LINE`], whatever QEMU's status.
 
-use super::Outcome;
+use super::{Judging, Outcome};
 pub use crate::error::Verdict;
 use abi::exit;
 
@@ -81,17 +86,26 @@ const LINUX_TRACE_END: &str = "---[ end trace";
 /// report, and whether QEMU must be ended now ([`Watch::end_now`]).
 #[derive(Debug, Clone, Default)]
 pub struct Watch {
-    /// Codes of the final lines seen, in order (one per run, when all is well).
+    /// Whose final lines count.
+    judging: Judging,
+    /// Codes of the final lines that count, in order (one per run, when all is well).
     pub finals: Vec<u32>,
+    /// Final lines that do not count: without this run's key, or with another.
+    pub ignored: Vec<String>,
     /// The line that started the first panic or Oops report.
     pub panic: Option<String>,
     end: Option<Ended>,
 }
 
 impl Watch {
+    /// A watch for a run judged by `judging`.
+    pub fn new(judging: Judging) -> Watch {
+        Watch { judging, ..Watch::default() }
+    }
+
     /// Watches every line of `output`.
-    pub fn scan(output: &str) -> Watch {
-        let mut w = Watch::default();
+    pub fn scan(output: &str, judging: Judging) -> Watch {
+        let mut w = Watch::new(judging);
         for l in output.lines() {
             w.line(l);
         }
@@ -100,8 +114,16 @@ impl Watch {
 
     /// One console line.
     pub fn line(&mut self, l: &str) {
-        if let Some(code) = exit::parse_final_line(l) {
-            self.finals.push(code);
+        if let Some(f) = exit::parse_final(l) {
+            let counts = match self.judging {
+                Judging::Keyed(k) => f.key == Some(k),
+                Judging::Alone | Judging::Unverified => true,
+            };
+            if counts {
+                self.finals.push(f.code);
+            } else {
+                self.ignored.push(l.trim().to_string());
+            }
         } else if !self.finals.is_empty() && (l.contains(exit::NO_POWER_OFF) || linux_halted(l)) {
             self.end.get_or_insert(Ended::NoPowerOff);
         }
@@ -110,7 +132,9 @@ impl Watch {
         }
         let linux_panic_over = l.contains(LINUX_PANIC_END)
             || (l.contains(LINUX_TRACE_END) && self.panic.as_deref().is_some_and(|p| p.contains("Oops")));
-        if linux_panic_over && self.finals.is_empty() {
+        // A final line that decides (the hypervisor's) answers a panic; alone, a final line
+        // decides nothing, so the report ends the run.
+        if linux_panic_over && (self.finals.is_empty() || self.judging == Judging::Alone) {
             let first = self.panic.clone().unwrap_or_else(|| l.trim().to_string());
             self.end.get_or_insert(Ended::GuestPanic(first));
         }
@@ -139,7 +163,7 @@ pub fn judge(o: &Outcome) -> Verdict {
             ),
         );
     }
-    let watch = Watch::scan(&o.output);
+    let watch = Watch::scan(&o.output, o.judging);
     let panic_detail = || watch.panic.as_ref().map(|p| format!("{p} (and no final line)"));
     if o.timed_out {
         if let Some(p) = panic_detail() {
@@ -166,10 +190,19 @@ pub fn judge(o: &Outcome) -> Verdict {
         let first = o.qemu_messages.iter().find(|m| !m.trim().is_empty()).map_or("", |m| m.trim());
         return Verdict::new(exit::QEMU_REFUSED, first.to_string());
     }
+    if o.judging == Judging::Alone {
+        return alone(o, &watch, code);
+    }
     // The run's own last word: the hypervisor prints it last, just before it powers off.
     let Some(&said) = watch.finals.last() else {
         if let Some(p) = panic_detail() {
             return Verdict::new(exit::GUEST_PANIC, p);
+        }
+        if let Some(l) = watch.ignored.last() {
+            return Verdict::new(
+                exit::NO_FINAL_LINE,
+                format!("QEMU exited with {code}; {l:?} is not this run's final line (it lacks the run's key: not the hypervisor's)"),
+            );
         }
         let last =
             last_console_line(o).map_or_else(|| "nothing on the console".to_string(), |l| format!("last line {l:?}"));
@@ -181,12 +214,59 @@ pub fn judge(o: &Outcome) -> Verdict {
             format!("QEMU exited with {code} after the run's final line said {said}"),
         );
     }
+    guest_code(o, said)
+}
+
+/// The verdict of a final line's code: a guest outcome with the console line that says why, or
+/// an unknown exit.
+fn guest_code(o: &Outcome, said: u32) -> Verdict {
     match exit::lookup(said.into()) {
         Some(row) if row.kind == exit::Kind::Guest => {
             let detail = if row.code == exit::SUCCESS { None } else { why_line(&o.output) };
             Verdict::new(row.code, detail.unwrap_or(row.reason))
         }
         _ => Verdict::new(exit::UNKNOWN_EXIT, format!("the run's final line says {said}, not a guest outcome")),
+    }
+}
+
+/// A guest alone: how QEMU's machine ended decides; the console only names a failure.
+fn alone(o: &Outcome, watch: &Watch, code: i32) -> Verdict {
+    let said = watch.finals.last().copied();
+    match &o.shutdown {
+        Some(s) if s.powered_off() => Verdict::new(exit::SUCCESS, "the guest powered the machine off"),
+        Some(s) if s.reset() => {
+            // A failure: which one, the guest's own word may say (never success).
+            if let Some(c) = said.filter(|c| *c != exit::SUCCESS && *c != exit::GUEST_RESET) {
+                if let Some(row) = exit::lookup(c.into()).filter(|r| r.kind == exit::Kind::Guest) {
+                    return guest_code(o, row.code);
+                }
+            }
+            if let Some(p) = &watch.panic {
+                return Verdict::new(exit::GUEST_PANIC, format!("{p} (then a reset)"));
+            }
+            Verdict::new(exit::GUEST_RESET, "the guest reset the machine")
+        }
+        _ if o.ended == Some(Ended::NoPowerOff) => match said {
+            // Nothing can power this machine off: the guest's word is all there is.
+            Some(c) => {
+                let v = guest_code(o, c);
+                Verdict {
+                    reason: format!("{} (the guest's own final line: nothing powers this machine off)", v.reason),
+                    ..v
+                }
+            }
+            None => Verdict::new(exit::NO_FINAL_LINE, "the machine halted without a final line"),
+        },
+        _ => {
+            if let Some(p) = &watch.panic {
+                return Verdict::new(exit::GUEST_PANIC, format!("{p} (and the machine did not power off)"));
+            }
+            let how = o
+                .shutdown
+                .as_ref()
+                .map_or("no shutdown event".to_string(), |s| format!("QEMU's shutdown reason {:?}", s.reason));
+            Verdict::new(exit::NO_FINAL_LINE, format!("QEMU exited with {code} without the guest powering off ({how})"))
+        }
     }
 }
 
@@ -268,7 +348,7 @@ mod tests {
     #[test]
     fn a_guest_kernels_panic_is_named_when_no_final_line_follows() {
         let linux = "[    1.0] Kernel panic - not syncing: sysrq triggered crash\n[    1.1] CPU: 0 PID: 1\n[    1.2] ---[ end Kernel panic - not syncing: sysrq triggered crash ]---\n";
-        let w = Watch::scan(linux);
+        let w = Watch::scan(linux, Judging::Unverified);
         assert_eq!(
             w.end_now(),
             Some(Ended::GuestPanic("[    1.0] Kernel panic - not syncing: sysrq triggered crash".into()))
@@ -279,17 +359,21 @@ mod tests {
         assert_eq!(v.code, exit::GUEST_PANIC, "{v}");
         assert!(v.reason.contains("sysrq triggered crash"), "{v}");
         // Not ended before the report is complete, nor for a panic the hypervisor answered.
-        assert_eq!(Watch::scan("Kernel panic - not syncing: x\n").end_now(), None);
+        assert_eq!(Watch::scan("Kernel panic - not syncing: x\n", Judging::Unverified).end_now(), None);
         assert_eq!(
-            Watch::scan("@@exit 6 (guest reset)\n---[ end Kernel panic - not syncing: x ]---\n").end_now(),
+            Watch::scan("@@exit 6 (guest reset)\n---[ end Kernel panic - not syncing: x ]---\n", Judging::Unverified)
+                .end_now(),
             None
         );
         // An Oops ends the run once its trace is out; a WARN's trace does not.
         let oops = "Unable to handle kernel NULL pointer dereference\nInternal error: Oops: 0000000096000005 [#1] SMP\n---[ end trace 0000000000000000 ]---\n";
         assert!(
-            matches!(Watch::scan(oops).end_now(), Some(Ended::GuestPanic(l)) if l.starts_with("Internal error: Oops"))
+            matches!(Watch::scan(oops, Judging::Unverified).end_now(), Some(Ended::GuestPanic(l)) if l.starts_with("Internal error: Oops"))
         );
-        assert_eq!(Watch::scan("WARNING: CPU: 0 at x\n---[ end trace 0000000000000000 ]---\n").end_now(), None);
+        assert_eq!(
+            Watch::scan("WARNING: CPU: 0 at x\n---[ end trace 0000000000000000 ]---\n", Judging::Unverified).end_now(),
+            None
+        );
         // The project kernel's own panic line, then silence until the time limit.
         let mut o = outcome(None, "kernel: PANIC: panicked at src/x.rs:1\n", &[]);
         o.timed_out = true;
@@ -320,18 +404,18 @@ mod tests {
     #[test]
     fn a_machine_that_cannot_power_off_is_ended_after_its_final_line() {
         let console = format!("@@exit 0 (success)\nhyp: {}\n", exit::NO_POWER_OFF);
-        let w = Watch::scan(&console);
+        let w = Watch::scan(&console, Judging::Unverified);
         assert_eq!(w.end_now(), Some(Ended::NoPowerOff));
         let mut o = outcome(None, &console, &[]);
         o.ended = w.end_now();
         assert_eq!(judge(&o).code, exit::SUCCESS);
         // Saying it before any final line ends nothing.
-        assert_eq!(Watch::scan(&format!("{}\n", exit::NO_POWER_OFF)).end_now(), None);
+        assert_eq!(Watch::scan(&format!("{}\n", exit::NO_POWER_OFF), Judging::Unverified).end_now(), None);
         // Linux alone with nothing to power the machine off halts after /init's final line.
         for halted in ["reboot: System halted", "reboot: Power off not available: System halted instead"] {
             let linux = format!("@@exit 0 (success)\n[    6.212061] {halted}\n");
-            assert_eq!(Watch::scan(&linux).end_now(), Some(Ended::NoPowerOff), "{halted}");
-            assert_eq!(Watch::scan(&format!("[    6.2] {halted}\n")).end_now(), None, "{halted}");
+            assert_eq!(Watch::scan(&linux, Judging::Unverified).end_now(), Some(Ended::NoPowerOff), "{halted}");
+            assert_eq!(Watch::scan(&format!("[    6.2] {halted}\n"), Judging::Unverified).end_now(), None, "{halted}");
         }
     }
 
@@ -441,6 +525,80 @@ mod tests {
             }
         }
         assert_eq!(cells, 6 * 8 * 2 * 2);
+    }
+
+    const KEY: u64 = 0x5eed_1234_abcd_0042;
+
+    fn keyed(code: Option<i32>, console: &str) -> Outcome {
+        Outcome { judging: Judging::Keyed(KEY), ..outcome(code, console, &[]) }
+    }
+
+    fn final_line(code: u32) -> String {
+        format!("{}\n", exit::KeyedFinalLine { code, key: KEY })
+    }
+
+    /// Under the hypervisor only the final line with this run's key counts: a line a guest
+    /// prints (or Linux echoes from its command line) never makes a run pass, nor fail.
+    #[test]
+    fn only_the_final_line_with_the_runs_key_counts() {
+        // The lie: Linux echoes a command line with a planted final line, then panics.
+        let planted = "Kernel command line: console=ttyAMA0 pgtlab_test=panic\n@@exit 0 (success)\n";
+        let v = judge(&keyed(Some(0), &format!("{planted}hyp: guest called PSCI SYSTEM_RESET\n{}", final_line(6))));
+        assert_eq!(v.code, exit::GUEST_RESET, "{v}");
+        // Another run's key is not this run's either.
+        let other = format!("{}\n", exit::KeyedFinalLine { code: 0, key: KEY ^ 1 });
+        let v = judge(&keyed(Some(0), &format!("{other}{}", final_line(1))));
+        assert_eq!(v.code, exit::GUEST_FAILURE, "{v}");
+        // A planted line alone, with QEMU ending cleanly: no final line at all.
+        let v = judge(&keyed(Some(0), planted));
+        assert_eq!(v.code, exit::NO_FINAL_LINE, "{v}");
+        assert!(v.reason.contains("not this run's final line"), "{v}");
+        // The real line after a planted failure: success.
+        assert_eq!(judge(&keyed(Some(0), &format!("@@exit 2 (guest panic)\n{}", final_line(0)))).code, exit::SUCCESS);
+        // A planted line does not switch off the end-at-panic watch (the run would wait for
+        // its whole time limit).
+        let w = Watch::scan(
+            "@@exit 0 (success)\nKernel panic - not syncing: x\n---[ end Kernel panic - not syncing: x ]---\n",
+            Judging::Keyed(KEY),
+        );
+        assert!(matches!(w.end_now(), Some(Ended::GuestPanic(_))), "{w:?}");
+        assert!(w.finals.is_empty() && w.ignored.len() == 1);
+        let w = Watch::scan(
+            "@@exit 0 (success)\nKernel panic - not syncing: x\n---[ end Kernel panic - not syncing: x ]---\n",
+            Judging::Alone,
+        );
+        assert!(matches!(w.end_now(), Some(Ended::GuestPanic(_))), "alone too: {w:?}");
+    }
+
+    fn alone(console: &str, reason: Option<&str>) -> Outcome {
+        let shutdown = reason.map(|r| crate::qmp::Shutdown { guest: true, reason: r.into() });
+        Outcome { judging: Judging::Alone, shutdown, ..outcome(Some(0), console, &[]) }
+    }
+
+    /// A guest alone: QEMU's ending decides; the console may only name a failure.
+    #[test]
+    fn alone_the_machines_end_decides() {
+        let ok = alone("@@exit 0 (success)\n", Some("guest-shutdown"));
+        assert_eq!(judge(&ok).code, exit::SUCCESS);
+        // A planted success before a panic and a reset: a panic.
+        let lie = "@@exit 0 (success)\nKernel panic - not syncing: x\n";
+        assert_eq!(judge(&alone(lie, Some("guest-reset"))).code, exit::GUEST_PANIC);
+        // The guest's own failure line names the failure.
+        assert_eq!(
+            judge(&alone("kernel: x failed\n@@exit 1 (guest failure)\n", Some("guest-reset"))).code,
+            exit::GUEST_FAILURE
+        );
+        assert_eq!(judge(&alone("@@exit 3 (guest exception)\n", Some("guest-reset"))).code, exit::GUEST_EXCEPTION);
+        // A reset with nothing said.
+        assert_eq!(judge(&alone("", Some("guest-reset"))).code, exit::GUEST_RESET);
+        // A success line with no power-off at all decides nothing.
+        assert_eq!(judge(&alone("@@exit 0 (success)\n", None)).code, exit::NO_FINAL_LINE);
+        // A machine that cannot power off: the guest's word, said so.
+        let mut halted = alone("@@exit 0 (success)\nreboot: System halted\n", None);
+        halted.ended = Some(Ended::NoPowerOff);
+        let v = judge(&halted);
+        assert_eq!(v.code, exit::SUCCESS, "{v}");
+        assert!(v.reason.contains("nothing powers this machine off"), "{v}");
     }
 
     #[test]

@@ -8,6 +8,7 @@ pub mod judge;
 pub use judge::{judge, Ended, Watch};
 
 use crate::build::Images;
+pub use crate::launch::Judging;
 use crate::launch::Launch;
 use anyhow::{Context, Result};
 use std::io::{BufRead, BufReader, Write};
@@ -37,6 +38,10 @@ pub struct Outcome {
     pub cpus_at_limit: Option<String>,
     /// Why the xtask ended QEMU before it ended by itself (the time limit aside).
     pub ended: Option<judge::Ended>,
+    /// Whose final line decides the run.
+    pub judging: Judging,
+    /// How the machine ended, as QEMU's `SHUTDOWN` event said (`None`: it did not say).
+    pub shutdown: Option<crate::qmp::Shutdown>,
 }
 
 impl Outcome {
@@ -75,8 +80,9 @@ pub fn run(
     progress: Option<Duration>,
     echo: impl FnMut(&str),
 ) -> Result<Outcome> {
-    let args = launch.args(images)?;
-    run_args(qemu, &args, timeout, progress, echo)
+    let version = crate::provision::qemu_pkg::version_of(qemu)?;
+    let r = launch.resolve(images, version)?;
+    run_args(qemu, &r.args, r.judging, timeout, progress, echo)
 }
 
 /// [`run`] with a complete argument list (not validated: the caller built it). QEMU runs
@@ -87,11 +93,12 @@ pub fn run(
 pub fn run_args(
     qemu: &Path,
     args: &[String],
+    judging: Judging,
     timeout: Duration,
     progress: Option<Duration>,
     echo: impl FnMut(&str),
 ) -> Result<Outcome> {
-    Ok(run_args_until(qemu, args, timeout, progress, echo, |_| false)?.0)
+    Ok(run_args_until(qemu, args, judging, timeout, progress, echo, |_| false)?.0)
 }
 
 /// [`run_args`] that also ends QEMU (SIGKILL) as soon as a console line makes `stop` true:
@@ -101,6 +108,7 @@ pub fn run_args(
 pub fn run_args_until(
     qemu: &Path,
     args: &[String],
+    judging: Judging,
     timeout: Duration,
     progress: Option<Duration>,
     mut echo: impl FnMut(&str),
@@ -108,12 +116,37 @@ pub fn run_args_until(
 ) -> Result<(Outcome, bool)> {
     let mut stopped = false;
     let start = Instant::now();
-    // A QMP socket, to see where the vCPUs are if the run hits its time limit.
+    // A QMP socket, to see where the vCPUs are if the run hits its time limit; another for the
+    // machine's events (how it ended), which QEMU waits for before it starts the machine.
     let qmp = crate::qmp::socket_path();
+    let events_path = crate::qmp::socket_path();
     let mut cmd = Command::new(qemu);
-    cmd.args(args).args(crate::qmp::qemu_args(&qmp));
+    cmd.args(args).args(crate::qmp::qemu_args(&qmp)).args(crate::qmp::event_args(&events_path));
     cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut child = crate::signals::supervised(&mut cmd).with_context(|| format!("starting {}", qemu.display()))?;
+    let events = crate::qmp::EventWatch::start(&events_path, EVENTS_WAIT, || matches!(child.try_wait(), Ok(None)));
+    let _ = std::fs::remove_file(&events_path);
+    let events = match events {
+        Ok(e) => Some(e),
+        Err(e) => {
+            // QEMU ended first (it refused its arguments: its messages say why), or the xtask
+            // got a signal while connecting (the loop below ends QEMU and says so); otherwise
+            // QEMU waits for a connection that will not come.
+            let t0 = Instant::now();
+            while matches!(child.try_wait(), Ok(None))
+                && crate::signals::caught().is_none()
+                && t0.elapsed() < Duration::from_secs(5)
+            {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            if matches!(child.try_wait(), Ok(None)) && crate::signals::caught().is_none() {
+                child.kill();
+                let _ = child.wait();
+                return Err(e.context("QEMU's QMP event socket"));
+            }
+            None
+        }
+    };
     // (line, from stderr)
     let (tx, rx) = mpsc::channel::<(String, bool)>();
     let mut readers = Vec::new();
@@ -138,7 +171,7 @@ pub fn run_args_until(
     let mut output = String::new();
     let mut console_lines = 0;
     let mut qemu_messages = Vec::new();
-    let mut watch = judge::Watch::default();
+    let mut watch = judge::Watch::new(judging);
     // The hypervisor's table of its CPUs' guest PCs (its `hyp_boot` record), for a time limit.
     let guest_pcs = std::cell::Cell::new(None);
     let mut take = |(line, is_err): (String, bool), echo: &mut dyn FnMut(&str), watch: &mut judge::Watch| {
@@ -221,6 +254,7 @@ pub fn run_args_until(
     while let Ok(item) = rx.try_recv() {
         take(item, &mut echo, &mut watch);
     }
+    let shutdown = events.and_then(crate::qmp::EventWatch::finish);
     use std::os::unix::process::ExitStatusExt;
     let by_us = timed_out || ended.is_some() || stopped;
     Ok((
@@ -235,17 +269,40 @@ pub fn run_args_until(
             elapsed: start.elapsed(),
             cpus_at_limit,
             ended,
+            judging,
+            shutdown,
         },
         stopped,
     ))
 }
 
+/// `Ok` for a run that ended cleanly; else the error that ends the xtask: the verdict itself
+/// when the xtask was interrupted (exit `interrupted`), `check failed` naming `what` otherwise.
+pub fn require_success(verdict: &judge::Verdict, what: &str) -> Result<()> {
+    if verdict.code == abi::exit::INTERRUPTED {
+        return Err(anyhow::Error::new(crate::error::ExitWith(verdict.clone())));
+    }
+    if !verdict.success() {
+        return Err(anyhow::Error::new(crate::error::ExitWith(judge::Verdict::new(
+            abi::exit::CHECK_FAILED,
+            format!("{what} did not end cleanly: {verdict}"),
+        ))));
+    }
+    Ok(())
+}
+
+/// How long QEMU may take to open its event socket (it starts in well under a second; a
+/// loaded host stretches that).
+const EVENTS_WAIT: Duration = Duration::from_secs(60);
+
 /// QEMU's complaint about a module of the system's QEMU (another build) that it found while
 /// looking for one the unpacked backports QEMU does not ship (`ui-opengl`, in
-/// qemu-system-gui): harmless, left out of the output.
+/// qemu-system-gui), and its note that it waits for the xtask's event connection: harmless,
+/// left out of the output.
 pub fn is_module_noise(line: &str) -> bool {
     (line.contains("failed to initialize module:") || line.contains("failed to open module:"))
         || line.trim() == "Only modules from the same build can be loaded."
+        || line.contains("QEMU waiting for connection on:")
 }
 
 /// Where the vCPUs of the QEMU behind `qmp` are (`None` if QMP does not answer). The guest's PC
