@@ -103,7 +103,7 @@ pub fn build_el0_programs(tc: &CrossToolchain) -> Result<PathBuf> {
     let mut cmd = tc.cargo("build", TARGET);
     cmd.current_dir(workspace_root()).args(["--release", "-p", "user"]);
     cmd.arg("--target-dir").arg(cross_target_dir());
-    let status = cmd.status().with_context(|| format!("running {}", tc.cargo.display()))?;
+    let status = crate::signals::status(&mut cmd)?;
     ensure!(status.success(), "building the EL0 programs failed ({status})");
     let bins = workspace_root().join("user/src/bin");
     std::fs::create_dir_all(el0_programs_dir())?;
@@ -160,7 +160,7 @@ pub fn build(tc: &CrossToolchain, features: &[String]) -> Result<Images> {
         if !features.is_empty() {
             cmd.arg("--features").arg(features.join(","));
         }
-        let status = cmd.status().with_context(|| format!("running {}", tc.cargo.display()))?;
+        let status = crate::signals::status(&mut cmd)?;
         ensure!(status.success(), "cross build for {target} failed ({status})");
     }
     std::fs::create_dir_all(images_dir())?;
@@ -215,7 +215,7 @@ pub const LINUX_PROGRAMS: [&str; 2] = ["pgtlab-dirty", "pgtlab-bench"];
 /// Builds the Linux guest's programs; returns each of [`LINUX_PROGRAMS`] (name, path), checked
 /// to be a static arm64 Linux executable.
 pub fn linux_user(tc: &CrossToolchain) -> Result<Vec<(&'static str, PathBuf)>> {
-    let status = user_cargo(tc, "build").status().with_context(|| format!("running {}", tc.cargo.display()))?;
+    let status = crate::signals::status(&mut user_cargo(tc, "build"))?;
     ensure!(status.success(), "cross build of linux-user failed ({status})");
     let mut out = Vec::new();
     for name in LINUX_PROGRAMS {

@@ -41,7 +41,9 @@ fn ensure_cargo_fuzz() -> Result<()> {
         return Ok(());
     }
     eprintln!("xtask: installing cargo-fuzz with `cargo install cargo-fuzz --locked` (it is missing)");
-    let status = cargo().args(["install", "cargo-fuzz", "--locked"]).status().context("running cargo install")?;
+    let mut install = cargo();
+    install.args(["install", "cargo-fuzz", "--locked"]);
+    let status = crate::signals::status(&mut install)?;
     if !status.success() || !ok(cargo().args(["fuzz", "--version"])) {
         bail!("cargo-fuzz could not be installed; install it by hand: cargo install cargo-fuzz");
     }

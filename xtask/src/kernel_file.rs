@@ -44,7 +44,9 @@ pub enum Kind {
 pub fn identify(bytes: &[u8]) -> Kind {
     let at = |o: usize, n: usize| bytes.get(o..o + n);
     let u32_at = |o: usize| at(o, 4).map(|b| u32::from_le_bytes(b.try_into().unwrap()));
-    if u32_at(rt::image::MAGIC_OFFSET) == Some(rt::image::MAGIC) {
+    // QEMU's rule, as the hypervisor reads it (`hypcore::load::Kernel::classify`): the magic
+    // followed by something (a file that ends with the magic is a raw binary).
+    if hypcore::load::Kernel::classify(bytes).has_magic() {
         return Kind::Image;
     }
     if at(0, 2) == Some(&[0x1f, 0x8b]) {
@@ -220,6 +222,9 @@ mod tests {
         assert_eq!(identify(&pe), Kind::Zboot { compression: "zstd".into(), offset: 64, size: 32 });
         assert_eq!(identify(&[0x14, 0, 0, 0x10]), Kind::Raw);
         assert_eq!(identify(&[]), Kind::Raw);
+        // A file that ends with the magic is raw to QEMU and to the hypervisor: raw here too.
+        assert_eq!(identify(&image()[..60]), Kind::Raw);
+        assert_eq!(identify(&image()[..61]), Kind::Image);
     }
 
     #[test]

@@ -8,7 +8,7 @@
 use crate::provision::system::{apt_install, which};
 use crate::provision::toolchain::CrossToolchain;
 use crate::{build, workspace_root};
-use anyhow::{ensure, Context, Result};
+use anyhow::{ensure, Result};
 use std::path::Path;
 use std::process::Stdio;
 
@@ -77,7 +77,7 @@ pub fn run(tc: &CrossToolchain) -> Result<()> {
     if host_cargo == tc.cargo && tc.cargo.starts_with("/usr/bin") {
         c.env("RUSTC", &tc.rustc).env_remove("RUSTUP_TOOLCHAIN");
     }
-    let status = c.status().context("running cargo clippy")?;
+    let status = crate::signals::status(&mut c)?;
     if !status.success() {
         return Err(crate::error::check_failed("clippy found problems in the host crates (see above)"));
     }
@@ -100,7 +100,7 @@ pub fn run(tc: &CrossToolchain) -> Result<()> {
         }
         c.arg("--target-dir").arg(build::cross_target_dir());
         c.args(["--", "-D", "warnings"]);
-        let status = c.status().context("running cargo clippy for the target")?;
+        let status = crate::signals::status(&mut c)?;
         if !status.success() {
             return Err(crate::error::check_failed(format!(
                 "clippy found problems in {} (see above)",
@@ -111,7 +111,7 @@ pub fn run(tc: &CrossToolchain) -> Result<()> {
     eprintln!("xtask: clippy on linux-user ({})", crate::provision::toolchain::TARGET);
     let mut c = build::user_cargo(tc, "clippy");
     c.env("PATH", path_for(&tc.cargo)).args(["--quiet", "--", "-D", "warnings"]);
-    let status = c.status().context("running cargo clippy for linux-user")?;
+    let status = crate::signals::status(&mut c)?;
     ensure!(status.success(), "clippy found problems in linux-user (see above)");
     Ok(())
 }

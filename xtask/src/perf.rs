@@ -411,13 +411,7 @@ fn run_boot(qemu_bin: &std::path::Path, cfg: &Launch, images: &Images, timeout: 
             supervise::echo_stdout(l)
         }
     })?;
-    let verdict = supervise::judge(&out);
-    if !verdict.success() {
-        return Err(anyhow::Error::new(crate::error::ExitWith(crate::error::Verdict::new(
-            abi::exit::CHECK_FAILED,
-            format!("the perf run did not end cleanly: {verdict}"),
-        ))));
-    }
+    supervise::require_success(&supervise::judge(&out), "the perf run")?;
     Ok(out.output)
 }
 

@@ -115,13 +115,7 @@ fn boot_side(
             }
         })?;
     // Only a run that ended cleanly counts, whatever records it printed before.
-    let verdict = supervise::judge(&out);
-    if !verdict.success() {
-        return Err(anyhow::Error::new(ExitWith(Verdict::new(
-            abi::exit::CHECK_FAILED,
-            format!("benchmark {} on {} ({side}) did not end cleanly: {verdict}", b.name, m.label),
-        ))));
-    }
+    supervise::require_success(&supervise::judge(&out), &format!("benchmark {} on {} ({side})", b.name, m.label))?;
     let (records, errors) = report::collect(&out.output);
     ensure!(errors.is_empty(), "malformed records: {errors:?}");
     if side == "linux" {

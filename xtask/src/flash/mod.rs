@@ -92,8 +92,15 @@ pub fn files_under(dir: &Path) -> Result<Vec<File>> {
         for e in std::fs::read_dir(&d).with_context(|| format!("reading {}", d.display()))? {
             let e = e?;
             let p = e.path();
-            if e.file_type()?.is_dir() {
+            let t = e.file_type()?;
+            if t.is_dir() {
                 todo.push(p);
+            } else if !t.is_file() {
+                // A FIFO or a device would block the read or never end; a link could lead anywhere.
+                return Err(anyhow::Error::new(crate::error::Refused(format!(
+                    "{}: not a regular file (a FIFO, device, socket or symbolic link): a card takes files",
+                    p.display()
+                ))));
             } else {
                 let rel = p.strip_prefix(dir)?.to_string_lossy().replace('\\', "/");
                 out.push(File {
@@ -283,6 +290,14 @@ pub struct Args {
 /// Runs `cargo xtask flash`.
 pub fn cli(a: Args) -> Result<()> {
     let refuse = |why: String| anyhow::Error::new(crate::error::Refused(why));
+    if a.uninstall && a.boot_dir.is_none() {
+        return Err(refuse(
+            "--uninstall undoes an install into a mounted boot partition: give --boot-dir DIR (a card or an image \
+             is written whole; there is nothing to undo there)"
+                .into(),
+        ));
+    }
+    crate::launch::check_line("--bootargs", &a.bootargs)?;
     if let Some(dir) = &a.boot_dir {
         if !dir.is_dir() {
             return Err(refuse(format!(
@@ -344,17 +359,30 @@ pub fn cli(a: Args) -> Result<()> {
         return Ok(());
     }
     let files = image_files(&boot, a.firmware.as_deref())?;
+    let need = fat::size_for(&files);
     let size = match a.size_mib {
         // Bounded by clap (64 to MAX_SIZE_MIB): no overflow.
         Some(m) => m << 20,
-        None => fat::size_for(&files),
+        None => need,
     };
     ensure!(
         size <= MAX_SIZE_MIB << 20,
         "the files need a {} MiB image, more than the {MAX_SIZE_MIB} MiB this builds",
         size >> 20
     );
-    let image = fat::build(&files, size)?;
+    let image = fat::build(&files, size).map_err(|e| {
+        if a.size_mib.is_some() {
+            refuse(format!(
+                "--size-mib {}: the files ({} MiB) do not fit in a FAT32 image that size ({e:#}); leave --size-mib \
+                 out ({} MiB fits them) or give more",
+                size >> 20,
+                files.iter().map(|f| f.data.len() as u64).sum::<u64>().div_ceil(1 << 20),
+                need >> 20
+            ))
+        } else {
+            e
+        }
+    })?;
     let info = fat::read(&image)?;
     if let Some(path) = &a.image {
         crate::write_file(path, &image)?;

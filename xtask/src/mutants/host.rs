@@ -36,7 +36,9 @@ fn ensure_cargo_mutants() -> Result<()> {
         return Ok(());
     }
     eprintln!("xtask: installing cargo-mutants with `cargo install cargo-mutants --locked` (it is missing)");
-    let status = cargo().args(["install", "cargo-mutants", "--locked"]).status().context("running cargo install")?;
+    let mut install = cargo();
+    install.args(["install", "cargo-mutants", "--locked"]);
+    let status = crate::signals::status(&mut install)?;
     if !status.success() || !ok(cargo().args(["mutants", "--version"])) {
         bail!("cargo-mutants could not be installed; install it by hand: cargo install cargo-mutants");
     }
@@ -110,8 +112,8 @@ pub fn read_explained(text: &str) -> Result<BTreeMap<String, String>> {
     Ok(out)
 }
 
-/// Runs cargo-mutants on `names` (none: every host crate) with `extra` arguments.
-pub fn run(names: &[String], extra: &[String]) -> Result<()> {
+/// The crates `names` stand for (none: every host crate), or a usage error for one that is not.
+pub fn crates(names: &[String]) -> Result<Vec<&str>> {
     let crates: Vec<&str> =
         if names.is_empty() { HOST_CRATES.to_vec() } else { names.iter().map(String::as_str).collect() };
     for c in &crates {
@@ -122,6 +124,12 @@ pub fn run(names: &[String], extra: &[String]) -> Result<()> {
             ))));
         }
     }
+    Ok(crates)
+}
+
+/// Runs cargo-mutants on `names` (none: every host crate) with `extra` arguments.
+pub fn run(names: &[String], extra: &[String]) -> Result<()> {
+    let crates = crates(names)?;
     ensure_cargo_mutants()?;
     let explained = read_explained(&std::fs::read_to_string(explained_file()).unwrap_or_default())?;
     let mut rows = Vec::new();

@@ -58,12 +58,24 @@ pub const HOST_CRATES: [&str; 12] =
 
 /// Entry point.
 pub fn cli(a: Args) -> Result<()> {
+    if a.host && a.list {
+        // What would run, without installing or running anything.
+        let crates = host::crates(&a.names)?;
+        for c in &crates {
+            println!("{c}");
+        }
+        println!("{} host crates for cargo-mutants (configuration: .cargo/mutants.toml)", crates.len());
+        return Ok(());
+    }
+    if !a.host && !a.extra.is_empty() {
+        return crate::error::refuse(format!(
+            "{}: arguments after `--` are cargo-mutants' (give --host); the seeded bugs take none",
+            a.extra.join(" ")
+        ));
+    }
     lower_priority();
     if a.host {
         return host::run(&a.names, &a.extra);
-    }
-    if !a.extra.is_empty() {
-        bail!("arguments after `--` are for cargo-mutants: use them with --host");
     }
     let chosen = select(&a.names)?;
     if a.list {

@@ -102,12 +102,31 @@ pub fn check_earlier(which: &str, icount: bool, text: &str) -> std::result::Resu
     if rows == 0 {
         return Err(format!("no rows of benchmark {which:?}: nothing to compare with"));
     }
-    Ok(())
+    // Rows that name the benchmark but carry no figure (no median) compare nothing either.
+    let mode = if icount { super::Mode::Icount } else { super::Mode::Wall };
+    match super::rows::rows(which, text, mode) {
+        Ok(r) if !r.is_empty() => Ok(()),
+        Ok(_) => Err(format!(
+            "its {rows} rows of benchmark {which:?} carry no figure ({}): nothing to compare with",
+            if icount { "median_insns or insns" } else { "median_ns or median_us" }
+        )),
+        Err(e) => Err(format!("{e:#}")),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rows_without_a_figure_compare_nothing() {
+        let empty =
+            "{\"bench\":\"exits\",\"icount\":false}\n{\"bench\":\"exits\",\"icount\":false,\"machine\":\"max\"}\n";
+        let e = check_earlier("exits", false, empty).unwrap_err();
+        assert!(e.contains("carry no figure"), "{e}");
+        let one = "{\"bench\":\"exits\",\"icount\":false,\"machine\":\"max\",\"case\":\"null\",\"median_ns\":100}\n";
+        assert_eq!(check_earlier("exits", false, one), Ok(()));
+    }
 
     fn r(median: f64, spread: f64) -> Row {
         Row { machine: "max".into(), group: "g".into(), setting: "s".into(), median, lo: None, hi: None, spread }
@@ -127,7 +146,7 @@ mod tests {
     #[test]
     fn a_comparison_that_cannot_mean_anything_is_refused() {
         let wall =
-            "{\"bench\":\"mprotect\",\"machine\":\"max-1cpu\",\"case\":\"a\",\"median_ns\":10,\"icount\":false}\n";
+            "{\"bench\":\"mprotect\",\"machine\":\"max-1cpu\",\"case\":\"a\",\"median_ns\":10,\"median_insns\":5,\"icount\":false}\n";
         let icount = wall.replace("false", "true");
         assert_eq!(check_earlier("mprotect", false, wall), Ok(()));
         assert_eq!(check_earlier("mprotect", true, &icount), Ok(()));
