@@ -60,10 +60,15 @@ fn current_el() -> u64 {
 #[no_mangle]
 extern "C" fn rt_main(dtb: usize) -> ! {
     use aarch64_cpu::registers::{Writeable, VBAR_EL1, VBAR_EL2};
+    // The entry code (`rt::start`) wrote SCTLR, HCR_EL2 / CPTR_EL2 or CPACR_EL1 and PSTATE; at
+    // EL2 the loader relies on nothing else (it runs with the MMU off, reads the physical
+    // counter, which EL2 never traps, and leaves EL2 to the hypervisor it starts), at EL1 on
+    // EL1's entry values.
     if current_el() == 2 {
         VBAR_EL2.set(rt::trap::vectors_el2());
     } else {
         VBAR_EL1.set(rt::trap::vectors_el1());
+        rt::entry::el1(&rt::features::Features::from_ids(&rt::features::IdRegs::read()));
     }
     // SAFETY: HEAP_SPACE is used only here, once, and handed to the allocator for good.
     unsafe { HEAP.lock().init(core::ptr::addr_of_mut!(HEAP_SPACE) as usize, HEAP_SIZE) };

@@ -25,6 +25,8 @@ mod exit;
 #[cfg(target_os = "none")]
 mod guest;
 #[cfg(target_os = "none")]
+mod guest_el1;
+#[cfg(target_os = "none")]
 mod hypercall;
 #[cfg(target_os = "none")]
 mod inject;
@@ -85,6 +87,7 @@ extern "C" fn rt_main(dtb: usize, x1: u64, x2: u64) -> ! {
     use aarch64_cpu::registers::{Writeable, VBAR_EL2};
     pgtlab_el2_home_mark();
     VBAR_EL2.set(rt::trap::vectors_el2());
+    el2::entry_boot();
     mem::init_heap();
     let loaded_at = (x2 == MOVED_MARK).then_some(x1);
     match boot(dtb, loaded_at) {
@@ -129,6 +132,7 @@ fn boot(dtb_addr: usize, loaded_at: Option<u64>) -> Result<core::convert::Infall
     let opts = options::parse(board.bootargs.as_deref().unwrap_or(""));
     trap::set_stop_on_fault(opts.stop_on_fault);
     let home = go_home(&board, &opts, Range::new(dtb_addr as u64, (dtb_addr + size) as u64), dtb_addr);
+    let mode = el2::choose_mode(opts.force_e2h);
     let layout = rt::start::image_layout();
     rt::println!(
         "hyp: pgtlab hypervisor at EL2, image [{:#x}, {:#x}) ({home}), DTB {dtb_addr:#x} ({size} bytes), {} CPUs, {}",
@@ -137,6 +141,7 @@ fn boot(dtb_addr: usize, loaded_at: Option<u64>) -> Result<core::convert::Infall
         board.cpus.len(),
         board.model.as_deref().unwrap_or("unknown board")
     );
+    rt::println!("hyp: EL2 runs {}", mode.describe());
 
     for (i, c) in board.cpus.iter().enumerate().take(rt::MAX_CPUS) {
         CPUS[i].mpidr.store(c.mpidr & rt::MPIDR_AFF_MASK, Ordering::Relaxed);
@@ -502,6 +507,7 @@ fn ranges_str(r: &[Range]) -> String {
 extern "C" fn rt_secondary_main(cpu: usize) -> ! {
     use aarch64_cpu::registers::{Writeable, VBAR_EL2};
     VBAR_EL2.set(rt::trap::vectors_el2());
+    el2::entry_secondary();
     // First the MMU: everything shared is read through the caches, coherently with the boot CPU.
     mmu::enable_secondary(cpu);
     if migrate::worker_cpu() == Some(cpu) {

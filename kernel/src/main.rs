@@ -62,6 +62,8 @@ extern "C" fn rt_main(dtb: usize) -> ! {
         refuse_el(el, dtb);
     }
     VBAR_EL1.set(rt::trap::vectors_el1());
+    // Nothing the boot loader left in EL1's controls is relied on (`rt::el1`).
+    rt::entry::el1(&rt::features::Features::from_ids(&rt::features::IdRegs::read()));
     // Before anything can fail: under the hypervisor the run's final line is the hypervisor's.
     if power::probe_hypervisor() {
         power::set_host(Host::Hypervisor);

@@ -11,6 +11,10 @@
 //!   BSS and stacks, its load address, RAM (`testguest.mem`), CPUs (`testguest.smp`), PSCI
 //!   version and features, the timer, the GIC, its command line. `hang`: a failed check, then
 //!   silence (for the time-limit verdict).
+//! * `entry-el2`, `entry-el1` (at EL2, as a boot loader: `entry.rs`): leave the control
+//!   registers hostile but legal and enter the Image at `testguest.next` at EL2 or EL1, as the
+//!   Linux boot protocol says; the words before the `pgtlab` marker are the test guest's, the
+//!   rest the next Image's.
 //! * `semihost`: what a hostile guest tries first. QEMU semihosting (`hlt #0xf000`), if it
 //!   were on, would be served by QEMU itself before any trap: SYS_OPEN + SYS_WRITE create a
 //!   host file (`testguest.path=PATH` + `.open`), SYS_SYSTEM runs a host command (`touch
@@ -24,6 +28,8 @@
 #[cfg(target_os = "none")]
 extern crate alloc;
 
+#[cfg(target_os = "none")]
+mod entry;
 #[cfg(target_os = "none")]
 mod semihost;
 #[cfg(target_os = "none")]
@@ -59,7 +65,17 @@ static HEAP: LockedHeap<32> = LockedHeap::empty();
 /// Every word the test guest accepts.
 #[cfg(target_os = "none")]
 pub const WORDS: &[Word] = &[
-    Word::choice("testguest", &["semihost", "view", "hang"], "what to do (see testguest/src/main.rs)"),
+    Word::choice(
+        "testguest",
+        &["semihost", "view", "hang", "entry-el2", "entry-el1"],
+        "what to do (see testguest/src/main.rs)",
+    ),
+    Word::uint("testguest.next", 0, u64::MAX, "entry-el2/el1: where QEMU's loader put the Image to enter"),
+    Word::choice(
+        "testguest.e2h",
+        &["0", "1"],
+        "entry-el2: leave HCR_EL2.E2H set (default, where FEAT_VHE allows) or clear",
+    ),
     Word::size("testguest.mem", 1 << 20, 1 << 50, "view: the RAM the guest must find"),
     Word::uint("testguest.smp", 1, 512, "view: the CPUs the guest must find"),
     Word::choice("testguest.load", &["raw", "image"], "view: the form it was built in, so where QEMU loads it"),
@@ -81,11 +97,17 @@ static PSCI: AtomicU64 = AtomicU64::new(0);
 #[cfg(target_os = "none")]
 #[no_mangle]
 extern "C" fn rt_main(dtb: usize, x1: u64, x2: u64, x3: u64) -> ! {
-    use aarch64_cpu::registers::{Writeable, VBAR_EL1};
-    VBAR_EL1.set(rt::trap::vectors_el1());
+    use aarch64_cpu::registers::{Writeable, VBAR_EL1, VBAR_EL2};
+    if at_el2() {
+        // A boot loader (the entry modes): nothing at EL1 is this image's yet.
+        VBAR_EL2.set(rt::trap::vectors_el2());
+    } else {
+        VBAR_EL1.set(rt::trap::vectors_el1());
+        rt::entry::el1(&rt::features::Features::from_ids(&rt::features::IdRegs::read()));
+    }
     // SAFETY: HEAP_SPACE is used only here, once, and handed to the allocator for good.
     unsafe { HEAP.lock().init(core::ptr::addr_of_mut!(HEAP_SPACE) as usize, HEAP_SIZE) };
-    UNDER_HYPERVISOR.store(probe_hypervisor(), Ordering::Relaxed);
+    UNDER_HYPERVISOR.store(!at_el2() && probe_hypervisor(), Ordering::Relaxed);
     let status = match run(dtb, [x1, x2, x3]) {
         Ok(status) => status,
         Err(e) => {
@@ -111,17 +133,30 @@ fn run(dtb: usize, regs: [u64; 3]) -> Result<u32, String> {
     }
     let cmdline = board.bootargs.as_deref().unwrap_or("");
     rt::println!(
-        "testguest: at EL1, DTB {dtb:#x}, image at {:#x}, {}, bootargs {cmdline:?}",
+        "testguest: at EL{}, DTB {dtb:#x}, image at {:#x}, {}, bootargs {cmdline:?}",
+        if at_el2() { 2 } else { 1 },
         rt::start::image_layout().start,
         if UNDER_HYPERVISOR.load(Ordering::Relaxed) { "under the pgtlab hypervisor" } else { "alone" }
     );
-    let args = bootargs::parse(cmdline, &TABLE).map_err(|e| format!("{e}"))?;
+    // As a boot loader (words before the marker) it reads its own words only; else all of them.
+    let (before, after) = bootargs::split_firmware(cmdline).map_err(|e| format!("{e}"))?;
+    let mine = if before.is_empty() { after } else { before };
+    let args = bootargs::parse_words(mine, &TABLE).map_err(|e| format!("{e}"))?;
     match args.choice("testguest") {
+        Some("entry-el2") => match entry::run(entry::Kind::El2, &board, dtb, &args)? {},
+        Some("entry-el1") => match entry::run(entry::Kind::El1, &board, dtb, &args)? {},
         Some("semihost") => Ok(semihost::run(args.text("testguest.path").unwrap_or("/tmp/pgtlab-testguest"))),
         Some("view") => Ok(view::run(&board, blob, regs, &args, cmdline)),
         Some("hang") => view::hang(),
         _ => Err(format!("nothing to do: give testguest=MODE ({})", TABLE.accepted())),
     }
+}
+
+/// Whether this runs at EL2 (a boot loader for the entry modes) rather than EL1.
+#[cfg(target_os = "none")]
+fn at_el2() -> bool {
+    use aarch64_cpu::registers::{CurrentEL, Readable};
+    CurrentEL.read(CurrentEL::EL) == 2
 }
 
 /// The pgtlab hypervisor answers the SMCCC vendor-hypervisor UID call with its UID; only asked
@@ -184,8 +219,8 @@ fn end(status: u32) -> ! {
 #[cfg(target_os = "none")]
 #[no_mangle]
 extern "C" fn rt_exception(frame: &mut TrapFrame, vector: u64) {
-    use aarch64_cpu::registers::{Readable, ESR_EL1, FAR_EL1};
-    let esr = ESR_EL1.get();
+    use aarch64_cpu::registers::{Readable, ESR_EL1, ESR_EL2, FAR_EL1, FAR_EL2};
+    let (esr, far) = if at_el2() { (ESR_EL2.get(), FAR_EL2.get()) } else { (ESR_EL1.get(), FAR_EL1.get()) };
     if vector == rt::trap::vector::CUR_SPX_SYNC && semihost::undefined(frame, esr) {
         return;
     }
@@ -194,7 +229,7 @@ extern "C" fn rt_exception(frame: &mut TrapFrame, vector: u64) {
         rt::trap::vector::kind(vector),
         rt::trap::vector::source(vector),
         frame.elr,
-        FAR_EL1.get()
+        far
     ));
     end(abi::exit::GUEST_EXCEPTION)
 }

@@ -42,6 +42,12 @@ pub const WORDS: &[Word] = &[
         "CPUs the guest gets (the first N of the device tree, at most the hypervisor's limit; default all): fewer \
          CPUs on a board whose CPU count is fixed (the Pi 4)",
     ),
+    Word::choice(
+        "hyp.e2h",
+        &["1"],
+        "run EL2 with HCR_EL2.E2H = 1 (hVHE: the EL1 register layouts at EL2, the guest's EL1 state through the \
+         *_EL12 registers) on a CPU where E2H can be cleared; where it cannot (RES1) that is the mode anyway",
+    ),
     Word::flag("hyp.check-split", "check every page after each eager split against the slot's pool mapping"),
     Word::flag("hyp.check-stage2", "at boot, check that nothing the hypervisor keeps translates in stage 2"),
     Word::flag(
