@@ -68,11 +68,10 @@ pub fn entry_boot() {
 /// first). Returns the mode, for the boot line.
 pub fn choose_mode(force_e2h: bool) -> Mode {
     let f = features();
-    let m = rt::el2::decide(rt::entry::e2h_now(), force_e2h);
-    if force_e2h && !f.vhe {
+    let mut m = rt::el2::decide(rt::entry::e2h_now(), force_e2h);
+    if m == Mode::Hvhe(Why::Forced) && !f.vhe {
         rt::println!("hyp: warning: hyp.e2h=1 on a CPU without FEAT_VHE: E2H stays 0");
-        MODE.store(encode(Mode::Nvhe), Ordering::Relaxed);
-        return Mode::Nvhe;
+        m = Mode::Nvhe;
     }
     if m.e2h() != rt::entry::e2h_now() {
         rt::entry::el2(&rt::el2::guest_controls(m, &f));

@@ -19,9 +19,14 @@
 //!   WXN and (E2H = 1) SPAN clear; VTTBR_EL2, TPIDR_EL2, MAIR/TCR/TTBR0_EL2, VPIDR/VMPIDR_EL2
 //!   and VBAR_EL2 garbage. EL1 gets the hostile EL1 state below, for the guest behind.
 //! * `entry-el1` enters the next Image at EL1 (the kernel alone) with EL2 left as the boot
-//!   protocol requires of a kernel entered at EL1 (`rt::el2::guest_controls`: nothing trapped,
-//!   HCR_EL2 with HCD so HVC is undefined, no SMC trap: no one stays at EL2), but a 128-bit
-//!   ZCR_EL2/SMCR_EL2 and a garbage VBAR_EL2, and EL1 hostile: SCTLR_EL1 with alignment checks,
+//!   protocol requires of a kernel entered at EL1 (`rt::el2::guest_controls`: nothing trapped
+//!   that is not handled, HCR_EL2 with HCD so HVC is undefined), but 128-bit ZCR_EL2/SMCR_EL2,
+//!   and EL1 hostile on every CPU. The shim stays at EL2 as the kernel's firmware: its image is
+//!   reserved in the device tree (`/reserved-memory`, written over the one it was given), SMC
+//!   traps to it (HCR_EL2.TSC: "handled transparently", as the protocol allows), it forwards
+//!   every call to QEMU's PSCI and turns CPU_ON into a start of its own entry, which leaves the
+//!   new CPU hostile too and enters the kernel there at EL1 (QEMU's PSCI would start it at EL2,
+//!   where the kernel does not run). EL1 hostile: SCTLR_EL1 with alignment checks,
 //!   WXN, SA0 and SPAN clear; CPACR_EL1 trapping FP/SIMD, SVE, SME and trace; MDSCR_EL1 with
 //!   software step, kernel debug and monitor debug events on; CNTKCTL_EL1 giving EL0 the
 //!   physical counter and both timers but not the virtual counter, with an event stream; the OS
@@ -30,12 +35,13 @@
 //!   unmasked, compare value 0); TCR/MAIR/TTBR0/TTBR1_EL1, VBAR_EL1, TPIDR_EL0/EL1, TPIDRRO_EL0,
 //!   SP_EL0, CONTEXTIDR_EL1, ESR/FAR/ELR/SPSR_EL1 and PAR_EL1 garbage.
 //!
-//! Only the boot CPU goes through here: the others are started by the next Image through QEMU's
-//! PSCI (from EL2 for the hypervisor, from EL1 for the kernel), which resets them.
+//! With `entry-el2` only the boot CPU goes through here: the hypervisor starts the others
+//! through QEMU's PSCI from EL2, which resets them. With `entry-el1` every CPU does.
 
 use alloc::format;
 use alloc::string::String;
 use board::Board;
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use rt::features::{Features, IdRegs};
 use rt::{read_sysreg, write_sysreg};
 
@@ -90,11 +96,20 @@ pub fn run(kind: Kind, b: &Board, dtb: usize, args: &bootargs::Args) -> Result<c
         return Err("HCR_EL2.E2H is RES1 on this CPU: the entry test needs one where it is writable".into());
     }
     let e2h = kind == Kind::El2 && f.vhe && args.choice("testguest.e2h") != Some("0");
+    if kind == Kind::El1 {
+        reserve_self(b, dtb)?;
+        for (i, c) in b.cpus.iter().enumerate().take(rt::MAX_CPUS) {
+            MPIDRS[i].store(c.mpidr & rt::MPIDR_AFF_MASK, Ordering::Relaxed);
+        }
+        RESIDENT.store(true, Ordering::Relaxed);
+    }
     hostile_el1(&f);
     let (hcr, cnthctl, sctlr, cptr, spsr) = match kind {
         Kind::El2 => hostile_el2(&f, e2h),
         Kind::El1 => legal_el2_for_el1(&f),
     };
+    // Garbage vectors, unless the shim stays to answer the kernel's SMCs.
+    let vbar = if kind == Kind::El1 { rt::trap::vectors_el2() } else { GARBAGE | 0x800 };
     let mut r = abi::report::Record::new("entry_shim");
     r.str("enters", if kind == Kind::El2 { "el2" } else { "el1" })
         .hex("next", next)
@@ -130,7 +145,7 @@ pub fn run(kind: Kind, b: &Board, dtb: usize, args: &bootargs::Args) -> Result<c
             hcr = in(reg) hcr,
             cnthctl = in(reg) cnthctl,
             sctlr = in(reg) sctlr,
-            vbar = in(reg) GARBAGE | 0x800,
+            vbar = in(reg) vbar,
             cptr = in(reg) cptr,
             spsr = in(reg) spsr,
             next = in(reg) next,
@@ -272,8 +287,9 @@ fn hostile_el2(f: &Features, e2h: bool) -> (u64, u64, u64, u64, u64) {
     (hcr_v, 1 << 2, sctlr_v, cptr_v, spsr)
 }
 
-/// EL2 as the boot protocol requires of a kernel entered at EL1 (`entry-el1`), but with
-/// 128-bit vector lengths. Returns (HCR_EL2, CNTHCTL_EL2, SCTLR_EL2, CPTR_EL2, SPSR_EL2).
+/// EL2 as the boot protocol requires of a kernel entered at EL1 (`entry-el1`), with the shim
+/// answering SMC and 128-bit vector lengths. Returns (HCR_EL2, CNTHCTL_EL2, SCTLR_EL2,
+/// CPTR_EL2, SPSR_EL2).
 fn legal_el2_for_el1(f: &Features) -> (u64, u64, u64, u64, u64) {
     use rt::el2::{guest_controls, hcr, Mode};
     let c = guest_controls(Mode::Nvhe, f);
@@ -289,8 +305,8 @@ fn legal_el2_for_el1(f: &Features) -> (u64, u64, u64, u64, u64) {
     short_vectors(f, smcr);
     write_sysreg!("vpidr_el2", read_sysreg!("midr_el1"));
     write_sysreg!("vmpidr_el2", read_sysreg!("mpidr_el1"));
-    // No SMC trap (QEMU's PSCI answers the kernel), HVC undefined (nothing at EL2 answers it).
-    let h = (c.hcr & !hcr::TSC) | HCR_HCD;
+    // SMC traps to the shim (`monitor_call`), HVC is undefined (the shim answers no HVC).
+    let h = c.hcr | hcr::TSC | HCR_HCD;
     let mut spsr = SPSR_EL1T;
     if f.pan {
         spsr |= SPSR_PAN;
@@ -299,4 +315,106 @@ fn legal_el2_for_el1(f: &Features) -> (u64, u64, u64, u64, u64) {
         spsr |= SPSR_UAO;
     }
     (h, c.cnthctl, rt::el2::SCTLR_MMU_OFF, c.cptr, spsr)
+}
+
+/// Whether the shim stays at EL2 as the kernel's firmware (`entry-el1`).
+static RESIDENT: AtomicBool = AtomicBool::new(false);
+/// MPIDR affinity of each CPU index (the device tree's order), for CPU_ON.
+static MPIDRS: [AtomicU64; rt::MAX_CPUS] = [const { AtomicU64::new(u64::MAX) }; rt::MAX_CPUS];
+/// Per CPU index: the kernel's entry point and context id of its CPU_ON (0: none yet). Written
+/// and read with the MMU off (straight to memory).
+static STARTS: [(AtomicU64, AtomicU64); rt::MAX_CPUS] =
+    [const { (AtomicU64::new(0), AtomicU64::new(0)) }; rt::MAX_CPUS];
+
+/// Puts a `/reserved-memory` node over this image (code, data, BSS: stacks and heap) into the
+/// device tree at `dtb`, written over the old one (the tree it came from is QEMU's, with room to
+/// spare), so the kernel leaves the resident shim alone.
+fn reserve_self(b: &Board, dtb: usize) -> Result<(), String> {
+    // SAFETY: x0 pointed at the DTB (boot protocol); nothing else writes it.
+    let old = unsafe { board::dtb_at(dtb as *const u8) }.map_err(|e| format!("device tree: {e}"))?;
+    let room = old.len();
+    let l = rt::start::image_layout();
+    let spec = board::GuestSpec {
+        memory: b.memory.clone(),
+        initrd: b.initrd,
+        reserved: alloc::vec![board::Region::new(l.start as u64, (l.end - l.start) as u64)],
+        ..Default::default()
+    };
+    let new = board::guest_dtb(old, &spec).map_err(|e| format!("device tree with the shim reserved: {e}"))?;
+    if new.len() > room {
+        return Err(format!("the device tree with the shim reserved takes {} bytes, {room} are there", new.len()));
+    }
+    // SAFETY: [dtb, dtb + room) is the old tree (read into `new` and `b` already); `new` is a
+    // separate heap buffer no longer than it.
+    unsafe { core::ptr::copy_nonoverlapping(new.as_ptr(), dtb as *mut u8, new.len()) };
+    Ok(())
+}
+
+/// An exception from EL1 while the shim is resident: an SMC (trapped by HCR_EL2.TSC) is
+/// forwarded to QEMU's PSCI, CPU_ON turned into a start at the shim's own entry (the kernel's
+/// entry and context kept for [`secondary`]). Returns whether it was one.
+pub fn monitor_call(frame: &mut rt::TrapFrame, esr: u64) -> bool {
+    if !RESIDENT.load(Ordering::Relaxed) || rt::esr::class(esr) != 0x17 {
+        return false;
+    }
+    // A trapped SMC returns to itself: step over it.
+    frame.elr += 4;
+    let mut r = [0u64; 8];
+    r.copy_from_slice(&frame.x[..8]);
+    let fid = r[0] & 0xffff_ffff;
+    if fid == abi::psci::CPU_ON_32 || fid == abi::psci::CPU_ON_64 {
+        let target = r[1] & rt::MPIDR_AFF_MASK;
+        let Some(idx) = MPIDRS.iter().position(|m| m.load(Ordering::Relaxed) == target) else {
+            frame.x[0] = abi::psci::INVALID_PARAMETERS as u64;
+            return true;
+        };
+        STARTS[idx].0.store(r[2], Ordering::Relaxed);
+        STARTS[idx].1.store(r[3], Ordering::Relaxed);
+        r[2] = rt::start::secondary_entry_addr() as u64;
+        r[3] = idx as u64;
+    }
+    let out = rt::smccc::call(rt::smccc::Conduit::Smc, r);
+    frame.x[..4].copy_from_slice(&out);
+    true
+}
+
+/// A CPU the kernel started (through [`monitor_call`]), at the shim's entry at EL2: EL2 as for
+/// the boot CPU, EL1 hostile, then the kernel's entry at EL1 with its context id. Returns only
+/// for a CPU the shim did not start for the kernel.
+pub fn secondary(cpu: usize) {
+    let Some((entry, ctx)) = STARTS.get(cpu).map(|(e, c)| (e.load(Ordering::Relaxed), c.load(Ordering::Relaxed)))
+    else {
+        return;
+    };
+    if !RESIDENT.load(Ordering::Relaxed) || entry == 0 {
+        return;
+    }
+    let f = Features::from_ids(&IdRegs::read());
+    hostile_el1(&f);
+    let (hcr, cnthctl, sctlr, cptr, spsr) = legal_el2_for_el1(&f);
+    rt::println!("testguest: CPU {cpu} enters {entry:#x} at EL1 with hostile registers");
+    // SAFETY: as for the boot CPU in `run`: the kernel asked for this entry point with CPU_ON.
+    unsafe {
+        core::arch::asm!(
+            "msr hcr_el2, {hcr}",
+            "isb",
+            "msr cnthctl_el2, {cnthctl}",
+            "msr sctlr_el2, {sctlr}",
+            "msr vbar_el2, {vbar}",
+            "msr cptr_el2, {cptr}",
+            "msr spsr_el2, {spsr}",
+            "msr elr_el2, {entry}",
+            "isb",
+            "eret",
+            hcr = in(reg) hcr,
+            cnthctl = in(reg) cnthctl,
+            sctlr = in(reg) sctlr,
+            vbar = in(reg) rt::trap::vectors_el2(),
+            cptr = in(reg) cptr,
+            spsr = in(reg) spsr,
+            entry = in(reg) entry,
+            in("x0") ctx,
+            options(noreturn),
+        )
+    }
 }

@@ -221,6 +221,9 @@ fn end(status: u32) -> ! {
 extern "C" fn rt_exception(frame: &mut TrapFrame, vector: u64) {
     use aarch64_cpu::registers::{Readable, ESR_EL1, ESR_EL2, FAR_EL1, FAR_EL2};
     let (esr, far) = if at_el2() { (ESR_EL2.get(), FAR_EL2.get()) } else { (ESR_EL1.get(), FAR_EL1.get()) };
+    if vector == rt::trap::vector::LOWER64_SYNC && at_el2() && entry::monitor_call(frame, esr) {
+        return;
+    }
     if vector == rt::trap::vector::CUR_SPX_SYNC && semihost::undefined(frame, esr) {
         return;
     }
@@ -236,7 +239,13 @@ extern "C" fn rt_exception(frame: &mut TrapFrame, vector: u64) {
 
 #[cfg(target_os = "none")]
 #[no_mangle]
-extern "C" fn rt_secondary_main(_cpu: usize) -> ! {
+extern "C" fn rt_secondary_main(cpu: usize) -> ! {
+    if at_el2() {
+        use aarch64_cpu::registers::{Writeable, VBAR_EL2};
+        VBAR_EL2.set(rt::trap::vectors_el2());
+        // A CPU the kernel asked for, behind the resident shim (`entry-el1`).
+        entry::secondary(cpu);
+    }
     loop {
         aarch64_cpu::asm::wfe();
     }

@@ -6,8 +6,9 @@
 //! registers; EL1 with software step armed, FP trapped, timers firing, the thread stack pointer
 //! selected), then enters the Image QEMU's loader put at [`NEXT`] as the protocol says. Each
 //! binary must write every control register it relies on: the run must end with every CPU
-//! online and exit 0. The other CPUs are started through QEMU's PSCI (CPU_ON resets them), so
-//! only the boot CPU sees the hostile state.
+//! online and exit 0. The hypervisor starts its other CPUs through QEMU's PSCI (CPU_ON resets
+//! them): only its boot CPU sees the hostile state; the kernel alone at EL1 gets every CPU
+//! hostile (the shim stays at EL2 and starts them itself).
 
 use tests::{boot_edited, config, Run};
 use xtask::qemu::QemuConfig;
@@ -87,20 +88,22 @@ fn hypervisor_forced_to_hvhe_from_a_hostile_entry() {
     assert_eq!(run.record("hyp_features").str("el2_mode"), Some("hvhe-forced"), "{}", run.dump());
 }
 
-/// One CPU: QEMU's PSCI starts a CPU at EL2 whatever EL the caller runs at, so a kernel at EL1
-/// would get its other CPUs at EL2 (the boot protocol wants them all at one EL) unless the shim
-/// stayed at EL2 to bring them down.
+/// Every CPU hostile: the shim stays at EL2 as the kernel's firmware, forwards its PSCI calls
+/// and starts each CPU through itself (QEMU's PSCI alone would start them at EL2).
 #[test]
 fn kernel_alone_entered_at_el1_with_hostile_el1_state() {
     let run = through_shim(
         config(|c| {
-            c.smp = 1;
+            c.smp = 4;
             c.kernel_at_el2 = true;
-            c.bootargs = "user=selftest".into();
+            // A task on every CPU: EL0 runs on the CPUs the shim started too.
+            c.bootargs = "user=selftest+stale:rounds=5".into();
         }),
         "entry-el1",
         "",
     );
-    expect_all_online(&run, 1);
+    expect_all_online(&run, 4);
+    let started = run.outcome.output.lines().filter(|l| l.starts_with("testguest: CPU ")).count();
+    assert_eq!(started, 3, "CPUs 1-3 through the shim\n{}", run.dump());
     assert_eq!(run.record("entry_shim").str("enters"), Some("el1"), "{}", run.dump());
 }

@@ -55,7 +55,8 @@ fn hvhe_injects_an_abort_through_the_guests_el12_registers() {
 
 #[test]
 fn hvhe_psci_cycles_and_bad_calls() {
-    let run = boot(config(|c| c.bootargs = "hyp.e2h=1 bbml2_test_disallow_cpu=2 test=cpu-cycle,smccc,bad-calls".into()));
+    let run =
+        boot(config(|c| c.bootargs = "hyp.e2h=1 bbml2_test_disallow_cpu=2 test=cpu-cycle,smccc,bad-calls".into()));
     expect_hvhe(&run, 0);
     run.expect_output("kernel: cpu-cycle: 8 CPU_OFF/CPU_ON cycles of CPU 0x2");
 }
