@@ -91,3 +91,17 @@ fn hvhe_linux_reaches_user_space_and_gets_a_bus_error() {
     run.expect_output(xtask::linux::MARKER);
     assert_eq!(run.record("linux_stray").u64("status"), Some(128 + 7), "SIGBUS\n{}", run.dump());
 }
+
+#[test]
+fn hyp_e2h_on_a_cpu_without_vhe_runs_nvhe_and_says_so() {
+    // Cortex-A72 is Armv8.0: no FEAT_VHE, E2H stays 0.
+    let run = boot(config(|c| {
+        c.cpu = "cortex-a72".into();
+        c.smp = 2;
+        c.bootargs = "hyp.e2h=1".into();
+    }));
+    run.expect_exit(0);
+    run.expect_output("hyp: warning: hyp.e2h=1 on a CPU without FEAT_VHE: E2H stays 0");
+    run.expect_output("hyp: EL2 runs nVHE (HCR_EL2.E2H = 0)");
+    assert_eq!(run.record("hyp_features").str("el2_mode"), Some("nvhe"), "{}", run.dump());
+}
