@@ -179,13 +179,27 @@ pub fn boot_edited(cfg: QemuConfig, edit: impl FnOnce(&mut Vec<String>)) -> Run 
 
 /// [`boot_edited`], or why the xtask refused the configuration (QEMU not started).
 pub fn try_boot_edited(cfg: QemuConfig, edit: impl FnOnce(&mut Vec<String>)) -> Result<Run, String> {
+    let qemu = qemu_for(cfg.board);
+    try_boot_edited_on(&qemu, cfg, edit)
+}
+
+/// [`boot_edited`] on the QEMU binary `qemu` (e.g. [`board_models_qemu`] for `virt` too).
+pub fn boot_edited_on(qemu: &std::path::Path, cfg: QemuConfig, edit: impl FnOnce(&mut Vec<String>)) -> Run {
+    try_boot_edited_on(qemu, cfg, edit).unwrap_or_else(|why| panic!("the xtask refused the configuration: {why}"))
+}
+
+/// [`boot_edited_on`], or why the xtask refused the configuration (QEMU not started).
+pub fn try_boot_edited_on(
+    qemu: &std::path::Path,
+    cfg: QemuConfig,
+    edit: impl FnOnce(&mut Vec<String>),
+) -> Result<Run, String> {
     let e = env();
     let cfg = with_dtb(cfg);
     cfg.validate()?;
-    let qemu = qemu_for(cfg.board);
     let mut args = cfg.args(&e.images)?;
     edit(&mut args);
-    let outcome = qemu::run_args(&qemu, &args, BOOT_TIMEOUT, None, |_| {}).expect("running QEMU");
+    let outcome = qemu::run_args(qemu, &args, BOOT_TIMEOUT, None, |_| {}).expect("running QEMU");
     let mut records = Vec::new();
     for line in outcome.output.lines() {
         if let Some(r) = parse_line(line) {

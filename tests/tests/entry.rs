@@ -10,7 +10,8 @@
 //! them): only its boot CPU sees the hostile state; the kernel alone at EL1 gets every CPU
 //! hostile (the shim stays at EL2 and starts them itself).
 
-use tests::{boot_edited, config, Run};
+use std::path::Path;
+use tests::{boot_edited_on, config, Run};
 use xtask::qemu::QemuConfig;
 
 /// Where the shim finds the Image it enters: 2 MiB aligned, clear of the shim (QEMU's `-kernel`
@@ -21,8 +22,13 @@ const NEXT: u64 = 0x4400_0000;
 /// would have booted (the hypervisor, or the kernel alone) loaded raw at [`NEXT`]; the shim's
 /// words go before the `pgtlab` marker, the next Image's after it.
 fn through_shim(cfg: QemuConfig, mode: &str, words: &str) -> Run {
+    through_shim_on(&tests::qemu_for(cfg.board), cfg, mode, words)
+}
+
+/// [`through_shim`] on the QEMU binary `qemu`.
+fn through_shim_on(qemu: &Path, cfg: QemuConfig, mode: &str, words: &str) -> Run {
     let shim = xtask::build::testguest_image();
-    boot_edited(cfg, |a| {
+    boot_edited_on(qemu, cfg, |a| {
         let k = a.iter().position(|x| x == "-kernel").expect("-kernel") + 1;
         let next = std::mem::replace(&mut a[k], shim.display().to_string());
         a.extend(["-device".into(), format!("loader,file={next},addr={NEXT:#x},force-raw=on")]);
@@ -72,6 +78,27 @@ fn hypervisor_entered_with_tge_and_every_trap_set_gicv2() {
     );
     expect_all_online(&run, 4);
     assert_eq!(run.record("entry_shim").u64("hcr_el2").map(|h| h >> 34 & 1), Some(0), "{}", run.dump());
+}
+
+/// QEMU 10's `max` has FEAT_FGT (7.2's has not): the shim leaves every fine-grained trap
+/// register 0 (their `n` bits trap), the hypervisor, forced to hVHE, writes them back.
+#[test]
+fn hypervisor_entered_with_fine_grained_traps_set_on_qemu_10() {
+    let run = through_shim_on(
+        &tests::board_models_qemu(),
+        config(|c| {
+            c.smp = 2;
+            // sve-state reaches SME's TPIDR2_EL0, behind a fine-grained trap.
+            c.bootargs = "hyp.e2h=1 test=sve-state user=selftest".into();
+        }),
+        "entry-el2",
+        "",
+    );
+    expect_all_online(&run, 2);
+    run.expect_output("kernel: sve-state: TPIDR2_EL0 survived an HVC");
+    let f = run.record("hyp_features");
+    assert_eq!(f.bool("fgt"), Some(true), "{}", run.dump());
+    assert_eq!(f.str("el2_mode"), Some("hvhe-forced"), "{}", run.dump());
 }
 
 #[test]
