@@ -53,7 +53,10 @@ fn other_vector(frame: &mut TrapFrame, vec: u64) {
         }
         vector::CUR_SPX_SYNC => {
             let (esr_v, far) = (ESR_EL1.get(), FAR_EL1.get());
-            if crate::mm::fault::try_catch(frame, esr_v, far) || user_copy_fault(frame, esr_v, far) {
+            if crate::mm::fault::try_catch(frame, esr_v, far)
+                || user_copy_fault(frame, esr_v, far)
+                || crate::arch::power::hvc_probe_undefined(frame, esr_v)
+            {
                 return;
             }
             fatal(frame, vec, esr_v);

@@ -173,7 +173,8 @@ pub fn boot_with(cfg: Launch, extra: &[String]) -> Run {
 /// Boots `cfg` with QEMU's `-append` replaced by `words` and the run's key (a command line no
 /// `Launch` would make: words the xtask itself refuses, given to the hypervisor by hand).
 pub fn boot_with_append(cfg: Launch, words: &str) -> Run {
-    try_boot_args(cfg, &[], |args, judging| {
+    let qemu = qemu_for(cfg.machine);
+    try_boot_args(&qemu, cfg, |args, judging| {
         let i = args.iter().position(|a| a == "-append").expect("-append") + 1;
         args[i] = match judging {
             supervise::Judging::Keyed(k) => format!("{words} {}={k:#x}", hypcore::options::KEY),
@@ -185,25 +186,50 @@ pub fn boot_with_append(cfg: Launch, words: &str) -> Run {
 
 /// [`try_boot`] with `extra` QEMU arguments after the usual ones.
 pub fn try_boot_with(cfg: Launch, extra: &[String]) -> Result<Run, String> {
-    try_boot_args(cfg, extra, |_, _| {})
+    try_boot_edited(cfg, |args| args.extend_from_slice(extra))
 }
 
-/// [`try_boot_with`], `edit` changing the arguments before QEMU starts.
-fn try_boot_args(
+/// [`boot`] with the QEMU arguments `cfg` gives changed by `edit` first (another `-kernel`, a
+/// `-device loader`, more words in `-append`: keep the run's key there, `hyp.key=`).
+pub fn boot_edited(cfg: Launch, edit: impl FnOnce(&mut Vec<String>)) -> Run {
+    try_boot_edited(cfg, edit).unwrap_or_else(|why| panic!("the xtask refused the configuration: {why}"))
+}
+
+/// [`boot_edited`], or why the xtask refused the configuration (QEMU not started).
+pub fn try_boot_edited(cfg: Launch, edit: impl FnOnce(&mut Vec<String>)) -> Result<Run, String> {
+    let qemu = qemu_for(cfg.machine);
+    try_boot_edited_on(&qemu, cfg, edit)
+}
+
+/// [`boot_edited`] on the QEMU binary `qemu` (e.g. [`board_models_qemu`] for `virt` too).
+pub fn boot_edited_on(qemu: &std::path::Path, cfg: Launch, edit: impl FnOnce(&mut Vec<String>)) -> Run {
+    try_boot_edited_on(qemu, cfg, edit).unwrap_or_else(|why| panic!("the xtask refused the configuration: {why}"))
+}
+
+/// [`boot_edited_on`], or why the xtask refused the configuration (QEMU not started).
+pub fn try_boot_edited_on(
+    qemu: &std::path::Path,
     cfg: Launch,
-    extra: &[String],
+    edit: impl FnOnce(&mut Vec<String>),
+) -> Result<Run, String> {
+    try_boot_args(qemu, cfg, |args, _| edit(args))
+}
+
+/// Boots `cfg` on `qemu`, `edit` changing the arguments (knowing whose word judges the run)
+/// before QEMU starts.
+fn try_boot_args(
+    qemu: &std::path::Path,
+    cfg: Launch,
     edit: impl FnOnce(&mut Vec<String>, supervise::Judging),
 ) -> Result<Run, String> {
     let e = env();
     let cfg = with_dtb(cfg);
     cfg.validate().map_err(|r| r.0)?;
-    let qemu = qemu_for(cfg.machine);
-    let version = xtask::provision::qemu_pkg::version_of(&qemu).map_err(|e| format!("{e:#}"))?;
+    let version = xtask::provision::qemu_pkg::version_of(qemu).map_err(|e| format!("{e:#}"))?;
     let r = cfg.resolve(&e.images, version).map_err(|e| format!("{e:#}"))?;
     let mut args = r.args;
-    args.extend_from_slice(extra);
     edit(&mut args, r.judging);
-    let outcome = supervise::run_args(&qemu, &args, r.judging, BOOT_TIMEOUT, None, |_| {}).expect("running QEMU");
+    let outcome = supervise::run_args(qemu, &args, r.judging, BOOT_TIMEOUT, None, |_| {}).expect("running QEMU");
     let mut records = Vec::new();
     for line in outcome.output.lines() {
         if let Some(r) = parse_line(line) {

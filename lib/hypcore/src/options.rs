@@ -53,6 +53,12 @@ pub const WORDS: &[Word] = &[
         "the run's key, printed in the final line (the xtask sets it, new for each run, and accepts no final line \
          without it; the guest never sees it)",
     ),
+    Word::choice(
+        "hyp.e2h",
+        &["1"],
+        "run EL2 with HCR_EL2.E2H = 1 (hVHE: the EL1 register layouts at EL2, the guest's EL1 state through the \
+         *_EL12 registers) on a CPU where E2H can be cleared; where it cannot (RES1) that is the mode anyway",
+    ),
     Word::flag("hyp.check-split", "check every page after each eager split against the slot's pool mapping"),
     Word::flag("hyp.check-stage2", "at boot, check that nothing the hypervisor keeps translates in stage 2"),
     Word::flag(

@@ -227,7 +227,7 @@ pub fn emit_invalidation<T: TlbMaintenance + ?Sized>(
 
     if leaf_ops + table_ops >= policy.whole_threshold {
         let op = match regime {
-            Regime::El2 => TlbiOp::Alle2,
+            Regime::El2 | Regime::El20 => TlbiOp::Alle2,
             Regime::El1 { asid, half } => {
                 if global || half == VaHalf::Upper || !req.tables.is_empty() {
                     TlbiOp::Vmalle1 { vmid: None }
@@ -250,7 +250,7 @@ pub fn emit_invalidation<T: TlbMaintenance + ?Sized>(
         let rest = TlbiRange::decompose(pages, |p, r| {
             let b = start + p * PAGE_SIZE;
             let op = match regime {
-                Regime::El2 => TlbiOp::Rvae2 { base: va(b), range: r },
+                Regime::El2 | Regime::El20 => TlbiOp::Rvae2 { base: va(b), range: r },
                 Regime::El1 { asid, half } => {
                     if global_ops || half == VaHalf::Upper {
                         TlbiOp::Rvaae1 { base: va(b), range: r }
@@ -284,7 +284,7 @@ pub fn emit_invalidation<T: TlbMaintenance + ?Sized>(
 fn single(regime: Regime, off: u64, global: bool, base: u64) -> TlbiOp {
     let va = VirtAddr::new(base.wrapping_add(off));
     match regime {
-        Regime::El2 => TlbiOp::Vae2 { va },
+        Regime::El2 | Regime::El20 => TlbiOp::Vae2 { va },
         Regime::El1 { asid, half } => {
             if global || half == VaHalf::Upper {
                 TlbiOp::Vaae1 { va }

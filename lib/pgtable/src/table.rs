@@ -240,6 +240,14 @@ impl<A: FrameAlloc> PageTable<A, VirtAddr> {
     pub fn el2(frames: A) -> Result<Self, Error> {
         Self::new(Regime::El2, frames)
     }
+    /// An empty EL2&0 stage-1 table ([`Regime::El20`]: EL2 with HCR_EL2.E2H = 1), with the
+    /// default [`Config`]. Not live.
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`] when `frames` has no root.
+    pub fn el20(frames: A) -> Result<Self, Error> {
+        Self::new(Regime::El20, frames)
+    }
     /// An empty EL1&0 stage-1 table ([`Regime::El1`]) of `half`, naming `asid` in its TLB
     /// maintenance, with the default [`Config`]. Not live.
     ///
