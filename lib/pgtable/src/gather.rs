@@ -89,6 +89,16 @@ impl TlbGather {
         self.global |= global;
     }
 
+    /// Records `n` changed leaves of `size` bytes each, consecutive from input offset `off`: the
+    /// range they cover, at the stride of one of them (not of the range: a per-entry flush must
+    /// still reach every leaf).
+    pub fn add_leaves(&mut self, off: u64, n: u64, size: u64, global: bool) {
+        self.start = self.start.min(off);
+        self.end = self.end.max(off + n * size);
+        self.stride = self.stride.min(size);
+        self.global |= global;
+    }
+
     /// Records a removed table entry covering `size` bytes; `off` is any input offset inside
     /// that region (preferably one inside the changed range). A non-leaf TLBI at any address the
     /// entry covered removes its walk-cache entries; the leaves below it were recorded one by
