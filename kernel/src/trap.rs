@@ -45,14 +45,22 @@ fn syscall_rest(frame: &mut TrapFrame, done: bool) -> u64 {
     whole as u64
 }
 
+/// A synchronous exception from EL0 other than a system call (the whole frame saved), with its
+/// ESR_EL1.
+#[no_mangle]
+extern "C" fn rt_el0_sync(frame: &mut TrapFrame, esr_v: u64) {
+    sched::enter_from_user();
+    lower_sync(frame, esr_v);
+    sched::return_to_user();
+}
+
 #[no_mangle]
 extern "C" fn rt_exception(frame: &mut TrapFrame, vec: u64) {
-    // EL0 faults first (system calls come through `rt_syscall`).
+    // Not taken from EL0 for synchronous exceptions (`rt_syscall`, `rt_el0_sync`).
     if vec == vector::LOWER64_SYNC {
         sched::enter_from_user();
         let esr_v = ESR_EL1.get();
         if esr::class(esr_v) == esr::EC_SVC64 {
-            // Not taken (the vectors send system calls to `rt_syscall`); whole frame saved here.
             if !crate::syscall::count_and_null(crate::percpu::this_area(), frame) {
                 crate::syscall::dispatch(frame);
             }

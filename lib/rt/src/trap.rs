@@ -309,11 +309,11 @@ __rt_trap_return_el1:
 // function, and the context switch, gives them back as they were), then `rt_syscall(frame)`.
 // When it returns 0 the same registers come back from the frame (the result in x0) and x19-x29
 // were never touched; when it returns anything else the handler has written the whole frame
-// (`fault_return` resumes a saved context) and all of it is restored. Any other exception from
-// EL0 saves x19-x29 too before `rt_exception(frame, 8)`, as every other vector does. A binary
-// that runs EL0 code defines `rt_syscall` (the kernel); the weak one here stops at a `BRK` in any
-// other that would take a system call through these vectors (none installs them: the
-// hypervisor has its own table).
+// (`fault_return` resumes a saved context) and all of it is restored. Any other synchronous
+// exception from EL0 saves x19-x29 too, as every other vector does, and goes to
+// `rt_el0_sync(frame, esr)` with ESR_EL1 as read. A binary that runs EL0 code defines both (the
+// kernel); the weak ones here stop at a `BRK` in any other that would take them through these
+// vectors (none installs them: the hypervisor has its own table).
 #[cfg(not(target_feature = "neon"))]
 core::arch::global_asm!(
     vector_macros!(),
@@ -330,8 +330,8 @@ __rt_el0_sync_el1:
     stp     x16, x17, [sp, #128]
     str     x18, [sp, #144]
     mrs     x9, esr_el1
-    lsr     x9, x9, #26
-    cmp     x9, #{ec_svc64}
+    lsr     x10, x9, #26
+    cmp     x10, #{ec_svc64}
     b.ne    2f
     mrs     x10, elr_el1
     mrs     x11, spsr_el1
@@ -371,8 +371,8 @@ __rt_el0_sync_el1:
     mrs     x21, sp_el0
     stp     x22, x21, [sp, #256]
     mov     x0, sp
-    mov     x1, #8
-    bl      rt_exception
+    mov     x1, x9
+    bl      rt_el0_sync
     b       __rt_trap_return_el1
 __rt_trap_el1:
     rt_save_gprs 1
@@ -385,6 +385,9 @@ __rt_trap_return_el1:
     eret
 .weak rt_syscall
 rt_syscall:
+    brk     #0x5c
+.weak rt_el0_sync
+rt_el0_sync:
     brk     #0x5c
 "#,
     purge_macros!(),
