@@ -422,7 +422,7 @@ mod tests {
         assert!(!t.contains("\"b\""), "the bench set is not the test set's business: {t}");
         let split = Figure { bench: "split".into(), ..fig(Run::Test, "s1", 5) };
         assert!(
-            check(&base, &[split.clone()], Run::Test).changes.iter().all(|c| c.key.1 == "split"),
+            check(&base, std::slice::from_ref(&split), Run::Test).changes.iter().all(|c| c.key.1 == "split"),
             "only the benchmarks measured"
         );
         assert!(check(&[], &[], Run::Test).ok());
