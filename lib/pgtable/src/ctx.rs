@@ -297,7 +297,7 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
 
     /// Applies `d` to `n` changed leaves of `level` from input offset `off` on (consecutive
     /// entries of one table).
-    #[inline]
+    #[inline(always)]
     pub fn record_run(&mut self, d: LeafDecision, off: u64, level: usize, n: u64) {
         match d {
             LeafDecision::Nothing => {}
