@@ -19,6 +19,8 @@ mod cpu;
 #[cfg(target_os = "none")]
 mod dirtylog;
 #[cfg(target_os = "none")]
+mod efi;
+#[cfg(target_os = "none")]
 mod el2;
 #[cfg(target_os = "none")]
 mod exit;

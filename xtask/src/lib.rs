@@ -31,6 +31,7 @@ pub mod build;
 pub mod chainboot;
 pub mod cpio;
 pub mod debian;
+pub mod firmware;
 pub mod flash;
 pub mod fuzz;
 pub mod guest_boot;
