@@ -127,8 +127,8 @@ struct Prepared {
 }
 
 fn prepare(image: Handle) -> Result<Prepared, String> {
-    use alloc::format;
     use aarch64_cpu::registers::{CurrentEL, Readable};
+    use alloc::format;
     let el = CurrentEL.read(CurrentEL::EL);
     if el != 2 {
         return Err(format!("started at EL{el}: the hypervisor needs EL2 (QEMU: -M virt,virtualization=on)"));

@@ -168,12 +168,18 @@ pub fn boot_with(cfg: QemuConfig, extra: &[String]) -> Run {
 
 /// [`try_boot`] with `extra` QEMU arguments after the usual ones.
 pub fn try_boot_with(cfg: QemuConfig, extra: &[String]) -> Result<Run, String> {
+    try_boot_edited(cfg, |a| a.extend_from_slice(extra))
+}
+
+/// [`try_boot`] with the QEMU arguments `cfg` gives changed by `edit` (a boot through firmware
+/// replaces `-m`, adds `-bios`, drops words the firmware path cannot keep).
+pub fn try_boot_edited(cfg: QemuConfig, edit: impl FnOnce(&mut Vec<String>)) -> Result<Run, String> {
     let e = env();
     let cfg = with_dtb(cfg);
     cfg.validate()?;
     let qemu = qemu_for(cfg.board);
     let mut args = cfg.args(&e.images)?;
-    args.extend_from_slice(extra);
+    edit(&mut args);
     let outcome = qemu::run_args(&qemu, &args, BOOT_TIMEOUT, None, |_| {}).expect("running QEMU");
     let mut records = Vec::new();
     for line in outcome.output.lines() {

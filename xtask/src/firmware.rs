@@ -70,8 +70,14 @@ pub fn get(file: FirmwareFile) -> Result<PathBuf> {
         return Ok(cached);
     }
     std::fs::create_dir_all(&d)?;
-    let apt = if file.backports { Apt::backports(&d.join("apt-backports"), "arm64")? } else { Apt::new(&d.join("apt"))? };
-    eprintln!("xtask: fetching {} from {} ({}) with the machine's apt sources", file.name, file.package, apt.suite_name());
+    let apt =
+        if file.backports { Apt::backports(&d.join("apt-backports"), "arm64")? } else { Apt::new(&d.join("apt"))? };
+    eprintln!(
+        "xtask: fetching {} from {} ({}) with the machine's apt sources",
+        file.name,
+        file.package,
+        apt.suite_name()
+    );
     let deb = apt.fetch(file.package, false)?;
     extract(&deb, file.member, &cached).with_context(|| format!("unpacking {} from {}", file.member, deb.display()))?;
     let version = deb.file_name().and_then(|n| n.to_str()).unwrap_or("?").to_string();

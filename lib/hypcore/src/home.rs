@@ -241,7 +241,10 @@ mod tests {
         .unwrap();
         assert_eq!(plan.guest_ram, vec![Range::new(GIB, 2 * GIB)]);
         // No range below holds it: stays, and says why.
-        let tiny = HomeInput { ram: vec![Range::new(GIB, GIB + 20 * MIB), Range::new(3 * GIB, 3 * GIB + 2 * MIB)], ..qemu(GIB) };
+        let tiny = HomeInput {
+            ram: vec![Range::new(GIB, GIB + 20 * MIB), Range::new(3 * GIB, 3 * GIB + 2 * MIB)],
+            ..qemu(GIB)
+        };
         assert_eq!(decide(&tiny), Home::Stay("the highest RAM range is smaller than the hypervisor's region"));
     }
 }

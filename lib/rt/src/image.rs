@@ -372,7 +372,10 @@ mod tests {
         file[0..4].copy_from_slice(&crate::pe::MZ_NOP.to_le_bytes());
         ImageHeader::patch(&mut file, 0x10000).unwrap();
         file[crate::pe::LFANEW_OFFSET] = 0x40;
-        assert_eq!(ImageHeader::patch(&mut file, 0x10000), Err(ImageError::BadPe(crate::pe::PeError::BadPeOffset { offset: 0x40 })));
+        assert_eq!(
+            ImageHeader::patch(&mut file, 0x10000),
+            Err(ImageError::BadPe(crate::pe::PeError::BadPeOffset { offset: 0x40 }))
+        );
     }
 
     /// A stamp whose CRC field reads 0 is checked like any other: 0 is a CRC value, not "none"

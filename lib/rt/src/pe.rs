@@ -120,7 +120,9 @@ impl core::fmt::Display for PeError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match *self {
             Self::NoDosMagic => write!(f, "no \"MZ\" at offset 0: not a PE/COFF file"),
-            Self::BadPeOffset { offset } => write!(f, "PE header offset {offset:#x} (at 0x3c) does not lead to \"PE\\0\\0\""),
+            Self::BadPeOffset { offset } => {
+                write!(f, "PE header offset {offset:#x} (at 0x3c) does not lead to \"PE\\0\\0\"")
+            }
             Self::NotArm64EfiApp { field, value } => {
                 write!(f, "not an arm64 PE32+ EFI application: {field} is {value:#x}")
             }
@@ -301,7 +303,8 @@ pub fn parse(file: &[u8]) -> Result<PeInfo, PeError> {
     }
     let mut entry_ok = false;
     for s in (table..table_end).step_by(SECTION_SIZE) {
-        let (vsize, va, raw, ptr) = (u32_at(file, s + 8), u32_at(file, s + 12), u32_at(file, s + 16), u32_at(file, s + 20));
+        let (vsize, va, raw, ptr) =
+            (u32_at(file, s + 8), u32_at(file, s + 12), u32_at(file, s + 16), u32_at(file, s + 20));
         let flags = u32_at(file, s + 36);
         if va % section_align != 0 || va < size_of_headers {
             return Err(bad("section VirtualAddress", va, "aligned to SectionAlignment, after the headers"));
@@ -309,7 +312,8 @@ pub fn parse(file: &[u8]) -> Result<PeInfo, PeError> {
         if u64::from(va) + u64::from(vsize.max(raw)) > u64::from(size_of_image) {
             return Err(bad("section VirtualSize", vsize, "the section must end inside SizeOfImage"));
         }
-        if raw != 0 && (ptr % file_align != 0 || raw % file_align != 0 || u64::from(ptr) + u64::from(raw) > file.len() as u64)
+        if raw != 0
+            && (ptr % file_align != 0 || raw % file_align != 0 || u64::from(ptr) + u64::from(raw) > file.len() as u64)
         {
             return Err(bad("section SizeOfRawData", raw, "aligned to FileAlignment, its data inside the file"));
         }

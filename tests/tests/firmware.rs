@@ -1,0 +1,106 @@
+//! The hypervisor started by real boot firmware instead of QEMU's loader, on `virt` at EL2, with
+//! Debian's packages (`xtask::firmware`): EDK2 (UEFI: the Image as an EFI application, through
+//! QEMU's `-kernel`/`-initrd` and from an EFI system partition) and U-Boot (`booti` through
+//! its fw_cfg boot method, and a board user's boot script that loads the files and describes
+//! the guest in Xen's `/chosen/module@` nodes). Each with the project's kernel and Debian's
+//! Linux as the guest.
+//!
+//! What firmware leaves that QEMU's loader does not: RAM with holes (EDK2's runtime-services
+//! regions near the top of RAM), a device tree that is the firmware's (U-Boot's own, with its
+//! extra nodes), an initrd wherever the firmware put it, caches and the MMU on at entry (EDK2).
+//! The guest gets the RAM the hypervisor does not keep (no `hyp.guest-mem`: firmware takes its
+//! share of RAM first), and QEMU gets `FIRMWARE_MEM` more than the usual machine. Each boot
+//! waits for firmware start-up (EDK2 about 1 s, U-Boot's autoboot countdown 2 s, TCG).
+
+use tests::{linux_guest, try_boot_edited, Config, Run};
+use xtask::firmware::{self, FirmwareFile};
+
+/// RAM QEMU gets beyond the usual machine, for the firmware's own memory.
+const FIRMWARE_MEM_MIB: u64 = 64;
+
+/// The QEMU arguments of `cfg` booted through `bios`: `-bios`, `FIRMWARE_MEM_MIB` more RAM,
+/// `hyp.guest-mem` dropped, `machine` appended to `-M`.
+fn through<'a>(bios: FirmwareFile, machine: &'a str, extra: &'a [String]) -> impl FnOnce(&mut Vec<String>) + 'a {
+    let fw = firmware::get(bios).unwrap_or_else(|e| panic!("firmware {}: {e:#}", bios.name));
+    move |a: &mut Vec<String>| {
+        let at = |a: &Vec<String>, k: &str| a.iter().position(|x| x == k).map(|i| i + 1);
+        let m = at(a, "-m").expect("-m");
+        let mib: u64 = a[m].trim_end_matches('M').parse().expect("-m in MiB");
+        a[m] = format!("{}M", mib + FIRMWARE_MEM_MIB);
+        let mach = at(a, "-M").expect("-M");
+        a[mach].push_str(machine);
+        if let Some(i) = at(a, "-append") {
+            a[i] = a[i].split_whitespace().filter(|w| !w.starts_with("hyp.guest-mem=")).collect::<Vec<_>>().join(" ");
+            if a[i].is_empty() {
+                a.drain(i - 1..=i);
+            }
+        }
+        a.extend(["-bios".into(), fw.display().to_string()]);
+        a.extend_from_slice(extra);
+    }
+}
+
+fn boot(cfg: Config, edit: impl FnOnce(&mut Vec<String>)) -> Run {
+    try_boot_edited(cfg, edit).unwrap_or_else(|why| panic!("the xtask refused the configuration: {why}"))
+}
+
+fn kernel_cfg(smp: u32) -> Config {
+    tests::config(|c| c.smp = smp)
+}
+
+fn linux_cfg() -> Config {
+    linux_guest().unwrap_or_else(|e| panic!("the Linux guest is not available: {e}"));
+    tests::linux_config("", |c| {
+        c.cpu = "cortex-a76".into();
+        c.smp = 2;
+    })
+}
+
+/// The project's kernel reached with every CPU, and the run ended by it.
+fn expect_kernel(run: &Run, cpus: u32) {
+    run.expect_exit(0);
+    run.expect_output(&format!("kernel: {cpus} of {cpus} CPUs online"));
+}
+
+fn expect_linux(run: &Run) {
+    run.expect_exit(0);
+    run.expect_output(xtask::linux::MARKER);
+    assert_eq!(run.record("linux_guest").u64("cpus"), Some(2), "{}", run.dump());
+}
+
+/// EDK2 through `-kernel`/`-initrd`: EDK2's QEMU loader starts the Image as an EFI application
+/// with `-append` (and " initrd=initrd") as its load options and offers the initrd through
+/// LoadFile2; `acpi=off` makes EDK2 publish the device tree.
+#[test]
+fn edk2_kernel_project_kernel() {
+    let run = boot(kernel_cfg(4), through(firmware::EDK2_VIRT, ",acpi=off", &[]));
+    run.expect_output("hyp: EFI: initrd (");
+    run.expect_output("initrd=initrd dropped");
+    expect_kernel(&run, 4);
+    // EDK2 keeps runtime-services memory near the top of RAM: the hypervisor went below it.
+    let hyp = run.record("hyp_boot");
+    assert!(hyp.u64s("guest_ram").is_some_and(|r| r.len() >= 2), "{}", run.dump());
+}
+
+#[test]
+fn edk2_kernel_linux() {
+    let run = boot(linux_cfg(), through(firmware::EDK2_VIRT, ",acpi=off", &[]));
+    run.expect_output("hyp: EFI: initrd (");
+    expect_linux(&run);
+}
+
+/// U-Boot's fw_cfg boot method: it loads `-kernel` and `-initrd` and `booti`s the hypervisor
+/// with U-Boot's own device tree, the initrd where U-Boot moved it (near the top of RAM).
+#[test]
+fn uboot_fw_cfg_project_kernel() {
+    let run = boot(kernel_cfg(4), through(firmware::UBOOT_VIRT, "", &[]));
+    run.expect_output("Starting kernel ...");
+    expect_kernel(&run, 4);
+}
+
+#[test]
+fn uboot_fw_cfg_linux() {
+    let run = boot(linux_cfg(), through(firmware::UBOOT_VIRT, "", &[]));
+    run.expect_output("Starting kernel ...");
+    expect_linux(&run);
+}
