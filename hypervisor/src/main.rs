@@ -199,9 +199,7 @@ fn boot(dtb_addr: usize, loaded_at: Option<u64>) -> Result<core::convert::Infall
 
     // The guest: a bundle (kernel, initramfs, command line) or a lone kernel in the initrd, put
     // where QEMU would put it on a machine with the guest's RAM.
-    let initrd = board.initrd.ok_or_else(|| guest::LoadError::NoInitrd.to_string())?;
-    let initrd = Range::new(initrd.base, initrd.end());
-    let contents = guest::inspect(initrd).map_err(|e| e.to_string())?;
+    let (contents, sources) = guest::from_boot_loader(&board).map_err(|e| e.to_string())?;
     let migration = if opts.migrate { Some(setup_migration(&board, &plan)?) } else { None };
     // The DTB's size hardly depends on where things go: measure it with the initramfs put
     // above 4 GiB (its properties then take their widest form). Its room is as large as the
@@ -230,7 +228,8 @@ fn boot(dtb_addr: usize, loaded_at: Option<u64>) -> Result<core::convert::Infall
     let gdtb_at = loaded.dtb.start;
     // What the boot loader and the hypervisor left in the guest's RAM: the bundle, the boot
     // loader's DTB, the image before the move.
-    let mut dirty = alloc::vec![initrd, Range::new(dtb_addr as u64, (dtb_addr + size) as u64)];
+    let mut dirty = sources;
+    dirty.push(Range::new(dtb_addr as u64, (dtb_addr + size) as u64));
     if let Some(at) = loaded_at {
         dirty.push(Range::new(at, at + (layout.end - layout.start) as u64));
     }
@@ -312,7 +311,11 @@ fn go_home(board: &Board, opts: &options::Options, dtb: Range, dtb_addr: usize) 
         ram: plan_input.ram,
         image,
         reserved: plan_input.reserved,
-        loaded: [Some(dtb), board.initrd.map(|i| Range::new(i.base, i.end()))].into_iter().flatten().collect(),
+        loaded: [Some(dtb), board.initrd.map(|i| Range::new(i.base, i.end()))]
+            .into_iter()
+            .flatten()
+            .chain(board.module_regions().map(|m| Range::new(m.base, m.end())))
+            .collect(),
         slotpool: opts.slotpool,
     };
     match decide(&input) {
@@ -429,6 +432,10 @@ fn guest_device_tree(
         }];
     }
     spec.remove.extend(trimmed.iter().cloned());
+    // The boot loader's module nodes described the hypervisor's input, not the guest's.
+    spec.remove.extend(board.modules.iter().flat_map(|m| {
+        [Some(&m.kernel), m.ramdisk.as_ref(), m.device_tree.as_ref()].into_iter().flatten().map(|x| x.path.clone())
+    }));
     if !trimmed.is_empty() {
         spec.remove.push("/cpus/cpu-map".into());
     }

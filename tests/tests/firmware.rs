@@ -104,3 +104,109 @@ fn uboot_fw_cfg_linux() {
     run.expect_output("Starting kernel ...");
     expect_linux(&run);
 }
+
+/// A FAT disk image of `files` under target/test-scratch, named `name`.
+fn disk(name: &str, files: &[xtask::flash::fat::File]) -> std::path::PathBuf {
+    let image = xtask::flash::fat::build(files, xtask::flash::fat::size_for(files)).expect("building the disk image");
+    let path = tests::scratch_dir().join(format!("{name}-{}.img", std::process::id()));
+    std::fs::write(&path, image).expect("writing the disk image");
+    path
+}
+
+/// The arguments without QEMU's own loading (`-kernel`, `-initrd`, `-append`): the firmware
+/// finds everything on `disk` (a virtio disk, read-only to QEMU: writes go to a snapshot).
+fn from_disk(disk: &std::path::Path) -> Vec<String> {
+    vec!["-drive".into(), format!("if=virtio,format=raw,snapshot=on,file={}", disk.display())]
+}
+
+fn drop_loader_args(a: &mut Vec<String>) {
+    for k in ["-kernel", "-initrd", "-append"] {
+        if let Some(i) = a.iter().position(|x| x == k) {
+            a.drain(i..=i + 1);
+        }
+    }
+}
+
+/// What a guest's files are: (kernel, initramfs, command line) of the project's kernel or of
+/// Debian's Linux.
+fn guest_files(linux: bool) -> (Vec<u8>, Option<Vec<u8>>, String) {
+    if linux {
+        let cfg = linux_cfg();
+        let g = cfg.guest.expect("the Linux guest");
+        (std::fs::read(&g.kernel).unwrap(), g.initrd.map(|i| std::fs::read(i).unwrap()), g.append)
+    } else {
+        (std::fs::read(&tests::images().kernel).unwrap(), None, String::new())
+    }
+}
+
+/// U-Boot's distro boot finds `boot.scr` on a virtio disk (`cargo xtask flash --layout uboot`'s
+/// files): the script loads the hypervisor and the guest's files and describes the guest in
+/// `/chosen/module@…` nodes, as a board user's script does for Xen.
+fn uboot_modules(linux: bool) -> Run {
+    let (kernel, initrd, guest_cmdline) = guest_files(linux);
+    let g = xtask::flash::layouts::UbootGuest {
+        hypervisor: std::fs::read(&tests::images().hypervisor).unwrap(),
+        kernel,
+        initrd,
+        guest_cmdline,
+        bootargs: String::new(),
+    };
+    let d = disk(if linux { "uboot-linux" } else { "uboot-kernel" }, &xtask::flash::layouts::uboot_files(&g));
+    let cfg = if linux { linux_cfg() } else { kernel_cfg(4) };
+    let extra = from_disk(&d);
+    let fw = through(firmware::UBOOT_VIRT, "", &extra);
+    let run = boot(cfg, |a| {
+        drop_loader_args(a);
+        fw(a)
+    });
+    let _ = std::fs::remove_file(&d);
+    run.expect_output("pgtlab: loading the hypervisor and its guest");
+    run
+}
+
+#[test]
+fn uboot_modules_project_kernel() {
+    let run = uboot_modules(false);
+    expect_kernel(&run, 4);
+    assert_eq!(run.record("hyp_boot").bool("bundle"), Some(false), "{}", run.dump());
+}
+
+#[test]
+fn uboot_modules_linux() {
+    let run = uboot_modules(true);
+    expect_linux(&run);
+}
+
+/// EDK2 boots `EFI/BOOT/BOOTAA64.EFI` from an EFI system partition on a virtio disk (`cargo
+/// xtask flash --layout efi`'s files); the hypervisor reads the guest and its command line
+/// beside itself on that volume.
+fn edk2_esp(linux: bool) -> Run {
+    let cfg = if linux { linux_cfg() } else { kernel_cfg(4) };
+    let guest = match &cfg.guest {
+        Some(g) => std::fs::read(g.write_bundle().expect("the guest bundle")).unwrap(),
+        None => std::fs::read(&tests::images().kernel).unwrap(),
+    };
+    let hyp = std::fs::read(&tests::images().hypervisor).unwrap();
+    let d = disk(if linux { "esp-linux" } else { "esp-kernel" }, &xtask::flash::layouts::efi_files(&hyp, &guest, ""));
+    let extra = from_disk(&d);
+    let fw = through(firmware::EDK2_VIRT, ",acpi=off", &extra);
+    let run = boot(cfg, |a| {
+        drop_loader_args(a);
+        fw(a)
+    });
+    let _ = std::fs::remove_file(&d);
+    run.expect_output("hyp: EFI: guest \\EFI\\BOOT\\pgtlab-kernel.img");
+    run
+}
+
+#[test]
+fn edk2_esp_project_kernel() {
+    let run = edk2_esp(false);
+    expect_kernel(&run, 4);
+}
+
+#[test]
+fn edk2_esp_linux() {
+    let run = edk2_esp(true);
+    expect_linux(&run);
+}

@@ -14,6 +14,7 @@
 pub mod config_txt;
 pub mod device;
 pub mod fat;
+pub mod layouts;
 
 use anyhow::{bail, ensure, Context, Result};
 use config_txt::Section;
