@@ -210,3 +210,26 @@ fn edk2_esp_linux() {
     let run = edk2_esp(true);
     expect_linux(&run);
 }
+
+/// `cargo xtask flash --board pi4 --armstub tfa`: Debian's TF-A BL31 for the Pi 4 goes on the
+/// card as the armstub (QEMU's raspi4b cannot run it: README "Real firmware on the Pis").
+#[test]
+fn pi4_card_with_debian_tfa_as_armstub() {
+    let bl31 =
+        std::fs::read(xtask::flash::armstub_tfa(xtask::flash::Pi::Pi4).expect("Debian's BL31 for rpi4")).unwrap();
+    assert!(bl31.len() > 4096, "{} bytes", bl31.len());
+    let b = xtask::flash::Boot {
+        kernel: std::fs::read(&tests::images().hypervisor).unwrap(),
+        guest: Some(std::fs::read(&tests::images().kernel).unwrap()),
+        bootargs: String::new(),
+        baud: None,
+        pi: xtask::flash::Pi::Pi4,
+        armstub: Some(bl31.clone()),
+    };
+    let files = xtask::flash::image_files(&b, None).unwrap();
+    let image = xtask::flash::fat::build(&files, xtask::flash::fat::size_for(&files)).unwrap();
+    let info = xtask::flash::fat::read(&image).unwrap();
+    assert_eq!(info.file(xtask::flash::ARMSTUB).map(|f| f.data.clone()), Some(bl31));
+    let config = String::from_utf8(info.file("config.txt").unwrap().data.clone()).unwrap();
+    assert!(config.lines().any(|l| l == "armstub=pgtlab-bl31.bin"), "{config}");
+}
