@@ -96,6 +96,7 @@ macro_rules! efi_print {
 /// The EFI application's main function (see the module's documentation).
 #[no_mangle]
 extern "C" fn pgtlab_efi_main(image: *mut core::ffi::c_void, st: *const core::ffi::c_void) -> usize {
+    // SAFETY: x0 at the entry: the image handle the firmware gave this application.
     let Some(image) = (unsafe { Handle::from_ptr(image) }) else {
         return Status::INVALID_PARAMETER.0;
     };
@@ -212,7 +213,7 @@ fn file_len() -> u64 {
 /// aligned.
 fn pages(want: Option<Range>, len: u64, align: u64) -> Result<u64, String> {
     let n = len.div_ceil(4096) as usize;
-    if let Some(w) = want.filter(|w| w.start % align == 0) {
+    if let Some(w) = want.filter(|w| w.start.is_multiple_of(align)) {
         if let Ok(p) = boot::allocate_pages(AllocateType::Address(w.start), MemoryType::LOADER_DATA, n) {
             return Ok(p.as_ptr() as u64);
         }

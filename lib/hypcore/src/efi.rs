@@ -160,7 +160,7 @@ pub fn ram_from_map(map: &[Descriptor]) -> Result<Vec<Range>, MapError> {
     let mut all: Vec<(Range, &Descriptor)> = Vec::with_capacity(map.len());
     for d in map {
         match d.range() {
-            Some(r) if d.start % EFI_PAGE == 0 => {
+            Some(r) if d.start.is_multiple_of(EFI_PAGE) => {
                 if !r.is_empty() {
                     all.push((r, d))
                 }
@@ -234,7 +234,7 @@ impl fmt::Display for OptionsError {
 /// NUL or the end): `Ok(None)` when there are none (no bytes, or only a NUL), an error when
 /// they are not text ([`OptionsError`]: the caller then says so and boots without them).
 pub fn command_line(options: &[u8]) -> Result<Option<LoadOptions>, OptionsError> {
-    if options.len() % 2 != 0 {
+    if !options.len().is_multiple_of(2) {
         return Err(OptionsError::OddLength { len: options.len() });
     }
     let mut text = String::new();

@@ -175,13 +175,13 @@ pub fn write(file: &mut [u8], l: &Layout) -> Result<PeInfo, PeError> {
         return Err(PeError::NoDosMagic);
     }
     let len = u32::try_from(file.len()).map_err(|_| bad("file length", u32::MAX, "the file must be below 4 GiB"))?;
-    if len % FILE_ALIGN != 0 {
+    if !len.is_multiple_of(FILE_ALIGN) {
         return Err(bad("file length", len, "padded to FileAlignment (pe::padded_len)"));
     }
-    if l.text_end < HEADERS_SIZE || l.text_end % SECTION_ALIGN != 0 || l.text_end > len {
+    if l.text_end < HEADERS_SIZE || !l.text_end.is_multiple_of(SECTION_ALIGN) || l.text_end > len {
         return Err(bad("text end", l.text_end, "4 KiB aligned, after the headers, inside the file"));
     }
-    if l.image_end < len || l.image_end % SECTION_ALIGN != 0 {
+    if l.image_end < len || !l.image_end.is_multiple_of(SECTION_ALIGN) {
         return Err(bad("image end", l.image_end, "4 KiB aligned, at or after the file's end"));
     }
     let text = l.text_end - HEADERS_SIZE;
@@ -295,10 +295,10 @@ pub fn parse(file: &[u8]) -> Result<PeInfo, PeError> {
     if sections == 0 || table_end > size_of_headers as usize || table_end > file.len() {
         return Err(bad("NumberOfSections", sections.into(), "at least one, the table inside SizeOfHeaders"));
     }
-    if size_of_headers % file_align != 0 || size_of_headers >= size_of_image {
+    if !size_of_headers.is_multiple_of(file_align) || size_of_headers >= size_of_image {
         return Err(bad("SizeOfHeaders", size_of_headers, "a multiple of FileAlignment, below SizeOfImage"));
     }
-    if size_of_image % section_align != 0 {
+    if !size_of_image.is_multiple_of(section_align) {
         return Err(bad("SizeOfImage", size_of_image, "a multiple of SectionAlignment"));
     }
     let mut entry_ok = false;
@@ -306,14 +306,16 @@ pub fn parse(file: &[u8]) -> Result<PeInfo, PeError> {
         let (vsize, va, raw, ptr) =
             (u32_at(file, s + 8), u32_at(file, s + 12), u32_at(file, s + 16), u32_at(file, s + 20));
         let flags = u32_at(file, s + 36);
-        if va % section_align != 0 || va < size_of_headers {
+        if !va.is_multiple_of(section_align) || va < size_of_headers {
             return Err(bad("section VirtualAddress", va, "aligned to SectionAlignment, after the headers"));
         }
         if u64::from(va) + u64::from(vsize.max(raw)) > u64::from(size_of_image) {
             return Err(bad("section VirtualSize", vsize, "the section must end inside SizeOfImage"));
         }
         if raw != 0
-            && (ptr % file_align != 0 || raw % file_align != 0 || u64::from(ptr) + u64::from(raw) > file.len() as u64)
+            && (!ptr.is_multiple_of(file_align)
+                || !raw.is_multiple_of(file_align)
+                || u64::from(ptr) + u64::from(raw) > file.len() as u64)
         {
             return Err(bad("section SizeOfRawData", raw, "aligned to FileAlignment, its data inside the file"));
         }
