@@ -3,7 +3,8 @@
 //! QEMU's `-kernel`/`-initrd` and from an EFI system partition) and U-Boot (`booti` through
 //! its fw_cfg boot method, and a board user's boot script that loads the files and describes
 //! the guest in Xen's `/chosen/module@` nodes). Each with the project's kernel and Debian's
-//! Linux as the guest.
+//! Linux as the guest (the default run boots Linux through U-Boot's module nodes, the one path
+//! only Linux's initramfs takes; `--long` boots it through the others too).
 //!
 //! What firmware leaves that QEMU's loader does not: RAM with holes (EDK2's runtime-services
 //! regions near the top of RAM), a device tree that is the firmware's (U-Boot's own, with its
@@ -83,7 +84,8 @@ fn edk2_kernel_project_kernel() {
 }
 
 #[test]
-fn edk2_kernel_linux() {
+#[ignore = "long: cargo xtask test --long"]
+fn long_edk2_kernel_linux() {
     let run = boot(linux_cfg(), through(firmware::EDK2_VIRT, ",acpi=off", &[]));
     run.expect_output("hyp: EFI: initrd (");
     expect_linux(&run);
@@ -99,7 +101,8 @@ fn uboot_fw_cfg_project_kernel() {
 }
 
 #[test]
-fn uboot_fw_cfg_linux() {
+#[ignore = "long: cargo xtask test --long"]
+fn long_uboot_fw_cfg_linux() {
     let run = boot(linux_cfg(), through(firmware::UBOOT_VIRT, "", &[]));
     run.expect_output("Starting kernel ...");
     expect_linux(&run);
@@ -206,7 +209,8 @@ fn edk2_esp_project_kernel() {
 }
 
 #[test]
-fn edk2_esp_linux() {
+#[ignore = "long: cargo xtask test --long"]
+fn long_edk2_esp_linux() {
     let run = edk2_esp(true);
     expect_linux(&run);
 }
