@@ -74,10 +74,15 @@ fn expect_linux(run: &Run) {
 /// LoadFile2; `acpi=off` makes EDK2 publish the device tree.
 #[test]
 fn edk2_kernel_project_kernel() {
-    let run = boot(kernel_cfg(4), through(firmware::EDK2_VIRT, ",acpi=off", &[]));
+    // The load options carry `-append`: hyp.cpus=3 must reach the hypervisor.
+    let cfg = tests::config(|c| {
+        c.smp = 4;
+        c.bootargs = "hyp.cpus=3".into();
+    });
+    let run = boot(cfg, through(firmware::EDK2_VIRT, ",acpi=off", &[]));
     run.expect_output("hyp: EFI: initrd (");
     run.expect_output("initrd=initrd dropped");
-    expect_kernel(&run, 4);
+    expect_kernel(&run, 3);
     // EDK2 keeps runtime-services memory near the top of RAM: the hypervisor went below it.
     let hyp = run.record("hyp_boot");
     assert!(hyp.u64s("guest_ram").is_some_and(|r| r.len() >= 2), "{}", run.dump());
@@ -190,7 +195,10 @@ fn edk2_esp(linux: bool) -> Run {
         None => std::fs::read(&tests::images().kernel).unwrap(),
     };
     let hyp = std::fs::read(&tests::images().hypervisor).unwrap();
-    let d = disk(if linux { "esp-linux" } else { "esp-kernel" }, &xtask::flash::layouts::efi_files(&hyp, &guest, ""));
+    // The command line beside the application (no load options from the boot manager).
+    let bootargs = if linux { "" } else { "pgtlab hyp.cpus=3" };
+    let files = xtask::flash::layouts::efi_files(&hyp, &guest, bootargs);
+    let d = disk(if linux { "esp-linux" } else { "esp-kernel" }, &files);
     let extra = from_disk(&d);
     let fw = through(firmware::EDK2_VIRT, ",acpi=off", &extra);
     let run = boot(cfg, |a| {
@@ -205,7 +213,7 @@ fn edk2_esp(linux: bool) -> Run {
 #[test]
 fn edk2_esp_project_kernel() {
     let run = edk2_esp(false);
-    expect_kernel(&run, 4);
+    expect_kernel(&run, 3);
 }
 
 #[test]
