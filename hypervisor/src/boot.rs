@@ -186,9 +186,7 @@ impl Mapped {
     fn load(self) -> Result<Loaded, String> {
         let (d, plan, guest_cpus) = (&self.p.d, &self.p.plan, self.p.guest_cpus);
         let board = &d.board;
-        let initrd = board.initrd.ok_or_else(|| guest::LoadError::NoInitrd.to_string())?;
-        let initrd = Range::new(initrd.base, initrd.end());
-        let contents = guest::inspect(initrd).map_err(|e| e.to_string())?;
+        let (contents, sources) = guest::from_boot_loader(board).map_err(|e| e.to_string())?;
         let migration = if d.opts.migrate { Some(setup_migration(board, plan)?) } else { None };
         let tree = GuestTree::new(board, &d.host_dtb, plan, &d.opts, migration.as_ref(), guest_cpus);
         // The DTB's size hardly depends on where things go: measure it with the initramfs put
@@ -207,7 +205,8 @@ impl Mapped {
         // What the boot loader and the hypervisor left in the guest's RAM: the bundle, the boot
         // loader's DTB, the image before the move.
         let layout = rt::start::image_layout();
-        let mut dirty = alloc::vec![initrd, d.dtb];
+        let mut dirty = sources;
+        dirty.push(d.dtb);
         if let Some(at) = d.loaded_at {
             dirty.push(Range::new(at, at + (layout.end - layout.start) as u64));
         }
@@ -315,7 +314,11 @@ fn go_home(board: &Board, opts: &options::Options, dtb: Range, dtb_addr: usize) 
         ram: plan_input.ram,
         image,
         reserved: plan_input.reserved,
-        loaded: [Some(dtb), board.initrd.map(|i| Range::new(i.base, i.end()))].into_iter().flatten().collect(),
+        loaded: [Some(dtb), board.initrd.map(|i| Range::new(i.base, i.end()))]
+            .into_iter()
+            .flatten()
+            .chain(board.module_regions().map(|m| Range::new(m.base, m.end())))
+            .collect(),
         slotpool: opts.slotpool,
     };
     match decide(&input) {
@@ -435,6 +438,10 @@ impl<'a> GuestTree<'a> {
             }];
         }
         spec.remove.extend(trimmed.iter().cloned());
+        // The boot loader's module nodes described the hypervisor's input, not the guest's.
+        spec.remove.extend(board.modules.iter().flat_map(|m| {
+            [Some(&m.kernel), m.ramdisk.as_ref(), m.device_tree.as_ref()].into_iter().flatten().map(|x| x.path.clone())
+        }));
         if !trimmed.is_empty() {
             spec.remove.push("/cpus/cpu-map".into());
         }

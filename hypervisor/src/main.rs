@@ -21,6 +21,7 @@ mod hyp {
     pub(crate) mod counters;
     pub(crate) mod cpu;
     pub(crate) mod dirtylog;
+    pub(crate) mod efi;
     pub(crate) mod el2;
     pub(crate) mod exit;
     pub(crate) mod guest;

@@ -421,6 +421,8 @@ fn bad_command_lines_are_refused_before_anything_runs() {
     std::fs::write(path("x86.elf"), &elf).unwrap();
     let mut pe = vec![0u8; 256];
     pe[..2].copy_from_slice(b"MZ");
+    pe[0x3c] = 0x80;
+    pe[0x80..0x84].copy_from_slice(b"PE\0\0");
     std::fs::write(path("app.efi"), &pe).unwrap();
     let fifo = std::ffi::CString::new(path("initrd.fifo")).unwrap();
     let _ = std::fs::remove_file(path("initrd.fifo"));

@@ -326,8 +326,37 @@ pub fn elf_to_image(data: &[u8]) -> Result<Vec<u8>> {
         .context("no __image_end symbol: was the image linked with lib/rt/link.ld?")?
         .address();
     ensure!(end as usize >= image.len(), "__image_end {end:#x} lies before the end of the loaded data");
+    if let Some(pe) = pe_layout(&file, end)? {
+        image.resize(rt::pe::padded_len(image.len()), 0);
+        rt::pe::write(&mut image, &pe).map_err(|e| anyhow::anyhow!("writing the PE/COFF header: {e}"))?;
+    }
     rt::image::ImageHeader::patch(&mut image, end).map_err(|e| anyhow::anyhow!("{e}"))?;
     Ok(image)
+}
+
+/// Where a binary that is an EFI application too has its sections and its EFI entry
+/// (`rt::pe`): it says so by reserving the first page's rest for the PE header (symbol
+/// `__pe_header` at 0x40, up to `__pe_header_end` = 0x1000) and naming its entry `__efi_entry`.
+/// `None` for a binary that reserves no such page (an Image only).
+pub fn pe_layout(file: &ElfFile64<Endianness>, image_end: u64) -> Result<Option<rt::pe::Layout>> {
+    let sym = |name: &str| file.symbols().find(|s| s.name() == Ok(name)).map(|s| s.address());
+    let Some(header) = sym("__pe_header") else {
+        return Ok(None);
+    };
+    ensure!(
+        header == u64::from(rt::pe::PE_OFFSET) && sym("__pe_header_end") == Some(u64::from(rt::pe::HEADERS_SIZE)),
+        "__pe_header at {header:#x}, __pe_header_end at {:?}: the PE header's page must be [0x40, 0x1000) (lib/rt/link.ld \
+         puts .text.pe_header right after the Image header)",
+        sym("__pe_header_end")
+    );
+    let entry = sym("__efi_entry").context("__pe_header without __efi_entry: where would firmware enter it?")?;
+    let text_end = sym("__text_end").context("no __text_end symbol")?;
+    let fit = |v: u64, what: &str| u32::try_from(v).with_context(|| format!("{what} {v:#x} is beyond 4 GiB"));
+    Ok(Some(rt::pe::Layout {
+        text_end: fit(text_end, "__text_end")?,
+        image_end: fit(image_end, "__image_end")?,
+        entry: fit(entry, "__efi_entry")?,
+    }))
 }
 
 fn check_relocations(file: &ElfFile64<Endianness>) -> Result<()> {

@@ -10,6 +10,8 @@
 //!   for a stray access), as AArch64.TakeException defines it.
 //! * [`fault`]: a guest's abort at EL2 decoded once (ESR, FAR, HPFAR) into one typed value,
 //!   with the IPA where HPFAR holds it.
+//! * [`efi`]: what the UEFI entry takes from the firmware: RAM from the memory map (runtime
+//!   and reserved regions left out), the command line from the load options.
 //! * [`home`]: where the hypervisor runs (it moves itself to the top of RAM at boot) so the
 //!   guest's RAM has no hole.
 //! * [`load`]: where QEMU's loader puts a kernel, its initrd and the DTB, so the guest gets
@@ -33,6 +35,7 @@ extern crate alloc;
 
 pub mod devices;
 pub mod dirty;
+pub mod efi;
 pub mod exception;
 pub mod fault;
 pub mod home;

@@ -31,6 +31,7 @@ pub mod heap;
 pub mod image;
 pub mod imx_uart;
 pub mod ns16550;
+pub mod pe;
 pub mod pl011;
 pub mod rx;
 pub mod uart;

@@ -79,6 +79,9 @@ pub struct Launch {
     pub dtb: Option<PathBuf>,
     /// More QEMU arguments (`--qemu-arg`), each checked by [`qemu_arg::check`].
     pub qemu_args: Vec<String>,
+    /// The run's key under the hypervisor; `None`: a new one is drawn when the launch is
+    /// resolved (a test that writes the command line onto a disk sets its own).
+    pub key: Option<u64>,
 }
 
 impl Default for Launch {
@@ -167,6 +170,7 @@ impl Launch {
             singlestep: false,
             dtb: None,
             qemu_args: Vec::new(),
+            key: None,
         }
     }
 
@@ -336,7 +340,11 @@ impl Launch {
         }
         // The run's key and the guest's RAM, for the hypervisor alone; last, after a boot
         // loader's words and their `pgtlab` marker if the user gave some.
-        let judging = if self.under_hypervisor() { Judging::Keyed(new_key()?) } else { Judging::Alone };
+        let judging = match (self.under_hypervisor(), self.key) {
+            (true, Some(k)) => Judging::Keyed(k),
+            (true, None) => Judging::Keyed(new_key()?),
+            (false, _) => Judging::Alone,
+        };
         let mut append = match judging {
             Judging::Keyed(key) => join(&[
                 &self.bootargs,

@@ -197,6 +197,9 @@ pub struct Card {
     pub dtb: &'static str,
     /// A short name for messages ("Pi 5").
     pub short: &'static str,
+    /// Debian's TF-A port for its armstub (`arm-trusted-firmware`'s `PLAT/bl31.bin`), or why
+    /// there is none to put on the card.
+    pub tfa: Result<&'static str, &'static str>,
 }
 
 /// The table.
@@ -246,7 +249,7 @@ pub static MACHINES: &[Machine] = &[
             cpu_start: CpuStart::SpinTable,
             linux: Linux { console: PI4_LINUX_CONSOLE, backports_only: true, powers_off_alone: false },
         }),
-        card: Some(Card { kernel: "kernel8.img", dtb: "bcm2711-rpi-4-b.dtb", short: "Pi 4" }),
+        card: Some(Card { kernel: "kernel8.img", dtb: "bcm2711-rpi-4-b.dtb", short: "Pi 4", tfa: Ok("rpi4") }),
     },
     Machine {
         name: "zcu102",
@@ -311,7 +314,12 @@ pub static MACHINES: &[Machine] = &[
         aliases: &["rpi5", "raspberrypi5", "raspi5"],
         description: "Raspberry Pi 5",
         qemu: None,
-        card: Some(Card { kernel: "kernel_2712.img", dtb: "bcm2712-rpi-5-b.dtb", short: "Pi 5" }),
+        card: Some(Card {
+            kernel: "kernel_2712.img",
+            dtb: "bcm2712-rpi-5-b.dtb",
+            short: "Pi 5",
+            tfa: Err("the Pi 5's firmware already runs TF-A (PSCI over SMC); give a BL31 file to replace it"),
+        }),
     },
 ];
 
