@@ -13,6 +13,8 @@ use xtask::qemu::{self, Outcome, QemuConfig};
 
 pub use xtask::qemu::QemuConfig as Config;
 
+pub mod kvm_model;
+
 /// Longest a single boot may take before the test fails (TCG, up to 8 CPUs and 4 GiB).
 pub const BOOT_TIMEOUT: Duration = Duration::from_secs(120);
 

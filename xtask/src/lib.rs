@@ -14,6 +14,8 @@
 //! * [`cpio`], [`debian`], [`linux`]: Debian's arm64 Linux as a guest (apt-get download into
 //!   `target/downloads/linux/`, a busybox initramfs built here).
 //! * [`kernel_file`]: what a `--guest` file is (Image, raw, gzip'd, ELF, PE), unpacked if need be.
+//! * [`kvm_host`]: `--accel kvm` on an arm64 host (`-accel kvm -cpu host`, what `/dev/kvm` offers);
+//!   [`kvm_model`]: the same command line inside an arm64 Linux with KVM on TCG (`--accel kvm-model`).
 //! * [`report`]: the `@@report` records the guest and hypervisor print, as tables.
 //! * [`chainboot`]: the host side of the serial chainloader (and the loader in QEMU on a pty).
 //! * [`perf`]: `cargo xtask perf`: counters of any scenario per mechanism setting, side by side.
@@ -35,6 +37,8 @@ pub mod flash;
 pub mod fuzz;
 pub mod guest_boot;
 pub mod kernel_file;
+pub mod kvm_host;
+pub mod kvm_model;
 pub mod lint;
 pub mod linux;
 pub mod mutants;

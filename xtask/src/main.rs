@@ -134,6 +134,10 @@ struct RunArgs {
     /// Count TLBI/DSB/ISB instructions with the QEMU plugin (per EL and vCPU), printed at exit.
     #[arg(long)]
     count_insns: bool,
+    /// tcg (QEMU's TCG), kvm (this arm64 host's KVM: -accel kvm -cpu host) or kvm-model (the
+    /// same command line inside the KVM host model, an arm64 Linux with KVM on TCG).
+    #[arg(long, default_value = "tcg")]
+    accel: String,
 }
 
 #[derive(Args)]
@@ -262,6 +266,9 @@ fn real_main(cli: Cli) -> Result<()> {
                 xtask::qemu_pkg::version_of(q).map_or_else(|e| format!("version unknown: {e:#}"), |v| v.to_string())
             };
             println!("qemu (virt): {} ({})", sys.display(), v(&sys));
+            for l in xtask::kvm_host::doctor_lines() {
+                println!("{l}");
+            }
             for b in Board::ALL.into_iter().filter(|b| *b != Board::Virt) {
                 match QemuConfig::default().for_board(b).qemu() {
                     Ok(q) => println!("qemu (--board {b}, needs {}): {} ({})", b.min_qemu(), q.display(), v(&q)),
@@ -377,7 +384,12 @@ fn run(a: RunArgs) -> Result<()> {
     };
     let progress = (a.timeout != 0).then_some(PROGRESS_EVERY);
     let elf_for = |line: &str| report::symbolize_line(line, &images);
-    let out = qemu::run(&qemu_bin, &cfg, &images, timeout, progress, |line| qemu::echo_stdout(&elf_for(line)))?;
+    let out = match xtask::kvm_host::Accel::parse(&a.accel).map_err(|e| anyhow::Error::new(outcome::Refused(e)))? {
+        xtask::kvm_host::Accel::Tcg => {
+            qemu::run(&qemu_bin, &cfg, &images, timeout, progress, |line| qemu::echo_stdout(&elf_for(line)))?
+        }
+        accel => xtask::kvm_host::run(accel, &args, timeout, progress, |line| qemu::echo_stdout(&elf_for(line)))?,
+    };
     report::print_tables(&out.output);
     if a.count_insns {
         print_insn_counts(&counts_file);
