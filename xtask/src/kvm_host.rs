@@ -260,6 +260,7 @@ mod tests {
         assert_eq!(arg_after(&alone, "-cpu"), Some("host"));
         assert_eq!(needs(&alone), Needs { el2: false, vcpus: 2, mte: true });
         assert_eq!(alone.iter().filter(|a| *a == "-nic").count(), 1);
+        assert!(!needs(&v("-M virt,virtualization=off -smp 1")).el2, "virtualization=off is no EL2");
     }
 
     #[test]

@@ -181,6 +181,8 @@ mod tests {
         assert!(s.starts_with("#!/bin/sh\n"));
         assert!(s.contains("QEMU_MODULE_DIR='/t/q/root/usr/lib/x86_64-linux-gnu/qemu' exec '/t/q/root/usr/bin/qemu-system-aarch64' -L '/t/q/root/usr/share/qemu' \"$@\""), "{s}");
         assert_eq!(wrapper_root(&s), Some("/t/q/root"));
+        let odd = wrapper_script(Path::new("/srv/usr/bin/q/root"), "x86_64-linux-gnu");
+        assert_eq!(wrapper_root(&odd), Some("/srv/usr/bin/q/root"));
         assert_eq!(wrapper_root("#!/bin/sh\nexec qemu\n"), None);
     }
 }
