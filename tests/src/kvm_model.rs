@@ -45,6 +45,8 @@ pub fn try_boot_in(model: &KvmModel, cfg: QemuConfig) -> Result<ModelRun, (anyho
     let kvm = xtask::kvm_host::accel_kvm(&args).unwrap_or_else(|why| panic!("no KVM command line: {why}"));
     let mut transcript = String::new();
     let out = model.run(&kvm, MODEL_TIMEOUT, None, |l| {
+        // Captured by the test harness: shown for a failing test, or live with --nocapture.
+        eprintln!("{l}");
         transcript.push_str(l);
         transcript.push('\n');
     });

@@ -45,6 +45,10 @@ pub const LIBRARY_DIRS: [&str; 4] = ["usr/lib/aarch64-linux-gnu", "lib/aarch64-l
 /// Where the initramfs has the libraries (the multiarch directory Debian's loader searches).
 pub const LIBRARY_DIR_IN_INITRAMFS: &str = "lib/aarch64-linux-gnu";
 
+/// The layout of `base.cpio` and the kernel: a manifest of another layout is provisioned again
+/// (raise it when what provisioning keeps changes).
+pub const LAYOUT: u32 = 2;
+
 /// The model's files, under [`dir`].
 pub fn dir() -> PathBuf {
     debian::cache_dir().join("kvm-model")
@@ -65,13 +69,21 @@ pub struct Manifest {
     pub download_bytes: u64,
     /// Bytes of `base.cpio`.
     pub base_bytes: u64,
+    /// [`LAYOUT`] when provisioned.
+    pub layout: u32,
 }
 
 impl Manifest {
     fn render(&self) -> String {
         format!(
-            "suite: {}\nkernel: {}\nqemu: {}\npackages: {}\ndownload-bytes: {}\nbase-bytes: {}\n",
-            self.suite, self.kernel_package, self.qemu_version, self.packages, self.download_bytes, self.base_bytes
+            "suite: {}\nkernel: {}\nqemu: {}\npackages: {}\ndownload-bytes: {}\nbase-bytes: {}\nlayout: {}\n",
+            self.suite,
+            self.kernel_package,
+            self.qemu_version,
+            self.packages,
+            self.download_bytes,
+            self.base_bytes,
+            self.layout
         )
     }
 
@@ -85,6 +97,7 @@ impl Manifest {
             packages: f.get("packages")?.parse().ok()?,
             download_bytes: f.get("download-bytes")?.parse().ok()?,
             base_bytes: f.get("base-bytes")?.parse().ok()?,
+            layout: f.get("layout")?.parse().ok()?,
         })
     }
 
@@ -117,6 +130,9 @@ pub struct Provisioned {
 pub fn cached() -> Option<Provisioned> {
     let d = dir();
     let manifest = Manifest::parse(&std::fs::read_to_string(d.join("manifest")).ok()?)?;
+    if manifest.layout != LAYOUT {
+        return None;
+    }
     let (kernel, base) = (d.join("vmlinuz"), d.join("base.cpio"));
     (kernel.is_file() && base.is_file()).then_some(Provisioned { kernel, base, manifest })
 }
@@ -255,6 +271,7 @@ fn from_suite(d: &Path, suite: &str, suites: &[&str]) -> Result<Provisioned> {
         packages: files.len() - 1,
         download_bytes,
         base_bytes: cpio.len() as u64,
+        layout: LAYOUT,
     };
     crate::write_file(&d.join("manifest"), manifest.render())?;
     // Only the kernel and base.cpio are kept.
@@ -429,12 +446,10 @@ pub fn base_initramfs(tree: &Path) -> Result<Vec<u8>> {
         }
     }
     a.file(interp_rel, 0o755, &std::fs::read(&loader)?)?;
-    for (name, path) in &libs {
-        let target = format!("{LIBRARY_DIR_IN_INITRAMFS}/{name}");
-        if target == interp_rel {
-            continue;
-        }
-        a.file(&target, 0o644, &std::fs::read(path)?)?;
+    // The loader is a DT_NEEDED name too: once, where PT_INTERP says.
+    let loader_name = Path::new(interp_rel).file_name().map(|n| n.to_string_lossy().into_owned());
+    for (name, path) in libs.iter().filter(|(n, _)| Some(*n) != loader_name.as_ref()) {
+        a.file(&format!("{LIBRARY_DIR_IN_INITRAMFS}/{name}"), 0o644, &std::fs::read(path)?)?;
     }
     Ok(a.finish())
 }
@@ -544,6 +559,7 @@ mod tests {
             packages: 73,
             download_bytes: 49_500_000,
             base_bytes: 81_000_000,
+            layout: LAYOUT,
         };
         assert_eq!(Manifest::parse(&m.render()), Some(m.clone()));
         assert_eq!(Manifest::parse("suite: sid\n"), None);
