@@ -137,6 +137,20 @@ pub fn outer_args(kernel: &std::path::Path, initrd: &std::path::Path, smp: u32, 
     a
 }
 
+/// How old a run's initramfs is when a later run removes it (its run was killed before it could):
+/// QEMU has read it long before.
+const STALE: Duration = Duration::from_secs(3600);
+
+/// Removes the initramfs files under `dir` older than [`STALE`].
+fn remove_stale(dir: &std::path::Path) {
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let old = e.metadata().ok().and_then(|m| m.modified().ok()).and_then(|t| t.elapsed().ok());
+        if e.file_name().to_string_lossy().starts_with("initramfs-") && old.is_some_and(|a| a > STALE) {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}
+
 /// A fresh token for a run's markers (`judge`): 16 hex digits from the kernel's random source.
 fn token() -> Result<String> {
     let mut b = [0u8; 8];
@@ -166,6 +180,7 @@ impl KvmModel {
         let (smp, mib) = outer_machine(kvm_args, initrd.len() as u64).map_err(refuse)?;
         let dir = crate::workspace_root().join("target/kvm-model");
         std::fs::create_dir_all(&dir)?;
+        remove_stale(&dir);
         let initrd_path = dir.join(format!("initramfs-{}.cpio", tag.token()));
         crate::write_file(&initrd_path, &initrd)?;
         let mut words = vec![format!("smp={}", needs.vcpus)];
