@@ -211,7 +211,7 @@ pub fn user_cargo(tc: &CrossToolchain, subcommand: &str) -> Command {
 }
 
 /// The Linux guest's programs (`linux-user`'s binaries).
-pub const LINUX_PROGRAMS: [&str; 2] = ["pgtlab-dirty", "pgtlab-bench"];
+pub const LINUX_PROGRAMS: [&str; 3] = ["pgtlab-dirty", "pgtlab-bench", "pgtlab-kvmprobe"];
 
 /// Builds the Linux guest's programs; returns each of [`LINUX_PROGRAMS`] (name, path), checked
 /// to be a static arm64 Linux executable.

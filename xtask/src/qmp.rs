@@ -23,7 +23,10 @@ pub fn qemu_args(path: &Path) -> [String; 2] {
 }
 
 /// The QEMU arguments that open `path` for QMP events, QEMU waiting for the connection before
-/// it runs the machine (so no event of the run is missed).
+/// it goes on. QEMU runs the machine as soon as a client connects, while a monitor drops every
+/// event until its client has left capability negotiation: so the machine must also start
+/// stopped (`-S`, [`EventWatch::start`] then resumes it) or a guest that ends at once ends
+/// unseen.
 pub fn event_args(path: &Path) -> [String; 2] {
     ["-qmp".into(), format!("unix:{},server=on,wait=on", path.display())]
 }
@@ -70,8 +73,10 @@ pub struct EventWatch {
 
 impl EventWatch {
     /// Connects to the event socket `path` of a QEMU started with [`event_args`] (which waits
-    /// for this), polling while `running` says QEMU is still there, at most `wait`.
-    pub fn start(path: &Path, wait: Duration, mut running: impl FnMut() -> bool) -> Result<EventWatch> {
+    /// for this), polling while `running` says QEMU is still there, at most `wait`; once
+    /// events flow, resumes the machine when `resume` (QEMU was started with `-S` for this:
+    /// see [`event_args`]).
+    pub fn start(path: &Path, wait: Duration, resume: bool, mut running: impl FnMut() -> bool) -> Result<EventWatch> {
         let t0 = std::time::Instant::now();
         let stream = loop {
             match UnixStream::connect(path) {
@@ -90,6 +95,9 @@ impl EventWatch {
             bail!("QMP: no greeting from QEMU: {greeting}");
         }
         q.execute("qmp_capabilities", json!({}))?;
+        if resume {
+            q.execute("cont", json!({}))?;
+        }
         q.writer.set_read_timeout(None)?;
         let shutdown = std::sync::Arc::new(std::sync::Mutex::new(None));
         let seen = shutdown.clone();

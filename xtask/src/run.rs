@@ -234,9 +234,10 @@ pub fn run(a: RunArgs) -> Result<()> {
     };
     let progress = (a.timeout != 0).then_some(PROGRESS_EVERY);
     let elf_for = |line: &str| report::symbolize_line(line, &images);
-    let out = supervise::run_args(&qemu.path, &resolved.args, resolved.judging, timeout, progress, |line| {
-        supervise::echo_stdout(&elf_for(line))
-    })?;
+    let out =
+        supervise::run_on(&qemu.path, launch.accel, &resolved.args, resolved.judging, timeout, progress, |line| {
+            supervise::echo_stdout(&elf_for(line))
+        })?;
     report::print_tables(&out.output);
     if a.count_insns {
         print_insn_counts(&counts_file);

@@ -455,6 +455,13 @@ pub fn qemu_config(a: &Args) -> Result<crate::launch::Launch> {
         return crate::error::refuse("no machine without --qemu");
     }
     let mut cfg = a.machine.launch()?;
+    if cfg.accel.runs != crate::machine::accel::Runs::Here {
+        return crate::error::refuse(format!(
+            "--accel {}: the chainloader's UART is a pty of a QEMU on this host, which the KVM host model cannot \
+             give: use --accel tcg (or kvm on an arm64 host)",
+            cfg.accel
+        ));
+    }
     if a.machine.board.is_none() {
         // The Pi 5's core and GIC on virt, unless asked otherwise.
         cfg.cpu = a.machine.cpu.clone().unwrap_or_else(|| "cortex-a76".into());
@@ -518,6 +525,9 @@ pub fn cli(a: Args) -> Result<i32> {
     let (link, ready_timeout) = if a.qemu {
         let cfg = qemu_config(&a)?;
         let ram = board_ram(&cfg, a.ram)?;
+        if !cfg.accel.tcg {
+            crate::supervise::kvm::check_host(&cfg.machine_args(ram, cfg.model().min_qemu))?;
+        }
         eprintln!(
             "xtask: the emulated board has {} MiB of RAM (--ram); the guest gets what the hypervisor leaves",
             ram >> 20

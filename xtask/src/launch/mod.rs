@@ -216,6 +216,13 @@ impl Launch {
             }
         }
         model.check(name, &self.cpu, self.gic, self.smp, self.mte)?;
+        if !self.accel.tcg && model.machine != "virt" {
+            return Err(Refused(format!(
+                "--board {name} with --accel {}: KVM runs QEMU's virt machine only; a board model runs under \
+                 --accel tcg",
+                self.accel
+            )));
+        }
         if self.no_hypervisor && self.guest.is_none() && model.guest_alone_at_el2() {
             return Err(Refused(format!(
                 "--no-hypervisor: --board {name}'s CPUs always start at EL2 and this project's kernel runs at EL1 \
@@ -334,6 +341,9 @@ impl Launch {
         a.extend(model.console_args());
         // A reset ends QEMU (the run's code is in its final line): no second boot.
         a.push("-no-reboot".into());
+        // No guest here uses a network card; virt's default one also needs a ROM file that a
+        // QEMU unpacked without its recommends (the KVM host model's) does not have.
+        a.extend(["-nic".into(), "none".into()]);
         let mut files = Vec::new();
         if let Some(d) = &self.dtb {
             a.extend(["-dtb".into(), d.display().to_string()]);

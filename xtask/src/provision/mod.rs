@@ -3,10 +3,14 @@
 //! ([`toolchain`]), Debian packages installed with apt when root ([`system`]), files from
 //! Debian's arm64 packages with the machine's own apt sources ([`debian`]), a QEMU new
 //! enough for the board models ([`qemu_pkg`]), and the firmware that boots boards and UEFI
-//! machines: EDK2, U-Boot, TF-A ([`firmware`]).
+//! machines: EDK2, U-Boot, TF-A ([`firmware`]); what this host's KVM offers ([`kvm`]) and the
+//! KVM host model's files ([`kvm_model`]: Debian's arm64 Linux and QEMU, to run the KVM path
+//! on a host that is not arm64).
 
 pub mod debian;
 pub mod firmware;
+pub mod kvm;
+pub mod kvm_model;
 pub mod qemu_pkg;
 pub mod system;
 pub mod toolchain;
