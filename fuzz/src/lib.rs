@@ -9,9 +9,9 @@
 //! one with no reference to it left); boot arguments that were accepted
 //! re-parse to the same thing and hold each of the table's words at most once.
 
+use abi::image::ImageHeader;
 use board::{guest_dtb, Board, GuestSpec, PsciMethod, Region};
 use bootargs::{Table, Word};
-use rt::image::ImageHeader;
 
 /// A fuzz target: one input.
 pub type Target = fn(&[u8]);
@@ -50,11 +50,11 @@ pub fn dtb(data: &[u8]) {
     }
 }
 
-/// What the hypervisor's EFI entry reads from firmware: its own PE header (`rt::pe::parse`,
+/// What the hypervisor's EFI entry reads from firmware: its own PE header (`abi::pe::parse`,
 /// also run by the Image check), the load options (`hypcore::efi::command_line`) and a memory
 /// map (`hypcore::efi::ram_from_map`: descriptors from the bytes, 28 each).
 pub fn efi_target(data: &[u8]) {
-    if let Ok(info) = rt::pe::parse(data) {
+    if let Ok(info) = abi::pe::parse(data) {
         assert!(info.entry < info.size_of_image, "entry point outside the image");
     }
     if let Ok(Some(o)) = hypcore::efi::command_line(data) {

@@ -22,7 +22,7 @@ fn qemu_dtb(args: &str) -> Vec<u8> {
 
 fn image_seeds() -> Vec<Vec<u8>> {
     let mut h = vec![0u8; 4096];
-    h[0x38..0x3c].copy_from_slice(&rt::image::MAGIC.to_le_bytes());
+    h[0x38..0x3c].copy_from_slice(&abi::image::MAGIC.to_le_bytes());
     h[24..32].copy_from_slice(&0xau64.to_le_bytes());
     let mut stamped = h.clone();
     ImageHeader::patch(&mut stamped, 0x10_0000).unwrap();

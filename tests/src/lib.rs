@@ -14,7 +14,7 @@ use xtask::supervise::{self, Outcome};
 
 pub use xtask::launch::Launch as Config;
 
-pub mod kvm_model;
+pub mod kvm;
 
 /// Longest a single boot may take before the test fails (TCG, up to 8 CPUs and 4 GiB).
 pub const BOOT_TIMEOUT: Duration = Duration::from_secs(120);

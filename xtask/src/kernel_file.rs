@@ -69,8 +69,8 @@ pub fn identify(bytes: &[u8]) -> Kind {
             };
         }
         // A PE file: `e_lfanew` leads to "PE\0\0". "MZ" alone is code (this project's raw
-        // binaries start with the Image's "MZ" no-op, `rt::pe::MZ_NOP`).
-        let pe = u32_at(rt::pe::LFANEW_OFFSET).and_then(|o| at(o as usize, 4));
+        // binaries start with the Image's "MZ" no-op, `abi::pe::MZ_NOP`).
+        let pe = u32_at(abi::pe::LFANEW_OFFSET).and_then(|o| at(o as usize, 4));
         if pe == Some(b"PE\0\0") {
             return Kind::Pe;
         }
@@ -192,7 +192,7 @@ mod tests {
 
     fn image() -> Vec<u8> {
         let mut i = vec![0u8; 8192];
-        i[rt::image::MAGIC_OFFSET..rt::image::MAGIC_OFFSET + 4].copy_from_slice(&rt::image::MAGIC.to_le_bytes());
+        i[abi::image::MAGIC_OFFSET..abi::image::MAGIC_OFFSET + 4].copy_from_slice(&abi::image::MAGIC.to_le_bytes());
         i[100] = 7;
         i
     }

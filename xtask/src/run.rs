@@ -72,6 +72,12 @@ impl MachineArgs {
             l.accel = a;
         }
         if let Some(c) = &self.cpu {
+            if let Some(forced) = l.accel.cpu {
+                return Err(Refused(format!(
+                    "--cpu {c} with --accel {}: KVM runs the host's own CPU (-cpu {forced}); leave --cpu out",
+                    l.accel
+                )));
+            }
             l.cpu.clone_from(c);
         }
         l.gic = self.gic.unwrap_or(l.gic);

@@ -154,11 +154,11 @@ fn read_u32(b: &[u8], off: usize) -> u32 {
     u32::from_le_bytes(v)
 }
 
-/// CRC-32 (`abi::crc32`: IEEE 802.3, reflected, as zlib) of `data` with the stamp's CRC field
+/// CRC-32 (`crate::crc32`: IEEE 802.3, reflected, as zlib) of `data` with the stamp's CRC field
 /// read as zeros.
 pub fn stamp_crc(data: &[u8]) -> u32 {
     let crc_field = STAMP_OFFSET + 4..STAMP_OFFSET + 8;
-    let mut c = abi::crc32::Crc32::new();
+    let mut c = crate::crc32::Crc32::new();
     for (i, &b) in data.iter().enumerate() {
         c.byte(if crc_field.contains(&i) { 0 } else { b });
     }

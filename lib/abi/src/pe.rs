@@ -14,7 +14,7 @@
 //! text_end         .data: read-only data, data, BSS (RW; the BSS is zero-filled by the loader)
 //! ```
 //!
-//! The image relocates itself (`crate::start`: its `R_AARCH64_RELATIVE` entries), so it needs
+//! The image relocates itself (`rt::start`: its `R_AARCH64_RELATIVE` entries), so it needs
 //! no base relocations and carries none; `IMAGE_FILE_RELOCS_STRIPPED` stays clear, so a loader
 //! may put it anywhere. The xtask writes the header into the page the binary reserved once the
 //! ELF is linked ([`write`], which also pads the file to [`FILE_ALIGN`]), before the project's
