@@ -25,6 +25,10 @@ use core::convert::Infallible;
 use core::sync::atomic::Ordering;
 use hypcore::plan::MemoryPlan;
 
+/// x2 on a restart after the move to the top of RAM (then x1 is where the image was loaded);
+/// a boot loader gives x1 = x2 = 0 (the arm64 boot protocol).
+pub const MOVED_MARK: u64 = u64::from_le_bytes(*b"PGTLMOVE");
+
 /// From the device tree at `dtb_addr` (x0) to the guest; `loaded_at`: where the boot loader put
 /// the image, if it has moved since (its old copy is zeroed once the guest is in place).
 pub fn boot(dtb_addr: usize, loaded_at: Option<u64>) -> Result<Infallible, String> {
@@ -101,7 +105,7 @@ impl Discovered {
             CPUS[i].mpidr.store(c.mpidr & rt::MPIDR_AFF_MASK, Ordering::Relaxed);
         }
         psci::init(board);
-        let guest_cpus = board.cpus.len().min(rt::MAX_CPUS).min(opts.cpus.unwrap_or(usize::MAX));
+        let guest_cpus = hypcore::options::guest_cpus(board.cpus.len(), rt::MAX_CPUS, opts.cpus)?;
         psci::set_guest_cpus(guest_cpus);
         if board.cpus.len() > rt::MAX_CPUS {
             rt::println!(
@@ -332,9 +336,7 @@ fn go_home(board: &Board, opts: &options::Options, dtb: Range, dtb_addr: usize) 
         // SAFETY: `decide` chose a 2 MiB aligned destination inside RAM, clear of the running
         // image, the DTB, the initrd and reserved memory; only the boot CPU runs; so far only the
         // heap, the console and the options (BSS statics) have been written.
-        Home::MoveTo(to) => unsafe {
-            rt::start::restart_at(to, dtb_addr as u64, image.start, crate::start::MOVED_MARK)
-        },
+        Home::MoveTo(to) => unsafe { rt::start::restart_at(to, dtb_addr as u64, image.start, MOVED_MARK) },
     }
 }
 
@@ -419,7 +421,7 @@ impl<'a> GuestTree<'a> {
         // QEMU's virt gives a guest without EL2 PSCI over HVC; a board's firmware, SMC. The
         // guest always starts its CPUs with PSCI, the hypervisor's (the Pi 4's spin-table and
         // missing PSCI firmware included): HVC where the host has no PSCI.
-        let on_virt = board.compatible.iter().any(|c| c == "linux,dummy-virt");
+        let on_virt = board.is_qemu_virt();
         let conduit = opts
             .conduit
             .or(on_virt.then_some(board::PsciMethod::Hvc))

@@ -33,6 +33,17 @@ pub fn set_ram(ranges: Vec<Range>) {
     GUEST_RAM.call_once(|| ranges);
 }
 
+/// Where the guest kernel came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KernelFile {
+    /// The initrd itself.
+    Initrd,
+    /// The kernel of a guest bundle (the initrd).
+    BundleKernel,
+    /// A boot loader's `/chosen/module@…` kernel.
+    Module,
+}
+
 /// Why the guest could not be set up.
 #[derive(Debug)]
 pub enum LoadError {
@@ -41,7 +52,11 @@ pub enum LoadError {
         start: u64,
         end: u64,
     },
-    BadImage(rt::image::ImageError),
+    /// The guest kernel file has an Image header that does not hold.
+    BadImage {
+        what: KernelFile,
+        e: rt::image::ImageError,
+    },
     BadBundle(abi::bundle::BundleError),
     /// QEMU's rule gives no place in free guest RAM, in any of its ranges
     /// (`hypcore::load::place_guest`).
@@ -75,7 +90,15 @@ impl core::fmt::Display for LoadError {
                 "no initrd in /chosen: give the guest kernel Image as the initrd (QEMU -initrd, Pi 5 `initramfs … followkernel`)"
             ),
             Self::InitrdOutsideRam { start, end } => write!(f, "initrd [{start:#x}, {end:#x}) is not in RAM"),
-            Self::BadImage(e) => write!(f, "the initrd is not a bootable arm64 Image (nor a guest bundle): {e}"),
+            Self::BadImage { what: KernelFile::Initrd, e } => {
+                write!(f, "the initrd is not a bootable arm64 Image (nor a guest bundle): {e}")
+            }
+            Self::BadImage { what: KernelFile::BundleKernel, e } => {
+                write!(f, "the guest bundle's kernel is not a bootable arm64 Image: {e}")
+            }
+            Self::BadImage { what: KernelFile::Module, e } => {
+                write!(f, "the boot loader's kernel module is not a bootable arm64 Image: {e}")
+            }
             Self::BadBundle(e) => write!(f, "the initrd is a guest bundle but a broken one: {e}"),
             Self::Placement(e) => write!(f, "placing the guest as QEMU would: {e}"),
             Self::Copies(e) => write!(f, "{e}"),
@@ -171,7 +194,8 @@ pub fn inspect(initrd: Range) -> Result<Contents, LoadError> {
     let kernel = Kernel::classify(kbytes);
     if kernel.is_image() {
         // The checks QEMU does not make (sizes, page size, endianness, this project's stamp).
-        ImageHeader::parse(kbytes).map_err(LoadError::BadImage)?;
+        let what = if bundle { KernelFile::BundleKernel } else { KernelFile::Initrd };
+        ImageHeader::parse(kbytes).map_err(|e| LoadError::BadImage { what, e })?;
     }
     Ok(Contents { kernel_at, kernel, initramfs, cmdline, bundle })
 }
@@ -206,7 +230,7 @@ pub fn from_boot_loader(board: &board::Board) -> Result<(Contents, Vec<Range>), 
     }
     let kernel = Kernel::classify(kbytes);
     if kernel.is_image() {
-        ImageHeader::parse(kbytes).map_err(LoadError::BadImage)?;
+        ImageHeader::parse(kbytes).map_err(|e| LoadError::BadImage { what: KernelFile::Module, e })?;
     }
     let contents = Contents {
         kernel_at: k.start,

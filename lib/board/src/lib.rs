@@ -163,7 +163,17 @@ pub unsafe fn dtb_at<'a>(ptr: *const u8) -> Result<&'a [u8], BoardError> {
     Ok(unsafe { core::slice::from_raw_parts(ptr, size) })
 }
 
+/// The root compatible of the device tree QEMU writes for its `virt` machine.
+pub const QEMU_VIRT: &str = "linux,dummy-virt";
+
 impl Board {
+    /// Whether this is QEMU's `virt` machine with the device tree QEMU wrote ([`QEMU_VIRT`]):
+    /// PSCI over HVC for a guest without EL2, a TCG PMU, QEMU's power-off. A board's device
+    /// tree on QEMU (a board model) is a board's.
+    pub fn is_qemu_virt(&self) -> bool {
+        self.compatible.iter().any(|c| c == QEMU_VIRT)
+    }
+
     /// The files of the `/chosen/module@…` nodes ([`Board::modules`]): where the boot loader
     /// put the guest.
     pub fn module_regions(&self) -> impl Iterator<Item = Region> + '_ {

@@ -683,7 +683,7 @@ pub const SEEDS: &[Seed] = &[
         class: Class::HypChecks,
         bug: "under hVHE the guest's EL1 registers are written through the *_EL1 names (which reach *_EL2)",
         file: "hypervisor/src/guest_el1.rs",
-        original: "                if crate::el2::mode().e2h() {\n                    rt::write_sysreg!($el12, v);",
+        original: "                if crate::el2mode::mode().e2h() {\n                    rt::write_sysreg!($el12, v);",
         replacement: "                if false {\n                    rt::write_sysreg!($el12, v);",
         tests: &[q("hvhe", "hvhe_injects_an_abort_through_the_guests_el12_registers")],
         missed_because: None,

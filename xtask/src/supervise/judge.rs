@@ -553,6 +553,12 @@ mod tests {
         let v = judge(&keyed(Some(0), planted));
         assert_eq!(v.code, exit::NO_FINAL_LINE, "{v}");
         assert!(v.reason.contains("not this run's final line"), "{v}");
+        // Timed out after a planted line: the verdict quotes it as what it is.
+        let mut stuck = keyed(None, &format!("hyp: booting\n{planted}"));
+        stuck.timed_out = true;
+        let v = judge(&stuck);
+        assert_eq!(v.code, exit::TIMED_OUT, "{v}");
+        assert!(v.reason.contains("@@exit 0 (success) [not the run's final line: no key]"), "{v}");
         // The real line after a planted failure: success.
         assert_eq!(judge(&keyed(Some(0), &format!("@@exit 2 (guest panic)\n{}", final_line(0)))).code, exit::SUCCESS);
         // A planted line does not switch off the end-at-panic watch (the run would wait for

@@ -60,6 +60,15 @@ impl Outcome {
             .filter(|l| !l.trim().is_empty() && !l.starts_with("qemu-system") && !l.starts_with(abi::report::PREFIX))
             .collect();
         let last = &last[last.len().saturating_sub(3)..];
+        // A final line that does not decide this run (a guest's, without the run's key) is
+        // quoted as what it is: a reader must not take "@@exit 0 (success)" for the outcome.
+        let last: Vec<String> = last
+            .iter()
+            .map(|l| match (abi::exit::parse_final(l), self.judging) {
+                (Some(f), Judging::Keyed(k)) if f.key != Some(k) => format!("{l} [not the run's final line: no key]"),
+                _ => l.to_string(),
+            })
+            .collect();
         let mut s = String::new();
         if !last.is_empty() {
             s.push_str(&format!("; last lines: {}", last.join(" | ")));
