@@ -216,7 +216,7 @@ impl Launch {
             }
         }
         model.check(name, &self.cpu, self.gic, self.smp, self.mte)?;
-        if !self.accel.tcg && model.machine != "virt" {
+        if !self.accel.tcg && !model.kvm {
             return Err(Refused(format!(
                 "--board {name} with --accel {}: KVM runs QEMU's virt machine only; a board model runs under \
                  --accel tcg",

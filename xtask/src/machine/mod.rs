@@ -76,6 +76,8 @@ pub struct QemuModel {
     pub cpu_start: CpuStart,
     /// Debian's Linux on it.
     pub linux: Linux,
+    /// KVM can run it (`--accel kvm`): QEMU's `virt` only; a board model is TCG's.
+    pub kvm: bool,
 }
 
 /// How a model gets EL2 (virtualisation).
@@ -224,6 +226,7 @@ pub static MACHINES: &[Machine] = &[
             audio: false,
             cpu_start: CpuStart::Psci,
             linux: Linux { console: "console=ttyAMA0", backports_only: false, powers_off_alone: true },
+            kvm: true,
         }),
         card: None,
     },
@@ -248,6 +251,7 @@ pub static MACHINES: &[Machine] = &[
             audio: true,
             cpu_start: CpuStart::SpinTable,
             linux: Linux { console: PI4_LINUX_CONSOLE, backports_only: true, powers_off_alone: false },
+            kvm: false,
         }),
         card: Some(Card { kernel: "kernel8.img", dtb: "bcm2711-rpi-4-b.dtb", short: "Pi 4", tfa: Ok("rpi4") }),
     },
@@ -281,6 +285,7 @@ pub static MACHINES: &[Machine] = &[
                 backports_only: true,
                 powers_off_alone: false,
             },
+            kvm: false,
         }),
         card: None,
     },
@@ -306,6 +311,7 @@ pub static MACHINES: &[Machine] = &[
             audio: true,
             cpu_start: CpuStart::Psci,
             linux: Linux { console: "console=ttymxc1,115200", backports_only: true, powers_off_alone: false },
+            kvm: false,
         }),
         card: None,
     },
