@@ -229,6 +229,9 @@ pub fn cli(a: Args) -> Result<()> {
             a.accel()
         ));
     }
+    if a.accel().runs == crate::machine::accel::Runs::Here && !a.accel().tcg {
+        supervise::kvm::host()?;
+    }
     if a.scenario == "list" {
         return list(&a);
     }

@@ -207,6 +207,10 @@ pub fn run(a: RunArgs) -> Result<()> {
     // until it is fetched).
     launch.dtb = launch.model().debian_dtb().map(PathBuf::from);
     launch.validate()?;
+    if launch.accel.runs == machine::accel::Runs::Here && !launch.accel.tcg {
+        // No KVM here: said before anything is fetched or built.
+        supervise::kvm::host()?;
+    }
     launch.guest = guest(a.guest.as_deref(), a.guest_initrd, a.guest_append, launch.machine)?;
     launch.resolve_dtb()?;
     let tc = toolchain::find()?;

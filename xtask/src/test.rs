@@ -241,6 +241,9 @@ fn kvm_test_binaries(accel: &crate::machine::Accel) -> Vec<&'static str> {
 
 /// `--accel`: the KVM tests, every one of them (on real cores they take seconds), on `accel`.
 fn run_kvm(o: &TestOptions, accel: &'static crate::machine::Accel) -> Result<()> {
+    if accel.runs == crate::machine::accel::Runs::Here {
+        crate::supervise::kvm::host()?;
+    }
     let t0 = Instant::now();
     let mut tally = Tally::default();
     let tc = toolchain::find()?;

@@ -177,6 +177,9 @@ pub fn run_on(which: &str, icount: bool, peer: Option<Peer>, on: On) -> Result<(
         ))));
     }
     on.check(b, icount)?;
+    if on.accel.runs == crate::machine::accel::Runs::Here && !on.accel.tcg {
+        supervise::kvm::host()?;
+    }
     let tc = toolchain::find()?;
     let qemu = system::qemu()?;
     let images = build::build(&tc, &[])?;

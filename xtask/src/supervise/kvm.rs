@@ -29,10 +29,16 @@ pub fn needs(args: &[String]) -> Needs {
     }
 }
 
+/// What this host's `/dev/kvm` offers; a host without one (not arm64 Linux, no `/dev/kvm`, no
+/// access to it) is a usage error ([`Refused`]) with the reason, asked before anything is built.
+pub fn host() -> Result<crate::provision::kvm::HostKvm> {
+    crate::provision::kvm::probe().map_err(|e| Refused(format!("--accel kvm: {e:#}")).into())
+}
+
 /// Asks this host's `/dev/kvm` whether it can run `args` (printing what it offers); a usage
 /// error ([`Refused`]) with the reason when it cannot.
 pub fn check_host(args: &[String]) -> Result<()> {
-    let k = crate::provision::kvm::probe()?;
+    let k = host()?;
     for l in k.lines() {
         eprintln!("xtask: kvm: {l}");
     }
