@@ -4,7 +4,6 @@
 
 use crate::cpu::{self, CPUS};
 use crate::{boot, el2, exit, mem, migrate, mmu, psci, trap};
-use core::sync::atomic::Ordering;
 
 /// `HINT #125` (a NOP) then return: executed first thing on every boot, wherever the image
 /// runs (it may have moved itself, `hypcore::home`), so the instruction-counting QEMU plugin
@@ -56,7 +55,8 @@ extern "C" fn rt_secondary_main(cpu: usize) -> ! {
         // Taken at boot (`psci::take_waiting_cpus`): wait for the guest's CPU_ON.
         psci::park(cpu);
     }
-    el2::start_cpu(cpu, c.entry.load(Ordering::Relaxed), c.context.load(Ordering::Relaxed))
+    let (entry, context) = c.start.entry();
+    el2::start_cpu(cpu, entry, context)
 }
 
 #[panic_handler]

@@ -22,7 +22,10 @@
 //! * [`options`]: the hypervisor's `hyp.` boot-word table (the xtask reads it too) and the
 //!   words the memory plan reads.
 //! * [`park`]: holding a CPU the guest has not started in `WFI` (GICv2 boards without PSCI
-//!   firmware) and waking it with an SGI, giving the guest its GIC back untouched.
+//!   firmware) and waking it with an SGI, giving the guest its GIC back untouched: both sides
+//!   as step machines whose every interleaving the tests run.
+//! * [`psci`]: PSCI's decisions (FEATURES, CPU_SUSPEND's check, CPU_ON's checks, the
+//!   hypervisor's own AFFINITY_INFO) and a started CPU's life cycle ([`psci::CpuStart`]).
 //! * [`mmio`]: decoding a trapped load/store (ESR syndrome) for MMIO emulation.
 //! * [`slot`]: MEMSLOT_CREATE's checks against every kind of taken range and its mapping with
 //!   a rollback that unmaps only what it mapped.
@@ -44,9 +47,11 @@ pub mod mmio;
 pub mod options;
 pub mod park;
 pub mod plan;
+pub mod psci;
 pub mod range;
 pub mod share;
 pub mod slot;
+pub mod sync;
 #[cfg(test)]
 mod testdtb;
 
