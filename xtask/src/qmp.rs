@@ -87,14 +87,7 @@ impl EventWatch {
                 Err(_) => std::thread::sleep(Duration::from_millis(5)),
             }
         };
-        stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-        let writer = stream.try_clone()?;
-        let mut q = Qmp { reader: BufReader::new(stream), writer };
-        let greeting = q.read()?;
-        if greeting.get("QMP").is_none() {
-            bail!("QMP: no greeting from QEMU: {greeting}");
-        }
-        q.execute("qmp_capabilities", json!({}))?;
+        let mut q = Qmp::handshake(stream)?;
         if resume {
             q.execute("cont", json!({}))?;
         }
@@ -139,6 +132,12 @@ impl Qmp {
                 Err(e) => return Err(e).with_context(|| format!("connecting to QEMU's QMP socket {}", path.display())),
             }
         };
+        Qmp::handshake(stream)
+    }
+
+    /// QEMU's greeting read and capability negotiation left, on a connected `stream` (reads
+    /// wait at most 10 s each).
+    fn handshake(stream: UnixStream) -> Result<Qmp> {
         stream.set_read_timeout(Some(Duration::from_secs(10)))?;
         let writer = stream.try_clone()?;
         let mut q = Qmp { reader: BufReader::new(stream), writer };
