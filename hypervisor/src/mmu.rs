@@ -109,6 +109,11 @@ unsafe impl FrameAlloc for HypFrames {
     fn phys_to_ptr(&self, pa: PhysAddr) -> *mut u64 {
         pa.as_u64() as *mut u64
     }
+    /// Descriptors are read and written only through `phys_to_ptr` (the defaults): the
+    /// library's paired-access loops may take the same memory.
+    fn direct(&self, table: PhysAddr) -> Option<*mut u64> {
+        Some(self.phys_to_ptr(table))
+    }
 }
 
 /// The guest's stage-2 table (memslots and dirty logging change it at run time).

@@ -19,15 +19,51 @@ use rt::trap::vector;
 use rt::TrapFrame;
 use uspace::{Access, FaultKind, FaultOutcome};
 
+/// A system call from EL0 (`SVC #0`): the vectors saved only what a function call may clobber
+/// (x0-x18, x30) and ELR, SPSR, SP_EL0 (`lib/rt` trap.rs). Returns whether the whole frame
+/// was rewritten (a resumed context: then the vectors restore every register from it). This
+/// path is what a null system call costs (`cargo xtask bench mprotect`).
+#[no_mangle]
+extern "C" fn rt_syscall(frame: &mut TrapFrame) -> u64 {
+    let area = crate::percpu::this_area();
+    // The null system call without a detour when nothing waits to run here: it reads this
+    // CPU's static area only, so SP_EL0 may keep the user's stack pointer (restored as it is).
+    let done = crate::syscall::count_and_null(area, frame);
+    if done && area.need_resched.load(core::sync::atomic::Ordering::Relaxed) == 0 {
+        return 0;
+    }
+    sched::enter_from_user_on(area);
+    syscall_rest(frame, done)
+}
+
+/// What [`rt_syscall`] does beyond the null system call (SP_EL0 is the running task's thread
+/// info by now): the call (unless done), then the way back to EL0 (the preemption point).
+#[inline(never)]
+fn syscall_rest(frame: &mut TrapFrame, done: bool) -> u64 {
+    let whole = !done && crate::syscall::dispatch(frame);
+    sched::return_to_user();
+    whole as u64
+}
+
+/// A synchronous exception from EL0 other than a system call (the whole frame saved), with its
+/// ESR_EL1.
+#[no_mangle]
+extern "C" fn rt_el0_sync(frame: &mut TrapFrame, esr_v: u64) {
+    sched::enter_from_user();
+    lower_sync(frame, esr_v);
+    sched::return_to_user();
+}
+
 #[no_mangle]
 extern "C" fn rt_exception(frame: &mut TrapFrame, vec: u64) {
-    // System calls and EL0 faults first, and the system call without a detour: this path is
-    // what a null system call costs (`cargo xtask bench mprotect`).
+    // Not taken from EL0 for synchronous exceptions (`rt_syscall`, `rt_el0_sync`).
     if vec == vector::LOWER64_SYNC {
         sched::enter_from_user();
         let esr_v = ESR_EL1.get();
         if esr::class(esr_v) == esr::EC_SVC64 {
-            crate::syscall::dispatch(frame);
+            if !crate::syscall::count_and_null(crate::percpu::this_area(), frame) {
+                crate::syscall::dispatch(frame);
+            }
         } else {
             lower_sync(frame, esr_v);
         }

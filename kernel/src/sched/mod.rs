@@ -366,7 +366,13 @@ fn set_thread(cpu: usize, ti: &crate::arch::sync::ThreadInfo) {
 /// to the running task's thread info.
 #[inline(always)]
 pub fn enter_from_user() {
-    let ti = crate::percpu::this_area().thread.load(Ordering::Relaxed);
+    enter_from_user_on(crate::percpu::this_area());
+}
+
+/// [`enter_from_user`] on the CPU whose static area is `area` (the caller's).
+#[inline(always)]
+pub fn enter_from_user_on(area: &crate::percpu::StaticArea) {
+    let ti = area.thread.load(Ordering::Relaxed);
     crate::arch::sync::set_thread(ti as *const crate::arch::sync::ThreadInfo);
 }
 

@@ -303,7 +303,7 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
             LeafDecision::Nothing => {}
             LeafDecision::Elided => self.stats.flushes_elided += n,
             LeafDecision::Lazy => self.stats.lazy_relaxed += n,
-            LeafDecision::Flush { global } => self.gather.add_leaf(off, n * level_size(level), global),
+            LeafDecision::Flush { global } => self.gather.add_leaves(off, n, level_size(level), global),
         }
     }
 

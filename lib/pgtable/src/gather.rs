@@ -84,8 +84,20 @@ impl TlbGather {
     }
 
     /// Records a changed leaf of `size` bytes at input offset `off`.
+    #[inline]
     pub fn add_leaf(&mut self, off: u64, size: u64, global: bool) {
         self.add(off, size);
+        self.global |= global;
+    }
+
+    /// Records `n` changed leaves of `size` bytes each, consecutive from input offset `off`: the
+    /// range they cover, at the stride of one of them (not of the range: a per-entry flush must
+    /// still reach every leaf).
+    #[inline]
+    pub fn add_leaves(&mut self, off: u64, n: u64, size: u64, global: bool) {
+        self.start = self.start.min(off);
+        self.end = self.end.max(off + n * size);
+        self.stride = self.stride.min(size);
         self.global |= global;
     }
 

@@ -166,7 +166,7 @@ macro_rules! vector_macros {
     b       __rt_trap_el\el
 .endm
 
-.macro rt_vector_table el, size
+.macro rt_vector_table el, size, sync8=0
 .section .text.rt_vectors_el\el, "ax"
 .balign 0x800
 .global __rt_vectors_el\el
@@ -179,7 +179,14 @@ __rt_vectors_el\el:
     rt_vector_entry \el, 5, \size
     rt_vector_entry \el, 6, \size
     rt_vector_entry \el, 7, \size
+.if \sync8
+    .balign 0x80
+    sub     sp, sp, #\size
+    stp     x0, x1, [sp, #0]
+    b       __rt_el0_sync_el\el
+.else
     rt_vector_entry \el, 8, \size
+.endif
     rt_vector_entry \el, 9, \size
     rt_vector_entry \el, 10, \size
     rt_vector_entry \el, 11, \size
@@ -296,11 +303,77 @@ __rt_trap_return_el1:
 // binary uses them), so they keep the interrupted EL0 context's values; whoever switches EL0
 // contexts switches them (`kernel/src/sched`). `__rt_trap_return_el1` is the restore half on its
 // own: entered with SP at a TrapFrame, it restores it, pops it and `eret`s.
+//
+// A system call (synchronous from EL0 with ESR_EL1.EC = SVC64) takes a shorter way: only x0-x18,
+// x30, ELR_EL1, SPSR_EL1 and SP_EL0 go into the frame (x19-x29 are callee-saved: every Rust
+// function, and the context switch, gives them back as they were), then `rt_syscall(frame)`.
+// When it returns 0 the same registers come back from the frame (the result in x0) and x19-x29
+// were never touched; when it returns anything else the handler has written the whole frame
+// (`fault_return` resumes a saved context) and all of it is restored. Any other synchronous
+// exception from EL0 saves x19-x29 too, as every other vector does, and goes to
+// `rt_el0_sync(frame, esr)` with ESR_EL1 as read. A binary that runs EL0 code defines both (the
+// kernel); the weak ones here stop at a `BRK` in any other that would take them through these
+// vectors (none installs them: the hypervisor has its own table).
 #[cfg(not(target_feature = "neon"))]
 core::arch::global_asm!(
     vector_macros!(),
     r#"
-rt_vector_table 1, {frame}
+rt_vector_table 1, {frame}, 1
+__rt_el0_sync_el1:
+    stp     x2, x3, [sp, #16]
+    stp     x4, x5, [sp, #32]
+    stp     x6, x7, [sp, #48]
+    stp     x8, x9, [sp, #64]
+    stp     x10, x11, [sp, #80]
+    stp     x12, x13, [sp, #96]
+    stp     x14, x15, [sp, #112]
+    stp     x16, x17, [sp, #128]
+    str     x18, [sp, #144]
+    mrs     x9, esr_el1
+    lsr     x10, x9, #26
+    cmp     x10, #{ec_svc64}
+    b.ne    2f
+    mrs     x10, elr_el1
+    mrs     x11, spsr_el1
+    mrs     x12, sp_el0
+    stp     x30, x10, [sp, #240]
+    stp     x11, x12, [sp, #256]
+    mov     x0, sp
+    bl      rt_syscall
+    cbnz    x0, __rt_trap_return_el1
+    ldp     x11, x12, [sp, #256]
+    msr     sp_el0, x12
+    ldp     x30, x10, [sp, #240]
+    msr     elr_el1, x10
+    msr     spsr_el1, x11
+    ldp     x0, x1, [sp, #0]
+    ldp     x2, x3, [sp, #16]
+    ldp     x4, x5, [sp, #32]
+    ldp     x6, x7, [sp, #48]
+    ldp     x8, x9, [sp, #64]
+    ldp     x10, x11, [sp, #80]
+    ldp     x12, x13, [sp, #96]
+    ldp     x14, x15, [sp, #112]
+    ldp     x16, x17, [sp, #128]
+    ldr     x18, [sp, #144]
+    add     sp, sp, #{frame}
+    eret
+2:
+    stp     x18, x19, [sp, #144]
+    stp     x20, x21, [sp, #160]
+    stp     x22, x23, [sp, #176]
+    stp     x24, x25, [sp, #192]
+    stp     x26, x27, [sp, #208]
+    stp     x28, x29, [sp, #224]
+    mrs     x21, elr_el1
+    mrs     x22, spsr_el1
+    stp     x30, x21, [sp, #240]
+    mrs     x21, sp_el0
+    stp     x22, x21, [sp, #256]
+    mov     x0, sp
+    mov     x1, x9
+    bl      rt_el0_sync
+    b       __rt_trap_return_el1
 __rt_trap_el1:
     rt_save_gprs 1
     mov     x0, sp
@@ -310,9 +383,16 @@ __rt_trap_return_el1:
     rt_restore_gprs 1
     add     sp, sp, #{frame}
     eret
+.weak rt_syscall
+rt_syscall:
+    brk     #0x5c
+.weak rt_el0_sync
+rt_el0_sync:
+    brk     #0x5c
 "#,
     purge_macros!(),
     frame = const FRAME_SIZE,
+    ec_svc64 = const crate::esr::EC_SVC64,
 );
 
 extern "C" {

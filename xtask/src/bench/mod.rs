@@ -27,6 +27,7 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub mod baseline;
 pub mod catalog;
 pub mod guest_boot;
 pub mod pgtable;
@@ -271,7 +272,7 @@ fn boot_side(
 /// The QEMU run of bench `b` on machine `m`: its CPU model, GIC, vCPUs and memory, `-icount
 /// shift=0` when `icount`, and the kernel words that start the bench; on `on`'s accelerator
 /// (KVM: the host's CPU and `on`'s GIC), with or without the hypervisor.
-fn machine_config(b: &GuestBench, m: &Setup, icount: bool, on: On) -> Launch {
+pub(crate) fn machine_config(b: &GuestBench, m: &Setup, icount: bool, on: On) -> Launch {
     Launch {
         accel: on.accel,
         cpu: m.cpu.into(),
@@ -293,6 +294,96 @@ fn peer_config(ours: &Launch, guest: &Guest) -> Launch {
         bootargs: format!("pgtlab_test=bench pgtlab_bench_args=rounds={EL0_ROUNDS}"),
         ..ours.clone()
     }
+}
+
+/// Boots every run of the quick set ([`baseline::quick_runs`]) and returns its figures.
+pub fn run_quick(qemu: &std::path::Path, images: &Images) -> Result<Vec<baseline::Figure>> {
+    let mut out = Vec::new();
+    for q in baseline::quick_runs() {
+        let (records, _) = boot_side(q.bench, q.setup.label, "pgtlab", &q.launch, qemu, images)?;
+        out.extend(baseline::quick_figures(&q, &records));
+    }
+    Ok(out)
+}
+
+/// `cargo xtask bench check [--saved]`: every in-guest benchmark under `--icount` and the host
+/// benchmark (or, with `saved`, what their last runs saved in target/bench/), each figure
+/// against the committed baseline's `bench` set; fails naming every figure that rose beyond
+/// the margin.
+fn check_cli(saved: bool) -> Result<()> {
+    let base = baseline::read(&baseline::path())?;
+    if !saved {
+        run_every_baselined()?;
+    }
+    let dir = workspace_root().join("target/bench");
+    let measured = baseline::saved_figures(&dir)?;
+    anyhow::ensure!(!measured.is_empty(), "no saved --icount runs in {} to check", dir.display());
+    let report = baseline::check(&base, &measured, baseline::Run::Bench);
+    let text = report.text();
+    println!("== bench check: the --icount figures against {} ==\n{text}", baseline::FILE);
+    crate::write_file(&dir.join("check.txt"), &text)?;
+    if !report.ok() {
+        let n = report.failures().count();
+        return Err(crate::error::check_failed(format!(
+            "bench check: {n} figures rose above the baseline (or are gone or new); see above and target/bench/check.txt"
+        )));
+    }
+    Ok(())
+}
+
+/// Runs every benchmark the `bench` set of the baseline holds: each in-guest one under
+/// `--icount`, the host one.
+fn run_every_baselined() -> Result<()> {
+    let tc = toolchain::find()?;
+    let qemu = system::qemu()?;
+    let images = build::build(&tc, &[])?;
+    for b in GUEST_BENCHES {
+        run_guest(b, &qemu, &images, true, None, On::default())?;
+    }
+    crate::bench::pgtable::run()
+}
+
+/// `cargo xtask bench baseline --update [--saved]`: measures the quick set and every benchmark
+/// (or takes the saved runs for the latter), rewrites the baseline and prints every figure that
+/// changed, saved as target/bench/baseline-diff.txt.
+fn baseline_cli(update: bool, saved: bool) -> Result<()> {
+    if !update {
+        return crate::error::refuse(format!(
+            "bench baseline: give --update to measure every figure again and rewrite {} (the change is              printed and saved as target/bench/baseline-diff.txt); bench check compares without writing",
+            baseline::FILE
+        ));
+    }
+    let path = baseline::path();
+    let before = if path.exists() { baseline::read(&path)? } else { Vec::new() };
+    let tc = toolchain::find()?;
+    let qemu = system::qemu()?;
+    let images = build::build(&tc, &[])?;
+    let mut figures = run_quick(&qemu, &images)?;
+    if !saved {
+        for b in GUEST_BENCHES {
+            run_guest(b, &qemu, &images, true, None, On::default())?;
+        }
+        crate::bench::pgtable::run()?;
+    }
+    let dir = workspace_root().join("target/bench");
+    figures.extend(baseline::saved_figures(&dir)?);
+    let mut text = String::new();
+    for run in [baseline::Run::Test, baseline::Run::Bench] {
+        let changes = baseline::diff(&before, &figures, run, false);
+        let _ = writeln!(text, "== {} set: {} figures changed ==", run.name(), changes.len());
+        for c in &changes {
+            let f = |v: Option<u64>| v.map_or("-".to_string(), |v| v.to_string());
+            let _ = writeln!(text, "{}: {} -> {}", baseline::describe(&c.key), f(c.before), f(c.after));
+        }
+    }
+    crate::write_file(&path, baseline::render(&figures))?;
+    crate::write_file(&dir.join("baseline-diff.txt"), &text)?;
+    println!(
+        "{text}xtask: wrote {} ({} figures); the change is saved as target/bench/baseline-diff.txt",
+        baseline::FILE,
+        figures.len()
+    );
+    Ok(())
 }
 
 /// Boots `b` on each of its machines (and its Linux side, when `linux` is given) and prints
@@ -635,7 +726,8 @@ mod tests {
 /// `cargo xtask bench`'s flags.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Which benchmark (an unknown name lists them), `all`, or `summary`.
+    /// Which benchmark (an unknown name lists them), `all`, `summary`, `check` (the --icount
+    /// figures against xtask/bench-baseline.jsonl) or `baseline` (with --update: rewrite it).
     pub which: String,
     /// Run QEMU with -icount shift=0: deterministic instruction counts.
     #[arg(long)]
@@ -663,6 +755,13 @@ pub struct Args {
     /// The GIC version under KVM (default 3; 2 on a GICv2 host such as the Pi 5's GIC-400).
     #[arg(long, value_parser = clap::value_parser!(u8).range(2..=3))]
     pub gic: Option<u8>,
+    /// `baseline` only: measure every figure again and rewrite xtask/bench-baseline.jsonl.
+    #[arg(long)]
+    pub update: bool,
+    /// `check` and `baseline --update`: take the benchmarks' figures from their saved runs in
+    /// target/bench/ instead of running them again.
+    #[arg(long)]
+    pub saved: bool,
 }
 
 /// `cargo xtask bench WHICH [--icount] [--compare FILE]`: `all` runs every benchmark and prints
@@ -674,11 +773,11 @@ pub fn cli(a: Args) -> Result<()> {
     let peer = a.peer.as_deref().map(Peer::parse).transpose()?;
     let on =
         On { accel: a.accel.unwrap_or(crate::machine::accel::default()), no_hypervisor: a.no_hypervisor, gic: a.gic };
-    if which == "summary" && (a.accel.is_some() || a.no_hypervisor || a.gic.is_some()) {
-        return crate::error::refuse(
-            "bench summary reads the saved TCG runs against their seeds and goals; --accel, --no-hypervisor and --gic \
-             choose how a benchmark runs: give a benchmark's name",
-        );
+    if matches!(which, "summary" | "check" | "baseline") && (a.accel.is_some() || a.no_hypervisor || a.gic.is_some()) {
+        return crate::error::refuse(format!(
+            "bench {which} reads or measures the TCG figures (the seeds' goals, the --icount baseline); --accel, \
+             --no-hypervisor and --gic choose how one benchmark runs: give a benchmark's name"
+        ));
     }
     if let Some(b) = &a.board {
         if which != "guest-boot" {
@@ -686,7 +785,7 @@ pub fn cli(a: Args) -> Result<()> {
         }
         return guest_boot::run_board(crate::machine::with_qemu(b)?, a.icount);
     }
-    if let (Some(p), "all" | "summary") = (&a.compare, which) {
+    if let (Some(p), "all" | "summary" | "check" | "baseline") = (&a.compare, which) {
         return crate::error::refuse(format!(
             "--compare {}: bench {which} compares nothing; give one benchmark (bench NAME --compare FILE)",
             p.display()
@@ -694,8 +793,20 @@ pub fn cli(a: Args) -> Result<()> {
     }
     let dir = crate::workspace_root().join("target/bench");
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    if (a.update || a.saved) && !matches!(which, "check" | "baseline") {
+        return crate::error::refuse(format!(
+            "--update and --saved belong to bench check and bench baseline, not bench {which}"
+        ));
+    }
     let here: Vec<&str> = GUEST_BENCHES.iter().map(|b| b.name).collect();
     match which {
+        "check" => {
+            if a.update {
+                return crate::error::refuse("bench check never writes the baseline: bench baseline --update does");
+            }
+            return check_cli(a.saved);
+        }
+        "baseline" => return baseline_cli(a.update, a.saved),
         "all" => {
             for b in GUEST_BENCHES {
                 if on.no_hypervisor && b.hypervisor {
@@ -754,8 +865,22 @@ pub fn cli(a: Args) -> Result<()> {
             return Ok(());
         }
     }
-    let mut t = plot::summary(&dir, &here)?;
-    println!("== mechanisms against their seeds and goals (saved runs in target/bench/) ==\n{t}");
+    let (goal_rows, missing) = plot::goal_rows(&dir)?;
+    let figures = plot::goal_table(&goal_rows, &missing);
+    println!("== every figure against its goal (saved --icount runs and bench pgtable in target/bench/) ==\n{figures}");
+    if !goal_rows.is_empty() {
+        let bars: Vec<(String, f64, bool)> = goal_rows
+            .iter()
+            .map(|r| (format!("{}, {}", r.goal.figure, r.machine), r.goal.share(r.value), r.goal.met(r.value)))
+            .collect();
+        plot::goals_svg(&dir.join("goals.svg"), &bars)?;
+        eprintln!("xtask: drew {}", dir.join("goals.svg").display());
+    }
+    let mut t =
+        format!("## Every figure against its goal\n\n{figures}\n## Mechanisms against their seeds and goals\n\n");
+    let mechanisms = plot::summary(&dir, &here)?;
+    println!("== mechanisms against their seeds and goals (saved runs in target/bench/) ==\n{mechanisms}");
+    t += &mechanisms;
     let p = plot::peer_summary(&dir)?;
     println!(
         "== the kernel against Linux (bench mprotect --peer linux; goal: every row <= {}x) ==\n{p}",

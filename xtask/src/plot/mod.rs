@@ -12,7 +12,8 @@
 //! * [`rows`](mod@rows): a saved run's rows, read ([`Row`], [`Mode`]).
 //! * [`draw`]: the SVG plot of a run.
 //! * [`compare`](mod@compare): a run against an earlier one (`--compare`), a verdict per row.
-//! * [`goals`]: the `bench all` summary, each mechanism against its seed and goal ([`GOALS`]).
+//! * [`goals`]: the `bench all` summary, each mechanism against its seed and goal ([`GOALS`]),
+//!   and every speed figure against its goal ([`FIGURE_GOALS`], one table and one plot).
 //! * [`vs_linux`]: the EL0 benchmark against Linux ([`PEER_GOAL`]).
 
 pub mod compare;
@@ -22,7 +23,7 @@ pub mod rows;
 pub mod vs_linux;
 
 pub use compare::{check_earlier, compare, host_of, verdict, Verdict};
-pub use draw::{bench_svg, svg};
-pub use goals::{summary, Goal, Measured, Saved, GOALS};
+pub use draw::{bench_svg, goals_svg, svg};
+pub use goals::{goal_rows, goal_table, summary, FigureGoal, Goal, GoalRow, Measured, Saved, FIGURE_GOALS, GOALS};
 pub use rows::{group_setting, load, mode, row, rows, unit, Mode, Row};
 pub use vs_linux::{peer_pairs, peer_side_by_side, peer_summary, peer_table, PEER_GOAL};

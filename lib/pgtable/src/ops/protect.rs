@@ -134,16 +134,23 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
             if !d.is_contiguous() {
                 if let Some(new) = p.mask.and_then(|m| m.apply(p.regime, 3, d)) {
                     let decision = self.leaf_decision(d, new);
-                    if new != d {
-                        self.write(t, i - 1, new);
-                        self.record_run(decision, off, 3, 1);
+                    if i == range.end {
+                        // The last page of the range (a one-page protect): no run to start.
+                        if new != d {
+                            self.write(t, i - 1, new);
+                            self.record_run(decision, off, 3, 1);
+                        }
+                        break;
                     }
+                    // This page starts the run (it is of its own kind): the run's loop writes it
+                    // and records it with the pages after it.
                     let kind_bits = if seeded_bug!(self, ProtectRunWideKind) {
                         NOT_OUTPUT_BITS & !crate::descriptor::PERM_BITS
                     } else {
                         NOT_OUTPUT_BITS
                     };
                     run = Some((kind_bits, d.0 & kind_bits, d.0 ^ new.0, decision));
+                    i -= 1;
                     continue;
                 }
             }
@@ -319,7 +326,17 @@ fn protect_pages<A: FrameAlloc + ?Sized>(
         }
         return i;
     }
-    // Two at a time while both are alike (the loop control once per two pages), then one.
+    // Whole groups of 16 with paired loads and stores where the allocator allows it (4.3
+    // instructions per page), then two at a time while both are alike (the loop control once
+    // per two pages), then one.
+    if end - i >= crate::raw::GROUP {
+        if let Some(base) = frames.direct(t) {
+            // SAFETY: `i..end` are entries of the table at `t` (a level-3 table, 512 entries), whose
+            // memory `direct` gives for exactly these accesses.
+            let stopped = unsafe { crate::raw::flip_groups(base.add(i), base.add(end), kind, mask, flip) };
+            i = (stopped as usize - base as usize) / 8;
+        }
+    }
     while i + 2 <= end {
         let (d0, d1) = (frames.read_desc(t, i), frames.read_desc(t, i + 1));
         if d0 & mask != kind || d1 & mask != kind {
