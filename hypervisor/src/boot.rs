@@ -25,6 +25,10 @@ use core::convert::Infallible;
 use core::sync::atomic::Ordering;
 use hypcore::plan::MemoryPlan;
 
+/// x2 on a restart after the move to the top of RAM (then x1 is where the image was loaded);
+/// a boot loader gives x1 = x2 = 0 (the arm64 boot protocol).
+pub const MOVED_MARK: u64 = u64::from_le_bytes(*b"PGTLMOVE");
+
 /// From the device tree at `dtb_addr` (x0) to the guest; `loaded_at`: where the boot loader put
 /// the image, if it has moved since (its old copy is zeroed once the guest is in place).
 pub fn boot(dtb_addr: usize, loaded_at: Option<u64>) -> Result<Infallible, String> {
@@ -101,7 +105,7 @@ impl Discovered {
             CPUS[i].mpidr.store(c.mpidr & rt::MPIDR_AFF_MASK, Ordering::Relaxed);
         }
         psci::init(board);
-        let guest_cpus = board.cpus.len().min(rt::MAX_CPUS).min(opts.cpus.unwrap_or(usize::MAX));
+        let guest_cpus = hypcore::options::guest_cpus(board.cpus.len(), rt::MAX_CPUS, opts.cpus)?;
         psci::set_guest_cpus(guest_cpus);
         if board.cpus.len() > rt::MAX_CPUS {
             rt::println!(
@@ -186,9 +190,7 @@ impl Mapped {
     fn load(self) -> Result<Loaded, String> {
         let (d, plan, guest_cpus) = (&self.p.d, &self.p.plan, self.p.guest_cpus);
         let board = &d.board;
-        let initrd = board.initrd.ok_or_else(|| guest::LoadError::NoInitrd.to_string())?;
-        let initrd = Range::new(initrd.base, initrd.end());
-        let contents = guest::inspect(initrd).map_err(|e| e.to_string())?;
+        let (contents, sources) = guest::from_boot_loader(board).map_err(|e| e.to_string())?;
         let migration = if d.opts.migrate { Some(setup_migration(board, plan)?) } else { None };
         let tree = GuestTree::new(board, &d.host_dtb, plan, &d.opts, migration.as_ref(), guest_cpus);
         // The DTB's size hardly depends on where things go: measure it with the initramfs put
@@ -207,7 +209,8 @@ impl Mapped {
         // What the boot loader and the hypervisor left in the guest's RAM: the bundle, the boot
         // loader's DTB, the image before the move.
         let layout = rt::start::image_layout();
-        let mut dirty = alloc::vec![initrd, d.dtb];
+        let mut dirty = sources;
+        dirty.push(d.dtb);
         if let Some(at) = d.loaded_at {
             dirty.push(Range::new(at, at + (layout.end - layout.start) as u64));
         }
@@ -315,7 +318,11 @@ fn go_home(board: &Board, opts: &options::Options, dtb: Range, dtb_addr: usize) 
         ram: plan_input.ram,
         image,
         reserved: plan_input.reserved,
-        loaded: [Some(dtb), board.initrd.map(|i| Range::new(i.base, i.end()))].into_iter().flatten().collect(),
+        loaded: [Some(dtb), board.initrd.map(|i| Range::new(i.base, i.end()))]
+            .into_iter()
+            .flatten()
+            .chain(board.module_regions().map(|m| Range::new(m.base, m.end())))
+            .collect(),
         slotpool: opts.slotpool,
     };
     match decide(&input) {
@@ -329,9 +336,7 @@ fn go_home(board: &Board, opts: &options::Options, dtb: Range, dtb_addr: usize) 
         // SAFETY: `decide` chose a 2 MiB aligned destination inside RAM, clear of the running
         // image, the DTB, the initrd and reserved memory; only the boot CPU runs; so far only the
         // heap, the console and the options (BSS statics) have been written.
-        Home::MoveTo(to) => unsafe {
-            rt::start::restart_at(to, dtb_addr as u64, image.start, crate::start::MOVED_MARK)
-        },
+        Home::MoveTo(to) => unsafe { rt::start::restart_at(to, dtb_addr as u64, image.start, MOVED_MARK) },
     }
 }
 
@@ -416,7 +421,7 @@ impl<'a> GuestTree<'a> {
         // QEMU's virt gives a guest without EL2 PSCI over HVC; a board's firmware, SMC. The
         // guest always starts its CPUs with PSCI, the hypervisor's (the Pi 4's spin-table and
         // missing PSCI firmware included): HVC where the host has no PSCI.
-        let on_virt = board.compatible.iter().any(|c| c == "linux,dummy-virt");
+        let on_virt = board.is_qemu_virt();
         let conduit = opts
             .conduit
             .or(on_virt.then_some(board::PsciMethod::Hvc))
@@ -435,6 +440,10 @@ impl<'a> GuestTree<'a> {
             }];
         }
         spec.remove.extend(trimmed.iter().cloned());
+        // The boot loader's module nodes described the hypervisor's input, not the guest's.
+        spec.remove.extend(board.modules.iter().flat_map(|m| {
+            [Some(&m.kernel), m.ramdisk.as_ref(), m.device_tree.as_ref()].into_iter().flatten().map(|x| x.path.clone())
+        }));
         if !trimmed.is_empty() {
             spec.remove.push("/cpus/cpu-map".into());
         }

@@ -4,9 +4,9 @@
 //! when they are written.
 
 use crate::cpu::{self, CpuState, CPUS};
+use crate::el2mode::{self, mode};
 use crate::guest_el1;
 use aarch64_cpu::registers::*;
-use core::sync::atomic::{AtomicU8, Ordering};
 use rt::el2::{Mode, Why};
 use rt::features::{Features, IdRegs};
 use spin::Once;
@@ -26,29 +26,6 @@ static CONFIG: Once<Config> = Once::new();
 /// Records the configuration every CPU applies before it enters the guest (boot CPU, once).
 pub fn set_config(c: Config) {
     CONFIG.call_once(|| c);
-}
-
-/// How EL2 runs, as the boot CPU chose it (0 before that). Written by the boot CPU with its MMU
-/// off (so it is in memory, where CPUs started later read it with theirs off) and never again.
-static MODE: AtomicU8 = AtomicU8::new(0);
-
-fn encode(m: Mode) -> u8 {
-    match m {
-        Mode::Nvhe => 1,
-        Mode::Hvhe(Why::Res1) => 2,
-        Mode::Hvhe(Why::Forced) => 3,
-    }
-}
-
-/// How EL2 runs on every CPU. Before the boot CPU chose ([`choose_mode`]): the mode the entry
-/// code left this CPU in.
-pub fn mode() -> Mode {
-    match MODE.load(Ordering::Relaxed) {
-        1 => Mode::Nvhe,
-        2 => Mode::Hvhe(Why::Res1),
-        3 => Mode::Hvhe(Why::Forced),
-        _ => rt::entry::el2_mode_at_entry(),
-    }
 }
 
 /// This CPU's features.
@@ -76,20 +53,18 @@ pub fn choose_mode(force_e2h: bool) -> Mode {
     if m.e2h() != rt::entry::e2h_now() {
         rt::entry::el2(&rt::el2::guest_controls(m, &f));
     }
-    MODE.store(encode(m), Ordering::Relaxed);
+    el2mode::set(m);
     m
 }
 
 /// First thing on a CPU started after the boot CPU (MMU off): EL2 in the boot CPU's mode, every
 /// control written. A CPU whose E2H is RES1 under an nVHE boot CPU cannot run this hypervisor:
-/// it says so and stops the run.
-pub fn entry_secondary() {
+/// the error says so (the caller stops the run).
+pub fn entry_secondary() -> Result<(), &'static str> {
     let m = mode();
-    if let Err(why) = rt::el2::secondary(m, rt::entry::e2h_now()) {
-        rt::console::panic_print(format_args!("hyp: CPU {}: {why}\n", cpu::current()));
-        crate::exit::exit(crate::trap::EXIT_HYP_FAULT);
-    }
+    rt::el2::secondary(m, rt::entry::e2h_now())?;
     rt::entry::el2(&rt::el2::guest_controls(m, &features()));
+    Ok(())
 }
 
 /// Configures EL2 on this CPU (`cpu`) for the guest and marks it on.

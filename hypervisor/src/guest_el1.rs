@@ -1,7 +1,7 @@
 //! The guest's EL1 registers, as EL2 reaches them: by their own names when HCR_EL2.E2H = 0, by
 //! the `*_EL12` encodings when E2H = 1 (hVHE), where the `*_EL1` names reach the `*_EL2`
 //! registers instead (writing "SCTLR_EL1" would write SCTLR_EL2). Every access the hypervisor
-//! makes to a guest EL1 register goes through here; the mode is the one `el2::mode` chose.
+//! makes to a guest EL1 register goes through here; the mode is the one `el2mode::mode` says.
 //! (PAR_EL1 has no EL2 twin and is the same register in both modes, and `AT S1E1*` translates
 //! the EL1&0 regime in both, TGE being 0: `trap::fault_ipa` uses them directly.)
 
@@ -13,7 +13,7 @@ macro_rules! guest_reg {
             /// Reads the guest's register.
             #[allow(dead_code)]
             pub fn read() -> u64 {
-                if crate::el2::mode().e2h() {
+                if crate::el2mode::mode().e2h() {
                     rt::read_sysreg!($el12)
                 } else {
                     rt::read_sysreg!($el1)
@@ -22,7 +22,7 @@ macro_rules! guest_reg {
             /// Writes the guest's register.
             #[allow(dead_code)]
             pub fn write(v: u64) {
-                if crate::el2::mode().e2h() {
+                if crate::el2mode::mode().e2h() {
                     rt::write_sysreg!($el12, v);
                 } else {
                     rt::write_sysreg!($el1, v);

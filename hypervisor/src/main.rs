@@ -21,7 +21,9 @@ mod hyp {
     pub(crate) mod counters;
     pub(crate) mod cpu;
     pub(crate) mod dirtylog;
+    pub(crate) mod efi;
     pub(crate) mod el2;
+    pub(crate) mod el2mode;
     pub(crate) mod exit;
     pub(crate) mod guest;
     pub(crate) mod guest_el1;

@@ -156,7 +156,7 @@ pub fn setup(board: &Board, plan: &hypcore::plan::MemoryPlan) -> Result<(u64, u6
     let layout = rt::start::image_layout();
 
     // EL2 stage 1, in the regime EL2 runs in (E2H = 0: EL2; E2H = 1: EL2&0, another format).
-    let mode = crate::el2::mode();
+    let mode = crate::el2mode::mode();
     let mut el2 = PageTable::new(rt::el2::regime(mode), HypFrames::new()).map_err(|e| format!("EL2 table: {e:?}"))?;
     let (start, text, ro, end) =
         (layout.start as u64, layout.text_end as u64, layout.rodata_end as u64, layout.end as u64);

@@ -4,7 +4,6 @@
 
 use crate::cpu::{self, CPUS};
 use crate::{boot, el2, exit, mem, migrate, mmu, psci, trap};
-use core::sync::atomic::Ordering;
 
 /// `HINT #125` (a NOP) then return: executed first thing on every boot, wherever the image
 /// runs (it may have moved itself, `hypcore::home`), so the instruction-counting QEMU plugin
@@ -17,10 +16,6 @@ extern "C" fn pgtlab_el2_home_mark() {
     core::arch::naked_asm!("hint #125", "ret")
 }
 
-/// x2 on a restart after the move to the top of RAM (then x1 is where the image was loaded);
-/// a boot loader gives x1 = x2 = 0 (the arm64 boot protocol).
-pub const MOVED_MARK: u64 = u64::from_le_bytes(*b"PGTLMOVE");
-
 /// The boot CPU: x0 = the device tree (boot protocol), x1/x2 as `rt::start::restart_at` set them
 /// after the move home. Every EL2 control is written before anything relies on it
 /// (`el2::entry_boot`), then `boot::boot` runs the phases up to the guest.
@@ -31,7 +26,7 @@ extern "C" fn rt_main(dtb: usize, x1: u64, x2: u64) -> ! {
     VBAR_EL2.set(rt::trap::vectors_el2());
     el2::entry_boot();
     mem::init_heap();
-    let loaded_at = (x2 == MOVED_MARK).then_some(x1);
+    let loaded_at = (x2 == boot::MOVED_MARK).then_some(x1);
     match boot::boot(dtb, loaded_at) {
         Ok(never) => match never {},
         Err(e) => {
@@ -46,7 +41,10 @@ extern "C" fn rt_main(dtb: usize, x1: u64, x2: u64) -> ! {
 extern "C" fn rt_secondary_main(cpu: usize) -> ! {
     use aarch64_cpu::registers::{Writeable, VBAR_EL2};
     VBAR_EL2.set(rt::trap::vectors_el2());
-    el2::entry_secondary();
+    if let Err(why) = el2::entry_secondary() {
+        rt::console::panic_print(format_args!("hyp: CPU {}: {why}\n", cpu::current()));
+        exit::exit(trap::EXIT_HYP_FAULT);
+    }
     // First the MMU: everything shared is read through the caches, coherently with the boot CPU.
     mmu::enable_secondary(cpu);
     if migrate::worker_cpu() == Some(cpu) {
@@ -57,7 +55,8 @@ extern "C" fn rt_secondary_main(cpu: usize) -> ! {
         // Taken at boot (`psci::take_waiting_cpus`): wait for the guest's CPU_ON.
         psci::park(cpu);
     }
-    el2::start_cpu(cpu, c.entry.load(Ordering::Relaxed), c.context.load(Ordering::Relaxed))
+    let (entry, context) = c.start.entry();
+    el2::start_cpu(cpu, entry, context)
 }
 
 #[panic_handler]

@@ -158,7 +158,7 @@ fn boot(dtb_pa: usize) -> Result<(), String> {
 fn detect_host(board: &Board) -> Host {
     if power::host() == Host::Hypervisor {
         Host::Hypervisor
-    } else if board.compatible.iter().any(|c| c == "linux,dummy-virt") {
+    } else if board.is_qemu_virt() {
         Host::Qemu
     } else {
         Host::Firmware

@@ -23,10 +23,10 @@ fn forge() {
 pub fn reset() -> ! {
     forge();
     rt::console::flush();
-    let conduit = crate::guest::PSCI.load(Ordering::Relaxed);
-    crate::guest::smccc(conduit == 2, abi::psci::SYSTEM_RESET, 0);
+    let conduit = crate::calls::PSCI.load(Ordering::Relaxed);
+    crate::calls::smccc(conduit == 2, abi::psci::SYSTEM_RESET, 0);
     rt::println!("testguest: PSCI SYSTEM_RESET returned");
-    crate::guest::end(1)
+    crate::calls::end(1)
 }
 
 /// `forge-panic`.

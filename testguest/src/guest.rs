@@ -5,8 +5,10 @@ use alloc::string::String;
 use board::Board;
 use bootargs::{Table, Word};
 use buddy_system_allocator::LockedHeap;
-use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use core::sync::atomic::Ordering;
 use rt::trap::TrapFrame;
+
+use crate::calls::{self, end};
 
 /// Heap for the device tree's description (QEMU's DTB is 1 MiB; its description far less).
 const HEAP_SIZE: usize = 1 << 20;
@@ -40,11 +42,6 @@ pub const WORDS: &[Word] = &[
 
 const TABLE: Table = Table { owner: "testguest", words: WORDS, foreign: &[] };
 
-/// Whether the pgtlab hypervisor runs below (it then prints the run's final line).
-static UNDER_HYPERVISOR: AtomicBool = AtomicBool::new(false);
-/// PSCI conduit from the device tree: 0 none, 1 HVC, 2 SMC.
-pub(crate) static PSCI: AtomicU64 = AtomicU64::new(0);
-
 /// x1-x3 as the boot loader left them (the boot protocol says 0; `view` checks).
 #[no_mangle]
 extern "C" fn rt_main(dtb: usize, x1: u64, x2: u64, x3: u64) -> ! {
@@ -58,7 +55,7 @@ extern "C" fn rt_main(dtb: usize, x1: u64, x2: u64, x3: u64) -> ! {
     }
     // SAFETY: HEAP_SPACE is used only here, once, and handed to the allocator for good.
     unsafe { HEAP.lock().init(core::ptr::addr_of_mut!(HEAP_SPACE) as usize, HEAP_SIZE) };
-    UNDER_HYPERVISOR.store(!at_el2() && probe_hypervisor(), Ordering::Relaxed);
+    calls::UNDER_HYPERVISOR.store(!at_el2() && probe_hypervisor(), Ordering::Relaxed);
     let status = match run(dtb, [x1, x2, x3]) {
         Ok(status) => status,
         Err(e) => {
@@ -79,14 +76,14 @@ fn run(dtb: usize, regs: [u64; 3]) -> Result<u32, String> {
         unsafe { rt::console::init(uart.kind, uart.base as usize) };
     }
     if let Some(p) = board.psci.as_ref() {
-        PSCI.store(if p.method == board::PsciMethod::Smc { 2 } else { 1 }, Ordering::Relaxed);
+        calls::PSCI.store(if p.method == board::PsciMethod::Smc { 2 } else { 1 }, Ordering::Relaxed);
     }
     let cmdline = board.bootargs.as_deref().unwrap_or("");
     rt::println!(
         "testguest: at EL{}, DTB {dtb:#x}, image at {:#x}, {}, bootargs {cmdline:?}",
         if at_el2() { 2 } else { 1 },
         rt::start::image_layout().start,
-        if UNDER_HYPERVISOR.load(Ordering::Relaxed) { "under the pgtlab hypervisor" } else { "alone" }
+        if calls::UNDER_HYPERVISOR.load(Ordering::Relaxed) { "under the pgtlab hypervisor" } else { "alone" }
     );
     // As a boot loader (words before the marker) it reads its own words only; else all of them.
     let (before, after) = bootargs::split_firmware(cmdline).map_err(|e| format!("{e}"))?;
@@ -115,52 +112,7 @@ pub(crate) fn at_el2() -> bool {
 fn probe_hypervisor() -> bool {
     use aarch64_cpu::registers::{Readable, ID_AA64PFR0_EL1};
     let el2 = (ID_AA64PFR0_EL1.get() >> 8) & 0xf != 0;
-    el2 && smccc(false, abi::hypercall::CALL_UID, 0) == abi::hypercall::UID
-}
-
-/// An SMCCC call through HVC or SMC; returns x0..x3.
-pub(crate) fn smccc(smc: bool, fid: u64, a1: u64) -> [u64; 4] {
-    let (r0, r1, r2, r3);
-    // SAFETY: an SMCCC call: per SMCCC v1.0 x0-x17 may be clobbered, and the callee touches no
-    // memory of ours.
-    unsafe {
-        if smc {
-            core::arch::asm!("smc #0", inout("x0") fid => r0, inout("x1") a1 => r1, out("x2") r2, out("x3") r3,
-                out("x4") _, out("x5") _, out("x6") _, out("x7") _, out("x8") _, out("x9") _, out("x10") _,
-                out("x11") _, out("x12") _, out("x13") _, out("x14") _, out("x15") _, out("x16") _, out("x17") _,
-                options(nostack));
-        } else {
-            core::arch::asm!("hvc #0", inout("x0") fid => r0, inout("x1") a1 => r1, out("x2") r2, out("x3") r3,
-                out("x4") _, out("x5") _, out("x6") _, out("x7") _, out("x8") _, out("x9") _, out("x10") _,
-                out("x11") _, out("x12") _, out("x13") _, out("x14") _, out("x15") _, out("x16") _, out("x17") _,
-                options(nostack));
-        }
-    }
-    [r0, r1, r2, r3]
-}
-
-/// Ends the run with `status`: the exit hypercall under the hypervisor (which prints the final
-/// line), else the final line and PSCI SYSTEM_OFF (SYSTEM_RESET on a failure: alone, how the
-/// machine ends is the verdict).
-pub(crate) fn end(status: u32) -> ! {
-    rt::console::flush();
-    if UNDER_HYPERVISOR.load(Ordering::Relaxed) {
-        smccc(false, abi::hypercall::EXIT, status.into());
-    } else {
-        rt::console::panic_print(format_args!("{}\n", abi::exit::FinalLine(status)));
-        rt::console::flush();
-        match PSCI.load(Ordering::Relaxed) {
-            0 => {}
-            c => {
-                let fid = if status == 0 { abi::psci::SYSTEM_OFF } else { abi::psci::SYSTEM_RESET };
-                smccc(c == 2, fid, 0);
-            }
-        }
-        rt::console::panic_print(format_args!("testguest: {}\n", abi::exit::NO_POWER_OFF));
-    }
-    loop {
-        aarch64_cpu::asm::wfe();
-    }
+    el2 && calls::smccc(false, abi::hypercall::CALL_UID, 0) == abi::hypercall::UID
 }
 
 /// Every exception the guest takes: an undefined instruction the current mode expects (see

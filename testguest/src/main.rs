@@ -34,6 +34,7 @@ extern crate alloc;
 #[cfg(target_os = "none")]
 #[path = "."]
 mod bare {
+    pub(crate) mod calls;
     pub(crate) mod entry;
     pub(crate) mod forge;
     pub(crate) mod guest;

@@ -14,6 +14,8 @@ use xtask::supervise::{self, Outcome};
 
 pub use xtask::launch::Launch as Config;
 
+pub mod kvm;
+
 /// Longest a single boot may take before the test fails (TCG, up to 8 CPUs and 4 GiB).
 pub const BOOT_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -229,7 +231,8 @@ fn try_boot_args(
     let r = cfg.resolve(&e.images, version).map_err(|e| format!("{e:#}"))?;
     let mut args = r.args;
     edit(&mut args, r.judging);
-    let outcome = supervise::run_args(qemu, &args, r.judging, BOOT_TIMEOUT, None, |_| {}).expect("running QEMU");
+    let outcome =
+        supervise::run_on(qemu, cfg.accel, &args, r.judging, BOOT_TIMEOUT, None, |_| {}).expect("running QEMU");
     let mut records = Vec::new();
     for line in outcome.output.lines() {
         if let Some(r) = parse_line(line) {

@@ -21,9 +21,17 @@ fn cfg(board: &'static Machine, f: impl FnOnce(&mut Launch)) -> Launch {
 /// The hypervisor and the kernel with `cpus` CPUs: the board's model name, the console the
 /// DTB names, every CPU online at EL1, a clean power-off with one final line.
 fn hyp_and_kernel(board: &'static Machine, cpus: u32) -> Run {
-    let run = boot(cfg(board, |c| match board.model().smp {
-        xtask::machine::Smp::Fixed(n) if cpus < n => c.bootargs = format!("hyp.cpus={cpus}"),
-        _ => c.smp = cpus,
+    hyp_and_kernel_with(board, cpus, None)
+}
+
+/// [`hyp_and_kernel`] with the guest's RAM `mem` (`--mem`; `None`: the board's default).
+fn hyp_and_kernel_with(board: &'static Machine, cpus: u32, mem: Option<xtask::machine::Size>) -> Run {
+    let run = boot(cfg(board, |c| {
+        c.mem = mem;
+        match board.model().smp {
+            xtask::machine::Smp::Fixed(n) if cpus < n => c.bootargs = format!("hyp.cpus={cpus}"),
+            _ => c.smp = cpus,
+        }
     }));
     run.expect_exit(0);
     run.expect_output(&format!("kernel: {cpus} of {cpus} CPUs online"));
@@ -115,9 +123,13 @@ fn imx8mp_evk_hypervisor_and_kernel_4_cpus() {
     model(&r, "NXP i.MX8MPlus EVK board", "Cortex-A53");
 }
 
+/// With `--mem` too: on a board it is the guest's RAM exactly, as on `virt` (the machine is
+/// sized for it with the hypervisor's share and the board's reservations on top).
 #[test]
 fn imx8mp_evk_hypervisor_and_kernel_1_cpu() {
-    hyp_and_kernel(tests::machine("imx8mp-evk"), 1);
+    let run = hyp_and_kernel_with(tests::machine("imx8mp-evk"), 1, Some(tests::mem("1G")));
+    let banners = run.records("banner");
+    assert!(banners.iter().all(|b| b.u64("mem_mib") == Some(1024)), "--mem 1G\n{}", run.dump());
 }
 
 /// The kernel's self-tests (SMCCC rules, bad calls, memory permissions, interrupts on the

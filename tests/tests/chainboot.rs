@@ -13,10 +13,10 @@ use xtask::launch::Launch;
 /// A minimal valid arm64 Image of `len` bytes.
 fn tiny_image(len: usize) -> Vec<u8> {
     let mut v: Vec<u8> = (0..len).map(|i| (i * 31 + 7) as u8).collect();
-    v[0x38..0x3c].copy_from_slice(&rt::image::MAGIC.to_le_bytes());
-    v[24..32].copy_from_slice(&(rt::image::FLAG_PAGE_4K | rt::image::FLAG_ANYWHERE).to_le_bytes());
+    v[0x38..0x3c].copy_from_slice(&abi::image::MAGIC.to_le_bytes());
+    v[24..32].copy_from_slice(&(abi::image::FLAG_PAGE_4K | abi::image::FLAG_ANYWHERE).to_le_bytes());
     v[8..16].fill(0);
-    rt::image::ImageHeader::patch(&mut v, len as u64 + 0x1000).unwrap();
+    abi::image::ImageHeader::patch(&mut v, len as u64 + 0x1000).unwrap();
     v
 }
 

@@ -14,6 +14,7 @@ fn boot(chainloader: bool) -> Boot {
         bootargs: "hyp.conduit=smc".into(),
         baud: None,
         pi: flash::pi5(),
+        armstub: None,
     }
 }
 

@@ -126,7 +126,7 @@ fn guest_device_tree_the_hypervisor_writes_for_a_pi5() {
     let Some(dtb) = pi5_dtb() else { return };
     let hyp = std::fs::read(&tests::images().hypervisor).unwrap();
     let kernel_len = std::fs::metadata(&tests::images().kernel).unwrap().len();
-    let image_size = rt::image::ImageHeader::parse(&hyp).unwrap().image_size;
+    let image_size = abi::image::ImageHeader::parse(&hyp).unwrap().image_size;
     for gib in [4, 8] {
         let host_dtb = as_the_firmware_hands_it(&dtb, gib, kernel_len);
         let host = Board::from_dtb(&host_dtb).unwrap();

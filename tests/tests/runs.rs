@@ -29,7 +29,7 @@ fn unknown_duplicated_or_bad_boot_words_stop_the_boot_naming_the_word() {
         expect(&run, exit::GUEST_FAILURE, lines);
         assert!(!run.outcome.output.contains("self-test"), "no test may run\n{}", run.dump());
     }
-    let hyp: [(&str, &[&str]); 6] = [
+    let hyp: [(&str, &[&str]); 7] = [
         // The boot loader's marker twice would make `test=irq` the boot loader's, ignored.
         ("pgtlab test=irq pgtlab", &["the word \"pgtlab\" is given twice", "(the words between the two, \"test=irq\""]),
         (
@@ -40,10 +40,13 @@ fn unknown_duplicated_or_bad_boot_words_stop_the_boot_naming_the_word() {
         ("hyp.slotpool=18446744073709551615", &["\"hyp.slotpool=18446744073709551615\"", "out of range"]),
         ("hyp.check-splt", &["unknown boot argument \"hyp.check-splt\" (did you mean \"hyp.check-split\"?)"]),
         ("hyp.guest-mem=0", &["\"hyp.guest-mem=0\"", "out of range"]),
+        // More CPUs than the machine has: refused, never quietly fewer.
+        ("hyp.cpus=5", &["hyp.cpus=5: the device tree has 4 CPUs; give at most 4"]),
     ];
     for (args, lines) in hyp {
-        // hyp.guest-mem is the xtask's (--mem): given on QEMU's command line by hand here.
-        let run = if args.starts_with("hyp.guest-mem") {
+        // hyp.guest-mem is the xtask's (--mem), and it refuses hyp.cpus beyond --smp: given on
+        // QEMU's command line by hand here.
+        let run = if args.starts_with("hyp.guest-mem") || args.starts_with("hyp.cpus") {
             tests::boot_with_append(config(|_| {}), args)
         } else {
             boot(config(|c| c.bootargs = args.into()))
@@ -84,9 +87,18 @@ fn bad_guest_images_are_refused_not_hung() {
         std::fs::write(&path, bytes).unwrap();
         let run = boot(config(|c| {
             c.smp = 1;
-            c.guest_image = Some(path);
+            c.guest_image = Some(path.clone());
         }));
         expect(&run, exit::HYP_FAULT, &["hyp: boot failed: the initrd is not a bootable arm64 Image", line]);
+        if name == "corrupt" {
+            // The same kernel in a guest bundle: the message names the bundle's kernel.
+            let run = boot(config(|c| {
+                c.smp = 1;
+                c.guest = Some(xtask::launch::Guest { kernel: path, initrd: None, append: "quiet".into() });
+            }));
+            let first = "hyp: boot failed: the guest bundle's kernel is not a bootable arm64 Image";
+            expect(&run, exit::HYP_FAULT, &[first, line]);
+        }
     }
 }
 
@@ -421,6 +433,8 @@ fn bad_command_lines_are_refused_before_anything_runs() {
     std::fs::write(path("x86.elf"), &elf).unwrap();
     let mut pe = vec![0u8; 256];
     pe[..2].copy_from_slice(b"MZ");
+    pe[0x3c] = 0x80;
+    pe[0x80..0x84].copy_from_slice(b"PE\0\0");
     std::fs::write(path("app.efi"), &pe).unwrap();
     let fifo = std::ffi::CString::new(path("initrd.fifo")).unwrap();
     let _ = std::fs::remove_file(path("initrd.fifo"));

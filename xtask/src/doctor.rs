@@ -1,5 +1,6 @@
 //! `cargo xtask doctor`: what this host has for the project: the cross toolchain, the linker,
-//! the QEMU each machine model runs on (installing what is missing when root).
+//! the QEMU each machine model runs on (installing what is missing when root), what this host's
+//! KVM offers and whether the KVM host model is provisioned.
 
 use crate::launch::Qemu;
 use crate::machine;
@@ -26,6 +27,9 @@ pub fn run() -> Result<()> {
             Ok(p) => println!("qemu for --board {m} (needs {}): {} ({})", q.min_qemu, p.display(), v(&p)),
             Err(e) => println!("qemu for --board {m} (needs {}): not available: {e:#}", q.min_qemu),
         }
+    }
+    for l in crate::provision::kvm::doctor_lines() {
+        println!("{l}");
     }
     Ok(())
 }

@@ -19,11 +19,12 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 /// The libFuzzer targets (binaries of `fuzz/libfuzzer`, functions of the `fuzz` crate).
-pub const TARGETS: [(&str, &str); 4] = [
+pub const TARGETS: [(&str, &str); 5] = [
     ("image_header", "the arm64 Image header parser (the hypervisor's guest loader)"),
     ("dtb", "the DTB parser (lib/board), as both binaries run it at boot"),
     ("guest_dtb", "the guest-DTB writer on every DTB the parser accepts; the output must parse"),
     ("bootargs", "the strict boot-argument and size parsers (lib/bootargs)"),
+    ("efi", "what the hypervisor's UEFI entry reads: its PE header, load options, the memory map"),
 ];
 
 fn fuzz_dir() -> PathBuf {

@@ -13,7 +13,8 @@
 //!   the same way; other payloads are refused with their name;
 //! * an ELF file is refused, naming its machine (an arm64 ELF: turn it into an Image or a raw
 //!   binary; QEMU gives an ELF `-kernel` no device tree);
-//! * a PE file without the Image header is refused (it needs UEFI firmware);
+//! * a PE file (`MZ`, and `PE\0\0` where its offset at 0x3c points) without the Image header
+//!   is refused (it needs UEFI firmware);
 //! * anything else is a raw binary, and the run says so.
 
 use anyhow::{bail, Context, Result};
@@ -67,7 +68,12 @@ pub fn identify(bytes: &[u8]) -> Kind {
                 size: size as usize,
             };
         }
-        return Kind::Pe;
+        // A PE file: `e_lfanew` leads to "PE\0\0". "MZ" alone is code (this project's raw
+        // binaries start with the Image's "MZ" no-op, `abi::pe::MZ_NOP`).
+        let pe = u32_at(abi::pe::LFANEW_OFFSET).and_then(|o| at(o as usize, 4));
+        if pe == Some(b"PE\0\0") {
+            return Kind::Pe;
+        }
     }
     Kind::Raw
 }
@@ -186,7 +192,7 @@ mod tests {
 
     fn image() -> Vec<u8> {
         let mut i = vec![0u8; 8192];
-        i[rt::image::MAGIC_OFFSET..rt::image::MAGIC_OFFSET + 4].copy_from_slice(&rt::image::MAGIC.to_le_bytes());
+        i[abi::image::MAGIC_OFFSET..abi::image::MAGIC_OFFSET + 4].copy_from_slice(&abi::image::MAGIC.to_le_bytes());
         i[100] = 7;
         i
     }
@@ -214,7 +220,13 @@ mod tests {
         assert_eq!(identify(&elf), Kind::Elf { machine: 62 });
         let mut pe = vec![0u8; 128];
         pe[..2].copy_from_slice(b"MZ");
+        assert_eq!(identify(&pe), Kind::Raw, "MZ without a PE header: code (a raw binary's MZ no-op)");
+        pe[0x3c] = 0x40;
+        pe[0x40..0x44].copy_from_slice(b"PE\0\0");
         assert_eq!(identify(&pe), Kind::Pe);
+        pe[0x3c] = 0x7e;
+        assert_eq!(identify(&pe), Kind::Raw, "e_lfanew past the end");
+        pe[0x3c] = 0x40;
         pe[4..8].copy_from_slice(b"zimg");
         pe[8..12].copy_from_slice(&64u32.to_le_bytes());
         pe[12..16].copy_from_slice(&32u32.to_le_bytes());
@@ -256,6 +268,8 @@ mod tests {
         assert!(format!("{:#}", prepare(&write("a.elf", &x86)).unwrap_err()).contains("AArch64 ELF"));
         let mut pe = vec![0u8; 128];
         pe[..2].copy_from_slice(b"MZ");
+        pe[0x3c] = 0x40;
+        pe[0x40..0x44].copy_from_slice(b"PE\0\0");
         assert!(format!("{:#}", prepare(&write("a.efi", &pe)).unwrap_err()).contains("UEFI"));
         let img = write("Image", &image());
         assert_eq!(prepare(&img).unwrap(), img);

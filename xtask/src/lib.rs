@@ -4,14 +4,16 @@
 //! 1. **Ground**: files ([`write_file`], [`workspace_root`]), one error style ([`error`]),
 //!    child processes that end with the xtask ([`signals`]), [`cpio`], a QMP client ([`qmp`]).
 //! 2. **[`provision`]**: what this machine has and what is fetched for it once: the cross
-//!    toolchain, apt, Debian's arm64 packages, a QEMU new enough for the board models.
+//!    toolchain, apt, Debian's arm64 packages, a QEMU new enough for the board models,
+//!    firmware, what this host's KVM offers, the KVM host model's files.
 //! 3. **[`machine`]**: the one table of machines (QEMU's `virt`, the board models, the boards
 //!    QEMU has no model of), CPU models, `--mem` as a [`machine::Size`], accelerators.
 //! 4. **Artifacts**: the Images ([`build`]), a `--guest` file identified ([`kernel_file`]),
 //!    the instruction-counting plugin ([`plugin`]), `@@report` records ([`report`]).
 //! 5. **[`launch`]**: a boot as a typed spec, checked once and turned once into QEMU's
 //!    arguments, with the machine's RAM sized on the way.
-//! 6. **[`supervise`]**: QEMU as a supervised process, its console watched, its outcome judged.
+//! 6. **[`supervise`]**: QEMU as a supervised process, its console watched, its outcome judged;
+//!    run where the accelerator says: here (TCG, this host's KVM) or inside the KVM host model.
 //! 7. **Commands**: [`run`], [`test`], [`lint`], [`bench`] (with [`plot`]), [`perf`],
 //!    [`fuzz`], [`mutants`], [`flash`], [`chainboot`], [`doctor`]; [`linux`] prepares Debian's
 //!    Linux as a guest for them.

@@ -173,9 +173,9 @@ pub struct Args {
     /// NAME=VALUE, repeatable: one boot per combination (e.g. bbml2=on --mechanism bbml2=off).
     #[arg(long = "mechanism")]
     pub mechanisms: Vec<String>,
-    /// QEMU CPU model.
-    #[arg(long, default_value = "max")]
-    pub cpu: String,
+    /// QEMU CPU model (default max; under KVM the host's own, and --cpu is refused).
+    #[arg(long)]
+    pub cpu: Option<String>,
     /// GIC version.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u8).range(2..=3))]
     pub gic: u8,
@@ -188,12 +188,52 @@ pub struct Args {
     /// More kernel boot arguments (e.g. split.gib=4).
     #[arg(long, default_value = "")]
     pub bootargs: String,
+    /// How QEMU runs the guest: tcg (the default), kvm (this arm64 host's cores and their PMU:
+    /// the events the host's KVM exposes are counted, the others said so), kvm-model.
+    #[arg(long, value_parser = crate::run::accel_arg)]
+    pub accel: Option<&'static crate::machine::Accel>,
+    /// The kernel alone at EL1, without the hypervisor (a host whose KVM offers no EL2, such
+    /// as a Pi 5).
+    #[arg(long)]
+    pub no_hypervisor: bool,
+}
+
+impl Args {
+    /// The accelerator (TCG unless `--accel`).
+    fn accel(&self) -> &'static crate::machine::Accel {
+        self.accel.unwrap_or(crate::machine::accel::default())
+    }
+
+    /// `--cpu`, or QEMU's `max`.
+    fn cpu(&self) -> &str {
+        self.cpu.as_deref().unwrap_or("max")
+    }
+
+    /// The CPU's name in titles and file names: `--cpu` under TCG, `host` under KVM (which
+    /// takes the host's).
+    fn cpu_name(&self) -> &str {
+        if self.accel().tcg {
+            self.cpu()
+        } else {
+            "host"
+        }
+    }
 }
 
 /// `cargo xtask perf`.
 pub fn cli(a: Args) -> Result<()> {
+    a.accel().check(a.icount, a.count_insns, false)?;
+    if let (Some(c), Some(forced)) = (&a.cpu, a.accel().cpu) {
+        return crate::error::refuse(format!(
+            "--cpu {c} with --accel {}: KVM runs the host's own CPU (-cpu {forced}); leave --cpu out",
+            a.accel()
+        ));
+    }
+    if a.accel().runs == crate::machine::accel::Runs::Here && !a.accel().tcg {
+        supervise::kvm::host()?;
+    }
     if a.scenario == "list" {
-        return list(&a.cpu, a.icount);
+        return list(&a);
     }
     run(&a)
 }
@@ -320,7 +360,7 @@ pub fn side_by_side(runs: &[SettingRun]) -> String {
 pub fn run(a: &Args) -> Result<()> {
     // A scenario or mechanism the xtask does not know is a usage error (exit 64), not its own.
     let refused = |e: anyhow::Error| anyhow::Error::new(crate::error::Refused(format!("{e:#}")));
-    let sc = scenario(&a.scenario, &a.cpu).map_err(refused)?;
+    let sc = scenario(&a.scenario, a.cpu()).map_err(refused)?;
     let sets = settings(&a.mechanisms).map_err(refused)?;
     let tc = toolchain::find()?;
     let qemu_bin = system::qemu()?;
@@ -328,7 +368,14 @@ pub fn run(a: &Args) -> Result<()> {
     let lib = if a.count_insns { Some(plugin::build(&qemu_bin)?) } else { None };
     let dir = workspace_root().join("target/perf");
     std::fs::create_dir_all(&dir)?;
-    let stem = format!("{}-{}{}", a.scenario, a.cpu, if a.icount { "-icount" } else { "" });
+    let accel = a.accel();
+    let stem = format!(
+        "{}-{}{}{}",
+        a.scenario,
+        a.cpu_name(),
+        if a.icount { "-icount" } else { "" },
+        if accel.tcg { String::new() } else { format!("-{accel}") }
+    );
     let mut runs = Vec::new();
     let mut jsonl = String::new();
     for s in &sets {
@@ -343,11 +390,13 @@ pub fn run(a: &Args) -> Result<()> {
         }
         let out_file = dir.join(format!("{stem}-{}.plugin.jsonl", label.replace(['=', ','], "_")));
         let mut cfg = Launch {
-            cpu: a.cpu.clone(),
+            accel,
+            cpu: a.cpu().into(),
             gic: a.gic,
             smp: sc.smp,
             mem: Some(sc.mem),
             icount: a.icount.then_some(0),
+            no_hypervisor: a.no_hypervisor,
             bootargs: bootargs.trim().into(),
             ..Launch::default()
         };
@@ -366,8 +415,11 @@ pub fn run(a: &Args) -> Result<()> {
         for ((counter, el, source), v) in &r.values {
             let mut o = serde_json::Map::new();
             o.insert("scenario".into(), a.scenario.clone().into());
-            o.insert("cpu".into(), a.cpu.clone().into());
+            o.insert("cpu".into(), a.cpu_name().into());
             o.insert("icount".into(), a.icount.into());
+            if !accel.tcg {
+                o.insert("accel".into(), accel.name.into());
+            }
             o.insert("setting".into(), label.clone().into());
             o.insert("counter".into(), counter.clone().into());
             o.insert("el".into(), el.clone().into());
@@ -384,12 +436,16 @@ pub fn run(a: &Args) -> Result<()> {
     let mut text = format!(
         "perf {} on {} ({}, PMUv3 version {}, {} counters{}), {}\n",
         a.scenario,
-        a.cpu,
+        a.cpu_name(),
         info.str("core").unwrap_or("?"),
         info.u64("pmuver").unwrap_or(0),
         info.u64("counters").unwrap_or(0),
         if info.bool("long_counters") == Some(true) { ", 64-bit" } else { ", 32-bit with overflow accounting" },
-        if a.icount { "QEMU TCG -icount shift=0 (instruction counts exact)" } else { "QEMU TCG (wall time)" }
+        match (accel.tcg, a.icount) {
+            (true, true) => "QEMU TCG -icount shift=0 (instruction counts exact)".to_string(),
+            (true, false) => "QEMU TCG (wall time)".to_string(),
+            (false, _) => format!("--accel {accel} (the host's PMU through KVM)"),
+        }
     );
     text += "counted on CPU 0 around the whole scenario; own = the project's counters (pgtable, cache, PMU driver)";
     if a.count_insns {
@@ -415,15 +471,19 @@ fn run_boot(qemu_bin: &std::path::Path, cfg: &Launch, images: &Images, timeout: 
     Ok(out.output)
 }
 
-/// `perf list`: the events of `cpu`'s tables, whether counted here, and why not.
-pub fn list(cpu: &str, icount: bool) -> Result<()> {
+/// `perf list`: the events of the CPU's tables (`--cpu`'s, or the host's under KVM), whether
+/// counted here, and why not.
+pub fn list(a: &Args) -> Result<()> {
+    let (cpu, icount) = (a.cpu(), a.icount);
     let tc = toolchain::find()?;
     let qemu_bin = system::qemu()?;
     let images = build::build(&tc, &[])?;
     let cfg = Launch {
+        accel: a.accel(),
         cpu: cpu.into(),
         smp: 1,
         icount: icount.then_some(0),
+        no_hypervisor: a.no_hypervisor,
         bootargs: "perf.list".into(),
         ..Launch::default()
     };
@@ -432,7 +492,13 @@ pub fn list(cpu: &str, icount: bool) -> Result<()> {
     let pmu: Vec<&ParsedRecord> = records.iter().filter(|r| r.kind == "perf_pmu").collect();
     let events: Vec<&ParsedRecord> = records.iter().filter(|r| r.kind == "perf_event").collect();
     ensure!(!pmu.is_empty() && !events.is_empty(), "the kernel listed no events");
-    println!("PMU of -cpu {cpu}{}:\n{}\n{}", if icount { " under -icount" } else { "" }, table(&pmu), table(&events));
+    println!(
+        "PMU of -cpu {}{}:\n{}\n{}",
+        a.cpu_name(),
+        if icount { " under -icount" } else { "" },
+        table(&pmu),
+        table(&events)
+    );
     println!("Mechanisms for --mechanism NAME=VALUE:");
     for m in MECHANISMS {
         println!("  {}={}  {}", m.name, m.values.join("|"), m.about);

@@ -23,7 +23,10 @@ pub fn qemu_args(path: &Path) -> [String; 2] {
 }
 
 /// The QEMU arguments that open `path` for QMP events, QEMU waiting for the connection before
-/// it runs the machine (so no event of the run is missed).
+/// it goes on. QEMU runs the machine as soon as a client connects, while a monitor drops every
+/// event until its client has left capability negotiation: so the machine must also start
+/// stopped (`-S`, [`EventWatch::start`] then resumes it) or a guest that ends at once ends
+/// unseen.
 pub fn event_args(path: &Path) -> [String; 2] {
     ["-qmp".into(), format!("unix:{},server=on,wait=on", path.display())]
 }
@@ -70,8 +73,10 @@ pub struct EventWatch {
 
 impl EventWatch {
     /// Connects to the event socket `path` of a QEMU started with [`event_args`] (which waits
-    /// for this), polling while `running` says QEMU is still there, at most `wait`.
-    pub fn start(path: &Path, wait: Duration, mut running: impl FnMut() -> bool) -> Result<EventWatch> {
+    /// for this), polling while `running` says QEMU is still there, at most `wait`; once
+    /// events flow, resumes the machine when `resume` (QEMU was started with `-S` for this:
+    /// see [`event_args`]).
+    pub fn start(path: &Path, wait: Duration, resume: bool, mut running: impl FnMut() -> bool) -> Result<EventWatch> {
         let t0 = std::time::Instant::now();
         let stream = loop {
             match UnixStream::connect(path) {
@@ -82,14 +87,10 @@ impl EventWatch {
                 Err(_) => std::thread::sleep(Duration::from_millis(5)),
             }
         };
-        stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-        let writer = stream.try_clone()?;
-        let mut q = Qmp { reader: BufReader::new(stream), writer };
-        let greeting = q.read()?;
-        if greeting.get("QMP").is_none() {
-            bail!("QMP: no greeting from QEMU: {greeting}");
+        let mut q = Qmp::handshake(stream)?;
+        if resume {
+            q.execute("cont", json!({}))?;
         }
-        q.execute("qmp_capabilities", json!({}))?;
         q.writer.set_read_timeout(None)?;
         let shutdown = std::sync::Arc::new(std::sync::Mutex::new(None));
         let seen = shutdown.clone();
@@ -131,6 +132,12 @@ impl Qmp {
                 Err(e) => return Err(e).with_context(|| format!("connecting to QEMU's QMP socket {}", path.display())),
             }
         };
+        Qmp::handshake(stream)
+    }
+
+    /// QEMU's greeting read and capability negotiation left, on a connected `stream` (reads
+    /// wait at most 10 s each).
+    fn handshake(stream: UnixStream) -> Result<Qmp> {
         stream.set_read_timeout(Some(Duration::from_secs(10)))?;
         let writer = stream.try_clone()?;
         let mut q = Qmp { reader: BufReader::new(stream), writer };

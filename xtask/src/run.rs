@@ -72,6 +72,12 @@ impl MachineArgs {
             l.accel = a;
         }
         if let Some(c) = &self.cpu {
+            if let Some(forced) = l.accel.cpu {
+                return Err(Refused(format!(
+                    "--cpu {c} with --accel {}: KVM runs the host's own CPU (-cpu {forced}); leave --cpu out",
+                    l.accel
+                )));
+            }
             l.cpu.clone_from(c);
         }
         l.gic = self.gic.unwrap_or(l.gic);
@@ -201,6 +207,10 @@ pub fn run(a: RunArgs) -> Result<()> {
     // until it is fetched).
     launch.dtb = launch.model().debian_dtb().map(PathBuf::from);
     launch.validate()?;
+    if launch.accel.runs == machine::accel::Runs::Here && !launch.accel.tcg {
+        // No KVM here: said before anything is fetched or built.
+        supervise::kvm::host()?;
+    }
     launch.guest = guest(a.guest.as_deref(), a.guest_initrd, a.guest_append, launch.machine)?;
     launch.resolve_dtb()?;
     let tc = toolchain::find()?;
@@ -234,9 +244,10 @@ pub fn run(a: RunArgs) -> Result<()> {
     };
     let progress = (a.timeout != 0).then_some(PROGRESS_EVERY);
     let elf_for = |line: &str| report::symbolize_line(line, &images);
-    let out = supervise::run_args(&qemu.path, &resolved.args, resolved.judging, timeout, progress, |line| {
-        supervise::echo_stdout(&elf_for(line))
-    })?;
+    let out =
+        supervise::run_on(&qemu.path, launch.accel, &resolved.args, resolved.judging, timeout, progress, |line| {
+            supervise::echo_stdout(&elf_for(line))
+        })?;
     report::print_tables(&out.output);
     if a.count_insns {
         print_insn_counts(&counts_file);

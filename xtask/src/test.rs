@@ -34,6 +34,11 @@ pub struct Args {
     /// page-table property run (with --long) in share N.
     #[arg(long, value_parser = Partition::parse)]
     pub partition: Option<Partition>,
+    /// Only the KVM tests (tests/tests/kvm.rs, all of them), on this accelerator: kvm (this
+    /// arm64 host's KVM) or kvm-model (the KVM host model; its own tests too). Without it the
+    /// suite runs the short KVM test in the model.
+    #[arg(long, value_parser = crate::run::accel_arg)]
+    pub accel: Option<&'static crate::machine::Accel>,
 }
 
 /// `--partition K/N`.
@@ -74,12 +79,27 @@ pub fn cli(a: Args) -> Result<()> {
             "an empty filter selects every test and skips the lint: leave it out, or name some tests",
         );
     }
+    if let Some(acc) = a.accel {
+        if acc.tcg {
+            return crate::error::refuse(
+                "--accel tcg: the whole suite runs on TCG already; --accel chooses where the KVM tests run (kvm or \
+                 kvm-model)",
+            );
+        }
+        if a.host_only || a.partition.is_some() || a.long {
+            return crate::error::refuse(format!(
+                "--accel {acc} runs the KVM tests, all of them, and nothing else: --host-only, --partition and --long \
+                 do not apply"
+            ));
+        }
+    }
     run(&TestOptions {
         long: a.long,
         host_only: a.host_only,
         filter: a.filter,
         include_ignored: a.include_ignored,
         partition: a.partition,
+        accel: a.accel,
     })
 }
 
@@ -96,6 +116,8 @@ pub struct TestOptions {
     pub include_ignored: bool,
     /// Only this share of the tests.
     pub partition: Option<Partition>,
+    /// Only the KVM tests, on this accelerator (never TCG's row).
+    pub accel: Option<&'static crate::machine::Accel>,
 }
 
 fn host_cargo() -> Command {
@@ -209,8 +231,56 @@ fn qemu_test_args(o: &TestOptions) -> Vec<String> {
     v
 }
 
+/// The KVM tests' binaries on `accel`: `kvm` (both accelerators), and the model's own.
+fn kvm_test_binaries(accel: &crate::machine::Accel) -> Vec<&'static str> {
+    match accel.runs {
+        crate::machine::accel::Runs::Here => vec!["kvm"],
+        crate::machine::accel::Runs::KvmModel => vec!["kvm", "kvm_model"],
+    }
+}
+
+/// `--accel`: the KVM tests, every one of them (on real cores they take seconds), on `accel`.
+fn run_kvm(o: &TestOptions, accel: &'static crate::machine::Accel) -> Result<()> {
+    if accel.runs == crate::machine::accel::Runs::Here {
+        crate::supervise::kvm::host()?;
+    }
+    let t0 = Instant::now();
+    let mut tally = Tally::default();
+    let tc = toolchain::find()?;
+    let qemu = system::qemu()?;
+    let images = build::build(&tc, &[])?;
+    eprintln!("xtask: the KVM tests on --accel {accel}");
+    let mut c = host_cargo();
+    c.args(["test", "--no-fail-fast", "-p", QEMU_TESTS_CRATE]);
+    for t in kvm_test_binaries(accel) {
+        c.args(["--test", t]);
+    }
+    c.env("XTASK_QEMU", &qemu)
+        .env("XTASK_HYPERVISOR_IMG", &images.hypervisor)
+        .env("XTASK_KERNEL_IMG", &images.kernel)
+        .env("XTASK_HYPERVISOR_ELF", &images.hypervisor_elf)
+        .env("XTASK_KERNEL_ELF", &images.kernel_elf)
+        .env("XTASK_TEST_ACCEL", accel.name)
+        .env("XTASK_LONG", "1");
+    c.arg("--");
+    c.args(o.filter.iter());
+    c.arg("--include-ignored");
+    if !run_counted(c, &mut tally)? {
+        return Err(check_failed(format!("KVM tests failed ({} passed, {} failed)", tally.passed, tally.failed)));
+    }
+    println!("{} passed, {} failed", tally.passed, tally.failed);
+    if tally.passed == 0 {
+        return Err(check_failed("no test ran (check the filter)"));
+    }
+    eprintln!("xtask: all KVM tests passed on --accel {accel} in {:.1} s", t0.elapsed().as_secs_f64());
+    Ok(())
+}
+
 /// Runs the whole suite (or what `o` selects).
 pub fn run(o: &TestOptions) -> Result<()> {
+    if let Some(a) = o.accel {
+        return run_kvm(o, a);
+    }
     let t0 = Instant::now();
     let mut tally = Tally::default();
     // Everything the tests need comes first: lib/board's host tests dump real DTBs from QEMU.
@@ -333,6 +403,17 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_kvm_tests_are_the_kvm_binaries_and_the_model_s_own_only_in_the_model() {
+        let find = |n| crate::machine::accel::find(n).unwrap();
+        assert_eq!(kvm_test_binaries(find("kvm")), ["kvm"]);
+        assert_eq!(kvm_test_binaries(find("kvm-model")), ["kvm", "kvm_model"]);
+        let dir = crate::workspace_root().join("tests/tests");
+        for t in kvm_test_binaries(find("kvm-model")) {
+            assert!(dir.join(format!("{t}.rs")).is_file(), "tests/tests/{t}.rs");
+        }
+    }
+
+    #[test]
     fn long_runs_the_ignored_qemu_tests_with_or_without_a_filter() {
         let o = |long, filter: Option<&str>, include_ignored| TestOptions {
             long,
@@ -340,6 +421,7 @@ mod tests {
             filter: filter.map(String::from),
             include_ignored,
             partition: None,
+            accel: None,
         };
         let long_all = ["--", "--include-ignored", "--skip", "judged_fails_on_purpose"];
         assert_eq!(qemu_test_args(&o(true, None, false)), long_all);

@@ -10,6 +10,11 @@
 //!   interrupt is only signalled while the CPU interface and the distributor are enabled, it is
 //!   enabled, its priority is below the priority mask and below the running priority.
 //! * An SGI register write must follow a `DSB ISHST` with no other register write between.
+//! * With [`FakeGic::with_delays`], an SGI takes the way it does on hardware: the write is posted
+//!   (it reaches the distributor at [`FakeGic::land`], or when the CPU that wrote it reads a
+//!   distributor register: a read from the same device cannot pass the write), and once pending
+//!   it reaches the target's CPU interface only at [`FakeGic::forward`] (until then GICC_IAR
+//!   does not see it, GICD_SPENDSGIR does).
 //! * GICv3: ICC_SGI1R_EL1 is decoded as the architecture says (Aff3.Aff2.Aff1, the range
 //!   selector and the target list name the CPUs by MPIDR); redistributors are found only at
 //!   their frames; ICC registers need ICC_SRE_EL1.SRE set first.
@@ -44,6 +49,8 @@ struct Cpu {
     /// Banked priorities.
     banked_priority: [u8; 32],
     pending: BTreeSet<Irq>,
+    /// Pending and not yet forwarded to the CPU interface (with delays).
+    held: BTreeSet<Irq>,
     /// Acknowledged and not ended, in acknowledge order (the last one is the running one).
     active: Vec<Irq>,
     iface_enabled: bool,
@@ -68,6 +75,10 @@ struct State {
     /// Every SGI sent: (from, to, intid).
     sgis: Vec<(usize, usize, u32)>,
     eois: u64,
+    /// SGIs take time to arrive ([`FakeGic::with_delays`]).
+    delays: bool,
+    /// SGI writes on their way to the distributor: (writer, target, interrupt).
+    posted: Vec<(usize, usize, Irq)>,
 }
 
 /// The model.
@@ -104,6 +115,8 @@ impl FakeGic {
                 violations: Vec::new(),
                 sgis: Vec::new(),
                 eois: 0,
+                delays: false,
+                posted: Vec::new(),
             }),
             regions: vec![(RD_REGION, n * stride)],
             rd,
@@ -120,6 +133,52 @@ impl FakeGic {
     /// region; with `vlpis` each takes four frames), 96 lines.
     pub fn v3(mpidrs: &[u64], vlpis: bool) -> Self {
         Self::with(Version::V3, mpidrs.to_vec(), 96, vlpis)
+    }
+
+    /// The same model whose SGIs take time to arrive: posted on the way to the distributor
+    /// ([`Self::land`]), then pending but not yet at the target's CPU interface
+    /// ([`Self::forward`]).
+    pub fn with_delays(self) -> Self {
+        self.s.borrow_mut().delays = true;
+        self
+    }
+
+    /// Whether an SGI is on its way: posted, or pending and not yet forwarded.
+    pub fn in_flight(&self) -> bool {
+        let s = self.s.borrow();
+        !s.posted.is_empty() || s.cpus.iter().any(|c| !c.held.is_empty())
+    }
+
+    /// The oldest posted SGI write reaches the distributor (pending, not yet forwarded).
+    /// Whether there was one.
+    pub fn land(&self) -> bool {
+        let mut s = self.s.borrow_mut();
+        if s.posted.is_empty() {
+            return false;
+        }
+        let (_, to, irq) = s.posted.remove(0);
+        s.cpus[to].pending.insert(irq);
+        s.cpus[to].held.insert(irq);
+        true
+    }
+
+    /// The pending SGIs of CPU `c` reach its CPU interface. Whether there were any.
+    pub fn forward(&self, c: usize) -> bool {
+        let mut s = self.s.borrow_mut();
+        let any = !s.cpus[c].held.is_empty();
+        s.cpus[c].held.clear();
+        any
+    }
+
+    /// The writes CPU `c` posted reach the distributor (it reads a distributor register).
+    fn land_from(&self, c: usize) {
+        let mut s = self.s.borrow_mut();
+        let (mine, others): (Vec<_>, Vec<_>) = s.posted.drain(..).partition(|&(from, _, _)| from == c);
+        s.posted = others;
+        for (_, to, irq) in mine {
+            s.cpus[to].pending.insert(irq);
+            s.cpus[to].held.insert(irq);
+        }
     }
 
     /// The redistributor regions (for [`v3::GicV3::new`]).
@@ -228,6 +287,7 @@ impl FakeGic {
         let running = st.active.last().map(|&(i, _)| Self::priority(s, c, i)).unwrap_or(0xff);
         st.pending
             .iter()
+            .filter(|irq| !st.held.contains(irq))
             .filter(|&&(i, _)| Self::enabled(s, c, i))
             .filter(|&&(i, _)| {
                 let p = Self::priority(s, c, i);
@@ -310,7 +370,11 @@ impl FakeGic {
             Self::violation(&mut s, format!("CPU {from} sent SGI {intid} to CPU {to}, which does not exist"));
             return;
         }
-        s.cpus[to].pending.insert((intid, source));
+        if s.delays {
+            s.posted.push((from, to, (intid, source)));
+        } else {
+            s.cpus[to].pending.insert((intid, source));
+        }
         s.sgis.push((from, to, intid));
     }
 
@@ -344,6 +408,9 @@ impl v2::Regs for &FakeGic {
             panic!("GICv2 register {r:?} read on a GICv3 model");
         }
         let c = self.cur.get();
+        if !matches!(r, CCtlr | CPmr | CBpr | CIar | CEoir) {
+            self.land_from(c);
+        }
         match r {
             DCtlr => self.s.borrow().dist_enabled as u32,
             DTyper => self.s.borrow().lines / 32 - 1,
@@ -408,7 +475,11 @@ impl v2::Regs for &FakeGic {
                     }),
                     DIpriority(i) if i < 32 => s.cpus[c].banked_priority[i as usize] = v as u8,
                     DIpriority(_) | DItargets(_) => {}
-                    DCpendsgir(i) => s.cpus[c].pending.retain(|&(id, src)| id != i || v & (1 << src) == 0),
+                    DCpendsgir(i) => {
+                        let cleared = |&(id, src): &Irq| id == i && v & (1 << src) != 0;
+                        s.cpus[c].pending.retain(|irq| !cleared(irq));
+                        s.cpus[c].held.retain(|irq| !cleared(irq));
+                    }
                     CCtlr => s.cpus[c].iface_enabled = v & 1 != 0,
                     CPmr => s.cpus[c].pmr = v as u8,
                     CBpr => {}

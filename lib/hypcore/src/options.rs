@@ -115,9 +115,41 @@ impl PlanWords {
     }
 }
 
+/// How many CPUs the guest gets: `asked` (`hyp.cpus`) or every CPU of the device tree (`dt`),
+/// at most `limit` (the hypervisor's). Asking for more than the device tree has, or than the
+/// hypervisor runs, is refused: the guest would silently get fewer than its command line says.
+/// (More CPUs in the device tree than the limit is not the user's doing: the first `limit` run.)
+pub fn guest_cpus(dt: usize, limit: usize, asked: Option<usize>) -> Result<usize, alloc::string::String> {
+    match asked {
+        Some(n) if n > dt => Err(alloc::format!(
+            "hyp.cpus={n}: the device tree has {dt} CPU{}; give at most {dt}",
+            if dt == 1 { "" } else { "s" }
+        )),
+        Some(n) if n > limit => {
+            Err(alloc::format!("hyp.cpus={n}: this hypervisor runs at most {limit} CPUs; give at most {limit}"))
+        }
+        Some(n) => Ok(n),
+        None => Ok(dt.min(limit)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_guest_gets_the_cpus_asked_for_or_a_refusal() {
+        assert_eq!(guest_cpus(4, 8, None), Ok(4));
+        assert_eq!(guest_cpus(12, 8, None), Ok(8), "a larger device tree runs its first 8");
+        assert_eq!(guest_cpus(4, 8, Some(4)), Ok(4), "the bound itself is accepted");
+        assert_eq!(guest_cpus(4, 8, Some(1)), Ok(1));
+        let e = guest_cpus(4, 8, Some(5)).unwrap_err();
+        assert!(e.contains("hyp.cpus=5") && e.contains("has 4 CPUs"), "{e}");
+        assert!(guest_cpus(1, 8, Some(2)).unwrap_err().contains("has 1 CPU;"));
+        let e = guest_cpus(12, 8, Some(9)).unwrap_err();
+        assert!(e.contains("at most 8"), "{e}");
+        assert_eq!(guest_cpus(12, 8, Some(8)), Ok(8));
+    }
 
     #[test]
     fn plan_words_are_read_and_checked() {

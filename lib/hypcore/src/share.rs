@@ -137,6 +137,7 @@ pub fn boot_plan(input: &ShareInput, size: u64) -> Result<(Vec<Range>, MemoryPla
         image,
         reserved: input.reserved.clone(),
         initrd: Some(initrd),
+        modules: Vec::new(),
         pool: input.pool,
         slotpool: input.slotpool,
         mirror: input.mirror,

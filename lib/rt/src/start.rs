@@ -110,14 +110,14 @@ core::arch::global_asm!(
 .section .text.head, "ax"
 .global _start
 _start:
+    .inst   0xfa405a4d              // ccmp x18, #0, #0xd, pl: a no-op reading "MZ" (rt::pe::MZ_NOP)
     b       __rt_entry
-    .word   0
     .quad   0                       // text_offset
     .quad   0                       // image_size: written by the xtask
     .quad   0xa                     // flags: little-endian, 4 KiB pages, anywhere
     .quad   0, 0, 0
     .word   0x644d5241              // "ARM\x64"
-    .word   0
+    .word   0                       // PE header offset: written by the xtask (rt::pe)
 
 .section .text.rt_entry, "ax"
 __rt_entry:

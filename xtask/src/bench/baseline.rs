@@ -330,7 +330,7 @@ pub fn quick_runs() -> Vec<QuickRun> {
     for name in ["mprotect", "contpte"] {
         let b = GUEST_BENCHES.iter().find(|b| b.name == name).expect("a catalogued benchmark");
         for m in b.machines {
-            let mut launch = super::machine_config(b, m, true);
+            let mut launch = super::machine_config(b, m, true, super::On::default());
             if name == "mprotect" {
                 launch.bootargs = format!("bench=mprotect mprotect.rounds={QUICK_ROUNDS}");
             }

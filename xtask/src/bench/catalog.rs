@@ -40,6 +40,9 @@ pub struct GuestBench {
     pub timeout_s: u64,
     /// Whether it has a Linux side (`--peer linux`: an EL0 workload of `lib/el0bench`).
     pub peer: bool,
+    /// Whether its rows measure the hypervisor (its exits, its stage 2): it cannot run with
+    /// the kernel alone (`--no-hypervisor`).
+    pub hypervisor: bool,
 }
 
 /// Every in-guest benchmark, in the order of `abi::names::BENCHES` (the kernel's `bench=`
@@ -52,6 +55,7 @@ pub const GUEST_BENCHES: &[GuestBench] = &[
         compare: &["median_ns", "median_insns", "vs_null"],
         timeout_s: 300,
         peer: false,
+        hypervisor: true,
     },
     GuestBench {
         name: "linear-map",
@@ -60,6 +64,7 @@ pub const GUEST_BENCHES: &[GuestBench] = &[
         compare: &["table_pages", "median_ns", "tlbi_per_call"],
         timeout_s: 600,
         peer: false,
+        hypervisor: false,
     },
     GuestBench {
         name: "contpte",
@@ -68,6 +73,7 @@ pub const GUEST_BENCHES: &[GuestBench] = &[
         compare: &["median_ns", "median_insns", "tlbi_per_op", "vs_with_tlbi_ns", "vs_with_tlbi_insns"],
         timeout_s: 600,
         peer: false,
+        hypervisor: false,
     },
     GuestBench {
         name: "split",
@@ -89,6 +95,7 @@ pub const GUEST_BENCHES: &[GuestBench] = &[
         ],
         timeout_s: 3600,
         peer: false,
+        hypervisor: true,
     },
     GuestBench {
         name: "mprotect",
@@ -103,6 +110,7 @@ pub const GUEST_BENCHES: &[GuestBench] = &[
         compare: &["median_ns", "median_insns", "tlbi_per_step", "ratio_ns", "ratio_insns"],
         timeout_s: 1200,
         peer: true,
+        hypervisor: false,
     },
     GuestBench {
         name: "percpu",
@@ -115,6 +123,7 @@ pub const GUEST_BENCHES: &[GuestBench] = &[
         compare: &["ns_per", "insns_per", "ratio_ns", "ratio_insns"],
         timeout_s: 1200,
         peer: false,
+        hypervisor: false,
     },
 ];
 

@@ -5,10 +5,17 @@
 //! report records, prints one table per machine and one with the machines side by side, and
 //! writes everything to `target/bench/NAME[-icount].{jsonl,txt}`. With `--icount` QEMU runs
 //! `-icount shift=0`: instruction counts are then deterministic (and wall time is not real).
+//!
+//! With `--accel kvm` the same boots run on this arm64 host's cores ([`On`]): the host's CPU
+//! takes every CPU model, so machines that differ only in theirs are one (`host`, `host-1cpu`,
+//! ...); every row records the accelerator, the core (MIDR) the kernel ran on and the host
+//! (its kernel, KVM's PMU), and the files are `NAME-kvm.*`, so runs on two hosts compare
+//! (`--compare`) and TCG's figures stay apart.
 
 use crate::build::{self, Images};
 use crate::error::{ExitWith, Verdict};
 use crate::launch::{Guest, Launch};
+use crate::machine::Accel;
 use crate::plot::{self, peer_side_by_side, peer_table};
 use crate::provision::{system, toolchain};
 use crate::report::{self, table};
@@ -48,8 +55,103 @@ impl Peer {
     }
 }
 
-/// Runs benchmark `which` (beside `peer` when given).
+/// Where the guest benchmarks run: the accelerator, with or without the hypervisor, and under
+/// KVM the GIC it gives (under TCG each machine of a benchmark has its own).
+#[derive(Debug, Clone, Copy)]
+pub struct On {
+    pub accel: &'static Accel,
+    /// The kernel alone at EL1 (a host whose KVM offers no EL2: a Pi 5).
+    pub no_hypervisor: bool,
+    /// The GIC version under KVM (`None`: each machine's).
+    pub gic: Option<u8>,
+}
+
+impl Default for On {
+    fn default() -> Self {
+        On { accel: crate::machine::accel::default(), no_hypervisor: false, gic: None }
+    }
+}
+
+impl On {
+    /// Refuses what cannot run: a GIC chosen under TCG (each machine has its own), `--icount`
+    /// under KVM, benchmark `b` without the hypervisor when its rows measure the hypervisor.
+    pub fn check(&self, b: &GuestBench, icount: bool) -> Result<(), crate::error::Refused> {
+        use crate::error::Refused;
+        if self.accel.tcg && self.gic.is_some() {
+            return Err(Refused(
+                "--gic: under TCG each machine of a benchmark has its own GIC; --gic chooses KVM's (--accel kvm)"
+                    .into(),
+            ));
+        }
+        self.accel.check(icount, false, false)?;
+        if self.no_hypervisor && b.hypervisor {
+            return Err(Refused(format!(
+                "--no-hypervisor: bench {} measures the hypervisor (its rows are its exits or its stage 2); it runs \
+                 only where the hypervisor does",
+                b.name
+            )));
+        }
+        Ok(())
+    }
+
+    /// The machines of a benchmark here, each with its label: as listed under TCG; under KVM
+    /// the host's CPU takes every CPU model, so machines that differ only in theirs are one,
+    /// labelled `host` in place of the CPU model's name (`max-1cpu` and `a76-1cpu`:
+    /// `host-1cpu`).
+    pub fn machines(&self, machines: &[Setup]) -> Vec<(String, Setup)> {
+        if self.accel.tcg {
+            return machines.iter().map(|m| (m.label.to_string(), *m)).collect();
+        }
+        let mut out: Vec<(String, Setup)> = Vec::new();
+        for m in machines {
+            // The label's first word names the CPU model (`max-1cpu`, `a76-4G`).
+            let rest = m.label.find('-').map_or("", |i| &m.label[i..]);
+            let label = format!("host{rest}");
+            if !out.iter().any(|(l, _)| *l == label) {
+                out.push((label, *m));
+            }
+        }
+        out
+    }
+
+    /// How the figures were taken, for the tables' titles.
+    pub fn mode(&self, icount: bool) -> String {
+        let alone = if self.no_hypervisor { ", the kernel alone" } else { "" };
+        match (self.accel.tcg, icount) {
+            (true, true) => format!("QEMU TCG with -icount shift=0 (instruction counts exact, time is virtual){alone}"),
+            (true, false) => format!("QEMU TCG (wall time){alone}"),
+            (false, _) => format!("--accel {} (the host's cores: wall time, PMU counts){alone}", self.accel),
+        }
+    }
+
+    /// The saved files' name: `NAME`, `-icount` under `--icount`, `-ACCEL` off TCG (so a KVM
+    /// run never replaces the TCG figures the summary reads).
+    pub fn stem(&self, name: &str, icount: bool) -> String {
+        let mut s = name.to_string();
+        if icount {
+            s.push_str("-icount");
+        }
+        if !self.accel.tcg {
+            s.push('-');
+            s.push_str(self.accel.name);
+        }
+        s
+    }
+}
+
+/// Runs benchmark `which` (beside `peer` when given) on TCG.
 pub fn run(which: &str, icount: bool, peer: Option<Peer>) -> Result<()> {
+    run_on(which, icount, peer, On::default())
+}
+
+/// Runs benchmark `which` (beside `peer` when given) where `on` says.
+pub fn run_on(which: &str, icount: bool, peer: Option<Peer>, on: On) -> Result<()> {
+    if (which == "guest-boot" || which == "pgtable") && (!on.accel.tcg || on.no_hypervisor || on.gic.is_some()) {
+        return crate::error::refuse(format!(
+            "{which}: --accel, --no-hypervisor and --gic are for the in-guest benchmarks ({which} {})",
+            if which == "pgtable" { "runs on this host" } else { "compares the hypervisor with plain QEMU on TCG" }
+        ));
+    }
     if which == "guest-boot" || which == "pgtable" {
         if peer.is_some() {
             return Err(anyhow::Error::new(crate::error::Refused(format!(
@@ -75,6 +177,10 @@ pub fn run(which: &str, icount: bool, peer: Option<Peer>) -> Result<()> {
              benchmark mprotect has one)"
         ))));
     }
+    on.check(b, icount)?;
+    if on.accel.runs == crate::machine::accel::Runs::Here && !on.accel.tcg {
+        supervise::kvm::host()?;
+    }
     let tc = toolchain::find()?;
     let qemu = system::qemu()?;
     let images = build::build(&tc, &[])?;
@@ -82,7 +188,32 @@ pub fn run(which: &str, icount: bool, peer: Option<Peer>) -> Result<()> {
         Some(Peer::Linux) => Some(linux_guest()?),
         None => None,
     };
-    run_guest(b, &qemu, &images, icount, linux.as_ref())
+    run_guest(b, &qemu, &images, icount, linux.as_ref(), on)
+}
+
+/// The host a run off TCG measured, one line for its rows: this host's kernel and KVM's PMU
+/// under `--accel kvm`, the model's Linux under `kvm-model`.
+fn host_line(accel: &Accel) -> Result<Option<String>> {
+    use crate::machine::accel::Runs;
+    if accel.tcg {
+        return Ok(None);
+    }
+    Ok(Some(match accel.runs {
+        Runs::Here => {
+            let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+            let k = crate::provision::kvm::probe()?;
+            let pmus: Vec<String> = k.pmus.iter().map(|(dev, p)| format!("{dev} ({} events)", p.count)).collect();
+            format!(
+                "Linux {} with KVM; PMU: {}",
+                release.trim(),
+                if pmus.is_empty() { "none".into() } else { pmus.join(", ") }
+            )
+        }
+        Runs::KvmModel => format!(
+            "the KVM host model ({})",
+            crate::provision::kvm_model::cached().map_or("not provisioned yet".into(), |p| p.manifest.describe())
+        ),
+    }))
 }
 
 /// The Linux side's guest: Debian's backports cloud kernel, the busybox initramfs with the
@@ -98,17 +229,17 @@ fn linux_guest() -> Result<(Guest, String)> {
     Ok((guest, l.package))
 }
 
-/// Boots one side of benchmark `b` on machine `m` with `cfg`; returns its `bench` records
-/// (each with the machine, the mode and the side).
+/// Boots one side of benchmark `b` on machine `label` with `cfg`; returns its `bench` records
+/// and the kernel's `banner` record of CPU 0 (the core it ran on; Linux prints none).
 fn boot_side(
     b: &GuestBench,
-    m: &Setup,
+    label: &str,
     side: &str,
     cfg: &Launch,
     qemu: &std::path::Path,
     images: &Images,
-) -> Result<Vec<ParsedRecord>> {
-    eprintln!("xtask: bench {} on {m} ({side}: {})", b.name, cfg.describe(), m = m.label);
+) -> Result<(Vec<ParsedRecord>, Option<ParsedRecord>)> {
+    eprintln!("xtask: bench {} on {label} ({side}: {})", b.name, cfg.describe());
     let out =
         supervise::run(qemu, cfg, images, Duration::from_secs(b.timeout_s), Some(Duration::from_secs(60)), |l| {
             if !l.contains(abi::report::PREFIX) {
@@ -116,7 +247,7 @@ fn boot_side(
             }
         })?;
     // Only a run that ended cleanly counts, whatever records it printed before.
-    supervise::require_success(&supervise::judge(&out), &format!("benchmark {} on {} ({side})", b.name, m.label))?;
+    supervise::require_success(&supervise::judge(&out), &format!("benchmark {} on {label} ({side})", b.name))?;
     let (records, errors) = report::collect(&out.output);
     ensure!(errors.is_empty(), "malformed records: {errors:?}");
     if side == "linux" {
@@ -124,28 +255,32 @@ fn boot_side(
         if status != Some(0) {
             return Err(anyhow::Error::new(ExitWith(Verdict::new(
                 abi::exit::CHECK_FAILED,
-                format!("benchmark {} on {} (linux): the program ended with status {status:?}", b.name, m.label),
+                format!("benchmark {} on {label} (linux): the program ended with status {status:?}", b.name),
             ))));
         }
     }
+    let banner = records.iter().find(|r| r.kind == "banner" && r.u64("cpu") == Some(0)).cloned();
     let rows: Vec<ParsedRecord> = records
         .into_iter()
         .filter(|r| r.kind == "bench" && r.str("bench") == Some(b.name))
         .filter(|r| r.str("peer").unwrap_or("pgtlab") == side)
         .collect();
     ensure!(!rows.is_empty(), "the {side} side printed no bench records for {}", b.name);
-    Ok(rows)
+    Ok((rows, banner))
 }
 
 /// The QEMU run of bench `b` on machine `m`: its CPU model, GIC, vCPUs and memory, `-icount
-/// shift=0` when `icount`, and the kernel words that start the bench.
-pub(crate) fn machine_config(b: &GuestBench, m: &Setup, icount: bool) -> Launch {
+/// shift=0` when `icount`, and the kernel words that start the bench; on `on`'s accelerator
+/// (KVM: the host's CPU and `on`'s GIC), with or without the hypervisor.
+pub(crate) fn machine_config(b: &GuestBench, m: &Setup, icount: bool, on: On) -> Launch {
     Launch {
+        accel: on.accel,
         cpu: m.cpu.into(),
-        gic: m.gic,
+        gic: on.gic.filter(|_| !on.accel.tcg).unwrap_or(m.gic),
         smp: m.smp,
         mem: Some(m.mem),
         icount: icount.then_some(0),
+        no_hypervisor: on.no_hypervisor,
         bootargs: format!("bench={}{}", b.name, extra_bootargs(b.name, icount)),
         ..Launch::default()
     }
@@ -165,7 +300,7 @@ fn peer_config(ours: &Launch, guest: &Guest) -> Launch {
 pub fn run_quick(qemu: &std::path::Path, images: &Images) -> Result<Vec<baseline::Figure>> {
     let mut out = Vec::new();
     for q in baseline::quick_runs() {
-        let records = boot_side(q.bench, &q.setup, "pgtlab", &q.launch, qemu, images)?;
+        let (records, _) = boot_side(q.bench, q.setup.label, "pgtlab", &q.launch, qemu, images)?;
         out.extend(baseline::quick_figures(&q, &records));
     }
     Ok(out)
@@ -203,7 +338,7 @@ fn run_every_baselined() -> Result<()> {
     let qemu = system::qemu()?;
     let images = build::build(&tc, &[])?;
     for b in GUEST_BENCHES {
-        run_guest(b, &qemu, &images, true, None)?;
+        run_guest(b, &qemu, &images, true, None, On::default())?;
     }
     crate::bench::pgtable::run()
 }
@@ -226,7 +361,7 @@ fn baseline_cli(update: bool, saved: bool) -> Result<()> {
     let mut figures = run_quick(&qemu, &images)?;
     if !saved {
         for b in GUEST_BENCHES {
-            run_guest(b, &qemu, &images, true, None)?;
+            run_guest(b, &qemu, &images, true, None, On::default())?;
         }
         crate::bench::pgtable::run()?;
     }
@@ -259,46 +394,61 @@ pub fn run_guest(
     images: &Images,
     icount: bool,
     linux: Option<&(Guest, String)>,
+    on: On,
 ) -> Result<()> {
-    let mode = if icount {
-        "QEMU TCG with -icount shift=0 (instruction counts exact, time is virtual)"
-    } else {
-        "QEMU TCG (wall time)"
-    };
+    let mode = on.mode(icount);
+    let host = host_line(on.accel)?;
+    let machines = on.machines(b.machines);
     let mut per_machine: Vec<(&str, Vec<ParsedRecord>)> = Vec::new();
     let mut peers: Vec<(&str, Vec<ParsedRecord>)> = Vec::new();
     let mut wall: Vec<(&str, u64)> = Vec::new();
     let mut jsonl = String::new();
-    for m in b.machines {
-        let cfg = machine_config(b, m, icount);
+    for (label, m) in &machines {
+        let label = label.as_str();
+        let cfg = machine_config(b, m, icount, on);
         let started = std::time::Instant::now();
-        let rows = boot_side(b, m, "pgtlab", &cfg, qemu, images)?;
+        let (rows, banner) = boot_side(b, label, "pgtlab", &cfg, qemu, images)?;
         if b.name == "split" {
-            check_split(&rows, icount).with_context(|| format!("benchmark split on {}", m.label))?;
+            check_split(&rows, icount).with_context(|| format!("benchmark split on {label}"))?;
         }
         let mut sides = vec![("pgtlab", rows)];
         if let Some((guest, _)) = linux {
             let cfg = peer_config(&cfg, guest);
-            sides.push(("linux", boot_side(b, m, "linux", &cfg, qemu, images)?));
+            sides.push(("linux", boot_side(b, label, "linux", &cfg, qemu, images)?.0));
         }
         for (side, rows) in &sides {
             for r in rows {
                 let mut obj = r.fields.clone();
-                obj.insert("machine".into(), m.label.into());
+                obj.insert("machine".into(), label.into());
                 obj.insert("icount".into(), icount.into());
                 obj.insert("peer".into(), (*side).into());
+                if let Some(h) = &host {
+                    // Off TCG the figures are a real core's: which, and on which host.
+                    obj.insert("accel".into(), on.accel.name.into());
+                    obj.insert("host".into(), h.as_str().into());
+                    if let Some(bn) = &banner {
+                        for f in ["core", "midr"] {
+                            if let Some(v) = bn.get(f) {
+                                obj.insert(f.into(), v.clone());
+                            }
+                        }
+                    }
+                }
                 let _ = writeln!(jsonl, "{}", serde_json::Value::Object(obj));
             }
         }
         let mut sides = sides.into_iter();
-        per_machine.push((m.label, sides.next().map(|(_, r)| r).unwrap_or_default()));
+        per_machine.push((label, sides.next().map(|(_, r)| r).unwrap_or_default()));
         if let Some((_, r)) = sides.next() {
-            peers.push((m.label, r));
+            peers.push((label, r));
         }
-        wall.push((m.label, started.elapsed().as_secs()));
-        eprintln!("xtask: bench {} on {} took {} s (wall)", b.name, m.label, started.elapsed().as_secs());
+        wall.push((label, started.elapsed().as_secs()));
+        eprintln!("xtask: bench {} on {label} took {} s (wall)", b.name, started.elapsed().as_secs());
     }
     let mut text = format!("benchmark {} — {mode}\n", b.name);
+    if let Some(h) = &host {
+        let _ = writeln!(text, "host: {h}");
+    }
     if let Some((_, package)) = linux {
         let _ = writeln!(text, "peer: {package}, the same workload (lib/el0bench) as /init's child, same machine");
     }
@@ -323,7 +473,7 @@ pub fn run_guest(
     println!("{text}");
     let dir = workspace_root().join("target/bench");
     std::fs::create_dir_all(&dir)?;
-    let stem = if icount { format!("{}-icount", b.name) } else { b.name.to_string() };
+    let stem = on.stem(b.name, icount);
     crate::write_file(&dir.join(format!("{stem}.jsonl")), &jsonl)?;
     crate::write_file(&dir.join(format!("{stem}.txt")), &text)?;
     let svg = crate::plot::draw::bench_svg(&dir, b.name, &stem, &jsonl, crate::plot::rows::mode(icount))?;
@@ -411,7 +561,7 @@ mod tests {
         for b in GUEST_BENCHES {
             for m in b.machines {
                 for icount in [false, true] {
-                    let cfg = machine_config(b, m, icount);
+                    let cfg = machine_config(b, m, icount, On::default());
                     let what = format!("{} on {} (icount {icount})", b.name, m.label);
                     assert_eq!(
                         (cfg.cpu.as_str(), cfg.gic, cfg.smp, cfg.mem),
@@ -593,6 +743,18 @@ pub struct Args {
     /// `guest-boot` only: on this board's QEMU model (pi4, zcu102, imx8mp-evk).
     #[arg(long)]
     pub board: Option<String>,
+    /// How QEMU runs the guest benchmarks: tcg (the default), kvm (this arm64 host's cores,
+    /// real caches, TLBs and PMU; saved as NAME-kvm.*), kvm-model (the KVM host model: slow,
+    /// for testing the path).
+    #[arg(long, value_parser = crate::run::accel_arg)]
+    pub accel: Option<&'static Accel>,
+    /// The kernel alone at EL1, without the hypervisor (a host whose KVM offers no EL2, such
+    /// as a Pi 5; benchmarks of the hypervisor itself refuse it).
+    #[arg(long)]
+    pub no_hypervisor: bool,
+    /// The GIC version under KVM (default 3; 2 on a GICv2 host such as the Pi 5's GIC-400).
+    #[arg(long, value_parser = clap::value_parser!(u8).range(2..=3))]
+    pub gic: Option<u8>,
     /// `baseline` only: measure every figure again and rewrite xtask/bench-baseline.jsonl.
     #[arg(long)]
     pub update: bool,
@@ -609,6 +771,14 @@ pub struct Args {
 pub fn cli(a: Args) -> Result<()> {
     let which = a.which.as_str();
     let peer = a.peer.as_deref().map(Peer::parse).transpose()?;
+    let on =
+        On { accel: a.accel.unwrap_or(crate::machine::accel::default()), no_hypervisor: a.no_hypervisor, gic: a.gic };
+    if matches!(which, "summary" | "check" | "baseline") && (a.accel.is_some() || a.no_hypervisor || a.gic.is_some()) {
+        return crate::error::refuse(format!(
+            "bench {which} reads or measures the TCG figures (the seeds' goals, the --icount baseline); --accel, \
+             --no-hypervisor and --gic choose how one benchmark runs: give a benchmark's name"
+        ));
+    }
     if let Some(b) = &a.board {
         if which != "guest-boot" {
             return crate::error::refuse(format!("--board {b}: only bench guest-boot takes a board"));
@@ -639,9 +809,18 @@ pub fn cli(a: Args) -> Result<()> {
         "baseline" => return baseline_cli(a.update, a.saved),
         "all" => {
             for b in GUEST_BENCHES {
-                run(b.name, a.icount, peer.filter(|_| b.peer))?;
+                if on.no_hypervisor && b.hypervisor {
+                    eprintln!("xtask: bench {}: left out (--no-hypervisor: it measures the hypervisor)", b.name);
+                    continue;
+                }
+                run_on(b.name, a.icount, peer.filter(|_| b.peer), on)?;
             }
-            run("pgtable", false, None)?;
+            if on.accel.tcg && !on.no_hypervisor {
+                run("pgtable", false, None)?;
+            } else {
+                // Off TCG the figures are the host's, not the seeds': no summary against them.
+                return Ok(());
+            }
         }
         "summary" => {
             // Redraw the plots of every saved run (they follow the code, the data stays).
@@ -661,19 +840,26 @@ pub fn cli(a: Args) -> Result<()> {
                     crate::error::regular_file("--compare", p)?;
                     let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
                     // Refused before the benchmark runs: a comparison that cannot mean anything.
-                    plot::check_earlier(which, a.icount, &text)
+                    plot::check_earlier(which, a.icount, on.accel.name, &text)
                         .map_err(|why| crate::error::Refused(format!("--compare {}: {why}", p.display())))?;
                     Some((p, text))
                 }
                 None => None,
             };
-            run(which, a.icount, peer)?;
+            run_on(which, a.icount, peer, on)?;
             if let Some((p, old)) = earlier {
-                let stem = if a.icount { format!("{which}-icount") } else { which.to_string() };
+                let stem = on.stem(which, a.icount);
                 let new = std::fs::read_to_string(dir.join(format!("{stem}.jsonl")))?;
                 let m = plot::mode(a.icount);
                 let table = plot::compare(&plot::rows(which, &old, m)?, &plot::rows(which, &new, m)?);
-                println!("== {which}: change against {} ==\n{table}", p.display());
+                println!("== {which}: change against {} ==", p.display());
+                // Two hosts' runs compare row by row; each side says which host it was.
+                for (side, text) in [("before", &old), ("now", &new)] {
+                    if let Some(h) = plot::host_of(text) {
+                        println!("{side}: {h}");
+                    }
+                }
+                println!("{table}");
                 crate::write_file(&dir.join(format!("{stem}.compare.txt")), &table)?;
             }
             return Ok(());

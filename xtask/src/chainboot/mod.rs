@@ -58,9 +58,9 @@ impl Payload {
     /// The transfer header (wire lengths as if uncompressed), with the hypervisor's placement
     /// taken from its Image header.
     pub fn header(&self) -> Result<Header> {
-        let h = rt::image::ImageHeader::parse(&self.hypervisor)
+        let h = abi::image::ImageHeader::parse(&self.hypervisor)
             .map_err(|e| anyhow::anyhow!("the hypervisor is not an arm64 Image: {e}"))?;
-        rt::image::ImageHeader::parse(&self.kernel)
+        abi::image::ImageHeader::parse(&self.kernel)
             .map_err(|e| anyhow::anyhow!("the kernel is not an arm64 Image: {e}"))?;
         let len = |what: &str, n: usize| u32::try_from(n).with_context(|| format!("the {what} is larger than 4 GiB"));
         Ok(Header {
@@ -318,9 +318,9 @@ mod tests {
 
     fn image(len: usize, image_size: u64) -> Vec<u8> {
         let mut v = vec![0u8; len];
-        v[0x38..0x3c].copy_from_slice(&rt::image::MAGIC.to_le_bytes());
-        v[24..32].copy_from_slice(&(rt::image::FLAG_PAGE_4K | rt::image::FLAG_ANYWHERE).to_le_bytes());
-        rt::image::ImageHeader::patch(&mut v, image_size).unwrap();
+        v[0x38..0x3c].copy_from_slice(&abi::image::MAGIC.to_le_bytes());
+        v[24..32].copy_from_slice(&(abi::image::FLAG_PAGE_4K | abi::image::FLAG_ANYWHERE).to_le_bytes());
+        abi::image::ImageHeader::patch(&mut v, image_size).unwrap();
         v
     }
 
@@ -455,6 +455,13 @@ pub fn qemu_config(a: &Args) -> Result<crate::launch::Launch> {
         return crate::error::refuse("no machine without --qemu");
     }
     let mut cfg = a.machine.launch()?;
+    if cfg.accel.runs != crate::machine::accel::Runs::Here {
+        return crate::error::refuse(format!(
+            "--accel {}: the chainloader's UART is a pty of a QEMU on this host, which the KVM host model cannot \
+             give: use --accel tcg (or kvm on an arm64 host)",
+            cfg.accel
+        ));
+    }
     if a.machine.board.is_none() {
         // The Pi 5's core and GIC on virt, unless asked otherwise.
         cfg.cpu = a.machine.cpu.clone().unwrap_or_else(|| "cortex-a76".into());
@@ -518,6 +525,9 @@ pub fn cli(a: Args) -> Result<i32> {
     let (link, ready_timeout) = if a.qemu {
         let cfg = qemu_config(&a)?;
         let ram = board_ram(&cfg, a.ram)?;
+        if !cfg.accel.tcg {
+            crate::supervise::kvm::check_host(&cfg.machine_args(ram, cfg.model().min_qemu))?;
+        }
         eprintln!(
             "xtask: the emulated board has {} MiB of RAM (--ram); the guest gets what the hypervisor leaves",
             ram >> 20

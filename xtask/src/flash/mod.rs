@@ -14,6 +14,7 @@
 pub mod config_txt;
 pub mod device;
 pub mod fat;
+pub mod layouts;
 
 use anyhow::{bail, ensure, Context, Result};
 use config_txt::Section;
@@ -32,6 +33,8 @@ pub fn pi5() -> Pi {
 
 /// The guest kernel, which the firmware loads as the initramfs for the hypervisor.
 pub const GUEST: &str = "pgtlab-kernel.img";
+/// TF-A's BL31 on the card (config.txt `armstub=`).
+pub const ARMSTUB: &str = "pgtlab-bl31.bin";
 /// The boot arguments (the firmware puts its line in `/chosen/bootargs`).
 pub const CMDLINE: &str = "pgtlab-cmdline.txt";
 /// The firmware's configuration file.
@@ -58,6 +61,8 @@ pub struct Boot {
     pub baud: Option<u32>,
     /// Which Pi.
     pub pi: Pi,
+    /// The armstub ([`ARMSTUB`], config.txt `armstub=`): TF-A's BL31 for the board.
+    pub armstub: Option<Vec<u8>>,
 }
 
 impl Boot {
@@ -68,6 +73,7 @@ impl Boot {
             initramfs: self.guest.as_ref().map(|_| GUEST.to_string()),
             cmdline: CMDLINE.into(),
             baud: self.baud,
+            armstub: self.armstub.as_ref().map(|_| ARMSTUB.to_string()),
         }
     }
 
@@ -76,6 +82,9 @@ impl Boot {
         let mut v = vec![File { path: self.pi.kernel.into(), data: self.kernel.clone() }];
         if let Some(g) = &self.guest {
             v.push(File { path: GUEST.into(), data: g.clone() });
+        }
+        if let Some(a) = &self.armstub {
+            v.push(File { path: ARMSTUB.into(), data: a.clone() });
         }
         // The firmware puts its own words in front of this line: the marker ends them.
         let line = format!("{} {}", bootargs::FIRMWARE_MARKER, self.bootargs.trim());
@@ -267,6 +276,17 @@ pub struct Args {
     /// arm_64bit=1; console on the mini UART).
     #[arg(long, default_value = "pi5")]
     pub board: String,
+    /// What boots the card: `pi` (a Raspberry Pi's firmware and config.txt, `--board`), `uboot`
+    /// (U-Boot's distro boot finds boot.scr: it loads the hypervisor and the guest and describes
+    /// the guest in /chosen/module@ nodes), `efi` (an EFI system partition: the hypervisor as
+    /// EFI/BOOT/BOOTAA64.EFI, the guest and command line beside it).
+    #[arg(long, default_value = "pi", value_parser = ["pi", "uboot", "efi"])]
+    pub layout: String,
+    /// The Pi's armstub (config.txt `armstub=`, entered at EL3 before the hypervisor): `tfa`
+    /// for Debian's TF-A BL31 for the board (Pi 4: PSCI from EL3 instead of the spin table), or
+    /// a file.
+    #[arg(long)]
+    pub armstub: Option<String>,
     /// Install the serial chainloader instead (then `cargo xtask chainboot --serial DEV`).
     #[arg(long)]
     pub chainloader: bool,
@@ -330,7 +350,16 @@ pub fn cli(a: Args) -> Result<()> {
     let pi = crate::machine::with_card(&a.board)?.1;
     let tc = crate::provision::toolchain::find()?;
     let images = crate::build::build(&tc, &[])?;
+    if a.layout != "pi" {
+        return layout_cli(&a);
+    }
+    let armstub = match a.armstub.as_deref() {
+        None => None,
+        Some("tfa") => Some(std::fs::read(armstub_tfa(pi)?)?),
+        Some(file) => Some(std::fs::read(file).with_context(|| format!("--armstub {file}"))?),
+    };
     let boot = Boot {
+        armstub,
         pi,
         kernel: std::fs::read(if a.chainloader {
             crate::build::chainloader_image()
@@ -394,6 +423,53 @@ pub fn cli(a: Args) -> Result<()> {
     if let Some(w) = dtb_warning_for(pi, info.files.iter().map(|f| f.path.as_str())) {
         eprintln!("xtask: {w}");
     }
+    Ok(())
+}
+
+/// Debian's TF-A BL31 for `pi` (`crate::provision::firmware`): the Pi 4's; the Pi 5's firmware has TF-A
+/// built in (PSCI over SMC already), and the machine's suites ship no BL31 for it.
+pub fn armstub_tfa(pi: Pi) -> Result<PathBuf> {
+    match pi.tfa {
+        Ok(plat) => crate::provision::firmware::get(crate::provision::firmware::bl31(plat)),
+        Err(why) => crate::error::refuse(format!("--armstub tfa: {why}")),
+    }
+}
+
+/// `flash --layout uboot|efi`: a disk image (or card) for a board that boots U-Boot or UEFI
+/// (`layouts`), with the hypervisor and the kernel as its guest.
+fn layout_cli(a: &Args) -> Result<()> {
+    let refuse = |why: String| anyhow::Error::new(crate::error::Refused(why));
+    if a.boot_dir.is_some() || a.firmware.is_some() || a.chainloader || a.armstub.is_some() || a.baud.is_some() {
+        return Err(refuse(format!(
+            "--layout {}: --boot-dir, --firmware, --chainloader, --armstub and --baud are for a Pi's card",
+            a.layout
+        )));
+    }
+    let tc = crate::provision::toolchain::find()?;
+    let images = crate::build::build(&tc, &[])?;
+    let (hyp, kernel) = (std::fs::read(&images.hypervisor)?, std::fs::read(&images.kernel)?);
+    let mut files = if a.layout == "uboot" {
+        layouts::uboot_files(&layouts::UbootGuest {
+            hypervisor: hyp,
+            kernel,
+            initrd: None,
+            guest_cmdline: String::new(),
+            bootargs: a.bootargs.clone(),
+        })
+    } else {
+        layouts::efi_files(&hyp, &kernel, &format!("{} {}", bootargs::FIRMWARE_MARKER, a.bootargs.trim()))
+    };
+    files.sort_by(|x, y| x.path.cmp(&y.path));
+    let size = a.size_mib.map_or_else(|| fat::size_for(&files), |m| m << 20);
+    let image = fat::build(&files, size)?;
+    let info = fat::read(&image)?;
+    if let Some(path) = &a.image {
+        crate::write_file(path, &image)?;
+        eprintln!("xtask: wrote {} ({} MiB disk image, {} layout)", path.display(), image.len() >> 20, a.layout);
+    } else if let Some(dev) = &a.device {
+        write_device(dev, &image, a.yes)?;
+    }
+    print_summary(&info);
     Ok(())
 }
 
@@ -489,7 +565,14 @@ mod tests {
     use super::*;
 
     fn boot() -> Boot {
-        Boot { kernel: vec![1; 1000], guest: Some(vec![2; 2000]), bootargs: " test=x ".into(), baud: None, pi: pi5() }
+        Boot {
+            kernel: vec![1; 1000],
+            guest: Some(vec![2; 2000]),
+            bootargs: " test=x ".into(),
+            baud: None,
+            pi: pi5(),
+            armstub: None,
+        }
     }
 
     #[test]
@@ -577,5 +660,23 @@ mod tests {
         assert!(install_boot_dir(d.path(), &boot()).is_err());
         assert_eq!(std::fs::read_to_string(d.path().join(CONFIG)).unwrap(), broken);
         assert!(!d.path().join(pi5().kernel).exists(), "nothing written");
+    }
+
+    /// `--armstub`: the file on the card and `armstub=` with `enable_gic=1` in the section (TF-A's
+    /// Pi 4 port asks for both); none without it.
+    #[test]
+    fn an_armstub_goes_on_the_card_and_into_config_txt() {
+        let b = Boot { pi: crate::machine::with_card("pi4").unwrap().1, armstub: Some(vec![7; 100]), ..boot() };
+        let files = image_files(&b, None).unwrap();
+        assert!(files.iter().any(|f| f.path == ARMSTUB && f.data == [7; 100]));
+        let config = String::from_utf8(files.iter().find(|f| f.path == CONFIG).unwrap().data.clone()).unwrap();
+        for line in ["armstub=pgtlab-bl31.bin", "enable_gic=1", "kernel=kernel8.img"] {
+            assert!(config.lines().any(|l| l == line), "{line} in\n{config}");
+        }
+        let plain = image_files(&boot(), None).unwrap();
+        assert!(plain.iter().all(|f| f.path != ARMSTUB));
+        let config = String::from_utf8(plain.iter().find(|f| f.path == CONFIG).unwrap().data.clone()).unwrap();
+        assert!(!config.contains("armstub") && !config.contains("enable_gic"), "{config}");
+        assert!(armstub_tfa(pi5()).is_err(), "the Pi 5's firmware has TF-A built in");
     }
 }

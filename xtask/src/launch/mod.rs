@@ -79,6 +79,9 @@ pub struct Launch {
     pub dtb: Option<PathBuf>,
     /// More QEMU arguments (`--qemu-arg`), each checked by [`qemu_arg::check`].
     pub qemu_args: Vec<String>,
+    /// The run's key under the hypervisor; `None`: a new one is drawn when the launch is
+    /// resolved (a test that writes the command line onto a disk sets its own).
+    pub key: Option<u64>,
 }
 
 impl Default for Launch {
@@ -167,6 +170,7 @@ impl Launch {
             singlestep: false,
             dtb: None,
             qemu_args: Vec::new(),
+            key: None,
         }
     }
 
@@ -212,6 +216,13 @@ impl Launch {
             }
         }
         model.check(name, &self.cpu, self.gic, self.smp, self.mte)?;
+        if !self.accel.tcg && !model.kvm {
+            return Err(Refused(format!(
+                "--board {name} with --accel {}: KVM runs QEMU's virt machine only; a board model runs under \
+                 --accel tcg",
+                self.accel
+            )));
+        }
         if self.no_hypervisor && self.guest.is_none() && model.guest_alone_at_el2() {
             return Err(Refused(format!(
                 "--no-hypervisor: --board {name}'s CPUs always start at EL2 and this project's kernel runs at EL1 \
@@ -330,13 +341,20 @@ impl Launch {
         a.extend(model.console_args());
         // A reset ends QEMU (the run's code is in its final line): no second boot.
         a.push("-no-reboot".into());
+        // No guest here uses a network card; virt's default one also needs a ROM file that a
+        // QEMU unpacked without its recommends (the KVM host model's) does not have.
+        a.extend(["-nic".into(), "none".into()]);
         let mut files = Vec::new();
         if let Some(d) = &self.dtb {
             a.extend(["-dtb".into(), d.display().to_string()]);
         }
         // The run's key and the guest's RAM, for the hypervisor alone; last, after a boot
         // loader's words and their `pgtlab` marker if the user gave some.
-        let judging = if self.under_hypervisor() { Judging::Keyed(new_key()?) } else { Judging::Alone };
+        let judging = match (self.under_hypervisor(), self.key) {
+            (true, Some(k)) => Judging::Keyed(k),
+            (true, None) => Judging::Keyed(new_key()?),
+            (false, _) => Judging::Alone,
+        };
         let mut append = match judging {
             Judging::Keyed(key) => join(&[
                 &self.bootargs,

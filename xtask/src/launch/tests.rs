@@ -177,12 +177,25 @@ fn singlestep_is_spelled_as_the_qemu_takes_it() {
 
 #[test]
 fn kvm_takes_the_hosts_cpu_and_refuses_tcg_options() {
-    let kvm = Launch { accel: crate::machine::accel::find("kvm").unwrap(), ..Launch::default() };
+    let kvm = Launch { accel: crate::machine::accel::find("kvm").unwrap(), key: Some(7), ..Launch::default() };
     let a = kvm.args(&images()).unwrap();
     assert_eq!(after(&a, "-accel"), Some("kvm"));
     assert_eq!(after(&a, "-cpu"), Some("host"));
     assert_eq!(after(&a, "-M"), Some("virt,gic-version=3,virtualization=on"));
-    assert!(Launch { icount: Some(0), ..kvm }.validate().unwrap_err().0.contains("--icount"));
+    assert!(Launch { icount: Some(0), ..kvm.clone() }.validate().unwrap_err().0.contains("--icount"));
+    assert!(Launch { singlestep: true, ..kvm.clone() }.validate().unwrap_err().0.contains("--singlestep"));
+    assert!(Launch { plugin: Some("p.so".into()), ..kvm.clone() }.validate().unwrap_err().0.contains("--count-insns"));
+    // One accelerator: a --qemu-arg cannot choose another.
+    assert!(crate::launch::qemu_arg::parse("-accel tcg").is_err());
+    // KVM runs virt only: a board model is TCG's.
+    let pi4 = Launch { accel: kvm.accel, ..Launch::for_machine(find("pi4").unwrap()) };
+    let e = pi4.validate().unwrap_err().0;
+    assert!(e.contains("virt machine only") && e.contains("--accel tcg"), "{e}");
+    // The same command line under the KVM host model, whose QEMU lacks virt's NIC ROM.
+    let model = Launch { accel: crate::machine::accel::find("kvm-model").unwrap(), ..kvm.clone() };
+    let m = model.args(&images()).unwrap();
+    assert_eq!(m, a, "kvm-model runs the command line --accel kvm would");
+    assert_eq!(after(&m, "-nic"), Some("none"));
 }
 
 #[test]

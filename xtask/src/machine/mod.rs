@@ -76,6 +76,8 @@ pub struct QemuModel {
     pub cpu_start: CpuStart,
     /// Debian's Linux on it.
     pub linux: Linux,
+    /// KVM can run it (`--accel kvm`): QEMU's `virt` only; a board model is TCG's.
+    pub kvm: bool,
 }
 
 /// How a model gets EL2 (virtualisation).
@@ -197,6 +199,9 @@ pub struct Card {
     pub dtb: &'static str,
     /// A short name for messages ("Pi 5").
     pub short: &'static str,
+    /// Debian's TF-A port for its armstub (`arm-trusted-firmware`'s `PLAT/bl31.bin`), or why
+    /// there is none to put on the card.
+    pub tfa: Result<&'static str, &'static str>,
 }
 
 /// The table.
@@ -221,6 +226,7 @@ pub static MACHINES: &[Machine] = &[
             audio: false,
             cpu_start: CpuStart::Psci,
             linux: Linux { console: "console=ttyAMA0", backports_only: false, powers_off_alone: true },
+            kvm: true,
         }),
         card: None,
     },
@@ -245,8 +251,9 @@ pub static MACHINES: &[Machine] = &[
             audio: true,
             cpu_start: CpuStart::SpinTable,
             linux: Linux { console: PI4_LINUX_CONSOLE, backports_only: true, powers_off_alone: false },
+            kvm: false,
         }),
-        card: Some(Card { kernel: "kernel8.img", dtb: "bcm2711-rpi-4-b.dtb", short: "Pi 4" }),
+        card: Some(Card { kernel: "kernel8.img", dtb: "bcm2711-rpi-4-b.dtb", short: "Pi 4", tfa: Ok("rpi4") }),
     },
     Machine {
         name: "zcu102",
@@ -278,6 +285,7 @@ pub static MACHINES: &[Machine] = &[
                 backports_only: true,
                 powers_off_alone: false,
             },
+            kvm: false,
         }),
         card: None,
     },
@@ -303,6 +311,7 @@ pub static MACHINES: &[Machine] = &[
             audio: true,
             cpu_start: CpuStart::Psci,
             linux: Linux { console: "console=ttymxc1,115200", backports_only: true, powers_off_alone: false },
+            kvm: false,
         }),
         card: None,
     },
@@ -311,7 +320,12 @@ pub static MACHINES: &[Machine] = &[
         aliases: &["rpi5", "raspberrypi5", "raspi5"],
         description: "Raspberry Pi 5",
         qemu: None,
-        card: Some(Card { kernel: "kernel_2712.img", dtb: "bcm2712-rpi-5-b.dtb", short: "Pi 5" }),
+        card: Some(Card {
+            kernel: "kernel_2712.img",
+            dtb: "bcm2712-rpi-5-b.dtb",
+            short: "Pi 5",
+            tfa: Err("the Pi 5's firmware already runs TF-A (PSCI over SMC); give a BL31 file to replace it"),
+        }),
     },
 ];
 

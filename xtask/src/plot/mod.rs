@@ -22,7 +22,7 @@ pub mod goals;
 pub mod rows;
 pub mod vs_linux;
 
-pub use compare::{check_earlier, compare, verdict, Verdict};
+pub use compare::{check_earlier, compare, host_of, verdict, Verdict};
 pub use draw::{bench_svg, goals_svg, svg};
 pub use goals::{goal_rows, goal_table, summary, FigureGoal, Goal, GoalRow, Measured, Saved, FIGURE_GOALS, GOALS};
 pub use rows::{group_setting, load, mode, row, rows, unit, Mode, Row};

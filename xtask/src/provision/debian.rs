@@ -199,12 +199,20 @@ const APT_TIMEOUT: Duration = Duration::from_secs(120);
 pub struct Apt {
     dir: PathBuf,
     arch: String,
-    /// `Some(suite)`: the sources list under `dir` names only that suite.
+    /// `Some(suite)`: the sources list under `dir` names only that suite (or those suites).
     suite: Option<String>,
+    /// `APT::Default-Release`: the suite whose packages are preferred.
+    default_release: Option<String>,
+}
+
+/// The machine's release codename (`/etc/os-release`'s `VERSION_CODENAME`).
+fn machine_codename() -> Result<String> {
+    let os_release = std::fs::read_to_string("/etc/os-release").unwrap_or_default();
+    codename(&os_release).context("/etc/os-release has no VERSION_CODENAME: not a Debian-like machine")
 }
 
 /// Runs `cmd` with a time limit; returns stdout, or an error with the last lines of stderr.
-fn run_limited(cmd: &mut Command, what: &str) -> Result<String> {
+pub(crate) fn run_limited(cmd: &mut Command, what: &str) -> Result<String> {
     let t0 = Instant::now();
     let mut child = cmd
         .stdin(Stdio::null())
@@ -257,12 +265,27 @@ impl Apt {
     /// The apt state under `dir` for `arch` packages of `<codename>-backports` from the
     /// machine's own archive (`/etc/os-release`'s codename, `/etc/apt`'s sources).
     pub fn backports(dir: &Path, arch: &str) -> Result<Apt> {
-        let os_release = std::fs::read_to_string("/etc/os-release").unwrap_or_default();
-        let code =
-            codename(&os_release).context("/etc/os-release has no VERSION_CODENAME: not a Debian-like machine")?;
-        let suite = format!("{code}-backports");
-        let list = sources_for(&machine_sources(Path::new("/etc/apt")), &code, &suite, arch)?;
-        let apt = Self::create(dir, arch, Some(suite))?;
+        let code = machine_codename()?;
+        Self::suite(dir, arch, &format!("{code}-backports"))
+    }
+
+    /// The apt state under `dir` for `arch` packages of `suite` (e.g. `sid`) from the machine's
+    /// own archive: the one that carries the machine's release serves the others too.
+    pub fn suite(dir: &Path, arch: &str, suite: &str) -> Result<Apt> {
+        Self::suites(dir, arch, &[suite])
+    }
+
+    /// [`Apt::suite`] with several suites (e.g. `trixie` and `trixie-backports`, whose packages
+    /// need the release's), the last one preferred (`APT::Default-Release`: a backports suite's
+    /// packages are otherwise taken only when asked by name).
+    pub fn suites(dir: &Path, arch: &str, suites: &[&str]) -> Result<Apt> {
+        let code = machine_codename()?;
+        let sources = machine_sources(Path::new("/etc/apt"));
+        let list = suites.iter().map(|s| sources_for(&sources, &code, s, arch)).collect::<Result<Vec<_>>>()?.concat();
+        let mut apt = Self::create(dir, arch, Some(suites.join(" + ")))?;
+        if suites.len() > 1 {
+            apt.default_release = suites.last().map(|s| s.to_string());
+        }
         crate::write_if_changed(&dir.join("sources.list"), list.as_bytes())?;
         Ok(apt)
     }
@@ -275,7 +298,7 @@ impl Apt {
         if !status.exists() {
             std::fs::write(&status, "")?;
         }
-        Ok(Apt { dir: dir.to_path_buf(), arch: arch.to_string(), suite })
+        Ok(Apt { dir: dir.to_path_buf(), arch: arch.to_string(), suite, default_release: None })
     }
 
     /// What the packages come from, for messages: the suite, or "the machine's suites".
@@ -297,6 +320,9 @@ impl Apt {
             "Acquire::https::Timeout=30".into(),
             "Acquire::Retries=1".into(),
         ];
+        if let Some(r) = &self.default_release {
+            o.push(format!("APT::Default-Release={r}"));
+        }
         if self.suite.is_some() {
             o.push(format!("Dir::Etc::SourceList={d}/sources.list"));
             o.push("Dir::Etc::SourceParts=/nonexistent".into());
@@ -357,6 +383,42 @@ impl Apt {
         eprintln!("xtask: apt-get download {package} ({}, {})", self.arch, self.suite_name());
         run_limited(self.apt("apt-get")?.args(["-q", "download", package]), &format!("apt-get download {package}"))?;
         find().with_context(|| format!("apt-get download {package} left no .deb in {}", debs.display()))
+    }
+
+    /// The package lists, fetched with `apt-get update` when there are none yet.
+    pub fn ensure_lists(&self) -> Result<()> {
+        if self.has_lists() {
+            return Ok(());
+        }
+        self.update()
+    }
+
+    /// `apt-cache depends PACKAGE`'s output.
+    pub fn depends(&self, package: &str) -> Result<String> {
+        run_limited(self.apt("apt-cache")?.args(["depends", package]), &format!("apt-cache depends {package}"))
+    }
+
+    /// `apt-get -s install --no-install-recommends PACKAGES`' output against this state's
+    /// (empty) list of installed packages: every package the install would unpack, one `Inst`
+    /// line each.
+    pub fn simulate_install(&self, packages: &[&str]) -> Result<String> {
+        let mut c = self.apt("apt-get")?;
+        c.args(["-s", "-q", "install", "--no-install-recommends"]).args(packages);
+        run_limited(&mut c, &format!("apt-get -s install {}", packages.join(" ")))
+    }
+
+    /// Downloads `NAME=VERSION` packages in one `apt-get download`, into [`Apt::debs_dir`].
+    pub fn download_versions(&self, specs: &[String]) -> Result<()> {
+        eprintln!("xtask: apt-get download of {} packages ({}, {})", specs.len(), self.arch, self.suite_name());
+        let mut c = self.apt("apt-get")?;
+        c.args(["-q", "download"]).args(specs);
+        run_limited(&mut c, &format!("apt-get download ({} packages)", specs.len()))?;
+        Ok(())
+    }
+
+    /// Where downloaded `.deb` files land.
+    pub fn debs_dir(&self) -> PathBuf {
+        self.dir.join("debs")
     }
 
     /// Resolves (a meta package to its first dependency, when `meta`) and downloads, refreshing

@@ -71,6 +71,11 @@ pub fn wrapper_script(root: &Path, arch_triplet: &str) -> String {
     )
 }
 
+/// The root a wrapper's text runs the QEMU of ([`wrapper_script`]).
+fn wrapper_root(text: &str) -> Option<&str> {
+    text.split_once("exec '")?.1.split_once("/usr/bin/qemu-system-aarch64'").map(|(root, _)| root)
+}
+
 /// The backports QEMU, unpacked under [`dir`] once (with one line saying so); its wrapper.
 pub fn backports_qemu() -> Result<PathBuf> {
     let w = wrapper();
@@ -78,7 +83,11 @@ pub fn backports_qemu() -> Result<PathBuf> {
         // A wrapper that names another root is from a target/ copied or moved from elsewhere
         // (it execs a QEMU that is not there): unpacked again here.
         let root = dir().join("root");
-        if std::fs::read_to_string(&w).is_ok_and(|t| t.contains(&*root.to_string_lossy())) {
+        // Worktrees share one downloads folder through symbolic links: each names the same
+        // root by another path, which is still this root.
+        let real = |p: &Path| std::fs::canonicalize(p).ok();
+        let named = std::fs::read_to_string(&w).ok().and_then(|t| wrapper_root(&t).map(PathBuf::from));
+        if named.is_some_and(|n| n == root || (real(&n).is_some() && real(&n) == real(&root))) {
             return Ok(w);
         }
         eprintln!("xtask: {} names another folder's QEMU (target/ was copied): unpacking again", w.display());
@@ -171,5 +180,9 @@ mod tests {
         let s = wrapper_script(Path::new("/t/q/root"), "x86_64-linux-gnu");
         assert!(s.starts_with("#!/bin/sh\n"));
         assert!(s.contains("QEMU_MODULE_DIR='/t/q/root/usr/lib/x86_64-linux-gnu/qemu' exec '/t/q/root/usr/bin/qemu-system-aarch64' -L '/t/q/root/usr/share/qemu' \"$@\""), "{s}");
+        assert_eq!(wrapper_root(&s), Some("/t/q/root"));
+        let odd = wrapper_script(Path::new("/srv/usr/bin/q/root"), "x86_64-linux-gnu");
+        assert_eq!(wrapper_root(&odd), Some("/srv/usr/bin/q/root"));
+        assert_eq!(wrapper_root("#!/bin/sh\nexec qemu\n"), None);
     }
 }

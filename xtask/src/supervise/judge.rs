@@ -333,6 +333,36 @@ mod tests {
         assert_eq!(judge(&outcome(Some(0), "hyp: @@exit 0 (success)\n", &[])).code, exit::NO_FINAL_LINE);
     }
 
+    /// QEMU's messages on stderr are its refusal only when the guest never printed a line: a
+    /// run that printed and then saw QEMU fail is judged by its final line, or its lack of one.
+    #[test]
+    fn qemu_messages_after_the_guest_ran_are_no_refusal() {
+        let warn = ["qemu-system-aarch64: warning: something late"];
+        let v = judge(&outcome(Some(1), "hyp: x\n@@exit 0 (success)\n", &warn));
+        assert_eq!(v.code, exit::UNKNOWN_EXIT, "{v}");
+        let v = judge(&outcome(Some(1), "hyp: x\n", &warn));
+        assert_eq!(v.code, exit::NO_FINAL_LINE, "{v}");
+        let v = judge(&outcome(Some(1), "", &warn));
+        assert_eq!(v.code, exit::QEMU_REFUSED, "{v}");
+    }
+
+    /// The line quoted is the first that says why, not a later echo of it.
+    #[test]
+    fn the_first_line_that_says_why_is_quoted() {
+        let console = "kernel: test a: step 1 failed\nkernel: test b: step 2 failed\n@@exit 1 (guest failure)\n";
+        let v = judge(&outcome(Some(0), console, &[]));
+        assert_eq!(v.reason, "guest failure: kernel: test a: step 1 failed", "{v}");
+    }
+
+    /// A success names no console line as its reason, even one that says "failed" (a self-test
+    /// that checks a refusal prints one).
+    #[test]
+    fn a_success_quotes_no_failure_line() {
+        let v = judge(&outcome(Some(0), "kernel: test x: step failed as expected\n@@exit 0 (success)\n", &[]));
+        assert_eq!(v.code, exit::SUCCESS);
+        assert_eq!(v.reason, format!("success: {}", exit::lookup(0).unwrap().reason), "{v}");
+    }
+
     #[test]
     fn the_last_final_line_is_the_runs() {
         // A guest prints a final line of its own; the hypervisor's, printed last before it
@@ -553,6 +583,12 @@ mod tests {
         let v = judge(&keyed(Some(0), planted));
         assert_eq!(v.code, exit::NO_FINAL_LINE, "{v}");
         assert!(v.reason.contains("not this run's final line"), "{v}");
+        // Timed out after a planted line: the verdict quotes it as what it is.
+        let mut stuck = keyed(None, &format!("hyp: booting\n{planted}"));
+        stuck.timed_out = true;
+        let v = judge(&stuck);
+        assert_eq!(v.code, exit::TIMED_OUT, "{v}");
+        assert!(v.reason.contains("@@exit 0 (success) [not the run's final line: no key]"), "{v}");
         // The real line after a planted failure: success.
         assert_eq!(judge(&keyed(Some(0), &format!("@@exit 2 (guest panic)\n{}", final_line(0)))).code, exit::SUCCESS);
         // A planted line does not switch off the end-at-panic watch (the run would wait for

@@ -4,12 +4,15 @@
 //! outcome ([`Outcome`]) that [`judge::judge`] turns into a verdict.
 
 pub mod judge;
+pub mod kvm;
+pub mod kvm_model;
 
 pub use judge::{judge, Ended, Watch};
 
 use crate::build::Images;
 pub use crate::launch::Judging;
 use crate::launch::Launch;
+use crate::machine::{accel::Runs, Accel};
 use anyhow::{Context, Result};
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
@@ -57,6 +60,15 @@ impl Outcome {
             .filter(|l| !l.trim().is_empty() && !l.starts_with("qemu-system") && !l.starts_with(abi::report::PREFIX))
             .collect();
         let last = &last[last.len().saturating_sub(3)..];
+        // A final line that does not decide this run (a guest's, without the run's key) is
+        // quoted as what it is: a reader must not take "@@exit 0 (success)" for the outcome.
+        let last: Vec<String> = last
+            .iter()
+            .map(|l| match (abi::exit::parse_final(l), self.judging) {
+                (Some(f), Judging::Keyed(k)) if f.key != Some(k) => format!("{l} [not the run's final line: no key]"),
+                _ => l.to_string(),
+            })
+            .collect();
         let mut s = String::new();
         if !last.is_empty() {
             s.push_str(&format!("; last lines: {}", last.join(" | ")));
@@ -70,7 +82,7 @@ impl Outcome {
 
 /// Runs QEMU, echoing its output through `echo` line by line, killing it after `timeout`. With
 /// `progress`, a line on stderr says how long the run has gone and how much time is left, every
-/// `progress` without output. A configuration [`QemuConfig::validate`] refuses is an error
+/// `progress` without output. A configuration [`Launch::validate`] refuses is an error
 /// (the caller's usage error, [`crate::error::Refused`]), QEMU is not started.
 pub fn run(
     qemu: &Path,
@@ -82,7 +94,31 @@ pub fn run(
 ) -> Result<Outcome> {
     let version = crate::provision::qemu_pkg::version_of(qemu)?;
     let r = launch.resolve(images, version)?;
-    run_args(qemu, &r.args, r.judging, timeout, progress, echo)
+    run_on(qemu, launch.accel, &r.args, r.judging, timeout, progress, echo)
+}
+
+/// Runs `args` (a launch's, resolved for `accel`) where the accelerator runs: QEMU's TCG here;
+/// this host's KVM here once its `/dev/kvm` says it can run them ([`kvm::check_host`], a
+/// refusal otherwise); or inside the KVM host model ([`kvm_model`], provisioned on first use),
+/// whose inner run is the outcome.
+pub fn run_on(
+    qemu: &Path,
+    accel: &Accel,
+    args: &[String],
+    judging: Judging,
+    timeout: Duration,
+    progress: Option<Duration>,
+    echo: impl FnMut(&str),
+) -> Result<Outcome> {
+    match accel.runs {
+        Runs::Here => {
+            if !accel.tcg {
+                kvm::check_host(args)?;
+            }
+            run_args(qemu, args, judging, timeout, progress, echo)
+        }
+        Runs::KvmModel => kvm_model::provision()?.run(args, judging, timeout, progress, echo),
+    }
 }
 
 /// [`run`] with a complete argument list (not validated: the caller built it). QEMU runs
@@ -122,9 +158,16 @@ pub fn run_args_until(
     let events_path = crate::qmp::socket_path();
     let mut cmd = Command::new(qemu);
     cmd.args(args).args(crate::qmp::qemu_args(&qmp)).args(crate::qmp::event_args(&events_path));
+    // Stopped until the event monitor listens (`crate::qmp::event_args`); a run already stopped
+    // for gdb (`-S`) is started by gdb.
+    let held = !args.iter().any(|a| a == "-S");
+    if held {
+        cmd.arg("-S");
+    }
     cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut child = crate::signals::supervised(&mut cmd).with_context(|| format!("starting {}", qemu.display()))?;
-    let events = crate::qmp::EventWatch::start(&events_path, EVENTS_WAIT, || matches!(child.try_wait(), Ok(None)));
+    let events =
+        crate::qmp::EventWatch::start(&events_path, EVENTS_WAIT, held, || matches!(child.try_wait(), Ok(None)));
     let _ = std::fs::remove_file(&events_path);
     let events = match events {
         Ok(e) => Some(e),

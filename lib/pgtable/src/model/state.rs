@@ -631,7 +631,7 @@ impl Model {
         let pending = std::mem::take(&mut self.pending);
         for p in pending {
             let broadcast = p.op.sh == Shareability::InnerShareable;
-            if broadcast && !b.is_inner_shareable() {
+            if !b.completes_maintenance() || (broadcast && !b.is_inner_shareable()) {
                 self.pending.push(p);
                 continue;
             }

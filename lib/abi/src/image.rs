@@ -1,7 +1,8 @@
 //! The Linux arm64 `Image` header (Documentation/arch/arm64/booting.rst).
 //!
 //! ```text
-//! 0x00 code0 / code1   (a branch to the real entry)
+//! 0x00 code0 / code1   (this project's: code0 `ccmp` whose low half is "MZ" (`crate::pe`), code1 a
+//!                      branch to the real entry)
 //! 0x08 text_offset     u64 LE: offset from a 2 MiB aligned base where the image must sit
 //! 0x10 image_size      u64 LE: bytes the image needs in memory, BSS included
 //! 0x18 flags           u64 LE: bit 0 big-endian, bits 1-2 page size (1 = 4K), bit 3 anywhere
@@ -9,7 +10,8 @@
 //! 0x28 res3            this project's stamp: u32 "PGTL" + u32 CRC-32 of the file
 //! 0x30 res4            this project's stamp: u64 file length in bytes
 //! 0x38 magic           "ARM\x64"
-//! 0x3c res5            (PE header offset, 0 here)
+//! 0x3c res5            PE header offset: 0, or 0x40 in an Image that is an EFI application too
+//!                      (the hypervisor's, `crate::pe`)
 //! ```
 //! QEMU only hands x0 = DTB (and loads `-initrd`) to a file with this header, so both binaries
 //! carry it; the hypervisor uses [`ImageHeader::parse`] to load the guest kernel and the xtask
@@ -90,6 +92,9 @@ pub enum ImageError {
         /// Bytes the stamp says the file has.
         stamped: u64,
     },
+    /// A stamped Image names a PE header (code0 "MZ", res5 not 0) that is not a loadable
+    /// arm64 EFI application's.
+    BadPe(crate::pe::PeError),
     /// The file's CRC-32 differs from the stamp's.
     Corrupted {
         /// The stamp's CRC-32.
@@ -124,6 +129,7 @@ impl core::fmt::Display for ImageError {
             Self::Truncated { file_len, stamped } => {
                 write!(f, "Image truncated: {file_len} bytes given, its header says the file has {stamped}")
             }
+            Self::BadPe(e) => write!(f, "Image's PE/COFF header: {e}"),
             Self::Corrupted { stamped, found } => {
                 write!(f, "Image corrupted: CRC-32 {found:#010x}, its header says {stamped:#010x}")
             }
@@ -148,11 +154,11 @@ fn read_u32(b: &[u8], off: usize) -> u32 {
     u32::from_le_bytes(v)
 }
 
-/// CRC-32 (`abi::crc32`: IEEE 802.3, reflected, as zlib) of `data` with the stamp's CRC field
+/// CRC-32 (`crate::crc32`: IEEE 802.3, reflected, as zlib) of `data` with the stamp's CRC field
 /// read as zeros.
 pub fn stamp_crc(data: &[u8]) -> u32 {
     let crc_field = STAMP_OFFSET + 4..STAMP_OFFSET + 8;
-    let mut c = abi::crc32::Crc32::new();
+    let mut c = crate::crc32::Crc32::new();
     for (i, &b) in data.iter().enumerate() {
         c.byte(if crc_field.contains(&i) { 0 } else { b });
     }
@@ -200,6 +206,9 @@ impl ImageHeader {
             let (stamped, found) = (read_u32(file, STAMP_OFFSET + 4), stamp_crc(&file[..len]));
             if stamped != found {
                 return Err(ImageError::Corrupted { stamped, found });
+            }
+            if crate::pe::has_dos_magic(file) && read_u32(file, crate::pe::LFANEW_OFFSET) != 0 {
+                crate::pe::parse(&file[..len]).map_err(ImageError::BadPe)?;
             }
         }
         Ok(h)
@@ -352,6 +361,21 @@ mod tests {
         extern crate std;
         use std::string::ToString;
         assert!(ImageError::Corrupted { stamped: 1, found: 2 }.to_string().contains("0x00000002"));
+    }
+
+    /// A stamped Image that says it is a PE file (MZ, res5 set) must be a good one; one with
+    /// res5 = 0 (the kernel's: the MZ no-op alone) is an Image only.
+    #[test]
+    fn a_stamped_image_naming_a_pe_header_is_checked() {
+        let mut file = [0u8; 4096];
+        file[..128].copy_from_slice(&header(0, 0, FLAG_PAGE_4K, 4096));
+        file[0..4].copy_from_slice(&crate::pe::MZ_NOP.to_le_bytes());
+        ImageHeader::patch(&mut file, 0x10000).unwrap();
+        file[crate::pe::LFANEW_OFFSET] = 0x40;
+        assert_eq!(
+            ImageHeader::patch(&mut file, 0x10000),
+            Err(ImageError::BadPe(crate::pe::PeError::BadPeOffset { offset: 0x40 }))
+        );
     }
 
     /// A stamp whose CRC field reads 0 is checked like any other: 0 is a CRC value, not "none"
