@@ -229,27 +229,38 @@ fn long_edk2_esp_linux() {
     expect_linux(&run);
 }
 
-/// `cargo xtask flash --board pi4 --armstub tfa`: Debian's TF-A BL31 for the Pi 4 goes on the
-/// card as the armstub (QEMU's raspi4b cannot run it: README "Real firmware on the Pis").
+/// `cargo xtask flash --board pi4|pi5 --armstub tfa`: Debian's TF-A BL31 for the board (upstream
+/// TF-A's `rpi4` / `rpi5` port) goes on the card as the armstub (QEMU's raspi4b cannot run it:
+/// docs/firmware.md "Real firmware on the Pis").
 #[test]
-fn pi4_card_with_debian_tfa_as_armstub() {
-    let bl31 = std::fs::read(
-        xtask::flash::armstub_tfa(xtask::machine::with_card("pi4").unwrap().1).expect("Debian's BL31 for rpi4"),
-    )
-    .unwrap();
-    assert!(bl31.len() > 4096, "{} bytes", bl31.len());
-    let b = xtask::flash::Boot {
-        kernel: std::fs::read(&tests::images().hypervisor).unwrap(),
-        guest: Some(std::fs::read(&tests::images().kernel).unwrap()),
-        bootargs: String::new(),
-        baud: None,
-        pi: xtask::machine::with_card("pi4").unwrap().1,
-        armstub: Some(bl31.clone()),
-    };
-    let files = xtask::flash::image_files(&b, None).unwrap();
-    let image = xtask::flash::fat::build(&files, xtask::flash::fat::size_for(&files)).unwrap();
-    let info = xtask::flash::fat::read(&image).unwrap();
-    assert_eq!(info.file(xtask::flash::ARMSTUB).map(|f| f.data.clone()), Some(bl31));
-    let config = String::from_utf8(info.file("config.txt").unwrap().data.clone()).unwrap();
-    assert!(config.lines().any(|l| l == "armstub=pgtlab-bl31.bin"), "{config}");
+fn pi_cards_with_debian_tfa_as_armstub() {
+    let mut seen: Vec<Vec<u8>> = Vec::new();
+    for (board, plat) in [("pi4", "rpi4"), ("pi5", "rpi5")] {
+        let pi = xtask::machine::with_card(board).unwrap().1;
+        let path = xtask::flash::armstub_tfa(pi).unwrap_or_else(|e| panic!("Debian's BL31 for {plat}: {e:#}"));
+        let bl31 = std::fs::read(&path).unwrap();
+        assert!(bl31.len() > 4096, "{board}: {} bytes", bl31.len());
+        // Each board its own port (the ports' strings are alike: the bytes tell them apart).
+        assert!(!seen.contains(&bl31), "{board}: the same BL31 as another board's");
+        seen.push(bl31.clone());
+        // TF-A's own banner string, and the package it came from.
+        assert!(bl31.windows(6).any(|w| w == b"BL31: "), "{board}: no BL31 banner in {}", path.display());
+        let source = xtask::provision::firmware::source_of(&path);
+        assert!(source.starts_with("arm-trusted-firmware_"), "{board}: {source}");
+        let b = xtask::flash::Boot {
+            kernel: std::fs::read(&tests::images().hypervisor).unwrap(),
+            guest: Some(std::fs::read(&tests::images().kernel).unwrap()),
+            bootargs: String::new(),
+            baud: None,
+            pi,
+            armstub: Some(bl31.clone()),
+        };
+        let files = xtask::flash::image_files(&b, None).unwrap();
+        let image = xtask::flash::fat::build(&files, xtask::flash::fat::size_for(&files)).unwrap();
+        let info = xtask::flash::fat::read(&image).unwrap();
+        assert_eq!(info.file(xtask::flash::ARMSTUB).map(|f| f.data.clone()), Some(bl31), "{board}");
+        let config = String::from_utf8(info.file("config.txt").unwrap().data.clone()).unwrap();
+        assert!(config.lines().any(|l| l == "armstub=pgtlab-bl31.bin"), "{board}: {config}");
+        assert!(config.lines().any(|l| l == format!("kernel={}", pi.kernel)), "{board}: {config}");
+    }
 }

@@ -199,9 +199,9 @@ pub struct Card {
     pub dtb: &'static str,
     /// A short name for messages ("Pi 5").
     pub short: &'static str,
-    /// Debian's TF-A port for its armstub (`arm-trusted-firmware`'s `PLAT/bl31.bin`), or why
-    /// there is none to put on the card.
-    pub tfa: Result<&'static str, &'static str>,
+    /// Debian's TF-A port for its armstub (`arm-trusted-firmware`'s `PLAT/bl31.bin`), if it
+    /// builds one for the board.
+    pub tfa: Option<&'static str>,
 }
 
 /// The table.
@@ -253,7 +253,7 @@ pub static MACHINES: &[Machine] = &[
             linux: Linux { console: PI4_LINUX_CONSOLE, backports_only: true, powers_off_alone: false },
             kvm: false,
         }),
-        card: Some(Card { kernel: "kernel8.img", dtb: "bcm2711-rpi-4-b.dtb", short: "Pi 4", tfa: Ok("rpi4") }),
+        card: Some(Card { kernel: "kernel8.img", dtb: "bcm2711-rpi-4-b.dtb", short: "Pi 4", tfa: Some("rpi4") }),
     },
     Machine {
         name: "zcu102",
@@ -324,7 +324,8 @@ pub static MACHINES: &[Machine] = &[
             kernel: "kernel_2712.img",
             dtb: "bcm2712-rpi-5-b.dtb",
             short: "Pi 5",
-            tfa: Err("the Pi 5's firmware already runs TF-A (PSCI over SMC); give a BL31 file to replace it"),
+            // The Pi 5's firmware runs its own TF-A already; this one replaces it.
+            tfa: Some("rpi5"),
         }),
     },
 ];

@@ -255,6 +255,12 @@ pub(crate) fn run_limited(cmd: &mut Command, what: &str) -> Result<String> {
     Ok(String::from_utf8_lossy(&stdout).into_owned())
 }
 
+/// The suites that carry Debian's newest arm64 packages, tried in order: each a name and the
+/// suites of its apt state (a backports suite needs its release's packages too; its own are
+/// preferred). The KVM host model's kernel and QEMU and TF-A's newer ports come from here.
+pub const NEWEST_SUITES: [(&str, &[&str]); 2] =
+    [("sid", &["sid"]), ("trixie-backports", &["trixie", "trixie-backports"])];
+
 impl Apt {
     /// The apt state under `dir` (created as needed) for arm64 packages of the machine's own
     /// suites.

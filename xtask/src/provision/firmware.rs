@@ -4,11 +4,12 @@
 //! (`arm-trusted-firmware`) for a Pi's card (`config.txt` `armstub=`, `crate::flash`).
 //!
 //! Fetched like the Linux guest (`crate::provision::debian::Apt`: a private apt state under
-//! `target/downloads/firmware/`, the machine's own apt sources; TF-A from `<codename>-backports`,
-//! the first suite with BL31 for the Pi 5) and unpacked file by file with `dpkg-deb`: nothing is
-//! installed on the system. Each file is cached with a `.source` file naming its package.
+//! `target/downloads/firmware/`, the machine's own apt sources; TF-A from the newest suites,
+//! [`crate::provision::debian::NEWEST_SUITES`]: Debian 13's 2.12.1 still has no BL31 for the
+//! Pi 5) and unpacked file by file with `dpkg-deb`: nothing is installed on the system. Each
+//! file is cached with a `.source` file naming its package.
 
-use crate::provision::debian::{cache_dir, extract, Apt};
+use crate::provision::debian::{cache_dir, extract, Apt, NEWEST_SUITES};
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
 
@@ -17,18 +18,28 @@ use std::path::{Path, PathBuf};
 pub struct FirmwareFile {
     /// The Debian package.
     pub package: &'static str,
-    /// The suite: the machine's own (`false`) or its `<codename>-backports` (`true`).
-    pub backports: bool,
+    /// The suite it is taken from.
+    pub suite: Suite,
     /// Its path inside the package (a `dpkg-deb` member, wildcards allowed).
     pub member: &'static str,
     /// The file's name under [`dir`].
     pub name: &'static str,
 }
 
+/// Where a firmware package comes from (the machine's own apt sources either way).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Suite {
+    /// The machine's own suites (Debian 12's EDK2 and U-Boot run on its QEMU 7.2).
+    Machine,
+    /// The first of [`NEWEST_SUITES`] whose package holds the file (TF-A: Debian 12's 2.8 and
+    /// Debian 13's 2.12.1 build BL31 for `rpi4`, sid's and trixie-backports' also for `rpi5`).
+    Newest,
+}
+
 /// EDK2 for QEMU `virt` (AArch64), a `-bios` image.
 pub const EDK2_VIRT: FirmwareFile = FirmwareFile {
     package: "qemu-efi-aarch64",
-    backports: false,
+    suite: Suite::Machine,
     member: "./usr/share/qemu-efi-aarch64/QEMU_EFI.fd",
     name: "QEMU_EFI.fd",
 };
@@ -36,13 +47,13 @@ pub const EDK2_VIRT: FirmwareFile = FirmwareFile {
 /// U-Boot for QEMU `virt` (`qemu_arm64_defconfig`), a `-bios` image.
 pub const UBOOT_VIRT: FirmwareFile = FirmwareFile {
     package: "u-boot-qemu",
-    backports: false,
+    suite: Suite::Machine,
     member: "./usr/lib/u-boot/qemu_arm64/u-boot.bin",
     name: "u-boot-qemu_arm64.bin",
 };
 
-/// TF-A's BL31 for a Raspberry Pi (`rpi4`, `rpi5`): the armstub that gives the board PSCI from
-/// EL3.
+/// TF-A's BL31 for `platform` (`rpi4`, `rpi5`, `imx8mp`): on a Pi, the armstub that gives the
+/// board PSCI from EL3.
 pub fn bl31(platform: &'static str) -> FirmwareFile {
     let (member, name) = match platform {
         "rpi4" => ("./usr/lib/arm-trusted-firmware/rpi4/bl31.bin", "bl31-rpi4.bin"),
@@ -50,7 +61,7 @@ pub fn bl31(platform: &'static str) -> FirmwareFile {
         "imx8mp" => ("./usr/lib/arm-trusted-firmware/imx8mp/bl31.bin", "bl31-imx8mp.bin"),
         _ => ("", ""),
     };
-    FirmwareFile { package: "arm-trusted-firmware", backports: false, member, name }
+    FirmwareFile { package: "arm-trusted-firmware", suite: Suite::Newest, member, name }
 }
 
 /// Where the firmware files are cached.
@@ -64,14 +75,34 @@ pub fn get(file: FirmwareFile) -> Result<PathBuf> {
     // One fetch at a time (tests ask from several threads); the second finds the file cached.
     static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _one = ONE.lock().unwrap_or_else(|p| p.into_inner());
-    let d = dir();
+    // The newest suites' files are kept apart from the machine's: one name, one package's file.
+    let d = match file.suite {
+        Suite::Machine => dir(),
+        Suite::Newest => dir().join("newest"),
+    };
     let cached = d.join(file.name);
     if cached.is_file() {
         return Ok(cached);
     }
     std::fs::create_dir_all(&d)?;
-    let apt =
-        if file.backports { Apt::backports(&d.join("apt-backports"), "arm64")? } else { Apt::new(&d.join("apt"))? };
+    match file.suite {
+        Suite::Machine => fetch_from(&Apt::new(&d.join("apt"))?, file, &d, &cached),
+        Suite::Newest => {
+            let mut tried = Vec::new();
+            for (name, suites) in NEWEST_SUITES {
+                let apt = Apt::suites(&d.join(format!("apt-{name}")), "arm64", suites)?;
+                match fetch_from(&apt, file, &d, &cached) {
+                    Ok(p) => return Ok(p),
+                    Err(e) => tried.push(format!("{name}: {e:#}")),
+                }
+            }
+            anyhow::bail!("{} from {}: not in any suite tried ({})", file.member, file.package, tried.join("; "))
+        }
+    }
+}
+
+/// `file` from `apt`'s package into `cached` (its `.source` beside it).
+fn fetch_from(apt: &Apt, file: FirmwareFile, d: &Path, cached: &Path) -> Result<PathBuf> {
     eprintln!(
         "xtask: fetching {} from {} ({}) with the machine's apt sources",
         file.name,
@@ -79,10 +110,10 @@ pub fn get(file: FirmwareFile) -> Result<PathBuf> {
         apt.suite_name()
     );
     let deb = apt.fetch(file.package, false)?;
-    extract(&deb, file.member, &cached).with_context(|| format!("unpacking {} from {}", file.member, deb.display()))?;
+    extract(&deb, file.member, cached).with_context(|| format!("unpacking {} from {}", file.member, deb.display()))?;
     let version = deb.file_name().and_then(|n| n.to_str()).unwrap_or("?").to_string();
     std::fs::write(d.join(format!("{}.source", file.name)), format!("{version} ({})\n", apt.suite_name()))?;
-    Ok(cached)
+    Ok(cached.to_path_buf())
 }
 
 /// What a cached firmware file came from (its `.source` line), for messages.

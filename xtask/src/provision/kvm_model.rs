@@ -25,9 +25,8 @@ use anyhow::{bail, ensure, Context, Result};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-/// The suites tried, in order, the newest kernel and QEMU first: each a name and the suites of
-/// its apt state (a backports suite needs its release's packages too; its own are preferred).
-pub const SUITES: [(&str, &[&str]); 2] = [("sid", &["sid"]), ("trixie-backports", &["trixie", "trixie-backports"])];
+/// The suites tried, in order, the newest kernel and QEMU first.
+pub const SUITES: [(&str, &[&str]); 2] = super::debian::NEWEST_SUITES;
 /// The oldest Linux whose KVM runs a guest at EL2 (`kvm-arm.mode=nested`: 6.16).
 pub const MIN_KERNEL: (u32, u32) = (6, 16);
 /// The oldest inner QEMU taken.
