@@ -110,9 +110,22 @@ fn zcu102_hypervisor_and_kernel_4_cpus() {
     model(&r, "ZynqMP ZCU102 Rev1.0", "Cortex-A53");
 }
 
+/// With `--mem 1G` on a board whose device tree keeps firmware memory from every kernel
+/// (`no-map`): the xtask says how much of the guest's RAM that is, and the kernel counts
+/// exactly the rest.
 #[test]
 fn zcu102_hypervisor_and_kernel_1_cpu() {
-    hyp_and_kernel(tests::machine("zcu102"), 1);
+    let board = tests::machine("zcu102");
+    let mut c = cfg(board, |c| c.mem = Some(tests::mem("1G")));
+    c.resolve_dtb().unwrap();
+    let m = c.machine_mem(&tests::images()).unwrap();
+    assert_eq!(m.guest, 1 << 30);
+    assert!(m.withheld > 0 && m.withheld < 1 << 20, "the ZCU102's no-map firmware regions: {m:?}");
+    assert!(m.describe().contains(&format!("keeps {} KiB", m.withheld >> 10)), "{}", m.describe());
+    let run = hyp_and_kernel_with(board, 1, Some(tests::mem("1G")));
+    let banners = run.records("banner");
+    let kib = (m.guest - m.withheld) >> 10;
+    assert!(banners.iter().all(|b| b.u64("mem_mib") == Some(kib >> 10)), "{kib} KiB\n{}", run.dump());
 }
 
 #[test]

@@ -29,6 +29,10 @@ pub struct MachineMem {
     pub pools: u64,
     /// The hypervisor runs (and is told `hyp.guest-mem=`).
     pub hypervisor: bool,
+    /// Bytes of the guest's RAM span that the board's device tree keeps from every kernel
+    /// (`no-map` reserved memory, spin tables: firmware's), which the hypervisor's plan leaves
+    /// out: its kernel counts that much less than `guest`.
+    pub withheld: u64,
 }
 
 impl MachineMem {
@@ -55,8 +59,18 @@ impl MachineMem {
         } else {
             String::new()
         };
+        let withheld = if self.withheld > 0 {
+            format!(
+                ", of which the board's device tree keeps {} KiB from every kernel (no-map reserved memory: the guest's \
+                 kernel counts {} KiB)",
+                self.withheld >> 10,
+                (self.guest - self.withheld) >> 10
+            )
+        } else {
+            String::new()
+        };
         format!(
-            "QEMU gets {} MiB of RAM: {} MiB for the guest (--mem) + {} MiB for the hypervisor (its image and \
+            "QEMU gets {} MiB of RAM: {} MiB for the guest (--mem{withheld}) + {} MiB for the hypervisor (its image and \
              page-table frames{pools})",
             self.total >> 20,
             self.guest >> 20,
@@ -106,7 +120,7 @@ pub fn machine_mem(input: &MemInput) -> Result<MachineMem, Refused> {
                         max >> 20
                     )));
                 }
-                Ok(MachineMem { guest, total: guest, pools: 0, hypervisor: false })
+                Ok(MachineMem { guest, total: guest, pools: 0, hypervisor: false, withheld: 0 })
             }
             RamSize::Fixed { total, usable } => match input.guest {
                 Some(g) if g.bytes() != usable => Err(Refused(format!(
@@ -116,7 +130,7 @@ pub fn machine_mem(input: &MemInput) -> Result<MachineMem, Refused> {
                     usable >> 20,
                     usable >> 20
                 ))),
-                _ => Ok(MachineMem { guest: usable, total, pools: 0, hypervisor: false }),
+                _ => Ok(MachineMem { guest: usable, total, pools: 0, hypervisor: false, withheld: 0 }),
             },
         };
     };
@@ -158,6 +172,8 @@ pub fn machine_mem(input: &MemInput) -> Result<MachineMem, Refused> {
         },
     };
     let asked = Size::from_bytes(guest).map_or(guest.to_string(), |s| s.to_string());
+    // The plan leaves the board's no-map regions out of the guest's RAM, inside its span.
+    let withheld = |p: &hypcore::plan::MemoryPlan| guest.saturating_sub(hypcore::range::total(&p.guest_ram));
     match ram.size {
         RamSize::UpTo(max) => {
             let s =
@@ -173,10 +189,18 @@ pub fn machine_mem(input: &MemInput) -> Result<MachineMem, Refused> {
                     max >> 20
                 )));
             }
-            Ok(MachineMem { guest, total: s.machine_mem, pools: pools(&s.plan), hypervisor: true })
+            Ok(MachineMem {
+                guest,
+                total: s.machine_mem,
+                pools: pools(&s.plan),
+                hypervisor: true,
+                withheld: withheld(&s.plan),
+            })
         }
         RamSize::Fixed { total, .. } => match share::boot_plan(&share_input(guest), total) {
-            Ok((_, plan)) => Ok(MachineMem { guest, total, pools: pools(&plan), hypervisor: true }),
+            Ok((_, plan)) => {
+                Ok(MachineMem { guest, total, pools: pools(&plan), hypervisor: true, withheld: withheld(&plan) })
+            }
             Err(why) => {
                 let most = largest_guest(&share_input, total, true).map_or(String::new(), |g| {
                     format!("; the guest gets at most {} MiB there (--mem {}M)", g >> 20, g >> 20)
@@ -309,6 +333,17 @@ mod tests {
         assert_eq!((alone.guest, alone.total), (960 * MIB, 2 * GIB));
         assert!(alone.describe().contains("the guest sees 960 MiB"), "{}", alone.describe());
         assert!(machine_mem(&input("pi4", Some(Size::gib(1)), None)).unwrap_err().0.contains("--mem 960M"));
+    }
+
+    /// The line says how much of the guest's RAM the board keeps and what its kernel counts
+    /// (the boards test holds the figure to the ZCU102's plan and its kernel).
+    #[test]
+    fn memory_the_board_keeps_from_the_guest_is_said() {
+        let m = MachineMem { guest: GIB, total: GIB + 22 * MIB, pools: 0, hypervisor: true, withheld: 512 << 10 };
+        assert!(m.describe().contains("1024 MiB for the guest (--mem, of which the board's device tree keeps 512 KiB"));
+        assert!(m.describe().contains("counts 1048064 KiB"), "{}", m.describe());
+        let plain = MachineMem { withheld: 0, ..m };
+        assert!(!plain.describe().contains("keeps"), "{}", plain.describe());
     }
 
     #[test]
