@@ -15,6 +15,8 @@
 //!   binary; QEMU gives an ELF `-kernel` no device tree);
 //! * a PE file (`MZ`, and `PE\0\0` where its offset at 0x3c points) without the Image header
 //!   is refused (it needs UEFI firmware);
+//! * a guest bundle (`abi::bundle`, which the xtask writes under `target/guest/`) is refused:
+//!   it is the hypervisor's initrd, made from a kernel, an initrd and a command line;
 //! * anything else is a raw binary, and the run says so.
 
 use anyhow::{bail, Context, Result};
@@ -37,6 +39,8 @@ pub enum Kind {
     Elf { machine: u16 },
     /// A PE/COFF file that is not an arm64 Image.
     Pe,
+    /// A guest bundle (`abi::bundle::MAGIC`).
+    Bundle,
     /// None of the above: loaded as a raw binary.
     Raw,
 }
@@ -52,6 +56,9 @@ pub fn identify(bytes: &[u8]) -> Kind {
     }
     if at(0, 2) == Some(&[0x1f, 0x8b]) {
         return Kind::Gzip;
+    }
+    if abi::bundle::is_bundle(bytes) {
+        return Kind::Bundle;
     }
     if at(0, 4) == Some(b"\x7fELF") {
         let machine = at(18, 2).map_or(0, |b| u16::from_le_bytes([b[0], b[1]]));
@@ -154,6 +161,11 @@ pub fn prepare(path: &Path) -> Result<PathBuf> {
              Image",
             path.display()
         ),
+        Kind::Bundle => bail!(
+            "--guest {}: a guest bundle (what the xtask makes of --guest, --guest-initrd and --guest-append for the \
+             hypervisor): give the kernel itself with --guest",
+            path.display()
+        ),
         Kind::Gzip => gunzip(&bytes).with_context(|| format!("--guest {}: gzip file", path.display()))?,
         Kind::Zboot { compression, offset, size } => {
             let payload = bytes.get(offset..offset.saturating_add(size)).with_context(|| {
@@ -233,6 +245,9 @@ mod tests {
         pe[24..28].copy_from_slice(b"zstd");
         assert_eq!(identify(&pe), Kind::Zboot { compression: "zstd".into(), offset: 64, size: 32 });
         assert_eq!(identify(&[0x14, 0, 0, 0x10]), Kind::Raw);
+        let mut bundle = vec![0u8; 4096];
+        bundle[..8].copy_from_slice(&abi::bundle::MAGIC);
+        assert_eq!(identify(&bundle), Kind::Bundle);
         assert_eq!(identify(&[]), Kind::Raw);
         // A file that ends with the magic is raw to QEMU and to the hypervisor: raw here too.
         assert_eq!(identify(&image()[..60]), Kind::Raw);

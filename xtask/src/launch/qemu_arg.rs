@@ -176,6 +176,9 @@ mod tests {
         assert!(e("-global virtio-net-pci.romfile=/etc/hostname").contains("inside"));
         assert!(e("-device pci-testdev,x=../../etc/passwd").contains(".."));
         assert_eq!(parse("-device virtio-net-pci,romfile=").unwrap(), ["-device", "virtio-net-pci,romfile="]);
-        assert_eq!(parse("-global virtio-mmio.force-legacy=false").unwrap(), ["-global", "virtio-mmio.force-legacy=false"]);
+        assert_eq!(
+            parse("-global virtio-mmio.force-legacy=false").unwrap(),
+            ["-global", "virtio-mmio.force-legacy=false"]
+        );
     }
 }
