@@ -260,8 +260,8 @@ fn typer_affinity_packs_aff3_above_aff2_aff1_aff0() {
 }
 
 /// The GICv3 register bits are the architecture's (GIC architecture specification, GICD_CTLR,
-/// GICR_WAKER, GICR_TYPER): the fake uses the driver's names, so a wrong number would pass
-/// against it unseen.
+/// GICR_WAKER, GICR_TYPER, GICR_CTLR, ICC_CTLR_EL1): the fake uses the driver's names, so a
+/// wrong number would pass against it unseen.
 #[test]
 fn gicv3_register_bits_are_the_architectures() {
     assert_eq!(
@@ -270,6 +270,7 @@ fn gicv3_register_bits_are_the_architectures() {
     );
     assert_eq!((v3::WAKER_PROCESSOR_SLEEP, v3::WAKER_CHILDREN_ASLEEP), (0x2, 0x4));
     assert_eq!((v3::TYPER_VLPIS, v3::TYPER_LAST), (0x2, 0x10));
+    assert_eq!((v3::GICR_CTLR_RWP, v3::ICC_CTLR_PRIBITS_SHIFT), (0x8, 8));
     assert_eq!((v3::FRAMES_2, v3::FRAMES_4), (2 << 16, 4 << 16));
 }
 
