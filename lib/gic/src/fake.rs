@@ -523,7 +523,10 @@ impl FakeGic {
         if let Some(i) = Self::named(first, v).find(|&i| Self::enabled(s, c, i)) {
             Self::violation(
                 s,
-                format!("CPU {c} wrote {what} naming INTID {i}, still enabled: it can be forwarded again before it is disabled"),
+                format!(
+                    "CPU {c} wrote {what} naming INTID {i}, still enabled: it can be forwarded again before it \
+                     is disabled"
+                ),
             );
         }
     }
