@@ -18,13 +18,31 @@
 //! * GICv3: ICC_SGI1R_EL1 is decoded as the architecture says (Aff3.Aff2.Aff1, the range
 //!   selector and the target list name the CPUs by MPIDR); redistributors are found only at
 //!   their frames; ICC registers need ICC_SRE_EL1.SRE set first.
+//! * Active state and active priorities are two things, as on hardware: an acknowledge makes
+//!   the interrupt active and sets the bit of its priority in the CPU's active priorities
+//!   (GICC_APRn / ICC_AP1Rn_EL1, one bit per preemption level, [`FakeGic::with_priority_bits`]
+//!   bits of priority, the architecture's recommended layout); an EOI drops the highest active
+//!   priority and deactivates. GICD_ICACTIVERn / GICR_ICACTIVER0 deactivate and leave the
+//!   active priorities alone: the running priority is the highest active priority, so one left
+//!   set (firmware acknowledged and never ended) blocks every interrupt of that priority or
+//!   lower until software zeroes it. Active priority registers take only 0, with nothing active
+//!   on the CPU, or the value they hold; GICv3's beyond what ICC_CTLR_EL1.PRIbits implies are
+//!   UNDEFINED (GICv2's are RAZ/WI).
+//! * GICv2's GICD_ICPENDR0 does not clear SGIs (GICD_CPENDSGIRn does, per source CPU);
+//!   GICv3's GICR_ICPENDR0 does.
+//! * Init order: active or pending state is cleared (ICACTIVER, ICPENDR) only of disabled
+//!   interrupts, on GICv3 only once the disable took effect (GICD_CTLR.RWP / GICR_CTLR.RWP read
+//!   0 after the ICENABLER write); an ICENABLER write sets RWP until it is read once.
+//! * Shared interrupts (SPIs) have a priority, pending and active state and are signalled to
+//!   CPU 0 only (the model has no GICD_ITARGETSR / GICD_IROUTER routing; the kernel routes
+//!   none).
 //!
 //! One [`FakeGic`] serves every CPU: [`FakeGic::on`] sets the CPU whose banked view the next
 //! register accesses see (the drivers take `&FakeGic` as their register access).
 
-use crate::{v2, v3, SPURIOUS};
+use crate::{v2, v3, BANKED, SGIS, SPURIOUS};
 use core::cell::{Cell, RefCell};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::format;
 use std::string::String;
 use std::vec;
@@ -51,8 +69,13 @@ struct Cpu {
     pending: BTreeSet<Irq>,
     /// Pending and not yet forwarded to the CPU interface (with delays).
     held: BTreeSet<Irq>,
-    /// Acknowledged and not ended, in acknowledge order (the last one is the running one).
+    /// Acknowledged and not ended (nor deactivated), in acknowledge order; SPIs too.
     active: Vec<Irq>,
+    /// Active priorities: bit `l` = an interrupt of preemption level `l` was acknowledged and
+    /// its priority not dropped (GICC_APRn / ICC_AP1Rn_EL1 are its 32-bit words).
+    apr: u128,
+    /// GICv3: a GICR_ICENABLER0 write has not taken effect (GICR_CTLR.RWP reads 1 once).
+    rd_rwp: bool,
     iface_enabled: bool,
     pmr: u8,
     /// GICv3: ICC_SRE_EL1.SRE, ICC_IGRPEN1_EL1.
@@ -68,6 +91,14 @@ struct State {
     dist_enabled: bool,
     /// Shared interrupts (32 and up): enabled bits.
     spi_enabled: BTreeSet<u32>,
+    /// Pending shared interrupts (signalled to CPU 0).
+    spi_pending: BTreeSet<u32>,
+    /// Priorities of shared interrupts (0 unless written).
+    spi_priority: BTreeMap<u32, u8>,
+    /// GICv3: a GICD_CTLR or GICD_ICENABLERn write has not taken effect (RWP reads 1 once).
+    dist_rwp: bool,
+    /// Bits of priority the CPU interfaces implement.
+    pribits: u32,
     lines: u32,
     /// A DSB ISHST came after the last register write.
     dsb_armed: bool,
@@ -110,6 +141,10 @@ impl FakeGic {
                 mpidr,
                 dist_enabled: false,
                 spi_enabled: BTreeSet::new(),
+                spi_pending: BTreeSet::new(),
+                spi_priority: BTreeMap::new(),
+                dist_rwp: false,
+                pribits: 5,
                 lines,
                 dsb_armed: false,
                 violations: Vec::new(),
@@ -141,6 +176,20 @@ impl FakeGic {
     pub fn with_delays(self) -> Self {
         self.s.borrow_mut().delays = true;
         self
+    }
+
+    /// The same model whose CPU interfaces implement `bits` (4-8) bits of priority (5 unless
+    /// set: QEMU's and the Cortex-A cores'): priorities are kept to those bits, there are
+    /// 2^min(bits, 7) preemption levels, and as many active priority registers as those take.
+    pub fn with_priority_bits(self, bits: u32) -> Self {
+        assert!((4..=8).contains(&bits), "{bits} bits of priority");
+        self.s.borrow_mut().pribits = bits;
+        self
+    }
+
+    /// Sets the priority of shared interrupt `intid`, as firmware would have.
+    pub fn set_spi_priority(&self, intid: u32, priority: u8) {
+        self.s.borrow_mut().spi_priority.insert(intid, priority);
     }
 
     /// Whether an SGI is on its way: posted, or pending and not yet forwarded.
@@ -181,6 +230,11 @@ impl FakeGic {
         }
     }
 
+    /// Which GIC the model is.
+    pub fn version(&self) -> Version {
+        self.version
+    }
+
     /// The redistributor regions (for [`v3::GicV3::new`]).
     pub fn regions(&self) -> Vec<(usize, usize)> {
         self.regions.clone()
@@ -205,9 +259,15 @@ impl FakeGic {
         r
     }
 
-    /// Makes PPI (or SGI, with source 0) `intid` of CPU `c` pending, as a device would.
+    /// Makes PPI (or SGI, with source 0) `intid` of CPU `c` pending, as a device would; an
+    /// SPI (32 and up, `c` ignored) is pending in the distributor.
     pub fn raise(&self, c: usize, intid: u32) {
-        self.s.borrow_mut().cpus[c].pending.insert((intid, 0));
+        let mut s = self.s.borrow_mut();
+        if intid >= BANKED {
+            s.spi_pending.insert(intid);
+        } else {
+            s.cpus[c].pending.insert((intid, 0));
+        }
     }
 
     /// The rules broken so far.
@@ -233,6 +293,22 @@ impl FakeGic {
     /// Active interrupts of CPU `c` (acknowledged, not ended).
     pub fn active(&self, c: usize) -> Vec<Irq> {
         self.s.borrow().cpus[c].active.clone()
+    }
+
+    /// Pending shared interrupts.
+    pub fn spis_pending(&self) -> Vec<u32> {
+        self.s.borrow().spi_pending.iter().copied().collect()
+    }
+
+    /// Active shared interrupts (acknowledged by any CPU, not ended or deactivated).
+    pub fn spis_active(&self) -> Vec<u32> {
+        let s = self.s.borrow();
+        s.cpus.iter().flat_map(|c| c.active.iter()).filter(|&&(i, _)| i >= BANKED).map(|&(i, _)| i).collect()
+    }
+
+    /// CPU `c`'s active priorities (bit `l`: preemption level `l`).
+    pub fn active_priorities(&self, c: usize) -> u128 {
+        self.s.borrow().cpus[c].apr
     }
 
     /// Every SGI sent so far: (from, to, intid).
@@ -261,12 +337,37 @@ impl FakeGic {
         }
     }
 
+    /// The priority of `intid` on CPU `c`, kept to the implemented bits.
     fn priority(s: &State, c: usize, intid: u32) -> u8 {
-        if intid < 32 {
+        let p = if intid < BANKED {
             s.cpus[c].banked_priority[intid as usize]
         } else {
-            0
+            s.spi_priority.get(&intid).copied().unwrap_or(0)
+        };
+        p & (0xffu8 << (8 - s.pribits))
+    }
+
+    /// Bits of preemption (group priority): at most 7.
+    fn preemption_bits(s: &State) -> u32 {
+        s.pribits.min(7)
+    }
+
+    /// The preemption level of priority `p`: its active priority bit.
+    fn level(s: &State, p: u8) -> u32 {
+        p as u32 >> (8 - Self::preemption_bits(s))
+    }
+
+    /// The running priority of CPU `c`: that of its highest active priority (0x100: idle).
+    fn running(s: &State, c: usize) -> u32 {
+        match s.cpus[c].apr {
+            0 => 0x100,
+            apr => apr.trailing_zeros() << (8 - Self::preemption_bits(s)),
         }
+    }
+
+    /// The active priority registers (32-bit words) the CPU interface implements.
+    fn aprs_implemented(s: &State) -> usize {
+        ((1usize << Self::preemption_bits(s)) / 32).max(1)
     }
 
     fn enabled(s: &State, c: usize, intid: u32) -> bool {
@@ -284,17 +385,19 @@ impl FakeGic {
         if !s.dist_enabled || !st.iface_enabled || !ready {
             return None;
         }
-        let running = st.active.last().map(|&(i, _)| Self::priority(s, c, i)).unwrap_or(0xff);
+        let running = Self::running(s, c);
+        let spis = s.spi_pending.iter().filter(|_| c == 0).map(|&i| (i, 0));
         st.pending
             .iter()
-            .filter(|irq| !st.held.contains(irq))
-            .filter(|&&(i, _)| Self::enabled(s, c, i))
-            .filter(|&&(i, _)| {
-                let p = Self::priority(s, c, i);
-                p < st.pmr && p < running
-            })
-            .min_by_key(|&&(i, src)| (Self::priority(s, c, i), i, src))
             .copied()
+            .chain(spis)
+            .filter(|irq| !st.held.contains(irq))
+            .filter(|&(i, _)| Self::enabled(s, c, i))
+            .filter(|&(i, _)| {
+                let p = Self::priority(s, c, i);
+                p < st.pmr && (p as u32) < running
+            })
+            .min_by_key(|&(i, src)| (Self::priority(s, c, i), i, src))
     }
 
     /// The interrupt CPU `c`'s interface signals now, if any: what would wake it from WFI.
@@ -323,9 +426,14 @@ impl FakeGic {
         let c = self.cur.get();
         let mut s = self.s.borrow_mut();
         let best = self.best(&s, c)?;
+        let level = Self::level(&s, Self::priority(&s, c, best.0));
+        if best.0 >= BANKED {
+            s.spi_pending.remove(&best.0);
+        }
         let st = &mut s.cpus[c];
         st.pending.remove(&best);
         st.active.push(best);
+        st.apr |= 1 << level;
         Some(best)
     }
 
@@ -338,7 +446,10 @@ impl FakeGic {
         }
         match s.cpus[c].active.last().copied() {
             Some(a) if a == written => {
-                s.cpus[c].active.pop();
+                // Priority drop (the highest active priority), then deactivation.
+                let st = &mut s.cpus[c];
+                st.apr &= st.apr.wrapping_sub(1);
+                st.active.pop();
                 s.eois += 1;
             }
             Some(a) => Self::violation(
@@ -392,6 +503,111 @@ impl FakeGic {
         found
     }
 
+    /// The interrupts `first + b` for each bit `b` set in `v`.
+    fn named(first: u32, v: u64) -> impl Iterator<Item = u32> {
+        (0..32).filter(move |b| v & (1 << b) != 0).map(move |b| first + b)
+    }
+
+    /// Init order: active or pending state is cleared only of disabled interrupts (on GICv3 once
+    /// the disable took effect, `rwp` false).
+    fn check_disabled(s: &mut State, c: usize, what: &str, first: u32, v: u64, rwp: bool) {
+        if rwp {
+            Self::violation(
+                s,
+                format!(
+                    "CPU {c} wrote {what} before RWP read 0 after its ICENABLER write: the disable may not have \
+                     taken effect"
+                ),
+            );
+        }
+        if let Some(i) = Self::named(first, v).find(|&i| Self::enabled(s, c, i)) {
+            Self::violation(
+                s,
+                format!(
+                    "CPU {c} wrote {what} naming INTID {i}, still enabled: it can be forwarded again before it \
+                     is disabled"
+                ),
+            );
+        }
+    }
+
+    /// ICACTIVER: word `n` (CPU `k`'s banked view for 0) deactivated, active priorities left.
+    fn deactivate(s: &mut State, k: usize, n: usize, v: u64) {
+        let first = n as u32 * 32;
+        let named: BTreeSet<u32> = Self::named(first, v).collect();
+        let cpus: Vec<usize> = if n == 0 { vec![k] } else { (0..s.cpus.len()).collect() };
+        for c in cpus {
+            s.cpus[c].active.retain(|(i, _)| !named.contains(i));
+        }
+    }
+
+    /// ICPENDR: word `n` (CPU `k`'s banked view for 0) not pending; GICv2 SGIs excepted.
+    fn unpend(&self, s: &mut State, k: usize, n: usize, v: u64) {
+        let first = n as u32 * 32;
+        for i in Self::named(first, v) {
+            if i >= BANKED {
+                s.spi_pending.remove(&i);
+            } else if i >= SGIS || self.version == Version::V3 {
+                s.cpus[k].pending.retain(|&(id, _)| id != i);
+                s.cpus[k].held.retain(|&(id, _)| id != i);
+            }
+        }
+    }
+
+    /// A write of active priority register `n` of CPU `c`.
+    fn write_apr(s: &mut State, c: usize, what: &str, n: usize, v: u32) {
+        if n >= Self::aprs_implemented(s) {
+            if what.starts_with("ICC") {
+                Self::violation(s, format!("CPU {c} wrote {what}, UNDEFINED with {} bits of priority", s.pribits));
+            }
+            return;
+        }
+        let word = (s.cpus[c].apr >> (32 * n)) as u32;
+        if v != 0 && v != word {
+            Self::violation(s, format!("CPU {c} wrote {v:#x} to {what}: only 0 or the value read back is allowed"));
+        }
+        if v == 0 {
+            if let Some(&(i, _)) = s.cpus[c].active.first() {
+                Self::violation(
+                    s,
+                    format!("CPU {c} zeroed {what} with INTID {i} still active: 0 means nothing is active"),
+                );
+            }
+        }
+        let mask = (u32::MAX as u128) << (32 * n);
+        s.cpus[c].apr = (s.cpus[c].apr & !mask) | ((v as u128) << (32 * n));
+    }
+
+    /// A read of active priority register `n` of CPU `c`.
+    fn read_apr(s: &mut State, c: usize, what: &str, n: usize) -> u32 {
+        if n >= Self::aprs_implemented(s) {
+            if what.starts_with("ICC") {
+                Self::violation(s, format!("CPU {c} read {what}, UNDEFINED with {} bits of priority", s.pribits));
+            }
+            return 0;
+        }
+        (s.cpus[c].apr >> (32 * n)) as u32
+    }
+
+    /// Bitmap of word `n` of the pending (`active` false) or active state as CPU `k` sees it.
+    fn state_word(&self, s: &State, k: usize, n: usize, active: bool) -> u32 {
+        let first = n as u32 * 32;
+        let on = |i: u32| {
+            if active {
+                if i >= BANKED {
+                    s.cpus.iter().any(|c| c.active.iter().any(|&(a, _)| a == i))
+                } else {
+                    s.cpus[k].active.iter().any(|&(a, _)| a == i)
+                }
+            } else if i >= BANKED {
+                s.spi_pending.contains(&i)
+            } else {
+                s.cpus[k].pending.iter().any(|&(p, _)| p == i)
+            }
+        };
+        (0..32).filter(|&b| on(first + b)).fold(0, |w, b| w | 1 << b)
+    }
+
     fn need_sre(&self, what: &str) {
         let c = self.cur.get();
         let mut s = self.s.borrow_mut();
@@ -408,7 +624,7 @@ impl v2::Regs for &FakeGic {
             panic!("GICv2 register {r:?} read on a GICv3 model");
         }
         let c = self.cur.get();
-        if !matches!(r, CCtlr | CPmr | CBpr | CIar | CEoir) {
+        if !matches!(r, CCtlr | CPmr | CBpr | CIar | CEoir | CApr(_)) {
             self.land_from(c);
         }
         match r {
@@ -430,6 +646,9 @@ impl v2::Regs for &FakeGic {
                 let s = self.s.borrow();
                 s.cpus[c].pending.iter().filter(|&&(id, _)| id == i).fold(0, |b, &(_, src)| b | 1 << src)
             }
+            DIcpendr(n) => self.state_word(&self.s.borrow(), c, n, false),
+            DIcactiver(n) => self.state_word(&self.s.borrow(), c, n, true),
+            CApr(n) => FakeGic::read_apr(&mut self.s.borrow_mut(), c, &format!("GICC_APR{n}"), n),
             CCtlr => self.s.borrow().cpus[c].iface_enabled as u32,
             CPmr => self.s.borrow().cpus[c].pmr as u32,
             CBpr => 0,
@@ -473,8 +692,27 @@ impl v2::Regs for &FakeGic {
                     DIcenabler(n) => (0..32).filter(|b| v & (1 << b) != 0).for_each(|b| {
                         s.spi_enabled.remove(&(n as u32 * 32 + b));
                     }),
-                    DIpriority(i) if i < 32 => s.cpus[c].banked_priority[i as usize] = v as u8,
-                    DIpriority(_) | DItargets(_) => {}
+                    DIpriority(i) if i < BANKED => s.cpus[c].banked_priority[i as usize] = v as u8,
+                    DIpriority(i) => {
+                        s.spi_priority.insert(i, v as u8);
+                    }
+                    DItargets(_) => {}
+                    DIcactiver(n) => {
+                        FakeGic::check_disabled(
+                            &mut s,
+                            c,
+                            &format!("GICD_ICACTIVER{n}"),
+                            n as u32 * 32,
+                            v as u64,
+                            false,
+                        );
+                        FakeGic::deactivate(&mut s, c, n, v as u64);
+                    }
+                    DIcpendr(n) => {
+                        FakeGic::check_disabled(&mut s, c, &format!("GICD_ICPENDR{n}"), n as u32 * 32, v as u64, false);
+                        self.unpend(&mut s, c, n, v as u64);
+                    }
+                    CApr(n) => FakeGic::write_apr(&mut s, c, &format!("GICC_APR{n}"), n, v),
                     DCpendsgir(i) => {
                         let cleared = |&(id, src): &Irq| id == i && v & (1 << src) != 0;
                         s.cpus[c].pending.retain(|irq| !cleared(irq));
@@ -505,11 +743,31 @@ impl v3::Regs for &FakeGic {
         let c = self.cur.get();
         match r {
             DCtlr => {
-                if self.s.borrow().dist_enabled {
+                let mut s = self.s.borrow_mut();
+                let rwp = if core::mem::take(&mut s.dist_rwp) { v3::GICD_CTLR_RWP } else { 0 };
+                rwp | if s.dist_enabled {
                     v3::GICD_CTLR_ARE | v3::GICD_CTLR_ENABLE_G1A | v3::GICD_CTLR_ENABLE_G1
                 } else {
                     0
                 }
+            }
+            DIcpendr(n) => self.state_word(&self.s.borrow(), c, n, false) as u64,
+            DIcactiver(n) => self.state_word(&self.s.borrow(), c, n, true) as u64,
+            RCtlr(a) => match self.rd_cpu(a, "GICR_CTLR") {
+                Some(k) if core::mem::take(&mut self.s.borrow_mut().cpus[k].rd_rwp) => v3::GICR_CTLR_RWP,
+                _ => 0,
+            },
+            SIcpendr0(a) => self
+                .rd_cpu(a, "GICR_ICPENDR0")
+                .map(|k| self.state_word(&self.s.borrow(), k, 0, false) as u64)
+                .unwrap_or(0),
+            SIcactiver0(a) => self
+                .rd_cpu(a, "GICR_ICACTIVER0")
+                .map(|k| self.state_word(&self.s.borrow(), k, 0, true) as u64)
+                .unwrap_or(0),
+            IccAp1r(n) => {
+                self.need_sre("ICC_AP1Rn_EL1");
+                FakeGic::read_apr(&mut self.s.borrow_mut(), c, &format!("ICC_AP1R{n}_EL1"), n) as u64
             }
             DTyper => (self.s.borrow().lines / 32 - 1) as u64,
             DIgroupr(_) => u32::MAX as u64,
@@ -540,7 +798,8 @@ impl v3::Regs for &FakeGic {
                 self.need_sre("ICC_PMR_EL1");
                 self.s.borrow().cpus[c].pmr as u64
             }
-            IccBpr1 | IccCtlr => 0,
+            IccBpr1 => 0,
+            IccCtlr => ((self.s.borrow().pribits - 1) as u64) << v3::ICC_CTLR_PRIBITS_SHIFT,
             IccIgrpen1 => self.s.borrow().cpus[c].iface_enabled as u64,
             IccIar1 => {
                 self.need_sre("ICC_IAR1_EL1");
@@ -610,7 +869,25 @@ impl v3::Regs for &FakeGic {
                     }
                     SIcenabler0(a) => {
                         if let Some(k) = rd(a, "GICR_ICENABLER0") {
-                            self.s.borrow_mut().cpus[k].banked_enabled &= !(v as u32);
+                            let mut s = self.s.borrow_mut();
+                            s.cpus[k].banked_enabled &= !(v as u32);
+                            s.cpus[k].rd_rwp = true;
+                        }
+                    }
+                    SIcactiver0(a) => {
+                        if let Some(k) = rd(a, "GICR_ICACTIVER0") {
+                            let mut s = self.s.borrow_mut();
+                            let rwp = s.cpus[k].rd_rwp;
+                            FakeGic::check_disabled(&mut s, k, "GICR_ICACTIVER0", 0, v, rwp);
+                            FakeGic::deactivate(&mut s, k, 0, v);
+                        }
+                    }
+                    SIcpendr0(a) => {
+                        if let Some(k) = rd(a, "GICR_ICPENDR0") {
+                            let mut s = self.s.borrow_mut();
+                            let rwp = s.cpus[k].rd_rwp;
+                            FakeGic::check_disabled(&mut s, k, "GICR_ICPENDR0", 0, v, rwp);
+                            self.unpend(&mut s, k, 0, v);
                         }
                     }
                     SIpriority(a, i) => {
@@ -625,6 +902,7 @@ impl v3::Regs for &FakeGic {
                         let mut s = self.s.borrow_mut();
                         match r {
                             DCtlr => {
+                                s.dist_rwp = true;
                                 s.dist_enabled = v & (v3::GICD_CTLR_ENABLE_G1 | v3::GICD_CTLR_ENABLE_G1A) != 0;
                                 if s.dist_enabled && v & v3::GICD_CTLR_ARE == 0 {
                                     FakeGic::violation(&mut s, "GICD_CTLR enabled without affinity routing".into());
@@ -633,9 +911,44 @@ impl v3::Regs for &FakeGic {
                             DIsenabler(n) => (0..32).filter(|b| v & (1 << b) != 0).for_each(|b| {
                                 s.spi_enabled.insert(n as u32 * 32 + b);
                             }),
-                            DIcenabler(n) => (0..32).filter(|b| v & (1 << b) != 0).for_each(|b| {
-                                s.spi_enabled.remove(&(n as u32 * 32 + b));
-                            }),
+                            DIcenabler(n) => {
+                                s.dist_rwp = true;
+                                (0..32).filter(|b| v & (1 << b) != 0).for_each(|b| {
+                                    s.spi_enabled.remove(&(n as u32 * 32 + b));
+                                })
+                            }
+                            DIcactiver(0) | DIcpendr(0) => FakeGic::violation(
+                                &mut s,
+                                format!(
+                                    "CPU {c} wrote {r:?}: with affinity routing SGIs and PPIs are the redistributor's"
+                                ),
+                            ),
+                            DIcactiver(n) => {
+                                let rwp = s.dist_rwp;
+                                FakeGic::check_disabled(
+                                    &mut s,
+                                    c,
+                                    &format!("GICD_ICACTIVER{n}"),
+                                    n as u32 * 32,
+                                    v,
+                                    rwp,
+                                );
+                                FakeGic::deactivate(&mut s, c, n, v);
+                            }
+                            DIcpendr(n) => {
+                                let rwp = s.dist_rwp;
+                                FakeGic::check_disabled(&mut s, c, &format!("GICD_ICPENDR{n}"), n as u32 * 32, v, rwp);
+                                self.unpend(&mut s, c, n, v);
+                            }
+                            IccAp1r(n) => {
+                                if !s.cpus[c].sre {
+                                    FakeGic::violation(
+                                        &mut s,
+                                        format!("CPU {c} accessed ICC_AP1R{n}_EL1 before setting ICC_SRE_EL1.SRE"),
+                                    );
+                                }
+                                FakeGic::write_apr(&mut s, c, &format!("ICC_AP1R{n}_EL1"), n, v as u32);
+                            }
                             DIgroupr(_) => {}
                             IccSre => s.cpus[c].sre = v & 1 != 0,
                             IccPmr => s.cpus[c].pmr = v as u8,
@@ -649,7 +962,7 @@ impl v3::Regs for &FakeGic {
                                 }
                             }
                             IccIgrpen1 => s.cpus[c].iface_enabled = v & 1 != 0,
-                            DTyper | RTyper(_) | IccIar1 => {
+                            DTyper | RTyper(_) | RCtlr(_) | IccIar1 => {
                                 FakeGic::violation(&mut s, format!("CPU {c} wrote the read-only {r:?}"))
                             }
                             _ => unreachable!(),

@@ -260,8 +260,8 @@ fn typer_affinity_packs_aff3_above_aff2_aff1_aff0() {
 }
 
 /// The GICv3 register bits are the architecture's (GIC architecture specification, GICD_CTLR,
-/// GICR_WAKER, GICR_TYPER): the fake uses the driver's names, so a wrong number would pass
-/// against it unseen.
+/// GICR_WAKER, GICR_TYPER, GICR_CTLR, ICC_CTLR_EL1): the fake uses the driver's names, so a
+/// wrong number would pass against it unseen.
 #[test]
 fn gicv3_register_bits_are_the_architectures() {
     assert_eq!(
@@ -270,5 +270,174 @@ fn gicv3_register_bits_are_the_architectures() {
     );
     assert_eq!((v3::WAKER_PROCESSOR_SLEEP, v3::WAKER_CHILDREN_ASLEEP), (0x2, 0x4));
     assert_eq!((v3::TYPER_VLPIS, v3::TYPER_LAST), (0x2, 0x10));
+    assert_eq!((v3::GICR_CTLR_RWP, v3::ICC_CTLR_PRIBITS_SHIFT), (0x8, 8));
     assert_eq!((v3::FRAMES_2, v3::FRAMES_4), (2 << 16, 4 << 16));
+}
+
+/// The SGI, PPI and SPI the firmware leaves behind.
+const LEFT_SGI: u32 = CALL;
+const LEFT_PPI: u32 = TIMER;
+const LEFT_SPI: u32 = 40;
+/// The firmware's priority for them: above the kernel's ([`PRIORITY`]), so a running priority
+/// it leaves blocks the kernel's interrupts.
+const FIRMWARE_PRIORITY: u8 = 0x80;
+
+/// What firmware (or a kexec'd-from kernel) leaves on each CPU of `fake` through the same
+/// driver, `cpus` of them: on every CPU SGI [`LEFT_SGI`] pending (on GICv2 from two source
+/// CPUs), PPI [`LEFT_PPI`] acknowledged and never ended, and pending again; SPI [`LEFT_SPI`]
+/// acknowledged by CPU 0, never ended, and pending again. The interfaces and the distributor
+/// stay on.
+fn firmware_leaves(fake: &FakeGic, cpus: usize) {
+    use super::CpuInterface;
+    fn leave(fake: &FakeGic, gic: &impl CpuInterface, c: usize, cpus: usize, send: &dyn Fn(usize, usize)) {
+        fake.raise(c, LEFT_PPI);
+        let a = fake.as_cpu(c, || gic.ack()).expect("the firmware takes its PPI");
+        assert_eq!(a.intid, LEFT_PPI);
+        fake.raise(c, LEFT_PPI);
+        if c == 0 {
+            fake.raise(0, LEFT_SPI);
+            assert_eq!(fake.as_cpu(0, || gic.ack()).map(|a| a.intid), Some(LEFT_SPI), "the SPI preempts");
+            fake.raise(0, LEFT_SPI);
+        }
+        for from in [1, 2] {
+            send(from % cpus, c);
+        }
+    }
+    fake.set_spi_priority(LEFT_SPI, FIRMWARE_PRIORITY - 0x40);
+    if fake.version() == super::fake::Version::V2 {
+        let fw = GicV2::new(fake);
+        fake.on(0);
+        fw.init_distributor();
+        for c in 0..cpus {
+            fake.as_cpu(c, || {
+                fw.init_cpu(c);
+                fw.enable_private(LEFT_SGI, FIRMWARE_PRIORITY);
+                fw.enable_private(LEFT_PPI, FIRMWARE_PRIORITY);
+            });
+        }
+        super::v2::Regs::write(&fake, super::v2::Reg::DIsenabler(1), 1 << (LEFT_SPI - 32));
+        for c in 0..cpus {
+            leave(fake, &fw, c, cpus, &|from, to| fake.as_cpu(from, || fw.send_sgi(1 << to, LEFT_SGI)));
+        }
+    } else {
+        let fw = GicV3::new(fake, fake.regions());
+        fake.on(0);
+        fw.init_distributor();
+        for c in 0..cpus {
+            fake.as_cpu(c, || {
+                fw.init_cpu(c, fake.mpidr(c)).unwrap();
+                fw.enable_private(c, LEFT_SGI, FIRMWARE_PRIORITY);
+                fw.enable_private(c, LEFT_PPI, FIRMWARE_PRIORITY);
+            });
+        }
+        super::v3::Regs::write(&fake, super::v3::Reg::DIsenabler(1), 1 << (LEFT_SPI - 32));
+        for c in 0..cpus {
+            leave(fake, &fw, c, cpus, &|from, to| fake.as_cpu(from, || fw.send_sgi(1 << to, LEFT_SGI)));
+        }
+    }
+    // What the test starts from.
+    for c in 0..cpus {
+        assert!(fake.active(c).contains(&(LEFT_PPI, 0)));
+        assert!(fake.pending(c).iter().any(|&(i, _)| i == LEFT_PPI));
+        assert!(fake.pending(c).iter().any(|&(i, _)| i == LEFT_SGI));
+        assert_ne!(fake.active_priorities(c), 0);
+    }
+    assert_eq!((fake.spis_pending(), fake.spis_active()), (std::vec![LEFT_SPI], std::vec![LEFT_SPI]));
+    fake.verdict().unwrap();
+}
+
+/// After the kernel's `init_distributor` and `init_cpu` (and its enables, [`v2_up`] /
+/// [`v3_up`]) on what [`firmware_leaves`]: nothing pending or active, no active priority, nothing
+/// fires when the kernel enables its interrupts, and an SGI sent afterwards is taken (the
+/// firmware's running priority is gone), with no rule of the fake broken.
+fn nothing_left(fake: &FakeGic, gic: &impl super::CpuInterface, cpus: usize, send: &dyn Fn(usize, usize)) {
+    for c in 0..cpus {
+        assert_eq!(fake.pending(c), [], "CPU {c}: pending");
+        assert_eq!(fake.active(c), [], "CPU {c}: active");
+        assert_eq!(fake.active_priorities(c), 0, "CPU {c}: active priorities");
+    }
+    assert_eq!((fake.spis_pending(), fake.spis_active()), (Vec::new(), Vec::new()), "SPIs");
+    for c in 0..cpus {
+        assert_eq!(fake.as_cpu(c, || handle_pending(gic, c, |_| true)).total(), 0, "CPU {c}: fired when enabled");
+    }
+    for c in 0..cpus {
+        send((c + 1) % cpus, c);
+        let h = fake.as_cpu(c, || handle_pending(gic, c, |i| i == CALL));
+        assert_eq!(h, Handled { sgi: 1, ppi: 0, unexpected: 0 }, "CPU {c}: the SGI after init");
+    }
+    fake.verdict().unwrap();
+}
+
+/// Firmware left an SGI pending from two sources, a PPI active (acknowledged, not ended) and
+/// pending, an SPI pending and active: the kernel's init deactivates and clears them all and
+/// zeroes the active priorities (GICv2: GICD_ICACTIVERn, GICD_ICPENDRn, GICD_CPENDSGIRn for
+/// the SGIs, GICC_APRn).
+#[test]
+fn gicv2_init_clears_what_the_firmware_left_pending_and_active() {
+    let fake = FakeGic::v2(3);
+    firmware_leaves(&fake, 3);
+    let g = v2_up(&fake, 3);
+    nothing_left(&fake, &g, 3, &|from, to| fake.as_cpu(from, || g.send_sgi(1 << to, CALL)));
+}
+
+/// The same on GICv3 (GICD_ICACTIVERn / ICPENDRn, GICR_ICACTIVER0 / ICPENDR0, ICC_AP1Rn_EL1),
+/// with 5, 6, 7 and 8 bits of priority: the firmware's active priority lands in ICC_AP1R0 (5
+/// bits), AP1R1 (6: level 0x80 >> 2 = 32) or AP1R2 (7, 8: level 64).
+#[test]
+fn gicv3_init_clears_what_the_firmware_left_pending_and_active() {
+    for bits in [5, 6, 7, 8] {
+        let fake = FakeGic::v3(&[0, 1, 2], false).with_priority_bits(bits);
+        firmware_leaves(&fake, 3);
+        let g = v3_up(&fake, 3);
+        nothing_left(&fake, &g, 3, &|from, to| fake.as_cpu(from, || g.send_sgi(1 << to, CALL)));
+    }
+}
+
+/// ICC_AP1Rn_EL1 the CPU interface implements, from ICC_CTLR_EL1.PRIbits (bits [10:8], the
+/// number of priority bits minus one): 1 up to 5 bits, 2 for 6, 4 for 7 and 8 (at most 7
+/// preemption bits); the other fields do not count.
+#[test]
+fn active_priority_registers_follow_the_priority_bits() {
+    let regs = |bits: u64| v3::active_priority_registers((bits - 1) << 8);
+    assert_eq!([4, 5, 6, 7, 8].map(regs), [1, 1, 2, 4, 4]);
+    assert_eq!(v3::active_priority_registers(0xffff_f8ff), 1, "only bits [10:8]");
+    assert_eq!(v3::active_priority_registers((5 << 8) | 0xff), 2);
+}
+
+/// The fake holds the drivers to the architecture's rules for the new registers: an
+/// unimplemented ICC_AP1Rn_EL1 is UNDEFINED, an active priority register takes 0 only with
+/// nothing active, state is cleared only of disabled interrupts, on GICv3 once RWP read 0.
+#[test]
+fn the_fake_catches_out_of_order_or_undefined_clears() {
+    use super::v3::{Reg, Regs};
+    let fake = FakeGic::v3(&[0], false);
+    let _g = v3_up(&fake, 1);
+    (&fake).write(Reg::IccAp1r(1), 0);
+    assert!(fake.verdict().unwrap_err().contains("UNDEFINED with 5 bits"));
+
+    let fake = FakeGic::v3(&[0], false);
+    firmware_leaves(&fake, 1);
+    (&fake).write(Reg::IccAp1r(0), 0);
+    assert!(fake.verdict().unwrap_err().contains("still active"));
+
+    let fake = FakeGic::v3(&[0], false);
+    firmware_leaves(&fake, 1);
+    let rd = fake.regions()[0].0;
+    (&fake).write(Reg::SIcactiver0(rd), u32::MAX as u64);
+    assert!(fake.verdict().unwrap_err().contains("still enabled"));
+
+    let fake = FakeGic::v3(&[0], false);
+    firmware_leaves(&fake, 1);
+    (&fake).write(Reg::SIcenabler0(rd), u32::MAX as u64);
+    (&fake).write(Reg::SIcpendr0(rd), u32::MAX as u64);
+    assert!(fake.verdict().unwrap_err().contains("before RWP read 0"));
+
+    // GICv2: ICPENDR0 leaves SGIs pending (GICD_CPENDSGIRn clears them).
+    use super::v2::Reg as R2;
+    let fake = FakeGic::v2(3);
+    firmware_leaves(&fake, 3);
+    super::v2::Regs::write(&&fake, R2::DIcenabler(0), u32::MAX);
+    super::v2::Regs::write(&&fake, R2::DIcpendr(0), u32::MAX);
+    assert_eq!(fake.pending(0), [(LEFT_SGI, 1), (LEFT_SGI, 2)]);
+    fake.verdict().unwrap();
 }

@@ -22,6 +22,11 @@ pub enum Reg {
     DIsenabler(usize),
     /// GICD_ICENABLERn.
     DIcenabler(usize),
+    /// GICD_ICPENDRn (n = 0 banked; its SGI bits are read-only on GICv2: [`Reg::DCpendsgir`]
+    /// clears SGIs).
+    DIcpendr(usize),
+    /// GICD_ICACTIVERn (n = 0 banked).
+    DIcactiver(usize),
     /// GICD_IPRIORITYR, the byte of one INTID.
     DIpriority(u32),
     /// GICD_ITARGETSR, the byte of one INTID (banked for 0-31: reads this CPU's own bit).
@@ -41,7 +46,14 @@ pub enum Reg {
     CIar,
     /// GICC_EOIR (write only).
     CEoir,
+    /// GICC_APRn, n < [`APRS`]: the active priorities (a bit per preemption level, set by an
+    /// acknowledge, cleared by the priority drop of its EOI).
+    CApr(usize),
 }
+
+/// GICC_APR0-3 (0xD0-0xDC): how many the CPU interface's register map has room for; those a
+/// GIC does not implement (fewer than 6 or 7 priority bits) are RAZ/WI.
+pub const APRS: usize = 4;
 
 /// Register access of one GICv2 from the calling CPU (its banked view).
 pub trait Regs {
@@ -98,19 +110,47 @@ impl<R: Regs> GicV2<R> {
         32 * ((self.regs.read(Reg::DTyper) & 0x1f) + 1)
     }
 
-    /// Boot CPU: every shared interrupt disabled, then the distributor enabled.
+    /// Boot CPU, before any [`Self::init_cpu`]: the distributor off, then every shared
+    /// interrupt (SPI) disabled, deactivated and not pending, whatever the firmware (or a
+    /// previous kernel) left, then the distributor on.
+    ///
+    /// Order: each SPI is disabled before its active and pending state is cleared, so it cannot
+    /// be forwarded (and acknowledged, active again) in between; the writes reach the
+    /// distributor in program order (device memory), so no wait is needed.
     pub fn init_distributor(&self) {
         self.regs.write(Reg::DCtlr, 0);
-        for i in 1..(self.lines() / 32) as usize {
+        let words = (self.lines() / 32) as usize;
+        for i in 1..words {
             self.regs.write(Reg::DIcenabler(i), u32::MAX);
+        }
+        for i in 1..words {
+            self.regs.write(Reg::DIcactiver(i), u32::MAX);
+            self.regs.write(Reg::DIcpendr(i), u32::MAX);
         }
         self.regs.write(Reg::DCtlr, 1);
     }
 
-    /// This CPU (`cpu`): its banked SGIs and PPIs disabled, priority mask open, interface
+    /// This CPU (`cpu`), after [`Self::init_distributor`]: its banked SGIs and PPIs disabled,
+    /// deactivated and not pending, its active priorities zeroed, priority mask open, interface
     /// enabled; its interface bit recorded for SGIs.
+    ///
+    /// Order: disable, then deactivate and clear pending (GICD_ICPENDR0 for the PPIs,
+    /// GICD_CPENDSGIRn for each SGI from every source CPU: GICv2's ICPENDR0 does not clear
+    /// SGIs), then GICC_APRn = 0, the only value the architecture allows besides one read back,
+    /// and only once nothing is active: an active priority left by the firmware (an interrupt it
+    /// acknowledged and never ended) would otherwise hold the running priority and block every
+    /// interrupt of that priority or lower. The SPIs this CPU may have left active were
+    /// deactivated by `init_distributor`. The interface is enabled last.
     pub fn init_cpu(&self, cpu: usize) {
         self.regs.write(Reg::DIcenabler(0), u32::MAX);
+        self.regs.write(Reg::DIcactiver(0), u32::MAX);
+        self.regs.write(Reg::DIcpendr(0), u32::MAX);
+        for sgi in 0..crate::SGIS {
+            self.regs.write(Reg::DCpendsgir(sgi), 0xff);
+        }
+        for n in 0..APRS {
+            self.regs.write(Reg::CApr(n), 0);
+        }
         self.targets[cpu].store(own_interface(&self.regs), Ordering::Relaxed);
         self.regs.write(Reg::CPmr, PRIORITY_MASK as u32);
         self.regs.write(Reg::CBpr, 0);

@@ -37,6 +37,13 @@ pub enum Reg {
     DIsenabler(usize),
     /// GICD_ICENABLERn.
     DIcenabler(usize),
+    /// GICD_ICPENDRn (n >= 1: SPIs; with affinity routing banked interrupts are the
+    /// redistributor's).
+    DIcpendr(usize),
+    /// GICD_ICACTIVERn (n >= 1).
+    DIcactiver(usize),
+    /// GICR_CTLR of the redistributor at this RD_base (its RWP bit).
+    RCtlr(usize),
     /// GICR_TYPER (64 bits) of the redistributor at this RD_base.
     RTyper(usize),
     /// GICR_WAKER.
@@ -47,6 +54,10 @@ pub enum Reg {
     SIsenabler0(usize),
     /// GICR_ICENABLER0.
     SIcenabler0(usize),
+    /// GICR_ICPENDR0 (SGIs and PPIs).
+    SIcpendr0(usize),
+    /// GICR_ICACTIVER0.
+    SIcactiver0(usize),
     /// GICR_IPRIORITYR, the byte of one banked INTID.
     SIpriority(usize, u32),
     /// ICC_SRE_EL1.
@@ -65,6 +76,9 @@ pub enum Reg {
     IccEoir1,
     /// ICC_SGI1R_EL1 (write only).
     IccSgi1r,
+    /// ICC_AP1Rn_EL1, n < [`active_priority_registers`] (the others are UNDEFINED): group 1
+    /// active priorities, a bit per preemption level.
+    IccAp1r(usize),
 }
 
 /// Register access of one GICv3 from the calling CPU.
@@ -88,6 +102,10 @@ pub const GICD_CTLR_ENABLE_G1A: u64 = 1 << 1;
 pub const GICD_CTLR_ENABLE_G1: u64 = 1 << 0;
 /// GICD_CTLR.RWP.
 pub const GICD_CTLR_RWP: u64 = 1 << 31;
+/// GICR_CTLR.RWP: a write to GICR_ICENABLER0 has not taken effect yet.
+pub const GICR_CTLR_RWP: u64 = 1 << 3;
+/// ICC_CTLR_EL1.PRIbits, bits [10:8]: priority bits implemented, minus one.
+pub const ICC_CTLR_PRIBITS_SHIFT: u32 = 8;
 /// GICR_WAKER.ProcessorSleep.
 pub const WAKER_PROCESSOR_SLEEP: u64 = 1 << 1;
 /// GICR_WAKER.ChildrenAsleep.
@@ -113,6 +131,15 @@ pub fn sgi1r(mpidr: u64, sgi: u32) -> u64 {
     let aff0 = mpidr & 0xff;
     let (aff1, aff2, aff3) = ((mpidr >> 8) & 0xff, (mpidr >> 16) & 0xff, (mpidr >> 32) & 0xff);
     (aff3 << 48) | ((aff0 >> 4) << 44) | (aff2 << 32) | ((sgi as u64 & 0xf) << 24) | (aff1 << 16) | (1 << (aff0 & 0xf))
+}
+
+/// How many ICC_AP1Rn_EL1 the CPU interface implements, from ICC_CTLR_EL1: one bit per
+/// preemption level, and there are at most 7 preemption bits, so 2^min(bits, 7) levels in
+/// 32-bit registers, at least one (the architecture: AP1R1 exists with 6 or more priority bits,
+/// AP1R2 and AP1R3 with 7 or more; accessing an unimplemented one is UNDEFINED).
+pub fn active_priority_registers(icc_ctlr: u64) -> usize {
+    let bits = ((icc_ctlr >> ICC_CTLR_PRIBITS_SHIFT) & 7) as u32 + 1;
+    ((1usize << bits.min(7)) / 32).max(1)
 }
 
 /// A GICv3 driver.
@@ -148,20 +175,37 @@ impl<R: Regs> GicV3<R> {
         }
     }
 
+    fn wait_rwp_rd(&self, rd: usize) {
+        while self.regs.read(Reg::RCtlr(rd)) & GICR_CTLR_RWP != 0 {
+            core::hint::spin_loop();
+        }
+    }
+
     /// Number of SPI lines + 32 (GICD_TYPER.ITLinesNumber).
     pub fn lines(&self) -> u32 {
         32 * ((self.regs.read(Reg::DTyper) as u32 & 0x1f) + 1)
     }
 
-    /// Boot CPU: distributor off, every SPI disabled and group 1, then on with affinity routing.
+    /// Boot CPU, before any [`Self::init_cpu`]: distributor off, every SPI disabled, then
+    /// deactivated, not pending and group 1, whatever the firmware (or a previous kernel) left;
+    /// then on with affinity routing.
+    ///
+    /// Order: GICD_CTLR = 0 and the ICENABLER writes take effect only once GICD_CTLR.RWP reads
+    /// 0, so the SPIs' active and pending state is cleared after that wait: an SPI whose disable
+    /// is still on its way could be forwarded (and acknowledged, active again) in between.
     pub fn init_distributor(&self) {
         self.regs.write(Reg::DCtlr, 0);
         self.wait_rwp();
-        for i in 1..(self.lines() / 32) as usize {
+        let words = (self.lines() / 32) as usize;
+        for i in 1..words {
             self.regs.write(Reg::DIcenabler(i), u32::MAX as u64);
-            self.regs.write(Reg::DIgroupr(i), u32::MAX as u64);
         }
         self.wait_rwp();
+        for i in 1..words {
+            self.regs.write(Reg::DIcactiver(i), u32::MAX as u64);
+            self.regs.write(Reg::DIcpendr(i), u32::MAX as u64);
+            self.regs.write(Reg::DIgroupr(i), u32::MAX as u64);
+        }
         self.regs.write(Reg::DCtlr, GICD_CTLR_ARE | GICD_CTLR_ENABLE_G1A | GICD_CTLR_ENABLE_G1);
         self.wait_rwp();
     }
@@ -186,9 +230,17 @@ impl<R: Regs> GicV3<R> {
         None
     }
 
-    /// This CPU (`cpu`, MPIDR `mpidr`): finds and wakes its redistributor, makes its SGIs and
-    /// PPIs group 1 and disabled, turns on the system-register CPU interface with an open
-    /// priority mask, EOImode 0 (an EOI also deactivates).
+    /// This CPU (`cpu`, MPIDR `mpidr`), after [`Self::init_distributor`]: finds and wakes its
+    /// redistributor, makes its SGIs and PPIs disabled, deactivated, not pending and group 1,
+    /// turns on the system-register CPU interface with its group 1 active priorities zeroed, an
+    /// open priority mask, EOImode 0 (an EOI also deactivates).
+    ///
+    /// Order: GICR_ICENABLER0, then GICR_CTLR.RWP read 0 (the disable took effect), then
+    /// GICR_ICACTIVER0 and GICR_ICPENDR0; ICC_AP1Rn_EL1 = 0 (as many as ICC_CTLR_EL1.PRIbits
+    /// implies: [`active_priority_registers`]) once nothing is active (the SPIs were deactivated
+    /// by `init_distributor`), 0 being the only value the architecture allows besides one read
+    /// back: an active priority left by the firmware would otherwise hold the running priority
+    /// and block every interrupt of that priority or lower.
     pub fn init_cpu(&self, cpu: usize, mpidr: u64) -> Result<(), NoRedistributor> {
         let rd = self.find_rd(mpidr).ok_or(NoRedistributor { mpidr })?;
         self.rd[cpu].store(rd, Ordering::Relaxed);
@@ -199,9 +251,15 @@ impl<R: Regs> GicV3<R> {
             core::hint::spin_loop();
         }
         self.regs.write(Reg::SIcenabler0(rd), u32::MAX as u64);
+        self.wait_rwp_rd(rd);
+        self.regs.write(Reg::SIcactiver0(rd), u32::MAX as u64);
+        self.regs.write(Reg::SIcpendr0(rd), u32::MAX as u64);
         self.regs.write(Reg::SIgroupr0(rd), u32::MAX as u64);
         self.regs.write(Reg::IccSre, self.regs.read(Reg::IccSre) | 1);
         self.regs.isb();
+        for n in 0..active_priority_registers(self.regs.read(Reg::IccCtlr)) {
+            self.regs.write(Reg::IccAp1r(n), 0);
+        }
         self.regs.write(Reg::IccPmr, PRIORITY_MASK as u64);
         self.regs.write(Reg::IccBpr1, 0);
         self.regs.write(Reg::IccCtlr, 0);
