@@ -165,6 +165,12 @@ mod tests {
             Some("linux-binary-7.2.13+deb14-cloud-arm64")
         );
         assert_eq!(binary_package("y\n  Depends: linux-base\n", "linux-image-6.18.5+deb13-cloud-arm64"), None);
+        let other = "y\n  Depends: linux-binary-7.2.12+deb14-cloud-arm64\n  Depends: linux-binary-7.2.13+deb14-arm64\n";
+        assert_eq!(
+            binary_package(other, "linux-image-7.2.13+deb14-cloud-arm64"),
+            None,
+            "only its own version and flavour"
+        );
         assert_eq!(kernel_version("linux-image-7.2.13+deb14-cloud-arm64"), Some((7, 2)));
         assert_eq!(kernel_version("linux-binary-6.16.1-cloud-arm64"), Some((6, 16)));
         assert_eq!(kernel_version("linux-image-6.12.9+bpo-cloud-arm64_6.12.9-1~bpo12+1_arm64"), Some((6, 12)));
