@@ -1,5 +1,6 @@
 //! Debian's arm64 Linux as a guest: the kernel (`linux-image-cloud-arm64` or
-//! `linux-image-arm64`, whichever version the machine's apt sources offer) and a static busybox
+//! `linux-image-arm64`, whichever version the machine's apt sources offer; or that of the
+//! machine's backports; or Debian's newest cloud kernel, [`Flavour`]) and a static busybox
 //! fetched with `apt-get download` (`debian`), and an initramfs built here (`cpio`) whose
 //! `/init` prints [`MARKER`] with what the guest sees (a `linux_guest` report record), runs what
 //! the command line asks (`pgtlab_test=panic|stray|dirty`), and powers off.

@@ -282,7 +282,7 @@ fn host_line(accel: &Accel) -> Result<Option<String>> {
 
 /// A Linux side's guest: the peer's Debian cloud kernel, the busybox initramfs with the
 /// benchmark program, quiet.
-fn linux_guest(peer: Peer) -> Result<PeerGuest> {
+pub fn linux_guest(peer: Peer) -> Result<PeerGuest> {
     let l = crate::linux::prepare(peer.flavour(), &crate::linux::extra_programs()?)?;
     let label = peer_label(peer, &l.package);
     eprintln!("xtask: peer {label}: {} ({})", l.package, l.kernel.display());
@@ -357,7 +357,7 @@ pub(crate) fn machine_config(b: &GuestBench, m: &Setup, icount: bool, on: On) ->
 
 /// The peer side of `ours`: the same machine (CPU model, vCPUs, memory, GIC, hypervisor,
 /// icount), Linux as the guest, told to run the bench's programs.
-fn peer_config(ours: &Launch, guest: &Guest) -> Launch {
+pub fn peer_config(ours: &Launch, guest: &Guest) -> Launch {
     Launch {
         guest: Some(guest.clone()),
         bootargs: format!("pgtlab_test=bench pgtlab_bench_args=rounds={EL0_ROUNDS}"),
