@@ -100,12 +100,22 @@ pub fn is_arm64_image(head: &[u8]) -> bool {
     head.len() > 64 && &head[0x38..0x3c] == b"ARMd"
 }
 
-/// Downloads the newest kernel's Image package into `debs` (apt states under `dir`) and
-/// extracts its Image to `dest`; returns the kernel and the package file's name (without
+/// Downloads the newest kernel's Image package into `debs` (apt states under `dir`; their lists
+/// refreshed once when the download fails) and extracts its Image to `dest`; returns the kernel and the package file's name (without
 /// `.deb`: `linux-binary-7.2.13+deb14-cloud-arm64_7.2.13-1_arm64`). The `.deb` is removed.
 pub fn fetch_newest_image(dir: &Path, debs: &Path, dest: &Path) -> Result<(CloudKernel, String)> {
     let (k, apt) = newest(dir)?;
-    let deb = apt.download_to(&k.binary_package, debs)?;
+    let (k, deb) = match apt.download_to(&k.binary_package, debs) {
+        Ok(deb) => (k, deb),
+        Err(first) => {
+            // Lists older than the archive name a kernel it no longer has: refresh, look again.
+            eprintln!("xtask: {first:#}; refreshing the {} package lists and trying again", k.suite);
+            apt.update()?;
+            let k = in_suite(&apt, &k.suite)?;
+            let deb = apt.download_to(&k.binary_package, debs)?;
+            (k, deb)
+        }
+    };
     let package = deb.file_stem().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     extract_image(&deb, dest)?;
     let _ = std::fs::remove_file(&deb);
