@@ -298,7 +298,6 @@ pub fn linux_guest(peer: Peer) -> Result<PeerGuest> {
 /// and the kernel's `banner` record of CPU 0 (the core it ran on; Linux prints none). `side` is
 /// what the side's program calls itself in its records (`pgtlab`, `linux`), `who` names it in
 /// messages (`linux-7.2`).
-#[allow(clippy::too_many_arguments)]
 fn boot_side(
     b: &GuestBench,
     label: &str,
