@@ -1,5 +1,6 @@
 //! Debian's arm64 Linux as a guest: the kernel (`linux-image-cloud-arm64` or
-//! `linux-image-arm64`, whichever version the machine's apt sources offer) and a static busybox
+//! `linux-image-arm64`, whichever version the machine's apt sources offer; or that of the
+//! machine's backports; or Debian's newest cloud kernel, [`Flavour`]) and a static busybox
 //! fetched with `apt-get download` (`debian`), and an initramfs built here (`cpio`) whose
 //! `/init` prints [`MARKER`] with what the guest sees (a `linux_guest` report record), runs what
 //! the command line asks (`pgtlab_test=panic|stray|dirty`), and powers off.
@@ -36,6 +37,10 @@ pub enum Flavour {
     /// as the boards' DTBs (`debian::file_from_kernel_package`): the board models need its
     /// drivers (i.MX and Cadence UARTs, the Pi 4's mini UART).
     Backports,
+    /// Debian's newest arm64 cloud kernel (Linux 7.x from sid or trixie-backports), the one the
+    /// KVM host model boots, found by the same rule (`provision::cloud_kernel`): the second
+    /// peer of `cargo xtask bench NAME --peer linux-newest`.
+    CloudNewest,
 }
 
 impl Flavour {
@@ -45,13 +50,14 @@ impl Flavour {
             "linux" | "linux-cloud" => Some(Flavour::Cloud),
             "linux-generic" => Some(Flavour::Generic),
             "linux-backports" => Some(Flavour::CloudBackports),
+            "linux-newest" => Some(Flavour::CloudNewest),
             _ => None,
         }
     }
 
     fn meta_package(self) -> &'static str {
         match self {
-            Flavour::Cloud | Flavour::CloudBackports => "linux-image-cloud-arm64",
+            Flavour::Cloud | Flavour::CloudBackports | Flavour::CloudNewest => "linux-image-cloud-arm64",
             Flavour::Generic | Flavour::Backports => "linux-image-arm64",
         }
     }
@@ -62,6 +68,7 @@ impl Flavour {
             Flavour::Generic => "generic",
             Flavour::Backports => "backports",
             Flavour::CloudBackports => "cloud-backports",
+            Flavour::CloudNewest => "cloud-newest",
         }
     }
 
@@ -90,7 +97,7 @@ fn linux_dir() -> PathBuf {
 }
 
 /// The kernel of `flavour`, fetched once.
-fn kernel(apt: &Apt, flavour: Flavour) -> Result<(PathBuf, String)> {
+fn kernel(flavour: Flavour) -> Result<(PathBuf, String)> {
     if flavour == Flavour::Backports {
         let image = debian::file_from_kernel_package("vmlinuz")?;
         let src = image.with_file_name("vmlinuz.source");
@@ -106,15 +113,21 @@ fn kernel(apt: &Apt, flavour: Flavour) -> Result<(PathBuf, String)> {
         }
     }
     std::fs::create_dir_all(&dir)?;
-    let deb = apt.fetch(flavour.meta_package(), true)?;
-    debian::extract(&deb, "./boot/vmlinuz-*", &image)?;
-    let package = deb.file_name().and_then(|n| n.to_str()).unwrap_or("?").trim_end_matches(".deb").to_string();
-    let head = std::fs::read(&image)?;
-    if head.len() < 64 || &head[0x38..0x3c] != b"ARMd" {
-        bail!("{} from {package} is not an arm64 Image (no ARMd magic)", image.display());
-    }
+    let package = if flavour == Flavour::CloudNewest {
+        // The KVM host model's rule and apt states; the download stays in this directory.
+        let shared = crate::provision::cloud_kernel::shared_dir();
+        crate::provision::cloud_kernel::fetch_newest_image(&shared, &dir.join("debs"), &image)?.1
+    } else {
+        let deb = flavour.apt()?.fetch(flavour.meta_package(), true)?;
+        debian::extract(&deb, "./boot/vmlinuz-*", &image)?;
+        let package = deb.file_stem().and_then(|n| n.to_str()).unwrap_or("?").to_string();
+        if !crate::provision::cloud_kernel::is_arm64_image(&std::fs::read(&image)?) {
+            bail!("{} from {package} is not an arm64 Image (no ARMd magic)", image.display());
+        }
+        let _ = std::fs::remove_file(&deb);
+        package
+    };
     std::fs::write(&stamp, &package)?;
-    let _ = std::fs::remove_file(&deb);
     Ok((image, package))
 }
 
@@ -243,7 +256,7 @@ pub fn initramfs(busybox: &[u8], extra: &[(&str, &[u8])]) -> Result<Vec<u8>> {
 pub fn prepare(flavour: Flavour, extra: &[(String, PathBuf)]) -> Result<LinuxGuest> {
     let dir = linux_dir();
     let apt = Apt::new(&dir.join("apt"))?;
-    let fetched = flavour.apt().and_then(|a| kernel(&a, flavour)).and_then(|k| Ok((k, busybox(&apt)?)));
+    let fetched = kernel(flavour).and_then(|k| Ok((k, busybox(&apt)?)));
     let ((kernel, package), busybox) = fetched.context(
         "cannot fetch Debian's arm64 kernel and busybox with apt-get download (the Linux guest needs this machine's \
          apt sources and the package registry)",
@@ -294,6 +307,7 @@ mod tests {
         assert_eq!(Flavour::from_guest_arg("linux"), Some(Flavour::Cloud));
         assert_eq!(Flavour::from_guest_arg("linux-generic"), Some(Flavour::Generic));
         assert_eq!(Flavour::from_guest_arg("linux-backports"), Some(Flavour::CloudBackports));
+        assert_eq!(Flavour::from_guest_arg("linux-newest"), Some(Flavour::CloudNewest));
         assert_eq!(Flavour::from_guest_arg("/some/Image"), None);
         assert_eq!(default_append(crate::machine::default()), format!("{DEFAULT_APPEND}"));
         assert!(default_append(crate::machine::find("imx8mp-evk").unwrap()).starts_with("console=ttymxc1"));

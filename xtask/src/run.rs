@@ -127,7 +127,8 @@ pub struct RunArgs {
     /// Guest kernel instead of the project's kernel: a path (arm64 Image or raw binary), or
     /// `linux` / `linux-generic` for Debian's arm64 kernel with a busybox initramfs (fetched
     /// with apt-get into target/downloads/linux/), `linux-backports` for the newest cloud kernel
-    /// of the machine's `<codename>-backports` (Linux 6.12 on Debian 12).
+    /// of the machine's `<codename>-backports` (Linux 6.12 on Debian 12), `linux-newest` for
+    /// Debian's newest arm64 cloud kernel (Linux 7.x of sid, the KVM host model's).
     #[arg(long)]
     pub guest: Option<String>,
     /// The guest's initramfs (with `--guest linux`: replaces the busybox one).
@@ -181,7 +182,9 @@ pub fn guest(
         }));
     }
     regular_file("--guest", std::path::Path::new(which)).map_err(|why| {
-        Refused(format!("{why} (a kernel Image or raw binary, or `linux` / `linux-generic` / `linux-backports`)"))
+        Refused(format!(
+            "{why} (a kernel Image or raw binary, or `linux` / `linux-generic` / `linux-backports` / `linux-newest`)"
+        ))
     })?;
     let kernel = crate::kernel_file::prepare(std::path::Path::new(which)).map_err(|e| Refused(format!("{e:#}")))?;
     Ok(Some(Guest { kernel, initrd, append: append.unwrap_or_default() }))

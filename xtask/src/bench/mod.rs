@@ -34,25 +34,91 @@ pub mod pgtable;
 
 pub use catalog::{extra_bootargs, GuestBench, Setup, EL0_ROUNDS, GUEST_BENCHES, HOST_BENCHES};
 
-/// The other kernel a guest benchmark can be compared with (`--peer`).
+/// Another kernel a guest benchmark can be compared with (`--peer`): Debian's Linux running the
+/// benchmark's Linux side (`linux-user/src/bench.rs`) as /init's child, under the hypervisor on
+/// the same QEMU machine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Peer {
-    /// Debian's Linux (the newest cloud kernel of `<codename>-backports`: 6.12 on Debian 12)
-    /// running the benchmark's Linux side (`linux-user/src/bench.rs`) as /init's child, under
-    /// the hypervisor on the same QEMU machine.
+    /// The newest cloud kernel of `<codename>-backports` (6.12 on Debian 12): `linux`.
     Linux,
+    /// Debian's newest arm64 cloud kernel (7.x of sid, the KVM host model's): `linux-newest`.
+    LinuxNewest,
 }
 
 impl Peer {
-    /// From `--peer NAME`.
-    pub fn parse(s: &str) -> Result<Peer> {
-        match s {
-            "linux" => Ok(Peer::Linux),
-            other => {
-                Err(anyhow::Error::new(crate::error::Refused(format!("--peer {other}: unknown peer (known: linux)"))))
-            }
+    /// Every peer: its `--peer` name and what it is.
+    pub const ALL: [(&'static str, Peer, &'static str); 2] = [
+        ("linux", Peer::Linux, "Debian's <codename>-backports cloud kernel, 6.12 on Debian 12"),
+        ("linux-newest", Peer::LinuxNewest, "Debian's newest arm64 cloud kernel, 7.x of sid, the KVM host model's"),
+    ];
+
+    /// Its `--peer` name.
+    pub fn name(self) -> &'static str {
+        Peer::ALL.iter().find(|(_, p, _)| *p == self).map_or("?", |(n, _, _)| n)
+    }
+
+    /// The Debian kernel it boots.
+    pub fn flavour(self) -> crate::linux::Flavour {
+        match self {
+            Peer::Linux => crate::linux::Flavour::CloudBackports,
+            Peer::LinuxNewest => crate::linux::Flavour::CloudNewest,
         }
     }
+
+    /// From `--peer NAMES`: one name or several, comma-separated (`linux,linux-newest`), each
+    /// once.
+    pub fn parse(s: &str) -> Result<Vec<Peer>> {
+        let known = || Peer::ALL.iter().map(|(n, _, d)| format!("{n} ({d})")).collect::<Vec<_>>().join(", ");
+        let refuse = |why: String| Err(anyhow::Error::new(crate::error::Refused(why)));
+        let mut out = Vec::new();
+        for name in s.split(',').map(str::trim) {
+            let Some((_, p, _)) = Peer::ALL.iter().find(|(n, _, _)| *n == name) else {
+                return refuse(format!(
+                    "--peer {s}: unknown peer {name:?} (known: {}; several: comma-separated)",
+                    known()
+                ));
+            };
+            if out.contains(p) {
+                return refuse(format!("--peer {s}: {name} twice"));
+            }
+            out.push(*p);
+        }
+        Ok(out)
+    }
+}
+
+/// The label of a Linux peer's rows and columns: `linux-MAJOR.MINOR` of the Debian package its
+/// kernel came from (`linux-6.12`, `linux-7.2`), or `linux-` and the peer's name when the
+/// package's name carries no version.
+pub fn peer_label(peer: Peer, package: &str) -> String {
+    match crate::provision::cloud_kernel::kernel_version(package) {
+        Some((major, minor)) => format!("linux-{major}.{minor}"),
+        None => format!("linux-{}", peer.name()),
+    }
+}
+
+/// A Linux peer ready to boot.
+#[derive(Debug, Clone)]
+pub struct PeerGuest {
+    /// Its label (rows, columns): [`peer_label`].
+    pub label: String,
+    /// The Debian package its kernel came from.
+    pub package: String,
+    pub guest: Guest,
+}
+
+/// Refuses peers whose labels coincide (two peers of one Linux version): their rows could not
+/// be told apart.
+pub fn check_labels(peers: &[PeerGuest]) -> Result<(), crate::error::Refused> {
+    for (i, a) in peers.iter().enumerate() {
+        if let Some(b) = peers[i + 1..].iter().find(|b| b.label == a.label) {
+            return Err(crate::error::Refused(format!(
+                "--peer: {} and {} are both {} (one Linux version twice): give one of them",
+                a.package, b.package, a.label
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Where the guest benchmarks run: the accelerator, with or without the hypervisor, and under
@@ -139,13 +205,13 @@ impl On {
     }
 }
 
-/// Runs benchmark `which` (beside `peer` when given) on TCG.
-pub fn run(which: &str, icount: bool, peer: Option<Peer>) -> Result<()> {
-    run_on(which, icount, peer, On::default())
+/// Runs benchmark `which` (beside `peers`) on TCG.
+pub fn run(which: &str, icount: bool, peers: &[Peer]) -> Result<()> {
+    run_on(which, icount, peers, On::default())
 }
 
-/// Runs benchmark `which` (beside `peer` when given) where `on` says.
-pub fn run_on(which: &str, icount: bool, peer: Option<Peer>, on: On) -> Result<()> {
+/// Runs benchmark `which` (beside `peers`) where `on` says.
+pub fn run_on(which: &str, icount: bool, peers: &[Peer], on: On) -> Result<()> {
     if (which == "guest-boot" || which == "pgtable") && (!on.accel.tcg || on.no_hypervisor || on.gic.is_some()) {
         return crate::error::refuse(format!(
             "{which}: --accel, --no-hypervisor and --gic are for the in-guest benchmarks ({which} {})",
@@ -153,7 +219,7 @@ pub fn run_on(which: &str, icount: bool, peer: Option<Peer>, on: On) -> Result<(
         ));
     }
     if which == "guest-boot" || which == "pgtable" {
-        if peer.is_some() {
+        if !peers.is_empty() {
             return Err(anyhow::Error::new(crate::error::Refused(format!(
                 "--peer: {which} has no peer side (only the EL0 benchmark mprotect has)"
             ))));
@@ -171,7 +237,7 @@ pub fn run_on(which: &str, icount: bool, peer: Option<Peer>, on: On) -> Result<(
         let _ = writeln!(list, "  guest-boot: Debian's Linux to its user-space marker, hypervisor vs plain QEMU");
         return Err(anyhow::Error::new(crate::error::Refused(format!("unknown benchmark {which:?}; known:\n{list}"))));
     };
-    if peer.is_some() && !b.peer {
+    if !peers.is_empty() && !b.peer {
         return Err(anyhow::Error::new(crate::error::Refused(format!(
             "--peer: {which} has no peer side (its rows measure the kernel's own mechanisms; only the EL0 \
              benchmark mprotect has one)"
@@ -184,11 +250,9 @@ pub fn run_on(which: &str, icount: bool, peer: Option<Peer>, on: On) -> Result<(
     let tc = toolchain::find()?;
     let qemu = system::qemu()?;
     let images = build::build(&tc, &[])?;
-    let linux = match peer {
-        Some(Peer::Linux) => Some(linux_guest()?),
-        None => None,
-    };
-    run_guest(b, &qemu, &images, icount, linux.as_ref(), on)
+    let linux = peers.iter().map(|p| linux_guest(*p)).collect::<Result<Vec<_>>>()?;
+    check_labels(&linux)?;
+    run_guest(b, &qemu, &images, icount, &linux, on)
 }
 
 /// The host a run off TCG measured, one line for its rows: this host's kernel and KVM's PMU
@@ -216,30 +280,34 @@ fn host_line(accel: &Accel) -> Result<Option<String>> {
     }))
 }
 
-/// The Linux side's guest: Debian's backports cloud kernel, the busybox initramfs with the
+/// A Linux side's guest: the peer's Debian cloud kernel, the busybox initramfs with the
 /// benchmark program, quiet.
-fn linux_guest() -> Result<(Guest, String)> {
-    let l = crate::linux::prepare(crate::linux::Flavour::CloudBackports, &crate::linux::extra_programs()?)?;
-    eprintln!("xtask: peer: {} ({})", l.package, l.kernel.display());
+pub fn linux_guest(peer: Peer) -> Result<PeerGuest> {
+    let l = crate::linux::prepare(peer.flavour(), &crate::linux::extra_programs()?)?;
+    let label = peer_label(peer, &l.package);
+    eprintln!("xtask: peer {label}: {} ({})", l.package, l.kernel.display());
     let guest = Guest {
         kernel: l.kernel,
         initrd: Some(l.initramfs),
         append: format!("{} quiet", crate::linux::DEFAULT_APPEND),
     };
-    Ok((guest, l.package))
+    Ok(PeerGuest { label, package: l.package, guest })
 }
 
 /// Boots one side of benchmark `b` on machine `label` with `cfg`; returns its `bench` records
-/// and the kernel's `banner` record of CPU 0 (the core it ran on; Linux prints none).
+/// and the kernel's `banner` record of CPU 0 (the core it ran on; Linux prints none). `side` is
+/// what the side's program calls itself in its records (`pgtlab`, `linux`), `who` names it in
+/// messages (`linux-7.2`).
 fn boot_side(
     b: &GuestBench,
     label: &str,
     side: &str,
+    who: &str,
     cfg: &Launch,
     qemu: &std::path::Path,
     images: &Images,
 ) -> Result<(Vec<ParsedRecord>, Option<ParsedRecord>)> {
-    eprintln!("xtask: bench {} on {label} ({side}: {})", b.name, cfg.describe());
+    eprintln!("xtask: bench {} on {label} ({who}: {})", b.name, cfg.describe());
     let out =
         supervise::run(qemu, cfg, images, Duration::from_secs(b.timeout_s), Some(Duration::from_secs(60)), |l| {
             if !l.contains(abi::report::PREFIX) {
@@ -247,7 +315,7 @@ fn boot_side(
             }
         })?;
     // Only a run that ended cleanly counts, whatever records it printed before.
-    supervise::require_success(&supervise::judge(&out), &format!("benchmark {} on {label} ({side})", b.name))?;
+    supervise::require_success(&supervise::judge(&out), &format!("benchmark {} on {label} ({who})", b.name))?;
     let (records, errors) = report::collect(&out.output);
     ensure!(errors.is_empty(), "malformed records: {errors:?}");
     if side == "linux" {
@@ -255,7 +323,7 @@ fn boot_side(
         if status != Some(0) {
             return Err(anyhow::Error::new(ExitWith(Verdict::new(
                 abi::exit::CHECK_FAILED,
-                format!("benchmark {} on {label} (linux): the program ended with status {status:?}", b.name),
+                format!("benchmark {} on {label} ({who}): the program ended with status {status:?}", b.name),
             ))));
         }
     }
@@ -265,7 +333,7 @@ fn boot_side(
         .filter(|r| r.kind == "bench" && r.str("bench") == Some(b.name))
         .filter(|r| r.str("peer").unwrap_or("pgtlab") == side)
         .collect();
-    ensure!(!rows.is_empty(), "the {side} side printed no bench records for {}", b.name);
+    ensure!(!rows.is_empty(), "the {who} side printed no bench records for {}", b.name);
     Ok((rows, banner))
 }
 
@@ -288,7 +356,7 @@ pub(crate) fn machine_config(b: &GuestBench, m: &Setup, icount: bool, on: On) ->
 
 /// The peer side of `ours`: the same machine (CPU model, vCPUs, memory, GIC, hypervisor,
 /// icount), Linux as the guest, told to run the bench's programs.
-fn peer_config(ours: &Launch, guest: &Guest) -> Launch {
+pub fn peer_config(ours: &Launch, guest: &Guest) -> Launch {
     Launch {
         guest: Some(guest.clone()),
         bootargs: format!("pgtlab_test=bench pgtlab_bench_args=rounds={EL0_ROUNDS}"),
@@ -300,7 +368,7 @@ fn peer_config(ours: &Launch, guest: &Guest) -> Launch {
 pub fn run_quick(qemu: &std::path::Path, images: &Images) -> Result<Vec<baseline::Figure>> {
     let mut out = Vec::new();
     for q in baseline::quick_runs() {
-        let (records, _) = boot_side(q.bench, q.setup.label, "pgtlab", &q.launch, qemu, images)?;
+        let (records, _) = boot_side(q.bench, q.setup.label, "pgtlab", "pgtlab", &q.launch, qemu, images)?;
         out.extend(baseline::quick_figures(&q, &records));
     }
     Ok(out)
@@ -338,7 +406,7 @@ fn run_every_baselined() -> Result<()> {
     let qemu = system::qemu()?;
     let images = build::build(&tc, &[])?;
     for b in GUEST_BENCHES {
-        run_guest(b, &qemu, &images, true, None, On::default())?;
+        run_guest(b, &qemu, &images, true, &[], On::default())?;
     }
     crate::bench::pgtable::run()
 }
@@ -361,7 +429,7 @@ fn baseline_cli(update: bool, saved: bool) -> Result<()> {
     let mut figures = run_quick(&qemu, &images)?;
     if !saved {
         for b in GUEST_BENCHES {
-            run_guest(b, &qemu, &images, true, None, On::default())?;
+            run_guest(b, &qemu, &images, true, &[], On::default())?;
         }
         crate::bench::pgtable::run()?;
     }
@@ -386,42 +454,45 @@ fn baseline_cli(update: bool, saved: bool) -> Result<()> {
     Ok(())
 }
 
-/// Boots `b` on each of its machines (and its Linux side, when `linux` is given) and prints
-/// and saves the tables.
+/// Boots `b` on each of its machines (and each Linux peer of `linux` on the same machine) and
+/// prints and saves the tables. Each row's `peer` is its side's label (`pgtlab`, `linux-7.2`).
 pub fn run_guest(
     b: &GuestBench,
     qemu: &std::path::Path,
     images: &Images,
     icount: bool,
-    linux: Option<&(Guest, String)>,
+    linux: &[PeerGuest],
     on: On,
 ) -> Result<()> {
     let mode = on.mode(icount);
     let host = host_line(on.accel)?;
     let machines = on.machines(b.machines);
     let mut per_machine: Vec<(&str, Vec<ParsedRecord>)> = Vec::new();
-    let mut peers: Vec<(&str, Vec<ParsedRecord>)> = Vec::new();
+    let mut peers: Vec<plot::PeerRun> = Vec::new();
     let mut wall: Vec<(&str, u64)> = Vec::new();
     let mut jsonl = String::new();
     for (label, m) in &machines {
         let label = label.as_str();
         let cfg = machine_config(b, m, icount, on);
         let started = std::time::Instant::now();
-        let (rows, banner) = boot_side(b, label, "pgtlab", &cfg, qemu, images)?;
+        let (rows, banner) = boot_side(b, label, "pgtlab", "pgtlab", &cfg, qemu, images)?;
         if b.name == "split" {
             check_split(&rows, icount).with_context(|| format!("benchmark split on {label}"))?;
         }
-        let mut sides = vec![("pgtlab", rows)];
-        if let Some((guest, _)) = linux {
-            let cfg = peer_config(&cfg, guest);
-            sides.push(("linux", boot_side(b, label, "linux", &cfg, qemu, images)?.0));
+        let mut sides = vec![(plot::OURS, None, rows)];
+        for p in linux {
+            let cfg = peer_config(&cfg, &p.guest);
+            sides.push((p.label.as_str(), Some(p), boot_side(b, label, "linux", &p.label, &cfg, qemu, images)?.0));
         }
-        for (side, rows) in &sides {
+        for (side, p, rows) in &sides {
             for r in rows {
                 let mut obj = r.fields.clone();
                 obj.insert("machine".into(), label.into());
                 obj.insert("icount".into(), icount.into());
                 obj.insert("peer".into(), (*side).into());
+                if let Some(p) = p {
+                    obj.insert("peer_package".into(), p.package.as_str().into());
+                }
                 if let Some(h) = &host {
                     // Off TCG the figures are a real core's: which, and on which host.
                     obj.insert("accel".into(), on.accel.name.into());
@@ -438,9 +509,9 @@ pub fn run_guest(
             }
         }
         let mut sides = sides.into_iter();
-        per_machine.push((label, sides.next().map(|(_, r)| r).unwrap_or_default()));
-        if let Some((_, r)) = sides.next() {
-            peers.push((label, r));
+        per_machine.push((label, sides.next().map(|(_, _, r)| r).unwrap_or_default()));
+        for (peer, _, rows) in sides {
+            peers.push(plot::PeerRun { machine: label.to_string(), peer: peer.to_string(), rows });
         }
         wall.push((label, started.elapsed().as_secs()));
         eprintln!("xtask: bench {} on {label} took {} s (wall)", b.name, started.elapsed().as_secs());
@@ -449,14 +520,20 @@ pub fn run_guest(
     if let Some(h) = &host {
         let _ = writeln!(text, "host: {h}");
     }
-    if let Some((_, package)) = linux {
-        let _ = writeln!(text, "peer: {package}, the same workload (lib/el0bench) as /init's child, same machine");
+    for p in linux {
+        let _ = writeln!(
+            text,
+            "peer {}: {}, the same workload (lib/el0bench) as /init's child, same machine",
+            p.label, p.package
+        );
     }
     for ((label, rows), (_, secs)) in per_machine.iter().zip(&wall) {
         let refs: Vec<&ParsedRecord> = rows.iter().collect();
         let _ = write!(text, "\n== {label} (boots took {secs} s wall) ==\n{}", table(&refs));
-        if let Some((_, theirs)) = peers.iter().find(|(l, _)| l == label) {
-            let _ = write!(text, "\n== {label}: pgtlab against Linux ==\n{}", peer_table(rows, theirs, icount));
+        let theirs: Vec<(&str, &[ParsedRecord])> =
+            peers.iter().filter(|r| r.machine == *label).map(|r| (r.peer.as_str(), r.rows.as_slice())).collect();
+        if !theirs.is_empty() {
+            let _ = write!(text, "\n== {label}: pgtlab against Linux ==\n{}", peer_table(rows, &theirs, icount));
         }
     }
     if per_machine.len() > 1 {
@@ -651,23 +728,118 @@ mod tests {
         assert_eq!(pairs.len(), 1, "the overhead row and rows of one side only are left out");
         assert_eq!(pairs[0].0, "NONE->RW 1 pages");
         assert_eq!(pairs[0].1.str("variant"), Some("flush elision"), "our default setting, not the baseline");
-        let t = peer_table(&ours, &theirs, true);
+        let t = peer_table(&ours, &[("linux-6.12", &theirs)], true);
         let line = t.lines().find(|l| l.starts_with("NONE->RW")).unwrap();
         assert!(line.contains(" 100 ") && line.contains(" 400 ") && line.contains("0.250"), "{t}");
-        let t = peer_table(&ours, &theirs, false);
+        let t = peer_table(&ours, &[("linux-6.12", &theirs)], false);
         assert!(t.lines().any(|l| l.contains(" 200 ") && l.contains(" 800 ")), "wall: times: {t}");
-        let all = peer_side_by_side(&[("max", ours.clone())], &[("max", theirs.clone())], true);
+        let run = |peer: &str, rows: &[ParsedRecord]| plot::PeerRun {
+            machine: "max".into(),
+            peer: peer.into(),
+            rows: rows.to_vec(),
+        };
+        let all = peer_side_by_side(&[("max", ours.clone())], &[run("linux-6.12", &theirs)], true);
+        assert!(all.lines().next().unwrap().contains("max / linux-6.12"), "{all}");
         assert!(all.lines().any(|l| l.starts_with("NONE->RW 1 pages") && l.ends_with("0.250")), "{all}");
+    }
+
+    /// Two Linux peers: one column pair each (figure, ratio) and an overhead column each, a
+    /// row shown when either measured it, `-` where one did not.
+    #[test]
+    fn the_peer_table_has_a_column_per_linux() {
+        let ours = el0_rows("pgtlab", "flush elision", Some("baseline"), &[("NONE->RW 1 pages", 100), ("getcpu", 50)]);
+        let old = el0_rows("linux", "linux", None, &[("NONE->RW 1 pages", 400), ("getcpu", 500)]);
+        let new = el0_rows("linux", "linux", None, &[("NONE->RW 1 pages", 200)]);
+        let t = peer_table(&ours, &[("linux-6.12", &old), ("linux-7.2", &new)], true);
+        let header: Vec<&str> =
+            t.lines().next().unwrap().split("  ").map(str::trim).filter(|c| !c.is_empty()).collect();
+        assert_eq!(
+            header,
+            [
+                "row",
+                "pgtlab setting",
+                "pgtlab insns",
+                "linux-6.12 insns",
+                "pgtlab/linux-6.12",
+                "linux-7.2 insns",
+                "pgtlab/linux-7.2",
+                "pgtlab overhead insns",
+                "linux-6.12 overhead insns",
+                "linux-7.2 overhead insns"
+            ],
+            "{t}"
+        );
+        let cells = |start: &str| -> Vec<String> {
+            let l = t.lines().find(|l| l.starts_with(start)).unwrap_or_else(|| panic!("no {start}: {t}"));
+            l[start.len()..].split_whitespace().map(str::to_string).collect()
+        };
+        assert_eq!(
+            cells("NONE->RW 1 pages"),
+            ["flush", "elision", "100", "400", "0.250", "200", "0.500", "7", "7", "7"]
+        );
+        assert_eq!(cells("getcpu"), ["flush", "elision", "50", "500", "0.100", "-", "-", "7", "7", "-"]);
+        let run = |peer: &str, rows: &[ParsedRecord]| plot::PeerRun {
+            machine: "max".into(),
+            peer: peer.into(),
+            rows: rows.to_vec(),
+        };
+        let all = peer_side_by_side(&[("max", ours.clone())], &[run("linux-6.12", &old), run("linux-7.2", &new)], true);
+        let line = all.lines().find(|l| l.starts_with("NONE->RW")).unwrap();
+        assert!(line.split_whitespace().rev().take(2).eq(["0.500", "0.250"]), "6.12's column, then 7.2's: {all}");
+        assert!(all.lines().find(|l| l.starts_with("getcpu")).unwrap().trim_end().ends_with('-'), "{all}");
     }
 
     #[test]
     fn a_peer_is_refused_where_there_is_none() {
-        assert!(Peer::parse("bsd").is_err());
-        assert_eq!(Peer::parse("linux").unwrap(), Peer::Linux);
         for b in ["exits", "split", "pgtable", "guest-boot"] {
-            let e = run(b, false, Some(Peer::Linux)).unwrap_err();
+            let e = run(b, false, &[Peer::Linux]).unwrap_err();
             assert_eq!(crate::error::code_of(&e), abi::exit::USAGE, "{b}: {e:#}");
         }
+    }
+
+    /// `--peer` takes each known name once, alone or comma-separated; anything else is refused
+    /// naming every peer.
+    #[test]
+    fn peer_names_parse_and_bad_ones_are_refused() {
+        assert_eq!(Peer::parse("linux").unwrap(), [Peer::Linux]);
+        assert_eq!(Peer::parse("linux-newest").unwrap(), [Peer::LinuxNewest]);
+        assert_eq!(Peer::parse("linux,linux-newest").unwrap(), [Peer::Linux, Peer::LinuxNewest]);
+        assert_eq!(Peer::parse("linux-newest, linux").unwrap(), [Peer::LinuxNewest, Peer::Linux]);
+        for bad in ["bsd", "linux,bsd", "", "linux,", "linux-7", "Linux"] {
+            let e = Peer::parse(bad).unwrap_err();
+            assert_eq!(crate::error::code_of(&e), abi::exit::USAGE, "{bad:?}: {e:#}");
+            let msg = e.to_string();
+            assert!(msg.contains("known: linux (") && msg.contains("linux-newest ("), "{bad:?}: {msg}");
+        }
+        let e = Peer::parse("linux,linux").unwrap_err();
+        assert_eq!(crate::error::code_of(&e), abi::exit::USAGE);
+        assert!(e.to_string().contains("linux twice"), "{e}");
+        for (name, p, _) in Peer::ALL {
+            assert_eq!(p.name(), name);
+        }
+        assert_eq!(Peer::Linux.flavour(), crate::linux::Flavour::CloudBackports);
+        assert_eq!(Peer::LinuxNewest.flavour(), crate::linux::Flavour::CloudNewest);
+    }
+
+    /// A Linux peer's label is its kernel's version, read from its package's name; two peers
+    /// of one version are refused (their rows would mix).
+    #[test]
+    fn peers_are_labelled_by_their_kernel_version() {
+        assert_eq!(
+            peer_label(Peer::Linux, "linux-image-6.12.43+deb12-cloud-arm64_6.12.43-1~bpo12+1_arm64"),
+            "linux-6.12"
+        );
+        assert_eq!(peer_label(Peer::LinuxNewest, "linux-binary-7.2.13+deb14-cloud-arm64_7.2.13-1_arm64"), "linux-7.2");
+        assert_eq!(peer_label(Peer::LinuxNewest, "linux-binary-7.10.1-cloud-arm64"), "linux-7.10");
+        assert_eq!(peer_label(Peer::LinuxNewest, ""), "linux-linux-newest", "no version: the peer's name");
+        let g = |label: &str, package: &str| PeerGuest {
+            label: label.into(),
+            package: package.into(),
+            guest: Guest { kernel: "k".into(), initrd: None, append: String::new() },
+        };
+        assert!(check_labels(&[g("linux-6.12", "a"), g("linux-7.2", "b")]).is_ok());
+        let e = check_labels(&[g("linux-7.2", "a"), g("linux-7.2", "b")]).unwrap_err();
+        assert!(e.0.contains("a and b are both linux-7.2"), "{}", e.0);
     }
 
     #[test]
@@ -736,8 +908,9 @@ pub struct Args {
     /// verdict (better / worse / within noise). One benchmark at a time.
     #[arg(long)]
     pub compare: Option<PathBuf>,
-    /// Run the same workload on another kernel too, on the same machine, and print both
-    /// side by side: `linux` (Debian's 6.12 from backports; EL0 benchmarks only).
+    /// Run the same workload on other kernels too, on the same machine, and print them side by
+    /// side: `linux` (Debian's 6.12 from backports), `linux-newest` (Debian's newest cloud
+    /// kernel, 7.x of sid), or both: `linux,linux-newest` (EL0 benchmarks only).
     #[arg(long)]
     pub peer: Option<String>,
     /// `guest-boot` only: on this board's QEMU model (pi4, zcu102, imx8mp-evk).
@@ -770,7 +943,7 @@ pub struct Args {
 /// earlier `.jsonl`).
 pub fn cli(a: Args) -> Result<()> {
     let which = a.which.as_str();
-    let peer = a.peer.as_deref().map(Peer::parse).transpose()?;
+    let peers = a.peer.as_deref().map(Peer::parse).transpose()?.unwrap_or_default();
     let on =
         On { accel: a.accel.unwrap_or(crate::machine::accel::default()), no_hypervisor: a.no_hypervisor, gic: a.gic };
     if matches!(which, "summary" | "check" | "baseline") && (a.accel.is_some() || a.no_hypervisor || a.gic.is_some()) {
@@ -813,10 +986,10 @@ pub fn cli(a: Args) -> Result<()> {
                     eprintln!("xtask: bench {}: left out (--no-hypervisor: it measures the hypervisor)", b.name);
                     continue;
                 }
-                run_on(b.name, a.icount, peer.filter(|_| b.peer), on)?;
+                run_on(b.name, a.icount, if b.peer { &peers } else { &[] }, on)?;
             }
             if on.accel.tcg && !on.no_hypervisor {
-                run("pgtable", false, None)?;
+                run("pgtable", false, &[])?;
             } else {
                 // Off TCG the figures are the host's, not the seeds': no summary against them.
                 return Ok(());
@@ -846,7 +1019,7 @@ pub fn cli(a: Args) -> Result<()> {
                 }
                 None => None,
             };
-            run_on(which, a.icount, peer, on)?;
+            run_on(which, a.icount, &peers, on)?;
             if let Some((p, old)) = earlier {
                 let stem = on.stem(which, a.icount);
                 let new = std::fs::read_to_string(dir.join(format!("{stem}.jsonl")))?;
@@ -883,7 +1056,7 @@ pub fn cli(a: Args) -> Result<()> {
     t += &mechanisms;
     let p = plot::peer_summary(&dir)?;
     println!(
-        "== the kernel against Linux (bench mprotect --peer linux; goal: every row <= {}x) ==\n{p}",
+        "== the kernel against Linux (bench mprotect --peer linux,linux-newest; goal: every row <= {}x) ==\n{p}",
         plot::PEER_GOAL
     );
     t += &format!("\n## The kernel against Linux (goal: every row <= {}x Linux)\n\n{p}", plot::PEER_GOAL);

@@ -26,4 +26,4 @@ pub use compare::{check_earlier, compare, host_of, verdict, Verdict};
 pub use draw::{bench_svg, goals_svg, svg};
 pub use goals::{goal_rows, goal_table, summary, FigureGoal, Goal, GoalRow, Measured, Saved, FIGURE_GOALS, GOALS};
 pub use rows::{group_setting, load, mode, row, rows, unit, Mode, Row};
-pub use vs_linux::{peer_pairs, peer_side_by_side, peer_summary, peer_table, PEER_GOAL};
+pub use vs_linux::{peer_pairs, peer_side_by_side, peer_summary, peer_table, split_sides, PeerRun, OURS, PEER_GOAL};

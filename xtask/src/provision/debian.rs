@@ -375,9 +375,15 @@ impl Apt {
 
     /// Downloads `package` (if not there yet) and returns its `.deb`.
     pub fn download(&self, package: &str) -> Result<PathBuf> {
-        let debs = self.dir.join("debs");
+        self.download_to(package, &self.debs_dir())
+    }
+
+    /// Downloads `package` into `debs` (if not there yet; created as needed) and returns its
+    /// `.deb`: a caller that shares this state's lists keeps its downloads apart.
+    pub fn download_to(&self, package: &str, debs: &Path) -> Result<PathBuf> {
+        std::fs::create_dir_all(debs).with_context(|| format!("creating {}", debs.display()))?;
         let find = || -> Option<PathBuf> {
-            std::fs::read_dir(&debs).ok()?.flatten().map(|e| e.path()).find(|p| {
+            std::fs::read_dir(debs).ok()?.flatten().map(|e| e.path()).find(|p| {
                 p.file_name()
                     .and_then(|n| n.to_str())
                     .is_some_and(|n| n.starts_with(&format!("{package}_")) && n.ends_with(".deb"))
@@ -387,7 +393,9 @@ impl Apt {
             return Ok(p);
         }
         eprintln!("xtask: apt-get download {package} ({}, {})", self.arch, self.suite_name());
-        run_limited(self.apt("apt-get")?.args(["-q", "download", package]), &format!("apt-get download {package}"))?;
+        let mut c = self.apt("apt-get")?;
+        c.current_dir(debs).args(["-q", "download", package]);
+        run_limited(&mut c, &format!("apt-get download {package}"))?;
         find().with_context(|| format!("apt-get download {package} left no .deb in {}", debs.display()))
     }
 

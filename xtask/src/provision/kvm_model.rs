@@ -6,9 +6,8 @@
 //! Everything comes from the machine's own apt configuration (`super::debian::Apt`, a private
 //! state per suite, packages of arm64), from the first suite of [`SUITES`] that has a cloud
 //! kernel of at least [`MIN_KERNEL`] (nested virtualisation in KVM) and a `qemu-system-arm` of
-//! at least [`MIN_QEMU`]: the kernel package is found from the package lists
-//! (`linux-image-cloud-arm64`'s versioned dependency, and its `linux-binary-*` package where
-//! the Image moved there), never named here. QEMU's dependency closure is what `apt-get -s
+//! at least [`MIN_QEMU`]: the kernel is the one [`super::cloud_kernel`] finds (the same rule
+//! as the newest Linux guest's). QEMU's dependency closure is what `apt-get -s
 //! install --no-install-recommends` would unpack ([`parse_simulation`]); each package is
 //! unpacked with `dpkg -x` into one tree, and only what the QEMU binary loads (its ELF
 //! `DT_NEEDED` closure and its dynamic loader, [`library_closure`]) goes into the initramfs:
@@ -18,23 +17,19 @@
 //! One provisioning at a time (a lock file: tests and other xtasks share `target/downloads`);
 //! it ends by writing `manifest`, so a half-done one is started again.
 
-use super::debian::{self, Apt};
+use super::cloud_kernel;
+use super::debian;
 use super::qemu_pkg::Version;
 use crate::cpio::Archive;
 use anyhow::{bail, ensure, Context, Result};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-/// The suites tried, in order, the newest kernel and QEMU first.
-pub const SUITES: [(&str, &[&str]); 2] = super::debian::NEWEST_SUITES;
-/// The oldest Linux whose KVM runs a guest at EL2 (`kvm-arm.mode=nested`: 6.16).
-pub const MIN_KERNEL: (u32, u32) = (6, 16);
+pub use super::cloud_kernel::{KERNEL_META, MIN_KERNEL, SUITES};
 /// The oldest inner QEMU taken.
 pub const MIN_QEMU: Version = Version(10, 0, 0);
 /// The packages the initramfs is built from (with QEMU's dependencies).
 pub const PACKAGES: [&str; 2] = ["qemu-system-arm", "busybox-static"];
-/// The kernel's meta package (its versioned dependency is the kernel).
-pub const KERNEL_META: &str = "linux-image-cloud-arm64";
 /// The QEMU binary the model runs, inside the tree and the initramfs.
 pub const QEMU_IN_TREE: &str = "usr/bin/qemu-system-aarch64";
 /// Where the initramfs has it.
@@ -212,19 +207,8 @@ pub fn provision() -> Result<Provisioned> {
 
 /// Everything from `suite`.
 fn from_suite(d: &Path, suite: &str, suites: &[&str]) -> Result<Provisioned> {
-    let apt = Apt::suites(&d.join(format!("apt-{suite}")), "arm64", suites)?;
-    apt.ensure_lists()?;
-    let image_pkg = kernel_package(&apt.depends(KERNEL_META)?)
-        .with_context(|| format!("{KERNEL_META} of {suite} depends on no versioned cloud kernel"))?;
-    let version = kernel_version(&image_pkg).with_context(|| format!("no version in {image_pkg:?}"))?;
-    ensure!(
-        version >= MIN_KERNEL,
-        "its kernel {image_pkg} is older than Linux {}.{} (no nested virtualisation in KVM)",
-        MIN_KERNEL.0,
-        MIN_KERNEL.1
-    );
-    // Since Linux 7.x Debian keeps the Image in linux-binary-*, which linux-image-* depends on.
-    let binary_pkg = binary_package(&apt.depends(&image_pkg)?, &image_pkg).unwrap_or(image_pkg.clone());
+    let apt = cloud_kernel::apt(d, suite, suites)?;
+    let binary_pkg = cloud_kernel::in_suite(&apt, suite)?.binary_package;
     let plan = parse_simulation(&apt.simulate_install(&PACKAGES)?);
     let qemu = plan
         .iter()
@@ -253,11 +237,7 @@ fn from_suite(d: &Path, suite: &str, suites: &[&str]) -> Result<Provisioned> {
     // The kernel Image.
     let kernel = d.join("vmlinuz");
     let part = d.join("vmlinuz.part");
-    debian::extract(kernel_deb, "./usr/lib/modules/*/vmlinuz", &part)
-        .or_else(|_| debian::extract(kernel_deb, "./boot/vmlinuz-*", &part))
-        .with_context(|| format!("{kernel_package} holds no kernel Image"))?;
-    let head = std::fs::read(&part)?;
-    ensure!(head.len() > 64 && &head[0x38..0x3c] == b"ARMd", "{kernel_package}'s vmlinuz is not an arm64 Image");
+    cloud_kernel::extract_image(kernel_deb, &part)?;
     // The tree: every package but the kernel, unpacked.
     let tree = d.join("tree");
     let _ = std::fs::remove_dir_all(&tree);
@@ -313,34 +293,6 @@ pub fn parse_simulation(out: &str) -> Vec<Planned> {
             Some(Planned { name: name.to_string(), version: version.to_string() })
         })
         .collect()
-}
-
-/// The versioned cloud kernel `apt-cache depends linux-image-cloud-arm64` names
-/// (`linux-image-7.2.13+deb14-cloud-arm64`): its first `Depends:` of that shape (the meta
-/// package may depend on `linux-base-*` first).
-pub fn kernel_package(depends: &str) -> Option<String> {
-    depends.lines().find_map(|l| {
-        let p = l.trim().strip_prefix("Depends: ")?.trim();
-        let v = p.strip_prefix("linux-image-")?;
-        (v.starts_with(|c: char| c.is_ascii_digit()) && p.ends_with("-cloud-arm64")).then(|| p.to_string())
-    })
-}
-
-/// `linux-binary-VERSION` among `apt-cache depends linux-image-VERSION`'s dependencies: the
-/// package that holds the Image (Debian's 7.x kernels), or `None` (the Image is in `image`).
-pub fn binary_package(depends: &str, image: &str) -> Option<String> {
-    let want = format!("linux-binary-{}", image.strip_prefix("linux-image-")?);
-    depends.lines().find_map(|l| {
-        let p = l.trim().strip_prefix("Depends: ")?.trim();
-        (p == want).then(|| p.to_string())
-    })
-}
-
-/// The Linux version (major, minor) of a kernel package name (`linux-image-7.2.13+deb14-…`).
-pub fn kernel_version(package: &str) -> Option<(u32, u32)> {
-    let v = package.strip_prefix("linux-image-").or_else(|| package.strip_prefix("linux-binary-"))?;
-    let mut n = v.split(|c: char| !c.is_ascii_digit());
-    Some((n.next()?.parse().ok()?, n.next()?.parse().ok()?))
 }
 
 /// The upstream version of a Debian version string: `1:11.1.3+ds-1` -> 11.1.3.
@@ -485,26 +437,6 @@ mod tests {
             ]
         );
         assert!(parse_simulation("Inst broken\nInst x y\n").is_empty());
-    }
-
-    #[test]
-    fn the_kernel_is_found_from_the_package_lists() {
-        let sid = "linux-image-cloud-arm64\n  Depends: linux-base-cloud-arm64\n  Depends: linux-image-7.2.13+deb14-cloud-arm64\n";
-        assert_eq!(kernel_package(sid).as_deref(), Some("linux-image-7.2.13+deb14-cloud-arm64"));
-        let bpo = "linux-image-cloud-arm64\n  Depends: linux-image-6.18.5+deb13-cloud-arm64\n  Recommends: x\n";
-        assert_eq!(kernel_package(bpo).as_deref(), Some("linux-image-6.18.5+deb13-cloud-arm64"));
-        assert_eq!(kernel_package("x\n  Depends: linux-image-cloud-arm64-dbg\n"), None);
-        let image = "linux-image-7.2.13+deb14-cloud-arm64\n  PreDepends: linux-base\n |Depends: dracut\n  Depends: linux-base-7.2.13+deb14-cloud-arm64\n  Depends: linux-binary-7.2.13+deb14-cloud-arm64\n  Depends: linux-modules-7.2.13+deb14-cloud-arm64\n";
-        assert_eq!(
-            binary_package(image, "linux-image-7.2.13+deb14-cloud-arm64").as_deref(),
-            Some("linux-binary-7.2.13+deb14-cloud-arm64")
-        );
-        assert_eq!(binary_package("y\n  Depends: linux-base\n", "linux-image-6.18.5+deb13-cloud-arm64"), None);
-        assert_eq!(kernel_version("linux-image-7.2.13+deb14-cloud-arm64"), Some((7, 2)));
-        assert_eq!(kernel_version("linux-binary-6.16.1-cloud-arm64"), Some((6, 16)));
-        assert!(kernel_version("linux-image-6.12.9+bpo-cloud-arm64").unwrap() < MIN_KERNEL);
-        assert!(kernel_version("linux-image-6.16.1-cloud-arm64").unwrap() >= MIN_KERNEL);
-        assert!((7, 0) >= MIN_KERNEL, "a new major number is newer whatever its minor");
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! KVM host model's files ([`kvm_model`]: Debian's arm64 Linux and QEMU, to run the KVM path
 //! on a host that is not arm64).
 
+pub mod cloud_kernel;
 pub mod debian;
 pub mod firmware;
 pub mod kvm;
