@@ -118,7 +118,7 @@ fn zcu102_hypervisor_and_kernel_1_cpu() {
     let board = tests::machine("zcu102");
     let mut c = cfg(board, |c| c.mem = Some(tests::mem("1G")));
     c.resolve_dtb().unwrap();
-    let m = c.machine_mem(&tests::images()).unwrap();
+    let m = c.machine_mem(tests::images()).unwrap();
     assert_eq!(m.guest, 1 << 30);
     assert!(m.withheld > 0 && m.withheld < 1 << 20, "the ZCU102's no-map firmware regions: {m:?}");
     assert!(m.describe().contains(&format!("keeps {} KiB", m.withheld >> 10)), "{}", m.describe());
