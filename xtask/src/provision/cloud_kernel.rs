@@ -151,10 +151,10 @@ pub fn kernel_version(package: &str) -> Option<(u32, u32)> {
     Some((n.next()?.parse().ok()?, n.next()?.parse().ok()?))
 }
 
-/// Where a caller without a directory of its own keeps the newest kernel's apt states: the KVM
-/// host model's (one set of lists for both).
+/// Where the newest kernel's apt states are kept: the KVM host model's directory (its
+/// `kvm_model::dir`), so the model and the newest Linux guest share one set of lists.
 pub fn shared_dir() -> PathBuf {
-    super::kvm_model::dir()
+    debian::cache_dir().join("kvm-model")
 }
 
 #[cfg(test)]

@@ -18,7 +18,6 @@
 //! it ends by writing `manifest`, so a half-done one is started again.
 
 use super::cloud_kernel;
-use super::debian;
 use super::qemu_pkg::Version;
 use crate::cpio::Archive;
 use anyhow::{bail, ensure, Context, Result};
@@ -45,7 +44,7 @@ pub const LAYOUT: u32 = 2;
 
 /// The model's files, under [`dir`].
 pub fn dir() -> PathBuf {
-    debian::cache_dir().join("kvm-model")
+    super::cloud_kernel::shared_dir()
 }
 
 /// One line for `cargo xtask doctor`: what is provisioned, or that it will be on first use.
