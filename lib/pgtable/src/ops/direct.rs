@@ -50,7 +50,7 @@ impl Path {
 
 /// Index of the entry for input offset `off` in its table at `level` (the root at `start`).
 #[inline(always)]
-fn index_at(level: usize, start: usize, off: u64) -> usize {
+pub(crate) fn index_at(level: usize, start: usize, off: u64) -> usize {
     let i = (off >> level_shift(level)) as usize;
     if level == start {
         i
