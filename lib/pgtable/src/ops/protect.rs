@@ -1,7 +1,6 @@
 //! `protect`: change the permissions of a range; `write_protect`: remove write access only
 //! (dirty logging); `set_software_bits`.
 
-use crate::addr::PhysAddr;
 use crate::addr::{InputAddress, PAGE_SIZE};
 use crate::attrs::{Attributes, Perms};
 use crate::ctx::leaf_decision;
@@ -12,7 +11,7 @@ use crate::descriptor::{
 };
 use crate::frame::FrameAlloc;
 use crate::gather::{emit_invalidation, FlushRequest};
-use crate::ops::direct::{in_one_leaf_table, index_at};
+use crate::ops::direct::{in_one_leaf_table, index_at, path_to_leaf_table, Path};
 use crate::regime::Regime;
 use crate::table::{seeded_bug, CrossingBlocks, Opts, PageTable};
 use crate::tlb::Barrier;
@@ -406,18 +405,18 @@ impl<A: FrameAlloc, K: InputAddress> PageTable<A, K> {
         let regime = self.regime();
         validate(regime, Attributes::normal(perms))?;
         let p = ProtectArgs { regime, perms, mask: PermMask::new(regime, perms), s, e };
-        if e - s == PAGE_SIZE {
-            if let Some(r) = self.protect_page(tlb, &p) {
-                return r;
-            }
-        }
         if s < e && in_one_leaf_table(s, e) {
             // The whole range in one level-3 table: straight there, when tables lead to it,
             // with what the walk's visits would do on the way (the entries above level 2 are
             // never inside such a range: their post-visits change nothing and only count).
             let root = self.root();
-            let mut ctx = self.ctx(tlb, opts);
-            if let Some(path) = ctx.path_to_leaf_table(root, s) {
+            if let Some(path) = path_to_leaf_table(self.frames(), regime.start_level(), root, s) {
+                if e - s == PAGE_SIZE {
+                    if let Some(r) = self.protect_page(tlb, &p, &path) {
+                        return r;
+                    }
+                }
+                let mut ctx = self.ctx(tlb, opts);
                 let writable = perms.contains(Perms::WRITE);
                 for en in path.entries().filter(|en| en.level < 2) {
                     ctx.count_visit(en.level, Visit::TablePre);
@@ -444,28 +443,21 @@ impl<A: FrameAlloc, K: InputAddress> PageTable<A, K> {
     /// new permissions write, the visits counted), the leaf changed by the mask, the flush
     /// decided by [`leaf_decision`] (the one place), and on a live table the maintenance a
     /// finished gather issues for that one leaf (`DSB ISHST`, its invalidation, `DSB ISH; ISB`;
-    /// after writes that need none, `DSB ISHST; ISB`). `None` before writing anything when the
-    /// path holds a block or nothing, or the page is not an empty entry or a non-contiguous page
-    /// the mask applies to (the walk does those).
+    /// after writes that need none, `DSB ISHST; ISB`). `path` leads to its level-3 table. `None`
+    /// before writing anything when the page is not an empty entry or a non-contiguous page the
+    /// mask applies to (the caller's operation context does those).
     #[inline(always)]
-    fn protect_page<T: TlbMaintenance + ?Sized>(&mut self, tlb: &mut T, p: &ProtectArgs) -> Option<Result<(), Error>> {
+    fn protect_page<T: TlbMaintenance + ?Sized>(
+        &mut self,
+        tlb: &mut T,
+        p: &ProtectArgs,
+        path: &Path,
+    ) -> Option<Result<(), Error>> {
         let mask = p.mask?;
         let regime = p.regime;
         let start = regime.start_level();
         let s = p.s;
-        // `while` loops over the levels: a range's iterator costs more than the walk.
-        let mut path = [(PhysAddr::new(0), Desc::INVALID); 3];
-        let mut table = self.root();
-        let mut level = start;
-        while level <= 2 {
-            let d = Desc(self.frames().read_desc(table, index_at(level, start, s)));
-            if !d.is_table(level) {
-                return None;
-            }
-            path[level - start] = (table, d);
-            table = d.addr();
-            level += 1;
-        }
+        let table = path.leaf_table_addr();
         let i = index_at(3, start, s);
         let old = Desc(self.frames().read_desc(table, i));
         let new = if old.is_empty() {
@@ -492,7 +484,7 @@ impl<A: FrameAlloc, K: InputAddress> PageTable<A, K> {
             if level < 2 {
                 stats.walk.visits[level][Visit::TablePost as usize] += 1;
             }
-            let (t, d) = path[level - start];
+            let (t, d) = path.table_entry(level);
             if clear && d.0 & sw::TABLE_NO_WRITABLE != 0 {
                 frames.write_desc(t, index_at(level, start, s), d.0 & !sw::TABLE_NO_WRITABLE);
                 stats.desc_writes += 1;
