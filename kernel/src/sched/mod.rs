@@ -342,6 +342,9 @@ pub fn schedule() {
         Switch::To { prev, next } => {
             SWITCHES.fetch_add(1, Ordering::Relaxed);
             crate::percpu::this_cpu_inc(crate::percpu::SWITCHES);
+            // SAFETY: `prev` is in this CPU's `prev` slot until the next context runs
+            // `finish_switch`, `next` in its `current` (`kcore::sched::Switch`): both alive here.
+            let (prev, next) = unsafe { (&*prev, next.map(|n| &*n)) };
             let fp = prev.fp.get();
             // SAFETY: the task's own FP/SIMD area; only the CPU running or switching it
             // touches it (IRQs masked), and it lives until `finish_switch` drops it from `prev`.
