@@ -20,7 +20,7 @@ use rt::TrapFrame;
 use uspace::{Access, FaultKind, FaultOutcome};
 
 /// A system call from EL0 (`SVC #0`): the vectors saved only what a function call may clobber
-/// (x0-x18, x30) and ELR, SPSR, SP_EL0 (`lib/rt` trap.rs). Returns whether the whole frame
+/// (x0-x18, x30), x19, and ELR, SPSR, SP_EL0 (`lib/rt` trap.rs). Returns whether the whole frame
 /// was rewritten (a resumed context: then the vectors restore every register from it). This
 /// path is what a null system call costs (`cargo xtask bench mprotect`).
 #[no_mangle]
@@ -54,9 +54,51 @@ extern "C" fn rt_el0_sync(frame: &mut TrapFrame, esr_v: u64) {
     sched::return_to_user();
 }
 
+/// An instruction or data abort from EL0 (a page fault), with only the registers of a system
+/// call saved (`lib/rt` trap.rs): resolved by the address space (0: then those registers come
+/// back), or the task's own fault, returned as [`uspace::Denial::code`] before anything else is
+/// done (the vectors then save the rest of the frame and call [`rt_el0_abort_denied`]).
+#[no_mangle]
+extern "C" fn rt_el0_abort(_frame: &mut TrapFrame, esr_v: u64) -> u64 {
+    sched::enter_from_user();
+    let far = FAR_EL1.get();
+    let access = abort_access(esr_v);
+    let out = sched::with_running(|t| t.process.mm.fault(far, access, fault_kind(esr_v)));
+    match out.expect("an exception from EL0 has a task") {
+        FaultOutcome::Mapped | FaultOutcome::Spurious | FaultOutcome::Retry => {
+            sched::return_to_user();
+            0
+        }
+        FaultOutcome::Denied(why) => why.code(),
+    }
+}
+
+/// The end of [`rt_el0_abort`] for a fault that is the task's (`code`: its
+/// [`uspace::Denial::code`]), with the whole frame saved now. FAR_EL1 still holds the address:
+/// nothing between took an exception (IRQs masked, the address space's fault handling touches
+/// kernel memory only).
+#[no_mangle]
+extern "C" fn rt_el0_abort_denied(frame: &mut TrapFrame, esr_v: u64, code: u64) {
+    let why = uspace::Denial::from_code(code).expect("rt_el0_abort returned a denial's code");
+    task_fault(frame, esr_v, FAR_EL1.get(), &alloc::format!("{why}"));
+    sched::return_to_user();
+}
+
+/// The access of an instruction or data abort.
+fn abort_access(esr_v: u64) -> Access {
+    if esr::class(esr_v) == esr::EC_IABT_LOWER {
+        Access::Exec
+    } else if esr::is_write(esr_v) {
+        Access::Write
+    } else {
+        Access::Read
+    }
+}
+
 #[no_mangle]
 extern "C" fn rt_exception(frame: &mut TrapFrame, vec: u64) {
-    // Not taken from EL0 for synchronous exceptions (`rt_syscall`, `rt_el0_sync`).
+    // Not taken from EL0 for synchronous exceptions in the kernel (`rt_syscall`, `rt_el0_abort`,
+    // `rt_el0_sync`).
     if vec == vector::LOWER64_SYNC {
         sched::enter_from_user();
         let esr_v = ESR_EL1.get();
@@ -135,13 +177,7 @@ fn lower_sync(frame: &mut TrapFrame, esr_v: u64) {
     match ec {
         esr::EC_DABT_LOWER | esr::EC_IABT_LOWER => {
             let far = FAR_EL1.get();
-            let access = if ec == esr::EC_IABT_LOWER {
-                Access::Exec
-            } else if esr::is_write(esr_v) {
-                Access::Write
-            } else {
-                Access::Read
-            };
+            let access = abort_access(esr_v);
             let out = sched::with_running(|t| t.process.mm.fault(far, access, fault_kind(esr_v)));
             match out.expect("an exception from EL0 has a task") {
                 FaultOutcome::Mapped | FaultOutcome::Spurious | FaultOutcome::Retry => {}

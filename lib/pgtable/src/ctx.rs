@@ -45,7 +45,7 @@ pub(crate) type SeededBug = ();
 
 /// [`Ctx::leaf_decision`] for a table of `regime` (`live`, with `policy`), outside an operation
 /// context: the one place the flush of a changed leaf is decided.
-#[inline]
+#[inline(always)]
 pub(crate) fn leaf_decision(
     regime: Regime,
     live: bool,

@@ -304,16 +304,22 @@ __rt_trap_return_el1:
 // contexts switches them (`kernel/src/sched`). `__rt_trap_return_el1` is the restore half on its
 // own: entered with SP at a TrapFrame, it restores it, pops it and `eret`s.
 //
-// A system call (synchronous from EL0 with ESR_EL1.EC = SVC64) takes a shorter way: only x0-x18,
-// x30, ELR_EL1, SPSR_EL1 and SP_EL0 go into the frame (x19-x29 are callee-saved: every Rust
+// A system call (synchronous from EL0 with ESR_EL1.EC = SVC64) takes a shorter way: only x0-x19,
+// x30, ELR_EL1, SPSR_EL1 and SP_EL0 go into the frame (x20-x29 are callee-saved: every Rust
 // function, and the context switch, gives them back as they were), then `rt_syscall(frame)`.
-// When it returns 0 the same registers come back from the frame (the result in x0) and x19-x29
+// When it returns 0 the same registers come back from the frame (the result in x0) and x20-x29
 // were never touched; when it returns anything else the handler has written the whole frame
-// (`fault_return` resumes a saved context) and all of it is restored. Any other synchronous
-// exception from EL0 saves x19-x29 too, as every other vector does, and goes to
-// `rt_el0_sync(frame, esr)` with ESR_EL1 as read. A binary that runs EL0 code defines both (the
-// kernel); the weak ones here stop at a `BRK` in any other that would take them through these
-// vectors (none installs them: the hypervisor has its own table).
+// (`fault_return` resumes a saved context) and all of it is restored. An instruction or data
+// abort from EL0 (EC 0x20 / 0x24: a page fault) saves the same registers and calls
+// `rt_el0_abort(frame, esr)` with ESR_EL1 also kept in x19 (its EL0 value is in the frame):
+// when it returns 0 the fault was resolved and those registers come back; anything else means
+// the task must see the whole frame (its fault handler, or its end with a report): x20-x29 still
+// hold the task's values, so they are saved then, and `rt_el0_abort_denied(frame, esr, code)`
+// gets the returned code. Any other synchronous exception from EL0 saves x20-x29 too, as every
+// other vector does, and goes to `rt_el0_sync(frame, esr)` with ESR_EL1 as read. A binary that
+// runs EL0 code defines all four (the kernel); the weak ones here stop at a `BRK` in any other
+// that would take them through these vectors (none installs them: the hypervisor has its own
+// table).
 #[cfg(not(target_feature = "neon"))]
 core::arch::global_asm!(
     vector_macros!(),
@@ -328,7 +334,7 @@ __rt_el0_sync_el1:
     stp     x12, x13, [sp, #96]
     stp     x14, x15, [sp, #112]
     stp     x16, x17, [sp, #128]
-    str     x18, [sp, #144]
+    stp     x18, x19, [sp, #144]
     mrs     x9, esr_el1
     lsr     x10, x9, #26
     cmp     x10, #{ec_svc64}
@@ -341,6 +347,7 @@ __rt_el0_sync_el1:
     mov     x0, sp
     bl      rt_syscall
     cbnz    x0, __rt_trap_return_el1
+5:
     ldp     x11, x12, [sp, #256]
     msr     sp_el0, x12
     ldp     x30, x10, [sp, #240]
@@ -355,11 +362,35 @@ __rt_el0_sync_el1:
     ldp     x12, x13, [sp, #96]
     ldp     x14, x15, [sp, #112]
     ldp     x16, x17, [sp, #128]
-    ldr     x18, [sp, #144]
+    ldp     x18, x19, [sp, #144]
     add     sp, sp, #{frame}
     eret
+3:
+    mrs     x10, elr_el1
+    mrs     x11, spsr_el1
+    mrs     x12, sp_el0
+    stp     x30, x10, [sp, #240]
+    stp     x11, x12, [sp, #256]
+    mov     x19, x9
+    mov     x0, sp
+    mov     x1, x9
+    bl      rt_el0_abort
+    cbz     x0, 5b
+    stp     x20, x21, [sp, #160]
+    stp     x22, x23, [sp, #176]
+    stp     x24, x25, [sp, #192]
+    stp     x26, x27, [sp, #208]
+    stp     x28, x29, [sp, #224]
+    mov     x2, x0
+    mov     x1, x19
+    mov     x0, sp
+    bl      rt_el0_abort_denied
+    b       __rt_trap_return_el1
 2:
-    stp     x18, x19, [sp, #144]
+    cmp     x10, #{ec_dabt_lower}
+    b.eq    3b
+    cmp     x10, #{ec_iabt_lower}
+    b.eq    3b
     stp     x20, x21, [sp, #160]
     stp     x22, x23, [sp, #176]
     stp     x24, x25, [sp, #192]
@@ -389,10 +420,18 @@ rt_syscall:
 .weak rt_el0_sync
 rt_el0_sync:
     brk     #0x5c
+.weak rt_el0_abort
+rt_el0_abort:
+    brk     #0x5c
+.weak rt_el0_abort_denied
+rt_el0_abort_denied:
+    brk     #0x5c
 "#,
     purge_macros!(),
     frame = const FRAME_SIZE,
     ec_svc64 = const crate::esr::EC_SVC64,
+    ec_dabt_lower = const crate::esr::EC_DABT_LOWER,
+    ec_iabt_lower = const crate::esr::EC_IABT_LOWER,
 );
 
 extern "C" {
