@@ -113,7 +113,7 @@ pub unsafe fn fp_state(frame: &mut TrapFrame) -> &mut FpState {
 macro_rules! vector_macros {
     () => {
         r#"
-.macro rt_save_gprs el
+.macro rt_save_x2_x19
     stp     x2, x3, [sp, #16]
     stp     x4, x5, [sp, #32]
     stp     x6, x7, [sp, #48]
@@ -123,24 +123,41 @@ macro_rules! vector_macros {
     stp     x14, x15, [sp, #112]
     stp     x16, x17, [sp, #128]
     stp     x18, x19, [sp, #144]
+.endm
+
+.macro rt_save_x20_x29
     stp     x20, x21, [sp, #160]
     stp     x22, x23, [sp, #176]
     stp     x24, x25, [sp, #192]
     stp     x26, x27, [sp, #208]
     stp     x28, x29, [sp, #224]
-    mrs     x21, elr_el\el
-    mrs     x22, spsr_el\el
-    stp     x30, x21, [sp, #240]
-    mrs     x21, sp_el0
-    stp     x22, x21, [sp, #256]
 .endm
 
-.macro rt_restore_gprs el
-    ldp     x22, x21, [sp, #256]
-    msr     sp_el0, x21
-    ldp     x30, x21, [sp, #240]
-    msr     elr_el\el, x21
-    msr     spsr_el\el, x22
+// x30, ELR, SPSR and SP_EL0, read through three scratch registers already saved.
+.macro rt_save_special el, a, b, c
+    mrs     \a, elr_el\el
+    mrs     \b, spsr_el\el
+    mrs     \c, sp_el0
+    stp     x30, \a, [sp, #240]
+    stp     \b, \c, [sp, #256]
+.endm
+
+.macro rt_save_gprs el
+    rt_save_x2_x19
+    rt_save_x20_x29
+    rt_save_special \el, x21, x22, x23
+.endm
+
+// SP_EL0, x30, ELR and SPSR back, through two scratch registers restored after them.
+.macro rt_restore_special el, a, b
+    ldp     \b, \a, [sp, #256]
+    msr     sp_el0, \a
+    ldp     x30, \a, [sp, #240]
+    msr     elr_el\el, \a
+    msr     spsr_el\el, \b
+.endm
+
+.macro rt_restore_x0_x19
     ldp     x0, x1, [sp, #0]
     ldp     x2, x3, [sp, #16]
     ldp     x4, x5, [sp, #32]
@@ -151,11 +168,20 @@ macro_rules! vector_macros {
     ldp     x14, x15, [sp, #112]
     ldp     x16, x17, [sp, #128]
     ldp     x18, x19, [sp, #144]
+.endm
+
+.macro rt_restore_x20_x29
     ldp     x20, x21, [sp, #160]
     ldp     x22, x23, [sp, #176]
     ldp     x24, x25, [sp, #192]
     ldp     x26, x27, [sp, #208]
     ldp     x28, x29, [sp, #224]
+.endm
+
+.macro rt_restore_gprs el
+    rt_restore_special \el, x21, x22
+    rt_restore_x0_x19
+    rt_restore_x20_x29
 .endm
 
 .macro rt_vector_entry el, num, size
@@ -203,7 +229,9 @@ __rt_vectors_el\el:
 /// Undefines [`vector_macros`] again.
 macro_rules! purge_macros {
     () => {
-        ".purgem rt_save_gprs\n.purgem rt_restore_gprs\n.purgem rt_vector_entry\n.purgem rt_vector_table\n"
+        ".purgem rt_save_x2_x19\n.purgem rt_save_x20_x29\n.purgem rt_save_special\n.purgem rt_save_gprs\n\
+         .purgem rt_restore_special\n.purgem rt_restore_x0_x19\n.purgem rt_restore_x20_x29\n\
+         .purgem rt_restore_gprs\n.purgem rt_vector_entry\n.purgem rt_vector_table\n"
     };
 }
 
@@ -326,61 +354,28 @@ core::arch::global_asm!(
     r#"
 rt_vector_table 1, {frame}, 1
 __rt_el0_sync_el1:
-    stp     x2, x3, [sp, #16]
-    stp     x4, x5, [sp, #32]
-    stp     x6, x7, [sp, #48]
-    stp     x8, x9, [sp, #64]
-    stp     x10, x11, [sp, #80]
-    stp     x12, x13, [sp, #96]
-    stp     x14, x15, [sp, #112]
-    stp     x16, x17, [sp, #128]
-    stp     x18, x19, [sp, #144]
+    rt_save_x2_x19
     mrs     x9, esr_el1
     lsr     x10, x9, #26
     cmp     x10, #{ec_svc64}
     b.ne    2f
-    mrs     x10, elr_el1
-    mrs     x11, spsr_el1
-    mrs     x12, sp_el0
-    stp     x30, x10, [sp, #240]
-    stp     x11, x12, [sp, #256]
+    rt_save_special 1, x10, x11, x12
     mov     x0, sp
     bl      rt_syscall
     cbnz    x0, __rt_trap_return_el1
 5:
-    ldp     x11, x12, [sp, #256]
-    msr     sp_el0, x12
-    ldp     x30, x10, [sp, #240]
-    msr     elr_el1, x10
-    msr     spsr_el1, x11
-    ldp     x0, x1, [sp, #0]
-    ldp     x2, x3, [sp, #16]
-    ldp     x4, x5, [sp, #32]
-    ldp     x6, x7, [sp, #48]
-    ldp     x8, x9, [sp, #64]
-    ldp     x10, x11, [sp, #80]
-    ldp     x12, x13, [sp, #96]
-    ldp     x14, x15, [sp, #112]
-    ldp     x16, x17, [sp, #128]
-    ldp     x18, x19, [sp, #144]
+    rt_restore_special 1, x12, x11
+    rt_restore_x0_x19
     add     sp, sp, #{frame}
     eret
 3:
-    mrs     x10, elr_el1
-    mrs     x11, spsr_el1
-    mrs     x12, sp_el0
-    stp     x30, x10, [sp, #240]
-    stp     x11, x12, [sp, #256]
+    rt_save_special 1, x10, x11, x12
     mov     x19, x9
     mov     x0, sp
     mov     x1, x9
     bl      rt_el0_abort
     cbz     x0, 5b
-    stp     x20, x21, [sp, #160]
-    stp     x22, x23, [sp, #176]
-    stp     x24, x25, [sp, #192]
-    stp     x26, x27, [sp, #208]
-    stp     x28, x29, [sp, #224]
+    rt_save_x20_x29
     mov     x2, x0
     mov     x1, x19
     mov     x0, sp
@@ -391,16 +386,8 @@ __rt_el0_sync_el1:
     b.eq    3b
     cmp     x10, #{ec_iabt_lower}
     b.eq    3b
-    stp     x20, x21, [sp, #160]
-    stp     x22, x23, [sp, #176]
-    stp     x24, x25, [sp, #192]
-    stp     x26, x27, [sp, #208]
-    stp     x28, x29, [sp, #224]
-    mrs     x21, elr_el1
-    mrs     x22, spsr_el1
-    stp     x30, x21, [sp, #240]
-    mrs     x21, sp_el0
-    stp     x22, x21, [sp, #256]
+    rt_save_x20_x29
+    rt_save_special 1, x21, x22, x23
     mov     x0, sp
     mov     x1, x9
     bl      rt_el0_sync
