@@ -9,16 +9,21 @@
 //! one with no reference to it left); boot arguments that were accepted
 //! re-parse to the same thing and hold each of the table's words at most once.
 
+use abi::image::ImageHeader;
 use board::{guest_dtb, Board, GuestSpec, PsciMethod, Region};
 use bootargs::{Table, Word};
-use rt::image::ImageHeader;
 
 /// A fuzz target: one input.
 pub type Target = fn(&[u8]);
 
 /// Every target, by name (the libfuzzer/ binaries have the same names).
-pub const TARGETS: &[(&str, Target)] =
-    &[("image_header", image_header), ("dtb", dtb), ("guest_dtb", guest_dtb_target), ("bootargs", bootargs_target)];
+pub const TARGETS: &[(&str, Target)] = &[
+    ("image_header", image_header),
+    ("dtb", dtb),
+    ("guest_dtb", guest_dtb_target),
+    ("bootargs", bootargs_target),
+    ("efi", efi_target),
+];
 
 /// The Image header parser (the hypervisor loads the guest kernel with it).
 pub fn image_header(data: &[u8]) {
@@ -35,6 +40,43 @@ pub fn dtb(data: &[u8]) {
     if let Ok(b) = Board::from_dtb(data) {
         for r in &b.memory {
             assert!(r.base.checked_add(r.size).is_some(), "memory range overflows");
+        }
+        // `/chosen/module@…` nodes: non-empty, inside 64 bits, never overlapping.
+        let m: Vec<board::Region> = b.module_regions().collect();
+        for (i, r) in m.iter().enumerate() {
+            assert!(r.size > 0 && r.base.checked_add(r.size).is_some(), "bad module region {r:?}");
+            assert!(m[i + 1..].iter().all(|o| !o.overlaps(r)), "overlapping modules");
+        }
+    }
+}
+
+/// What the hypervisor's EFI entry reads from firmware: its own PE header (`abi::pe::parse`,
+/// also run by the Image check), the load options (`hypcore::efi::command_line`) and a memory
+/// map (`hypcore::efi::ram_from_map`: descriptors from the bytes, 28 each).
+pub fn efi_target(data: &[u8]) {
+    if let Ok(info) = abi::pe::parse(data) {
+        assert!(info.entry < info.size_of_image, "entry point outside the image");
+    }
+    if let Ok(Some(o)) = hypcore::efi::command_line(data) {
+        assert!(o.cmdline.bytes().all(|c| (0x20..0x7f).contains(&c)), "non-printable command line");
+        assert!(!o.cmdline.split(' ').any(|w| w.starts_with("initrd=")), "initrd= left in");
+    }
+    let rd = |c: &[u8], o: usize, n: usize| c[o..o + n].iter().rev().fold(0u64, |a, &b| (a << 8) | u64::from(b));
+    let descs: std::vec::Vec<hypcore::efi::Descriptor> = data
+        .chunks_exact(28)
+        .map(|c| hypcore::efi::Descriptor {
+            ty: rd(c, 0, 4) as u32 & 0x1f,
+            start: rd(c, 4, 8),
+            pages: rd(c, 12, 8) >> 32,
+            attr: rd(c, 20, 8),
+        })
+        .collect();
+    if let Ok(ram) = hypcore::efi::ram_from_map(&descs) {
+        for w in ram.windows(2) {
+            assert!(w[0].end < w[1].start, "RAM ranges unsorted, overlapping or not merged");
+        }
+        for r in &ram {
+            assert!(!r.is_empty() && r.start % 4096 == 0 && r.end % 4096 == 0, "bad RAM range {r:?}");
         }
     }
 }

@@ -22,7 +22,7 @@ fn qemu_dtb(args: &str) -> Vec<u8> {
 
 fn image_seeds() -> Vec<Vec<u8>> {
     let mut h = vec![0u8; 4096];
-    h[0x38..0x3c].copy_from_slice(&rt::image::MAGIC.to_le_bytes());
+    h[0x38..0x3c].copy_from_slice(&abi::image::MAGIC.to_le_bytes());
     h[24..32].copy_from_slice(&0xau64.to_le_bytes());
     let mut stamped = h.clone();
     ImageHeader::patch(&mut stamped, 0x10_0000).unwrap();
@@ -48,6 +48,73 @@ fn dtb_and_guest_dtb_short_run() {
     let dict: &[&[u8]] = &[b"memory\0", b"reg\0", b"#address-cells\0", b"/chosen\0", b"psci\0", &[0, 0, 0, 3]];
     report("dtb", drive("dtb", dtb, &seeds, dict, ITERATIONS * 2, 0x2222));
     report("guest_dtb", drive("guest_dtb", guest_dtb_target, &seeds, dict, ITERATIONS / 3, 0x3333));
+}
+
+/// A small tree whose /chosen describes a guest in Xen's module nodes (as a U-Boot script
+/// writes them), for the DTB parser's module code; `bad`: `bootargs` on the ramdisk too.
+fn modules_dtb(bad: bool) -> Vec<u8> {
+    let mut w = board::FdtWriter::new();
+    let cells = |v: &[u32]| v.iter().flat_map(|c| c.to_be_bytes()).collect::<Vec<u8>>();
+    w.begin_node("").unwrap();
+    w.property("#address-cells", &cells(&[2])).unwrap();
+    w.property("#size-cells", &cells(&[2])).unwrap();
+    w.begin_node("memory@40000000").unwrap();
+    w.property_str("device_type", "memory").unwrap();
+    w.property("reg", &cells(&[0, 0x4000_0000, 0, 0x4000_0000])).unwrap();
+    w.end_node().unwrap();
+    w.begin_node("cpus").unwrap();
+    w.property("#address-cells", &cells(&[1])).unwrap();
+    w.property("#size-cells", &cells(&[0])).unwrap();
+    w.begin_node("cpu@0").unwrap();
+    w.property_str("device_type", "cpu").unwrap();
+    w.property_str("compatible", "arm,cortex-a76").unwrap();
+    w.property("reg", &cells(&[0])).unwrap();
+    w.end_node().unwrap();
+    w.end_node().unwrap();
+    w.begin_node("chosen").unwrap();
+    w.property("#address-cells", &cells(&[1])).unwrap();
+    w.property("#size-cells", &cells(&[1])).unwrap();
+    for (name, kind, reg) in [
+        ("module@44000000", "multiboot,kernel", [0x4400_0000, 0x10_0000]),
+        ("module@46000000", "multiboot,ramdisk", [0x4600_0000, 0x1000]),
+    ] {
+        w.begin_node(name).unwrap();
+        w.property_strs("compatible", &[kind, "multiboot,module"]).unwrap();
+        w.property("reg", &cells(&reg)).unwrap();
+        if kind == "multiboot,kernel" || bad {
+            w.property_str("bootargs", "console=ttyAMA0").unwrap();
+        }
+        w.end_node().unwrap();
+    }
+    w.end_node().unwrap();
+    w.end_node().unwrap();
+    w.finish().unwrap()
+}
+
+#[test]
+fn modules_dtb_short_run() {
+    let good = modules_dtb(false);
+    let m = Board::from_dtb(&good).unwrap().modules.expect("the modules");
+    assert_eq!(m.kernel.region, Region::new(0x4400_0000, 0x10_0000));
+    assert!(Board::from_dtb(&modules_dtb(true)).is_err(), "bootargs on the ramdisk are refused");
+    let dict: &[&[u8]] =
+        &[b"multiboot,module\0", b"multiboot,kernel\0", b"multiboot,ramdisk\0", b"module@", b"reg\0", &[0, 0, 0, 1]];
+    report("dtb (modules)", drive("dtb", dtb, &[good, modules_dtb(true)], dict, ITERATIONS, 0x5555));
+}
+
+#[test]
+fn efi_short_run() {
+    let ucs2 = |s: &str| s.encode_utf16().flat_map(|c| c.to_le_bytes()).collect::<Vec<u8>>();
+    let mut map = Vec::new();
+    for (ty, start, pages) in [(7u32, 0x4000_0000u64, 0x100u64), (5, 0x4010_0000, 0x10), (2, 0x4011_0000, 0x10)] {
+        map.extend_from_slice(&ty.to_le_bytes());
+        map.extend_from_slice(&start.to_le_bytes());
+        map.extend_from_slice(&(pages << 32).to_le_bytes());
+        map.extend_from_slice(&8u64.to_le_bytes());
+    }
+    let seeds = vec![ucs2("hyp.guest-mem=1G test=smccc initrd=initrd\0"), map, image_seeds()[0].clone()];
+    let dict: &[&[u8]] = &[b"M\0Z\0", b"PE\0\0", &[0x64, 0xaa], &[0x0b, 0x02], b"i\0n\0i\0t\0r\0d\0=\0"];
+    report("efi", drive("efi", efi_target, &seeds, dict, ITERATIONS * 5, 0x6666));
 }
 
 #[test]

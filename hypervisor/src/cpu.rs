@@ -1,27 +1,17 @@
 //! Per-CPU state: which physical CPU runs which vCPU, and where a started vCPU enters the guest.
 
-use core::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use rt::{MAX_CPUS, MPIDR_AFF_MASK};
 
-/// Life cycle of a CPU as the hypervisor sees it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub enum CpuState {
-    Off = 0,
-    /// CPU_ON accepted, the CPU has not reached the guest yet.
-    Starting = 1,
-    /// Running the guest.
-    On = 2,
-}
+pub use hypcore::psci::CpuState;
 
 /// What one CPU needs when it starts.
 pub struct PerCpu {
-    state: AtomicU8,
+    /// Off / Starting / On, and where a CPU_ON enters the guest (`hypcore::psci::CpuStart`:
+    /// the entry is written before the CPU can see it may start).
+    pub start: hypcore::psci::CpuStart,
     /// MPIDR affinity (Aff3..Aff0) of this physical CPU.
     pub mpidr: AtomicU64,
-    /// Guest entry point and context id given to PSCI CPU_ON.
-    pub entry: AtomicU64,
-    pub context: AtomicU64,
     /// The spin-table `cpu-release-addr` this CPU waits on in the firmware (0: started by
     /// PSCI firmware instead).
     pub release_addr: AtomicU64,
@@ -35,58 +25,28 @@ pub struct PerCpu {
 impl PerCpu {
     const fn new() -> Self {
         Self {
-            state: AtomicU8::new(0),
+            start: hypcore::psci::CpuStart::new(),
             mpidr: AtomicU64::new(u64::MAX),
-            entry: AtomicU64::new(0),
-            context: AtomicU64::new(0),
             release_addr: AtomicU64::new(0),
             released: AtomicBool::new(false),
             park: hypcore::park::Handshake::new(),
         }
     }
 
-    /// The state now. Sequentially consistent, as [`Self::claim_for_start`]: a parked CPU
-    /// offers its wake-up, then reads this; the CPU that starts it claims, then takes the offer
-    /// (`hypcore::park::Handshake`), so one of them sees the other. A CPU claimed by a CPU_ON
-    /// whose entry is not written yet reads as Starting.
+    /// The state now.
     pub fn state(&self) -> CpuState {
-        match self.state.load(Ordering::SeqCst) {
-            0 => CpuState::Off,
-            1 | CLAIMED => CpuState::Starting,
-            _ => CpuState::On,
-        }
+        self.start.state()
     }
 
-    /// Whether a CPU_ON's entry and context are written, so the CPU may start: what a CPU
-    /// waiting to be started looks at (Acquire: the entry written before is visible).
+    /// Whether a CPU_ON's entry and context are written, so the CPU may start.
     pub fn ready_to_start(&self) -> bool {
-        self.state.load(Ordering::SeqCst) == CpuState::Starting as u8
+        self.start.ready_to_start()
     }
 
     pub fn set_state(&self, s: CpuState) {
-        self.state.store(s as u8, Ordering::Release);
-    }
-
-    /// CPU_ON: moves Off -> Starting with the guest's entry and context id, written before the
-    /// CPU can see it Starting ([`Self::ready_to_start`]); the CPU's state if it was not off
-    /// (PSCI: ALREADY_ON / ON_PENDING), nothing written then.
-    pub fn claim_for_start(&self, entry: u64, context: u64) -> Result<(), CpuState> {
-        self.state.compare_exchange(CpuState::Off as u8, CLAIMED, Ordering::SeqCst, Ordering::SeqCst).map_err(|s| {
-            if s == CpuState::On as u8 {
-                CpuState::On
-            } else {
-                CpuState::Starting
-            }
-        })?;
-        self.entry.store(entry, Ordering::Relaxed);
-        self.context.store(context, Ordering::Relaxed);
-        self.state.store(CpuState::Starting as u8, Ordering::SeqCst);
-        Ok(())
+        self.start.set_state(s)
     }
 }
-
-/// The state between a CPU_ON's claim and its entry being written (reads as Starting).
-const CLAIMED: u8 = 3;
 
 /// Index = CPU number (DTB order); the boot CPU is whichever matches MPIDR at boot.
 pub static CPUS: [PerCpu; MAX_CPUS] = [const { PerCpu::new() }; MAX_CPUS];

@@ -20,7 +20,7 @@ use crate::split::{self, SlotMapping, WalkerOpts};
 use abi::error::HypError;
 use abi::hypercall as hc;
 use core::sync::atomic::Ordering;
-use hypcore::dirty::{self as bits, ClearRequest};
+use hypcore::dirty::{self as bits, BufferStep, ClearRequest};
 use pgtable::hw::HwTlb;
 use pgtable::{Barrier, CrossingBlocks, Perms, Shareability, TlbFeatures, TlbMaintenance, Tlbi, TlbiOp};
 use spin::Once;
@@ -104,25 +104,39 @@ pub fn get(id: u64, buf: u64, len: u64) -> Result<(), HypError> {
     let slot = st.get_mut(id)?;
     let pages = slot.pages();
     let log = slot.log.as_mut().ok_or(HypError::InvalidParameter)?;
-    guest_buffer(buf, len)?;
     let need = bits::words_for(pages) * 8;
-    if len < need {
-        return Err(HypError::InvalidParameter);
-    }
     let words = log.dirty.words();
-    // SAFETY: guest_buffer checked that [buf, buf + len) is guest RAM (mapped RW at EL2, never
-    // the hypervisor's), 8-byte aligned, and `need <= len` bytes are written.
-    unsafe { core::ptr::copy_nonoverlapping(words.as_ptr(), buf as *mut u64, words.len()) };
-    sync_guest_buffer(buf, need);
+    for step in bits::GET_STEPS {
+        match step {
+            BufferStep::Check => {
+                guest_buffer(buf, len)?;
+                if len < need {
+                    return Err(HypError::InvalidParameter);
+                }
+            }
+            // SAFETY: the check made sure [buf, buf + len) is guest RAM (mapped RW at EL2,
+            // never the hypervisor's), 8-byte aligned, and `need <= len` bytes are written.
+            BufferStep::Access => unsafe {
+                core::ptr::copy_nonoverlapping(words.as_ptr(), buf as *mut u64, words.len())
+            },
+            BufferStep::CleanInvalidate => sync_guest_buffer(buf, need),
+        }
+    }
     Ok(())
 }
 
 /// DIRTY_LOG_CLEAR: `arg` = first page (bits 31:0) | page count << 32; `mask` = the guest
 /// address of the mask words.
 pub fn clear(id: u64, mask: u64, arg: u64) -> Result<(), HypError> {
+    // The steps before the words are read (`clear_slot` reads them after `check`).
     let check = |req: &ClearRequest| {
-        guest_buffer(mask, req.mask_bytes())?;
-        sync_guest_buffer(mask, req.mask_bytes());
+        for step in bits::CLEAR_STEPS {
+            match step {
+                BufferStep::Check => guest_buffer(mask, req.mask_bytes())?,
+                BufferStep::CleanInvalidate => sync_guest_buffer(mask, req.mask_bytes()),
+                BufferStep::Access => break,
+            }
+        }
         Ok(())
     };
     // SAFETY: `check` made sure the whole mask lies in guest RAM, mapped at EL2; the guest may
@@ -211,15 +225,15 @@ fn clear_words(
     // As KVM: only with initially-set do clears split (otherwise enable already did).
     let split_here = log.manual && log.eager;
     // As KVM: protect (and split) from the first to the last cleared page of each word. Words
-    // whose spans touch go as one run: one walk and one flush instead of one per 64 pages.
-    // Splitting too: the split builds the pages of the blocks inside the run read-only at once
-    // (no write-protect walk over the blocks first, nor a clear of write in each new page),
-    // then the write-protect takes the rest of the run (pages already there, the inside part
-    // of blocks crossing its ends, which the split left writable: nothing outside the run
-    // becomes read-only) and skips the new tables. It runs even when the split failed (its
-    // bits are clear already): blocks left then are protected whole, which needs no memory.
-    // Without the split, blocks crossing the ends are split one level.
-    let mut protect = |lo: u64, hi: u64| -> Result<(), HypError> {
+    // whose spans touch go as one run (`hypcore::dirty::clear`): one walk and one flush instead
+    // of one per 64 pages. Splitting too: the split builds the pages of the blocks inside the
+    // run read-only at once (no write-protect walk over the blocks first, nor a clear of write
+    // in each new page), then the write-protect takes the rest of the run (pages already there,
+    // the inside part of blocks crossing its ends, which the split left writable: nothing
+    // outside the run becomes read-only) and skips the new tables. It runs even when the split
+    // failed (its bits are clear already): blocks left then are protected whole, which needs no
+    // memory. Without the split, blocks crossing the ends are split one level.
+    let protect = |lo: u64, hi: u64| -> Result<(), HypError> {
         let r = Range::new(slot.base + lo * PAGE, slot.base + hi * PAGE);
         if split_here {
             let s = split::split_range(s2, tlb, r, opts, true);
@@ -231,34 +245,10 @@ fn clear_words(
         }
         Ok(())
     };
+    // The words' bits cleared before their pages are protected, each word read once
+    // (`hypcore::dirty::clear`).
     let words = log.dirty.words();
-    let mut run = None;
-    let mut w = 0;
-    while w < req.mask_words() {
-        // Whole words (a slot cleared whole is all such words): their bitmap words zeroed and
-        // their pages added to the run together; else one word, from its first to its last bit.
-        let end = req.ones_run(w, &mask);
-        let (next, span) = if end > w {
-            words[req.bitmap_word(w)..req.bitmap_word(end)].fill(0);
-            (end, req.words_span(w, end))
-        } else {
-            let m = req.applied(w, mask(w));
-            if m == 0 {
-                w += 1;
-                continue;
-            }
-            words[req.bitmap_word(w)] &= !m;
-            (w + 1, req.protect_span(w, m))
-        };
-        w = next;
-        if let Some((lo, hi)) = hypcore::dirty::extend_run(&mut run, span) {
-            protect(lo, hi)?;
-        }
-    }
-    match run {
-        Some((lo, hi)) => protect(lo, hi),
-        None => Ok(()),
-    }
+    bits::clear(req, mask, |i, b| words[i] &= !b, protect)
 }
 
 /// TLB maintenance on this CPU only: the inner-shareable forms become local ones. For a

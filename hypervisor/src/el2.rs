@@ -1,7 +1,14 @@
-//! EL2 configuration of one physical CPU before it enters the guest, and the entry itself.
+//! EL2 on each physical CPU: how it runs (nVHE or hVHE, decided once by the boot CPU), every
+//! EL2 control register written at entry and again before the guest, and the guest's entry.
+//! The values are `rt::el2`'s (host-tested per feature and per mode); this file only decides
+//! when they are written.
 
 use crate::cpu::{self, CpuState, CPUS};
+use crate::el2mode::{self, mode};
+use crate::guest_el1;
 use aarch64_cpu::registers::*;
+use rt::el2::{Mode, Why};
+use rt::features::{Features, IdRegs};
 use spin::Once;
 
 /// What every CPU needs to configure EL2 the same way (set once by the boot CPU).
@@ -21,11 +28,50 @@ pub fn set_config(c: Config) {
     CONFIG.call_once(|| c);
 }
 
+/// This CPU's features.
+pub fn features() -> Features {
+    Features::from_ids(&IdRegs::read())
+}
+
+/// First thing on the boot CPU, before anything relies on EL2's state: every EL2 control in
+/// the mode the entry code found (nVHE unless E2H is RES1), traps off, stage 2 off.
+pub fn entry_boot() {
+    rt::entry::el2(&rt::el2::guest_controls(rt::entry::el2_mode_at_entry(), &features()));
+}
+
+/// The boot CPU, once its boot words are read and before it builds its EL2 table: EL2 runs
+/// with E2H = 1 where it stayed 1 at entry (RES1) or `force_e2h` asks for it, else E2H = 0.
+/// Switching rewrites every layout-dependent register at once (`rt::entry::el2`, HCR_EL2
+/// first). Returns the mode, for the boot line.
+pub fn choose_mode(force_e2h: bool) -> Mode {
+    let f = features();
+    let mut m = rt::el2::decide(rt::entry::e2h_now(), force_e2h);
+    if m == Mode::Hvhe(Why::Forced) && !f.vhe {
+        rt::println!("hyp: warning: hyp.e2h=1 on a CPU without FEAT_VHE: E2H stays 0");
+        m = Mode::Nvhe;
+    }
+    if m.e2h() != rt::entry::e2h_now() {
+        rt::entry::el2(&rt::el2::guest_controls(m, &f));
+    }
+    el2mode::set(m);
+    m
+}
+
+/// First thing on a CPU started after the boot CPU (MMU off): EL2 in the boot CPU's mode, every
+/// control written. A CPU whose E2H is RES1 under an nVHE boot CPU cannot run this hypervisor:
+/// the error says so (the caller stops the run).
+pub fn entry_secondary() -> Result<(), &'static str> {
+    let m = mode();
+    rt::el2::secondary(m, rt::entry::e2h_now())?;
+    rt::entry::el2(&rt::el2::guest_controls(m, &features()));
+    Ok(())
+}
+
 /// Configures EL2 on this CPU (`cpu`) for the guest and marks it on.
 pub fn prepare_cpu(cpu: usize) {
     let c = CONFIG.get().expect("EL2 configuration is set before any CPU enters the guest");
-    cpu::set_guest_pc_slot(cpu);
     setup_cpu(c.vttbr, c.vtcr, c.gic_v3);
+    cpu::set_guest_pc_slot(cpu);
     CPUS[cpu].set_state(CpuState::On);
 }
 
@@ -35,107 +81,23 @@ pub fn start_cpu(cpu: usize, entry: u64, x0: u64) -> ! {
     enter_guest(entry, x0, cpu)
 }
 
-/// SCTLR_EL1 with its RES1 bits set and the MMU, caches and alignment checks off: the state the
-/// Linux boot protocol promises a kernel.
-const SCTLR_EL1_BOOT: u64 = 0x30d0_0800;
-
-/// Reads a system register by its generic name (`S3_<op1>_C<n>_C<m>_<op2>`): the assembler
-/// knows SVE/SME registers by name only with those features enabled, which the hypervisor's
-/// (FP-free) target does not have.
-macro_rules! read_sysreg {
-    ($name:literal) => {{
-        let v: u64;
-        // SAFETY: reads a system register; no memory or flag effects.
-        unsafe { core::arch::asm!(concat!("mrs {}, ", $name), out(reg) v, options(nomem, nostack, preserves_flags)) };
-        v
-    }};
-}
-
-/// Writes a system register by its generic name (see [`read_sysreg`]).
-macro_rules! write_sysreg {
-    ($name:literal, $v:expr) => {{
-        let v: u64 = $v;
-        // SAFETY: the caller writes an EL2 control register that exists on this CPU (checked from
-        // the ID registers) with a value that only changes what the guest may use; no memory
-        // effect.
-        unsafe { core::arch::asm!(concat!("msr ", $name, ", {}"), in(reg) v, options(nomem, nostack, preserves_flags)) };
-    }};
-}
-
-/// This CPU's ID registers, as [`rt::features`] decodes them.
-pub fn id_regs() -> rt::features::IdRegs {
-    let pfr1 = ID_AA64PFR1_EL1.get();
-    let sme = (pfr1 >> 24) & 0xf != 0;
-    let pmcr = read_sysreg!("pmcr_el0");
-    rt::features::IdRegs {
-        pfr0: ID_AA64PFR0_EL1.get(),
-        pfr1,
-        mmfr0: ID_AA64MMFR0_EL1.get(),
-        mmfr1: ID_AA64MMFR1_EL1.get(),
-        dfr0: ID_AA64DFR0_EL1.get(),
-        isar2: read_sysreg!("S3_0_C0_C6_2"),
-        // ID_AA64SMFR0_EL1 is RES0 without SME; read it only where it exists.
-        smfr0: if sme { read_sysreg!("S3_0_C0_C4_5") } else { 0 },
-        pmu_counters: (pmcr >> 11) & 0x1f,
-    }
-}
-
-/// Traps and controls for running the guest at EL1 on this CPU. `vttbr` = 0 leaves stage 2 off.
-/// Everything the CPU has is the guest's, untrapped: FP/SIMD, SVE and SME at the largest vector
-/// length the CPU implements (the hypervisor itself never touches those registers), MTE's tags,
-/// every PMU counter, the physical and virtual timers and counters.
+/// Traps and controls for running the guest at EL1 on this CPU, in the chosen mode. `vttbr` = 0
+/// leaves stage 2 off. Everything the CPU has is the guest's, untrapped (`rt::el2::guest_controls`);
+/// the guest's SCTLR_EL1 is the boot protocol's (MMU off), its MIDR/MPIDR the CPU's own.
 pub fn setup_cpu(vttbr: u64, vtcr: u64, gic_v3: bool) {
-    let ids = id_regs();
-    let features = rt::features::Features::from_ids(&ids);
-    let ctl = rt::features::guest_controls(&features);
+    let ids = IdRegs::read();
+    let features = Features::from_ids(&ids);
+    let ctl = rt::el2::guest_controls(mode(), &features);
+    rt::entry::el2(&ctl);
+    rt::entry::el2_gic(&features, gic_v3);
     VTCR_EL2.set(vtcr);
     VTTBR_EL2.set(vttbr);
-    // EL1 is AArch64; SMC traps to EL2 (the guest's PSCI conduit, whatever its DTB says);
-    // pointer-authentication keys and instructions do not trap; physical IRQ/FIQ go straight to
-    // EL1 (IMO = FMO = 0: the guest owns the GIC and the timers); on an MTE CPU, ATA gives EL1
-    // its allocation tags.
-    let mut hcr =
-        HCR_EL2::RW::EL1IsAarch64 + HCR_EL2::TSC::EnableTrapEl1SmcToEl2 + HCR_EL2::API::SET + HCR_EL2::APK::SET;
-    if vttbr != 0 {
-        hcr += HCR_EL2::VM::Enable;
-    }
-    HCR_EL2.set(hcr.value | ctl.hcr);
-    // FP/SIMD, SVE and SME untrapped first: ZCR_EL2 and SMCR_EL2 are only reachable then.
-    CPTR_EL2.set(ctl.cptr);
-    aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
-    if let Some(zcr) = ctl.zcr {
-        write_sysreg!("S3_4_C1_C2_0", zcr); // ZCR_EL2
-    }
-    if let Some(smcr) = ctl.smcr {
-        write_sysreg!("S3_4_C1_C2_6", smcr); // SMCR_EL2
-    }
-    if let Some(hcrx) = ctl.hcrx {
-        write_sysreg!("S3_4_C1_C2_2", hcrx); // HCRX_EL2
-    }
-    if let Some(hfg) = ctl.hfg {
-        write_sysreg!("S3_4_C1_C1_4", hfg); // HFGRTR_EL2
-        write_sysreg!("S3_4_C1_C1_5", hfg); // HFGWTR_EL2
-        write_sysreg!("S3_4_C1_C1_6", 0); // HFGITR_EL2
-        write_sysreg!("S3_4_C3_C1_4", 0); // HDFGRTR_EL2
-        write_sysreg!("S3_4_C3_C1_5", 0); // HDFGWTR_EL2
-    }
-    // No AArch32 system-register traps (HSTR_EL2 resets to an UNKNOWN value).
-    write_sysreg!("hstr_el2", 0);
-    // The guest uses the physical counter and timer directly, with no offset.
-    CNTHCTL_EL2.write(CNTHCTL_EL2::EL1PCTEN::SET + CNTHCTL_EL2::EL1PCEN::SET);
-    CNTVOFF_EL2.set(0);
-    let midr = MIDR_EL1.get();
     // VPIDR_EL2 (what the guest reads as MIDR_EL1) is not in aarch64-cpu; writing the real MIDR
     // only makes the guest see the CPU it runs on.
-    write_sysreg!("vpidr_el2", midr);
+    rt::write_sysreg!("vpidr_el2", MIDR_EL1.get());
     VMPIDR_EL2.set(MPIDR_EL1.get());
-    // Every PMU counter (HPMN = PMCR_EL0.N), profiling and trace buffers the guest's.
-    MDCR_EL2.set(ctl.mdcr);
-    SCTLR_EL1.set(SCTLR_EL1_BOOT);
-    if gic_v3 {
-        // Let EL1 use the GICv3 system-register interface.
-        ICC_SRE_EL2.write(ICC_SRE_EL2::SRE::SET + ICC_SRE_EL2::ENABLE::SET);
-    }
+    guest_el1::sctlr::write(rt::el1::SCTLR_MMU_OFF);
+    HCR_EL2.set(rt::el2::hcr_guest(ctl.mode, &features, vttbr != 0));
     aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
     if !REPORTED.swap(true, core::sync::atomic::Ordering::Relaxed) {
         report(&ids, &features, &ctl);
@@ -144,10 +106,12 @@ pub fn setup_cpu(vttbr: u64, vtcr: u64, gic_v3: bool) {
 
 static REPORTED: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
 
-/// One `hyp_features` record: what the guest gets (printed by the first CPU set up).
-fn report(ids: &rt::features::IdRegs, f: &rt::features::Features, ctl: &rt::features::Controls) {
+/// One `hyp_features` record: what the guest gets and how EL2 runs (printed by the first CPU
+/// set up).
+fn report(ids: &IdRegs, f: &Features, ctl: &rt::el2::Controls) {
     let mut r = abi::report::Record::new("hyp_features");
-    r.bool("sve", f.sve)
+    r.str("el2_mode", ctl.mode.name())
+        .bool("sve", f.sve)
         .bool("sme", f.sme)
         .bool("sme_fa64", f.sme_fa64)
         .bool("sme2", f.sme2)
@@ -156,12 +120,15 @@ fn report(ids: &rt::features::IdRegs, f: &rt::features::Features, ctl: &rt::feat
         .bool("hcx", f.hcx)
         .u64("pmu_counters", f.pmu_counters)
         .hex("cptr_el2", ctl.cptr)
-        .hex("hcr_el2_extra", ctl.hcr)
+        .hex("hcr_el2", ctl.hcr)
+        .hex("cnthctl_el2", ctl.cnthctl)
         .hex("mdcr_el2", ctl.mdcr)
         .hex("id_aa64pfr0", ids.pfr0)
         .hex("id_aa64pfr1", ids.pfr1)
         .hex("id_aa64mmfr0", ids.mmfr0)
         .hex("id_aa64mmfr1", ids.mmfr1)
+        .hex("id_aa64mmfr3", ids.mmfr3)
+        .hex("id_aa64mmfr4", ids.mmfr4)
         .hex("id_aa64dfr0", ids.dfr0)
         .hex("id_aa64isar2", ids.isar2)
         .hex("id_aa64smfr0", ids.smfr0);

@@ -1,5 +1,6 @@
-//! Ending the run. Every run ends with the final line `@@exit CODE (meaning)`
-//! (`abi::exit::FinalLine`); then the machine is switched off the way the board offers, decided
+//! Ending the run. Every run ends with the final line `@@exit CODE (meaning) key=KEY`
+//! (`abi::exit::KeyedFinalLine`, with the run's key from `hyp.key=`, read first thing so that
+//! even a refused boot word ends with it; `abi::exit::FinalLine` when none was given); then the machine is switched off the way the board offers, decided
 //! by its DTB alone ([`init`]). The code travels only in that line, on QEMU as on a board: QEMU
 //! semihosting, which could carry it as QEMU's exit status, would also give every guest the
 //! host's files and shell, so it is never on.
@@ -33,6 +34,22 @@ static METHOD: AtomicU8 = AtomicU8::new(Method::None as u8);
 static PM_BASE: AtomicU64 = AtomicU64::new(0);
 /// Set by the first CPU that ends the run; any other then only waits to be powered off.
 static ENDING: AtomicBool = AtomicBool::new(false);
+/// The run's key (`hyp.key=`), valid once [`KEYED`] is set.
+static KEY: AtomicU64 = AtomicU64::new(0);
+static KEYED: AtomicBool = AtomicBool::new(false);
+
+/// Takes the run's key (`hyp.key=`) from the boot loader's command line before anything else is
+/// checked there, so that even a refused boot word ends with it (a malformed or repeated key is
+/// left to the full parse, which refuses it, `crate::options`).
+pub fn set_key_from(bootargs: &str) {
+    let mut keys = bootargs.split_ascii_whitespace().filter_map(|w| w.strip_prefix("hyp.key="));
+    if let (Some(k), None) = (keys.next(), keys.next()) {
+        if let Ok(k) = bootargs::parse_uint(k) {
+            KEY.store(k, Ordering::Relaxed);
+            KEYED.store(true, Ordering::Release);
+        }
+    }
+}
 
 /// Called once the DTB says how this machine powers off.
 pub fn init(board: &board::Board) {
@@ -81,7 +98,12 @@ fn finish(code: u32, power: Power) -> ! {
         halt();
     }
     crate::counters::report();
-    rt::console::panic_print(format_args!("{}\n", abi::exit::FinalLine(code)));
+    if KEYED.load(Ordering::Acquire) {
+        let key = KEY.load(Ordering::Relaxed);
+        rt::console::panic_print(format_args!("{}\n", abi::exit::KeyedFinalLine { code, key }));
+    } else {
+        rt::console::panic_print(format_args!("{}\n", abi::exit::FinalLine(code)));
+    }
     rt::console::flush();
     match method() {
         Method::Psci => {

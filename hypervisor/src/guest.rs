@@ -33,6 +33,17 @@ pub fn set_ram(ranges: Vec<Range>) {
     GUEST_RAM.call_once(|| ranges);
 }
 
+/// Where the guest kernel came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KernelFile {
+    /// The initrd itself.
+    Initrd,
+    /// The kernel of a guest bundle (the initrd).
+    BundleKernel,
+    /// A boot loader's `/chosen/module@…` kernel.
+    Module,
+}
+
 /// Why the guest could not be set up.
 #[derive(Debug)]
 pub enum LoadError {
@@ -41,7 +52,11 @@ pub enum LoadError {
         start: u64,
         end: u64,
     },
-    BadImage(rt::image::ImageError),
+    /// The guest kernel file has an Image header that does not hold.
+    BadImage {
+        what: KernelFile,
+        e: rt::image::ImageError,
+    },
     BadBundle(abi::bundle::BundleError),
     /// QEMU's rule gives no place in free guest RAM, in any of its ranges
     /// (`hypcore::load::place_guest`).
@@ -50,6 +65,20 @@ pub enum LoadError {
     DtbTooLarge {
         size: u64,
         room: u64,
+    },
+    /// A `/chosen/module@…` file outside the guest's RAM.
+    ModuleOutsideRam {
+        path: String,
+        start: u64,
+        end: u64,
+    },
+    /// A guest bundle given as the kernel module.
+    BundleAsModule {
+        path: String,
+    },
+    /// A `multiboot,device-tree` module: the guest's device tree is the board's.
+    GuestDeviceTree {
+        path: String,
     },
 }
 
@@ -61,10 +90,31 @@ impl core::fmt::Display for LoadError {
                 "no initrd in /chosen: give the guest kernel Image as the initrd (QEMU -initrd, Pi 5 `initramfs … followkernel`)"
             ),
             Self::InitrdOutsideRam { start, end } => write!(f, "initrd [{start:#x}, {end:#x}) is not in RAM"),
-            Self::BadImage(e) => write!(f, "the initrd is not a bootable arm64 Image (nor a guest bundle): {e}"),
+            Self::BadImage { what: KernelFile::Initrd, e } => {
+                write!(f, "the initrd is not a bootable arm64 Image (nor a guest bundle): {e}")
+            }
+            Self::BadImage { what: KernelFile::BundleKernel, e } => {
+                write!(f, "the guest bundle's kernel is not a bootable arm64 Image: {e}")
+            }
+            Self::BadImage { what: KernelFile::Module, e } => {
+                write!(f, "the boot loader's kernel module is not a bootable arm64 Image: {e}")
+            }
             Self::BadBundle(e) => write!(f, "the initrd is a guest bundle but a broken one: {e}"),
             Self::Placement(e) => write!(f, "placing the guest as QEMU would: {e}"),
             Self::Copies(e) => write!(f, "{e}"),
+            Self::ModuleOutsideRam { path, start, end } => {
+                write!(f, "{path}: the file at [{start:#x}, {end:#x}) is not in the guest's RAM")
+            }
+            Self::BundleAsModule { path } => write!(
+                f,
+                "{path} is a guest bundle: give it as the initrd, or its kernel and initramfs as multiboot,kernel and \
+                 multiboot,ramdisk modules"
+            ),
+            Self::GuestDeviceTree { path } => write!(
+                f,
+                "{path}: a multiboot,device-tree module is not taken: the guest's device tree is the board's, changed \
+                 as docs/ARCHITECTURE.md lists"
+            ),
             Self::DtbTooLarge { size, room } => {
                 write!(f, "the guest's device tree ({size:#x} bytes) is larger than its room ({room:#x} bytes)")
             }
@@ -144,9 +194,52 @@ pub fn inspect(initrd: Range) -> Result<Contents, LoadError> {
     let kernel = Kernel::classify(kbytes);
     if kernel.is_image() {
         // The checks QEMU does not make (sizes, page size, endianness, this project's stamp).
-        ImageHeader::parse(kbytes).map_err(LoadError::BadImage)?;
+        let what = if bundle { KernelFile::BundleKernel } else { KernelFile::Initrd };
+        ImageHeader::parse(kbytes).map_err(|e| LoadError::BadImage { what, e })?;
     }
     Ok(Contents { kernel_at, kernel, initramfs, cmdline, bundle })
+}
+
+/// The guest as the boot loader handed it over: the `/chosen/module@…` files when the device
+/// tree has module nodes (Xen's convention, `board::modules`: kernel, initramfs, the kernel
+/// node's `bootargs`), else the initrd ([`inspect`]). Also returns the memory they occupy
+/// (zeroed once the guest is in place).
+pub fn from_boot_loader(board: &board::Board) -> Result<(Contents, Vec<Range>), LoadError> {
+    let Some(m) = &board.modules else {
+        let i = board.initrd.ok_or(LoadError::NoInitrd)?;
+        let r = Range::new(i.base, i.end());
+        return Ok((inspect(r)?, alloc::vec![r]));
+    };
+    if let Some(dt) = &m.device_tree {
+        return Err(LoadError::GuestDeviceTree { path: dt.path.clone() });
+    }
+    let mut files = Vec::new();
+    for md in [Some(&m.kernel), m.ramdisk.as_ref()].into_iter().flatten() {
+        let r = Range::new(md.region.base, md.region.end());
+        if !ram().iter().any(|g| g.contains(r.start, r.len())) {
+            return Err(LoadError::ModuleOutsideRam { path: md.path.clone(), start: r.start, end: r.end });
+        }
+        files.push(r);
+    }
+    let k = files[0];
+    // SAFETY: the kernel module lies in guest RAM (checked above), which the hypervisor maps and
+    // nothing else uses yet.
+    let kbytes = unsafe { core::slice::from_raw_parts(k.start as *const u8, k.len() as usize) };
+    if abi::bundle::is_bundle(kbytes) {
+        return Err(LoadError::BundleAsModule { path: m.kernel.path.clone() });
+    }
+    let kernel = Kernel::classify(kbytes);
+    if kernel.is_image() {
+        ImageHeader::parse(kbytes).map_err(|e| LoadError::BadImage { what: KernelFile::Module, e })?;
+    }
+    let contents = Contents {
+        kernel_at: k.start,
+        kernel,
+        initramfs: files.get(1).copied(),
+        cmdline: m.bootargs.clone().unwrap_or_default(),
+        bundle: false,
+    };
+    Ok((contents, files))
 }
 
 /// Puts the kernel and the initramfs where QEMU would (`hypcore::load::place_guest`: QEMU's

@@ -109,6 +109,11 @@ unsafe impl FrameAlloc for HypFrames {
     fn phys_to_ptr(&self, pa: PhysAddr) -> *mut u64 {
         pa.as_u64() as *mut u64
     }
+    /// Descriptors are read and written only through `phys_to_ptr` (the defaults): the
+    /// library's paired-access loops may take the same memory.
+    fn direct(&self, table: PhysAddr) -> Option<*mut u64> {
+        Some(self.phys_to_ptr(table))
+    }
 }
 
 /// The guest's stage-2 table (memslots and dirty logging change it at run time).
@@ -150,8 +155,9 @@ pub fn setup(board: &Board, plan: &hypcore::plan::MemoryPlan) -> Result<(u64, u6
     let parange = pgtable::cpu::parange(mmfr0);
     let layout = rt::start::image_layout();
 
-    // EL2 stage 1.
-    let mut el2 = PageTable::el2(HypFrames::new()).map_err(|e| format!("EL2 table: {e:?}"))?;
+    // EL2 stage 1, in the regime EL2 runs in (E2H = 0: EL2; E2H = 1: EL2&0, another format).
+    let mode = crate::el2mode::mode();
+    let mut el2 = PageTable::new(rt::el2::regime(mode), HypFrames::new()).map_err(|e| format!("EL2 table: {e:?}"))?;
     let (start, text, ro, end) =
         (layout.start as u64, layout.text_end as u64, layout.rodata_end as u64, layout.end as u64);
     map(&mut el2, &mut tlb, "hypervisor text", start, text, Attributes::normal(Perms::RX))?;
@@ -218,7 +224,7 @@ pub fn setup(board: &Board, plan: &hypcore::plan::MemoryPlan) -> Result<(u64, u6
         let regs = &mut *core::ptr::addr_of_mut!(MMU_REGS);
         regs.0 = rt::mmu::MmuRegs {
             mair: regime::MAIR,
-            tcr: regime::tcr_el2(parange),
+            tcr: rt::el2::tcr(mode, parange),
             ttbr0: el2.root().as_u64(),
             ttbr1: 0,
             wxn: true,

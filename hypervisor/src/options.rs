@@ -35,6 +35,8 @@ pub struct Options {
     pub migrate: bool,
     /// `hyp.cpus=N`: the guest gets the first N CPUs.
     pub cpus: Option<usize>,
+    /// `hyp.e2h=1`: run EL2 with HCR_EL2.E2H = 1 where it could be 0.
+    pub force_e2h: bool,
 }
 
 /// Splits the command line and checks the hypervisor's words; the message of an `Err` names
@@ -73,6 +75,7 @@ pub fn try_parse(bootargs: &str) -> Result<Options, bootargs::Error> {
         stop_on_fault: a.choice("hyp.on-fault") == Some("stop"),
         migrate: a.flag("hyp.migrate"),
         cpus: a.uint("hyp.cpus").map(|n| n as usize),
+        force_e2h: a.choice("hyp.e2h") == Some("1"),
     })
 }
 

@@ -82,73 +82,16 @@ pub fn has_firmware() -> bool {
     FIRMWARE.load(Ordering::Relaxed)
 }
 
-/// Whether `fid` is in the PSCI range (SMCCC standard secure service, 0x84000000-0x8400001F and
-/// the 64-bit 0xC4000000-0xC400001F).
-pub fn is_psci(fid: u64) -> bool {
-    let f = fid & 0xffff_ffff;
-    (0x8400_0000..=0x8400_001f).contains(&f) || (0xc400_0000..=0xc400_001f).contains(&f)
-}
+pub use hypcore::psci::{features, is_psci};
 
 fn ret(v: i64) -> [u64; 4] {
     [v as u64, 0, 0, 0]
 }
 
-/// PSCI_FEATURES: what this emulation answers for `fid`, consistent with [`handle`]: 0 for
-/// every function it implements (CPU_SUSPEND: 0 = original power_state format, no OS-initiated
-/// mode), NOT_SUPPORTED for the others. SMCCC_VERSION is reported as implemented (that is how a
-/// guest learns SMCCC 1.1 is there).
-pub fn features(fid: u64) -> i64 {
-    match fid & 0xffff_ffff {
-        p::VERSION
-        | p::CPU_SUSPEND_32
-        | p::CPU_SUSPEND_64
-        | p::CPU_OFF
-        | p::CPU_ON_32
-        | p::CPU_ON_64
-        | p::AFFINITY_INFO_32
-        | p::AFFINITY_INFO_64
-        | p::MIGRATE_INFO_TYPE
-        | p::SYSTEM_OFF
-        | p::SYSTEM_RESET
-        | p::FEATURES
-        | abi::hypercall::SMCCC_VERSION => p::SUCCESS,
-        _ => p::NOT_SUPPORTED,
-    }
-}
-
-/// CPU_SUSPEND (original power_state format): a standby state is entered and left at once
-/// (as a WFI may complete at once: the wake-up is allowed to come immediately, and the guest
-/// idles with its own WFI); a power-down state is not supported by this emulation
-/// (INVALID_PARAMETERS, as PSCI answers for a state the platform does not have).
-fn cpu_suspend(power_state: u64) -> i64 {
-    // Bits 31:26 and 23:17 are reserved (zero); bit 16 is the state type (1 = power down).
-    if power_state & 0xfcfe_0000 != 0 || power_state & (1 << 16) != 0 {
-        return p::INVALID_PARAMETERS;
-    }
-    p::SUCCESS
-}
-
-/// The hypervisor's own answers where there is no firmware to ask: PSCI 1.0; AFFINITY_INFO
-/// of one CPU (level 0) from the hypervisor's CPU states; no Trusted OS to migrate (2).
+/// The hypervisor's own answers where there is no firmware to ask (`hypcore::psci::own_answer`,
+/// AFFINITY_INFO from the hypervisor's CPU states).
 fn own_answer(fid: u64, a: [u64; 3]) -> i64 {
-    match fid {
-        p::VERSION => 0x1_0000,
-        p::MIGRATE_INFO_TYPE => 2,
-        _ => {
-            if a[1] != 0 {
-                // Only affinity level 0 (one CPU) is answered.
-                return p::INVALID_PARAMETERS;
-            }
-            match cpu::index_of(a[0]) {
-                Some(i) => match CPUS[i].state() {
-                    CpuState::On => 0,
-                    CpuState::Off => 1,
-                    CpuState::Starting => 2,
-                },
-                None => p::INVALID_PARAMETERS,
-            }
-        }
-    }
+    hypcore::psci::own_answer(fid, a, |mpidr| cpu::index_of(mpidr).map(|i| CPUS[i].state()))
 }
 
 /// Handles one PSCI call (`fid` is W0; a 32-bit call's arguments are W1..W3); returns x0..x3.
@@ -161,7 +104,7 @@ pub fn handle(fid: u64, a: [u64; 3]) -> [u64; 4] {
         }
         p::VERSION | p::MIGRATE_INFO_TYPE | p::AFFINITY_INFO_32 | p::AFFINITY_INFO_64 => ret(own_answer(fid, a)),
         p::FEATURES => ret(features(a[0])),
-        p::CPU_SUSPEND_32 | p::CPU_SUSPEND_64 => ret(cpu_suspend(a[0])),
+        p::CPU_SUSPEND_32 | p::CPU_SUSPEND_64 => ret(hypcore::psci::cpu_suspend(a[0])),
         p::CPU_ON_32 | p::CPU_ON_64 => ret(cpu_on(a[0], a[1], a[2])),
         p::CPU_OFF => cpu_off(),
         p::SYSTEM_OFF => {
@@ -199,34 +142,25 @@ fn cpu_off() -> [u64; 4] {
 /// board without a GICv2 to wake it through.
 pub fn park(me: usize) -> ! {
     use aarch64_cpu::registers::{ReadWriteable, HCR_EL2};
+    use hypcore::park::Action;
     let c = &CPUS[me];
     let gic = waker();
-    let opened = gic.as_ref().map(|g| {
-        let o = hypcore::park::open(g);
-        // Physical IRQs to EL2, where they stay masked: a pending one is a WFI wake-up event
-        // on every implementation, whatever it does for one routed to a lower level.
-        HCR_EL2.modify(HCR_EL2::IMO::SET);
-        aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
-        c.park.offer(o.iface);
-        o
-    });
-    while !c.ready_to_start() {
-        if opened.is_some() {
-            aarch64_cpu::asm::wfi();
-        } else {
-            aarch64_cpu::asm::wfe();
+    let mut parked = hypcore::park::Parked::new(&c.start, &c.park);
+    loop {
+        match parked.step(gic.as_ref()) {
+            Action::Next => {}
+            Action::RouteIrqsToEl2(true) => HCR_EL2.modify(HCR_EL2::IMO::SET),
+            Action::RouteIrqsToEl2(false) => HCR_EL2.modify(HCR_EL2::IMO::CLEAR),
+            Action::Isb => aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY),
+            Action::Wfi => aarch64_cpu::asm::wfi(),
+            Action::Wfe => aarch64_cpu::asm::wfe(),
+            Action::Spin => core::hint::spin_loop(),
+            Action::Dsb => aarch64_cpu::asm::barrier::dsb(aarch64_cpu::asm::barrier::SY),
+            Action::Sev => aarch64_cpu::asm::sev(),
+            // Read again on the fresh stack (`resume_parked`).
+            Action::Enter { .. } => break,
+            Action::Done => unreachable!("a parked CPU ends by entering the guest"),
         }
-    }
-    if let (Some(g), Some(o)) = (gic, opened) {
-        if c.park.withdraw() {
-            // The waker took the offer: its SGI is sent (or about to be); end it here.
-            while !c.park.is_sent() {
-                core::hint::spin_loop();
-            }
-        }
-        hypcore::park::close(&g, o);
-        HCR_EL2.modify(HCR_EL2::IMO::CLEAR);
-        c.park.mark_woke();
     }
     // Leave the trap's frames behind: the guest starts over from the top of this CPU's stack.
     let top = rt::start::stack_bounds(me).1;
@@ -236,23 +170,25 @@ pub fn park(me: usize) -> ! {
 }
 
 extern "C" fn resume_parked(me: usize) -> ! {
-    crate::el2::start_cpu(me, CPUS[me].entry.load(Ordering::Acquire), CPUS[me].context.load(Ordering::Acquire))
+    let (entry, context) = CPUS[me].start.entry();
+    crate::el2::start_cpu(me, entry, context)
 }
 
 fn cpu_on(target: u64, entry: u64, context: u64) -> i64 {
-    let guest_cpus = GUEST_CPUS.load(Ordering::Relaxed);
-    let Some(idx) = cpu::index_of(target).filter(|&i| Some(i) != crate::cpu::kept_for_hypervisor() && i < guest_cpus)
-    else {
-        // Not a CPU of the guest (the migration worker is the hypervisor's; `hyp.cpus` left
-        // the others out).
-        return p::INVALID_PARAMETERS;
+    let on = hypcore::psci::CpuOn {
+        target: cpu::index_of(target),
+        kept: crate::cpu::kept_for_hypervisor(),
+        guest_cpus: GUEST_CPUS.load(Ordering::Relaxed),
+        entry,
+        entry_in_ram: guest::is_guest_ram(entry, 4),
     };
-    if !guest::is_guest_ram(entry, 4) || !entry.is_multiple_of(4) {
-        return p::INVALID_ADDRESS;
-    }
+    let idx = match on.check() {
+        Ok(i) => i,
+        Err(e) => return e,
+    };
     let c = &CPUS[idx];
-    if let Err(state) = c.claim_for_start(entry, context) {
-        return if state == CpuState::On { p::ALREADY_ON } else { p::ON_PENDING };
+    if let Err(e) = c.start.claim(entry, context) {
+        return e;
     }
     let r = start_physical(idx, target);
     if r != p::SUCCESS {
@@ -269,20 +205,20 @@ pub fn start_physical(idx: usize, mpidr: u64) -> i64 {
     let c = &CPUS[idx];
     if c.released.load(Ordering::Acquire) {
         // A parked CPU (its state is Starting now): wake it, with the SGI if it waits in WFI
-        // (`hypcore::park::Handshake`: it offered before it looked at its state).
-        if let (Some(g), Some(iface)) = (waker(), c.park.take()) {
-            let restore = hypcore::park::send(&g, iface);
-            c.park.mark_sent();
-            if let Some(ctlr) = restore {
-                // The guest had not enabled its distributor: put it back once the CPU woke.
-                while !c.park.is_woke() {
-                    core::hint::spin_loop();
-                }
-                kcore::gic::v2::Regs::write(&g, kcore::gic::v2::Reg::DCtlr, ctlr);
+        // (`hypcore::park::Waker`: it offered before it looked at its state).
+        use hypcore::park::Action;
+        let gic = waker();
+        let mut w = hypcore::park::Waker::new(&c.park);
+        loop {
+            match w.step(gic.as_ref()) {
+                Action::Next => {}
+                Action::Spin => core::hint::spin_loop(),
+                Action::Dsb => aarch64_cpu::asm::barrier::dsb(aarch64_cpu::asm::barrier::SY),
+                Action::Sev => aarch64_cpu::asm::sev(),
+                Action::Done => break,
+                other => unreachable!("the waker does not {other:?}"),
             }
         }
-        aarch64_cpu::asm::barrier::dsb(aarch64_cpu::asm::barrier::SY);
-        aarch64_cpu::asm::sev();
         return p::SUCCESS;
     }
     if c.release_addr.load(Ordering::Relaxed) != 0 {
@@ -298,16 +234,23 @@ pub fn start_physical(idx: usize, mpidr: u64) -> i64 {
 /// Releases physical CPU `idx` (MPIDR `mpidr`) from the firmware's spin table into the
 /// hypervisor's secondary entry; from then on the hypervisor keeps it.
 fn release_from_spin_table(idx: usize, mpidr: u64) {
+    use hypcore::park::Release;
     let c = &CPUS[idx];
     let release = c.release_addr.load(Ordering::Relaxed);
-    rt::start::set_spin_mpidr(idx, mpidr & rt::MPIDR_AFF_MASK);
-    c.released.store(true, Ordering::Release);
-    let entry = rt::start::spin_entry_addr() as u64;
-    // SAFETY: `release` is the CPU's cpu-release-addr in the firmware's spin-table memory,
-    // mapped at EL2 by mmu::setup and kept out of the guest's RAM; the firmware's loop
-    // reads it (MMU off) and jumps there. 8-byte aligned as the binding requires.
-    unsafe { core::ptr::write_volatile(release as *mut u64, entry) };
-    rt::cache::clean_to_poc(release, 8);
-    aarch64_cpu::asm::barrier::dsb(aarch64_cpu::asm::barrier::SY);
-    aarch64_cpu::asm::sev();
+    for step in hypcore::park::SPIN_RELEASE {
+        match step {
+            Release::SpinMpidr => rt::start::set_spin_mpidr(idx, mpidr & rt::MPIDR_AFF_MASK),
+            Release::MarkReleased => c.released.store(true, Ordering::Release),
+            // SAFETY: `release` is the CPU's cpu-release-addr in the firmware's spin-table
+            // memory, mapped at EL2 by mmu::setup and kept out of the guest's RAM; the
+            // firmware's loop reads it (MMU off) and jumps there. 8-byte aligned as the binding
+            // requires.
+            Release::WriteEntry => unsafe {
+                core::ptr::write_volatile(release as *mut u64, rt::start::spin_entry_addr() as u64)
+            },
+            Release::CleanToPoc => rt::cache::clean_to_poc(release, 8),
+            Release::Dsb => aarch64_cpu::asm::barrier::dsb(aarch64_cpu::asm::barrier::SY),
+            Release::Sev => aarch64_cpu::asm::sev(),
+        }
+    }
 }

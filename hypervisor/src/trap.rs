@@ -148,8 +148,9 @@ fn fault_ipa(abort: &GuestAbort) -> Option<u64> {
     let far = abort.far;
     let saved = PAR_EL1.get();
     // SAFETY: `AT S1E1R` (no aarch64-cpu wrapper) translates FAR through the guest's EL1&0 stage 1
-    // (its registers are live at EL2 in this non-VHE setup) and writes only PAR_EL1, which is
-    // saved and restored around it; the ISB makes PAR_EL1 reflect the result.
+    // (its registers are live at EL2; with E2H = 1 and TGE = 0 the instruction still names the
+    // EL1&0 regime, and PAR_EL1 has no EL2 twin to be redirected to) and writes only PAR_EL1,
+    // which is saved and restored around it; the ISB makes PAR_EL1 reflect the result.
     unsafe { core::arch::asm!("at s1e1r, {}", "isb", in(reg) far, options(nostack, preserves_flags)) };
     let par = PAR_EL1.get();
     PAR_EL1.set(saved);

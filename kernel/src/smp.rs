@@ -162,6 +162,9 @@ pub fn secondary_entry_pa() -> u64 {
 /// A CPU started by PSCI, MMU off, at the image's physical address (see `mm::early`).
 #[no_mangle]
 extern "C" fn rt_secondary_main(cpu: usize) -> ! {
+    use aarch64_cpu::registers::{Writeable, VBAR_EL1};
+    VBAR_EL1.set(rt::trap::vectors_el1());
+    rt::entry::el1(&rt::features::Features::from_ids(&rt::features::IdRegs::read()));
     crate::mm::early::secondary(cpu, rt::pc_relative!(secondary_high))
 }
 

@@ -19,15 +19,93 @@ use rt::trap::vector;
 use rt::TrapFrame;
 use uspace::{Access, FaultKind, FaultOutcome};
 
+/// A system call from EL0 (`SVC #0`): the vectors saved only what a function call may clobber
+/// (x0-x18, x30), x19, and ELR, SPSR, SP_EL0 (`lib/rt` trap.rs). Returns whether the whole frame
+/// was rewritten (a resumed context: then the vectors restore every register from it). This
+/// path is what a null system call costs (`cargo xtask bench mprotect`).
+#[no_mangle]
+extern "C" fn rt_syscall(frame: &mut TrapFrame) -> u64 {
+    let area = crate::percpu::this_area();
+    // The null system call without a detour when nothing waits to run here: it reads this
+    // CPU's static area only, so SP_EL0 may keep the user's stack pointer (restored as it is).
+    let done = crate::syscall::count_and_null(area, frame);
+    if done && area.need_resched.load(core::sync::atomic::Ordering::Relaxed) == 0 {
+        return 0;
+    }
+    sched::enter_from_user_on(area);
+    syscall_rest(frame, done)
+}
+
+/// What [`rt_syscall`] does beyond the null system call (SP_EL0 is the running task's thread
+/// info by now): the call (unless done), then the way back to EL0 (the preemption point).
+#[inline(never)]
+fn syscall_rest(frame: &mut TrapFrame, done: bool) -> u64 {
+    let whole = !done && crate::syscall::dispatch(frame);
+    sched::return_to_user();
+    whole as u64
+}
+
+/// A synchronous exception from EL0 other than a system call (the whole frame saved), with its
+/// ESR_EL1.
+#[no_mangle]
+extern "C" fn rt_el0_sync(frame: &mut TrapFrame, esr_v: u64) {
+    sched::enter_from_user();
+    lower_sync(frame, esr_v);
+    sched::return_to_user();
+}
+
+/// An instruction or data abort from EL0 (a page fault), with only the registers of a system
+/// call saved (`lib/rt` trap.rs): resolved by the address space (0: then those registers come
+/// back), or the task's own fault, returned as [`uspace::Denial::code`] before anything else is
+/// done (the vectors then save the rest of the frame and call [`rt_el0_abort_denied`]).
+#[no_mangle]
+extern "C" fn rt_el0_abort(_frame: &mut TrapFrame, esr_v: u64) -> u64 {
+    sched::enter_from_user();
+    let far = FAR_EL1.get();
+    let access = abort_access(esr_v);
+    let out = sched::with_running(|t| t.process.mm.fault(far, access, fault_kind(esr_v)));
+    match out.expect("an exception from EL0 has a task") {
+        FaultOutcome::Mapped | FaultOutcome::Spurious | FaultOutcome::Retry => {
+            sched::return_to_user();
+            0
+        }
+        FaultOutcome::Denied(why) => why.code(),
+    }
+}
+
+/// The end of [`rt_el0_abort`] for a fault that is the task's (`code`: its
+/// [`uspace::Denial::code`]), with the whole frame saved now. FAR_EL1 still holds the address:
+/// nothing between took an exception (IRQs masked, the address space's fault handling touches
+/// kernel memory only).
+#[no_mangle]
+extern "C" fn rt_el0_abort_denied(frame: &mut TrapFrame, esr_v: u64, code: u64) {
+    let why = uspace::Denial::from_code(code).expect("rt_el0_abort returned a denial's code");
+    task_fault(frame, esr_v, FAR_EL1.get(), &alloc::format!("{why}"));
+    sched::return_to_user();
+}
+
+/// The access of an instruction or data abort.
+fn abort_access(esr_v: u64) -> Access {
+    if esr::class(esr_v) == esr::EC_IABT_LOWER {
+        Access::Exec
+    } else if esr::is_write(esr_v) {
+        Access::Write
+    } else {
+        Access::Read
+    }
+}
+
 #[no_mangle]
 extern "C" fn rt_exception(frame: &mut TrapFrame, vec: u64) {
-    // System calls and EL0 faults first, and the system call without a detour: this path is
-    // what a null system call costs (`cargo xtask bench mprotect`).
+    // Not taken from EL0 for synchronous exceptions in the kernel (`rt_syscall`, `rt_el0_abort`,
+    // `rt_el0_sync`).
     if vec == vector::LOWER64_SYNC {
         sched::enter_from_user();
         let esr_v = ESR_EL1.get();
         if esr::class(esr_v) == esr::EC_SVC64 {
-            crate::syscall::dispatch(frame);
+            if !crate::syscall::count_and_null(crate::percpu::this_area(), frame) {
+                crate::syscall::dispatch(frame);
+            }
         } else {
             lower_sync(frame, esr_v);
         }
@@ -53,7 +131,10 @@ fn other_vector(frame: &mut TrapFrame, vec: u64) {
         }
         vector::CUR_SPX_SYNC => {
             let (esr_v, far) = (ESR_EL1.get(), FAR_EL1.get());
-            if crate::mm::fault::try_catch(frame, esr_v, far) || user_copy_fault(frame, esr_v, far) {
+            if crate::mm::fault::try_catch(frame, esr_v, far)
+                || user_copy_fault(frame, esr_v, far)
+                || crate::arch::power::hvc_probe_undefined(frame, esr_v)
+            {
                 return;
             }
             fatal(frame, vec, esr_v);
@@ -96,13 +177,7 @@ fn lower_sync(frame: &mut TrapFrame, esr_v: u64) {
     match ec {
         esr::EC_DABT_LOWER | esr::EC_IABT_LOWER => {
             let far = FAR_EL1.get();
-            let access = if ec == esr::EC_IABT_LOWER {
-                Access::Exec
-            } else if esr::is_write(esr_v) {
-                Access::Write
-            } else {
-                Access::Read
-            };
+            let access = abort_access(esr_v);
             let out = sched::with_running(|t| t.process.mm.fault(far, access, fault_kind(esr_v)));
             match out.expect("an exception from EL0 has a task") {
                 FaultOutcome::Mapped | FaultOutcome::Spurious | FaultOutcome::Retry => {}

@@ -13,6 +13,7 @@ const SYS_MUNMAP: u64 = 215;
 const SYS_MMAP: u64 = 222;
 const SYS_MADVISE: u64 = 233;
 const SYS_IOCTL: u64 = 29;
+const SYS_GETDENTS64: u64 = 61;
 const SYS_READ: u64 = 63;
 const SYS_EXIT: u64 = 93;
 const SYS_FUTEX: u64 = 98;
@@ -117,6 +118,39 @@ pub fn write(fd: u64, buf: &[u8]) -> Result<u64, Errno> {
 
 pub fn ioctl(fd: u64, req: u64, arg: u64) -> Result<u64, Errno> {
     check("ioctl", syscall(SYS_IOCTL, [fd, req, arg, 0, 0, 0]))
+}
+
+/// Calls `f` with the name of every entry of the directory at `path` (NUL-terminated; `.`
+/// and `..` included), read with `getdents64`. Names that are not UTF-8 are skipped.
+pub fn for_each_dir_entry(path: &[u8], mut f: impl FnMut(&str)) -> Result<(), Errno> {
+    let fd = open(path, O_RDONLY)?;
+    let mut buf = [0u8; 4096];
+    let result = loop {
+        let n = match check(
+            "getdents64",
+            syscall(SYS_GETDENTS64, [fd, buf.as_mut_ptr() as u64, buf.len() as u64, 0, 0, 0]),
+        ) {
+            Ok(0) => break Ok(()),
+            Ok(n) => n as usize,
+            Err(e) => break Err(e),
+        };
+        // struct linux_dirent64: d_ino u64, d_off i64, d_reclen u16, d_type u8, d_name (NUL-terminated).
+        let mut at = 0;
+        while at + 19 <= n {
+            let reclen = u16::from_le_bytes([buf[at + 16], buf[at + 17]]) as usize;
+            if reclen < 19 || at + reclen > n {
+                break;
+            }
+            let name = &buf[at + 19..at + reclen];
+            let len = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+            if let Ok(s) = core::str::from_utf8(&name[..len]) {
+                f(s);
+            }
+            at += reclen;
+        }
+    };
+    close(fd);
+    result
 }
 
 /// `getcpu(&cpu, NULL, NULL)`: the CPU the caller runs on.

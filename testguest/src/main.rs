@@ -11,6 +11,12 @@
 //!   BSS and stacks, its load address, RAM (`testguest.mem`), CPUs (`testguest.smp`), PSCI
 //!   version and features, the timer, the GIC, its command line. `hang`: a failed check, then
 //!   silence (for the time-limit verdict).
+//! * `entry-el2`, `entry-el1` (at EL2, as a boot loader: `entry.rs`): leave the control
+//!   registers hostile but legal and enter the Image at `testguest.next` at EL2 or EL1, as the
+//!   Linux boot protocol says; the words before the `pgtlab` marker are the test guest's, the
+//!   rest the next Image's.
+//! * `forge-reset`, `forge-panic`: a guest that prints final lines claiming success (`forge.rs`),
+//!   then resets or panics: the run must fail all the same.
 //! * `semihost`: what a hostile guest tries first. QEMU semihosting (`hlt #0xf000`), if it
 //!   were on, would be served by QEMU itself before any trap: SYS_OPEN + SYS_WRITE create a
 //!   host file (`testguest.path=PATH` + `.open`), SYS_SYSTEM runs a host command (`touch
@@ -18,201 +24,26 @@
 //!   instruction at EL1, reported in a `testguest_semihost` record; the run then ends as a guest
 //!   failure, since the guest's attempt to end it successfully through SYS_EXIT went nowhere.
 // A bare-metal binary: on the host (`cargo clippy --workspace`, `cargo test --workspace`) it is
-// only the stub `main` at the end; every other item is `#[cfg(target_os = "none")]`.
+// only the stub `main` at the end; everything else is the module `bare`, behind one gate.
 #![cfg_attr(target_os = "none", no_std, no_main)]
 
 #[cfg(target_os = "none")]
 extern crate alloc;
 
+/// The test guest on the machine: its modules are the files beside this one.
 #[cfg(target_os = "none")]
-mod semihost;
-#[cfg(target_os = "none")]
-mod view;
-
-#[cfg(target_os = "none")]
-use alloc::string::String;
-#[cfg(target_os = "none")]
-use board::Board;
-#[cfg(target_os = "none")]
-use bootargs::{Table, Word};
-#[cfg(target_os = "none")]
-use buddy_system_allocator::LockedHeap;
-#[cfg(target_os = "none")]
-use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-#[cfg(target_os = "none")]
-use rt::trap::TrapFrame;
-
-/// Heap for the device tree's description (QEMU's DTB is 1 MiB; its description far less).
-#[cfg(target_os = "none")]
-const HEAP_SIZE: usize = 1 << 20;
-
-#[cfg(target_os = "none")]
-#[repr(C, align(4096))]
-struct HeapSpace([u8; HEAP_SIZE]);
-#[cfg(target_os = "none")]
-static mut HEAP_SPACE: HeapSpace = HeapSpace([0; HEAP_SIZE]);
-
-#[cfg(target_os = "none")]
-#[global_allocator]
-static HEAP: LockedHeap<32> = LockedHeap::empty();
-
-/// Every word the test guest accepts.
-#[cfg(target_os = "none")]
-pub const WORDS: &[Word] = &[
-    Word::choice("testguest", &["semihost", "view", "hang"], "what to do (see testguest/src/main.rs)"),
-    Word::size("testguest.mem", 1 << 20, 1 << 50, "view: the RAM the guest must find"),
-    Word::uint("testguest.smp", 1, 512, "view: the CPUs the guest must find"),
-    Word::choice("testguest.load", &["raw", "image"], "view: the form it was built in, so where QEMU loads it"),
-    Word::text("testguest.path", "a host path the semihost mode tries to create (PATH.open, PATH.system)"),
-    Word::choice("pgtlab_alone", &["1"], "the xtask's word for a guest that runs without the hypervisor"),
-];
-
-#[cfg(target_os = "none")]
-const TABLE: Table = Table { owner: "testguest", words: WORDS, foreign: &[] };
-
-/// Whether the pgtlab hypervisor runs below (it then prints the run's final line).
-#[cfg(target_os = "none")]
-static UNDER_HYPERVISOR: AtomicBool = AtomicBool::new(false);
-/// PSCI conduit from the device tree: 0 none, 1 HVC, 2 SMC.
-#[cfg(target_os = "none")]
-static PSCI: AtomicU64 = AtomicU64::new(0);
-
-/// x1-x3 as the boot loader left them (the boot protocol says 0; `view` checks).
-#[cfg(target_os = "none")]
-#[no_mangle]
-extern "C" fn rt_main(dtb: usize, x1: u64, x2: u64, x3: u64) -> ! {
-    use aarch64_cpu::registers::{Writeable, VBAR_EL1};
-    VBAR_EL1.set(rt::trap::vectors_el1());
-    // SAFETY: HEAP_SPACE is used only here, once, and handed to the allocator for good.
-    unsafe { HEAP.lock().init(core::ptr::addr_of_mut!(HEAP_SPACE) as usize, HEAP_SIZE) };
-    UNDER_HYPERVISOR.store(probe_hypervisor(), Ordering::Relaxed);
-    let status = match run(dtb, [x1, x2, x3]) {
-        Ok(status) => status,
-        Err(e) => {
-            rt::console::panic_print(format_args!("testguest: failed: {e}\n"));
-            abi::exit::GUEST_FAILURE
-        }
-    };
-    end(status)
+#[path = "."]
+mod bare {
+    pub(crate) mod calls;
+    pub(crate) mod entry;
+    pub(crate) mod forge;
+    pub(crate) mod guest;
+    pub(crate) mod semihost;
+    pub(crate) mod view;
 }
-
+/// Each module as `crate::NAME`.
 #[cfg(target_os = "none")]
-fn run(dtb: usize, regs: [u64; 3]) -> Result<u32, String> {
-    use alloc::format;
-    // SAFETY: x0 is 0 or points at the DTB (boot protocol), in RAM nothing else writes.
-    let blob = unsafe { board::dtb_at(dtb as *const u8) }.map_err(|e| format!("device tree at {dtb:#x}: {e}"))?;
-    let board = Board::from_dtb(blob).map_err(|e| format!("device tree: {e}"))?;
-    if let Some(uart) = board.console.as_ref() {
-        // SAFETY: the DTB names this UART as the console; nothing else in this guest uses it.
-        unsafe { rt::console::init(uart.kind, uart.base as usize) };
-    }
-    if let Some(p) = board.psci.as_ref() {
-        PSCI.store(if p.method == board::PsciMethod::Smc { 2 } else { 1 }, Ordering::Relaxed);
-    }
-    let cmdline = board.bootargs.as_deref().unwrap_or("");
-    rt::println!(
-        "testguest: at EL1, DTB {dtb:#x}, image at {:#x}, {}, bootargs {cmdline:?}",
-        rt::start::image_layout().start,
-        if UNDER_HYPERVISOR.load(Ordering::Relaxed) { "under the pgtlab hypervisor" } else { "alone" }
-    );
-    let args = bootargs::parse(cmdline, &TABLE).map_err(|e| format!("{e}"))?;
-    match args.choice("testguest") {
-        Some("semihost") => Ok(semihost::run(args.text("testguest.path").unwrap_or("/tmp/pgtlab-testguest"))),
-        Some("view") => Ok(view::run(&board, blob, regs, &args, cmdline)),
-        Some("hang") => view::hang(),
-        _ => Err(format!("nothing to do: give testguest=MODE ({})", TABLE.accepted())),
-    }
-}
-
-/// The pgtlab hypervisor answers the SMCCC vendor-hypervisor UID call with its UID; only asked
-/// when EL2 exists (with no EL2, HVC is undefined).
-#[cfg(target_os = "none")]
-fn probe_hypervisor() -> bool {
-    use aarch64_cpu::registers::{Readable, ID_AA64PFR0_EL1};
-    let el2 = (ID_AA64PFR0_EL1.get() >> 8) & 0xf != 0;
-    el2 && smccc(false, abi::hypercall::CALL_UID, 0) == abi::hypercall::UID
-}
-
-/// An SMCCC call through HVC or SMC; returns x0..x3.
-#[cfg(target_os = "none")]
-fn smccc(smc: bool, fid: u64, a1: u64) -> [u64; 4] {
-    let (r0, r1, r2, r3);
-    // SAFETY: an SMCCC call: per SMCCC v1.0 x0-x17 may be clobbered, and the callee touches no
-    // memory of ours.
-    unsafe {
-        if smc {
-            core::arch::asm!("smc #0", inout("x0") fid => r0, inout("x1") a1 => r1, out("x2") r2, out("x3") r3,
-                out("x4") _, out("x5") _, out("x6") _, out("x7") _, out("x8") _, out("x9") _, out("x10") _,
-                out("x11") _, out("x12") _, out("x13") _, out("x14") _, out("x15") _, out("x16") _, out("x17") _,
-                options(nostack));
-        } else {
-            core::arch::asm!("hvc #0", inout("x0") fid => r0, inout("x1") a1 => r1, out("x2") r2, out("x3") r3,
-                out("x4") _, out("x5") _, out("x6") _, out("x7") _, out("x8") _, out("x9") _, out("x10") _,
-                out("x11") _, out("x12") _, out("x13") _, out("x14") _, out("x15") _, out("x16") _, out("x17") _,
-                options(nostack));
-        }
-    }
-    [r0, r1, r2, r3]
-}
-
-/// Ends the run with `status`: the exit hypercall under the hypervisor (which prints the final
-/// line), else the final line and PSCI SYSTEM_OFF.
-#[cfg(target_os = "none")]
-fn end(status: u32) -> ! {
-    rt::console::flush();
-    if UNDER_HYPERVISOR.load(Ordering::Relaxed) {
-        smccc(false, abi::hypercall::EXIT, status.into());
-    } else {
-        rt::console::panic_print(format_args!("{}\n", abi::exit::FinalLine(status)));
-        rt::console::flush();
-        match PSCI.load(Ordering::Relaxed) {
-            0 => {}
-            c => {
-                smccc(c == 2, abi::psci::SYSTEM_OFF, 0);
-            }
-        }
-        rt::console::panic_print(format_args!("testguest: {}\n", abi::exit::NO_POWER_OFF));
-    }
-    loop {
-        aarch64_cpu::asm::wfe();
-    }
-}
-
-/// Every exception the guest takes: an undefined instruction the current mode expects (see
-/// [`semihost::undefined`]) is stepped over; anything else ends the run as an unexpected
-/// exception.
-#[cfg(target_os = "none")]
-#[no_mangle]
-extern "C" fn rt_exception(frame: &mut TrapFrame, vector: u64) {
-    use aarch64_cpu::registers::{Readable, ESR_EL1, FAR_EL1};
-    let esr = ESR_EL1.get();
-    if vector == rt::trap::vector::CUR_SPX_SYNC && semihost::undefined(frame, esr) {
-        return;
-    }
-    rt::console::panic_print(format_args!(
-        "testguest: unexpected {} exception from {}: ESR {esr:#x}, ELR {:#x}, FAR {:#x}\n",
-        rt::trap::vector::kind(vector),
-        rt::trap::vector::source(vector),
-        frame.elr,
-        FAR_EL1.get()
-    ));
-    end(abi::exit::GUEST_EXCEPTION)
-}
-
-#[cfg(target_os = "none")]
-#[no_mangle]
-extern "C" fn rt_secondary_main(_cpu: usize) -> ! {
-    loop {
-        aarch64_cpu::asm::wfe();
-    }
-}
-
-#[cfg(target_os = "none")]
-#[panic_handler]
-fn panic(info: &core::panic::PanicInfo) -> ! {
-    rt::console::panic_print(format_args!("testguest: PANIC: {info}\n"));
-    end(abi::exit::GUEST_PANIC)
-}
+use bare::*;
 
 /// The host build: says where this binary runs and exits with `USAGE`.
 #[cfg(not(target_os = "none"))]

@@ -40,7 +40,7 @@ impl Checks {
 
 /// A PSCI call through the DTB's conduit; returns x0.
 fn psci(fid: u64, a1: u64) -> u64 {
-    crate::smccc(crate::PSCI.load(core::sync::atomic::Ordering::Relaxed) == 2, fid, a1)[0]
+    crate::calls::smccc(crate::calls::PSCI.load(core::sync::atomic::Ordering::Relaxed) == 2, fid, a1)[0]
 }
 
 /// `testguest=hang`.

@@ -7,11 +7,14 @@ use abi::report::{parse_line, ParsedRecord};
 use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::time::Duration;
-use xtask::board::Board;
 use xtask::build::Images;
-use xtask::qemu::{self, Outcome, QemuConfig};
+use xtask::launch::Launch;
+use xtask::machine::{Machine, Size};
+use xtask::supervise::{self, Outcome};
 
-pub use xtask::qemu::QemuConfig as Config;
+pub use xtask::launch::Launch as Config;
+
+pub mod kvm;
 
 /// Longest a single boot may take before the test fails (TCG, up to 8 CPUs and 4 GiB).
 pub const BOOT_TIMEOUT: Duration = Duration::from_secs(120);
@@ -34,9 +37,9 @@ fn env() -> &'static Env {
         ) {
             return Env { qemu: q, images: Images { hypervisor: h, kernel: k, hypervisor_elf: he, kernel_elf: ke } };
         }
-        let tc = xtask::toolchain::find().expect("a toolchain for aarch64-unknown-none");
+        let tc = xtask::provision::toolchain::find().expect("a toolchain for aarch64-unknown-none");
         let images = xtask::build::build(&tc, &[]).expect("building the Images");
-        Env { qemu: xtask::system::qemu().expect("qemu-system-aarch64"), images }
+        Env { qemu: xtask::provision::system::qemu().expect("qemu-system-aarch64"), images }
     })
 }
 
@@ -45,12 +48,15 @@ pub fn qemu_binary() -> &'static std::path::Path {
     &env().qemu
 }
 
-/// The QEMU for `board`: the system one for `virt`; for a board model the one `cargo xtask
-/// test` provisioned (`XTASK_QEMU_BOARDS`, or why it could not: `XTASK_QEMU_BOARDS_ERROR`),
-/// else provisioned here (`xtask::qemu_pkg`). A board test that cannot get its QEMU fails
-/// and says why.
-pub fn qemu_for(board: Board) -> PathBuf {
-    if board == Board::Virt {
+/// The QEMU for machine `m`: the system one when it is new enough for the model; else the one
+/// `cargo xtask test` provisioned for the board models (`XTASK_QEMU_BOARDS`, or why it could
+/// not: `XTASK_QEMU_BOARDS_ERROR`), else provisioned here (`xtask::provision::qemu_pkg`). A
+/// board test that cannot get its QEMU fails and says why.
+pub fn qemu_for(m: &Machine) -> PathBuf {
+    static SYSTEM: OnceLock<xtask::provision::qemu_pkg::Version> = OnceLock::new();
+    let system =
+        SYSTEM.get_or_init(|| xtask::provision::qemu_pkg::version_of(&env().qemu).expect("the system QEMU's version"));
+    if m.model().min_qemu <= *system {
         return env().qemu.clone();
     }
     board_models_qemu()
@@ -66,23 +72,23 @@ pub fn board_models_qemu() -> PathBuf {
         if let Ok(e) = std::env::var("XTASK_QEMU_BOARDS_ERROR") {
             return Err(e);
         }
-        xtask::qemu_pkg::qemu_at_least(board_qemu_version()).map_err(|e| format!("{e:#}"))
+        xtask::provision::qemu_pkg::qemu_at_least(board_qemu_version()).map_err(|e| format!("{e:#}"))
     });
     q.clone().unwrap_or_else(|e| panic!("no QEMU for the board models: {e}"))
 }
 
 /// The QEMU version every board model runs on (the newest any board needs).
-pub fn board_qemu_version() -> xtask::qemu_pkg::Version {
-    Board::ALL.iter().map(|b| b.min_qemu()).max().expect("boards")
+pub fn board_qemu_version() -> xtask::provision::qemu_pkg::Version {
+    xtask::machine::newest_min_qemu()
 }
 
 /// `cfg` with its board's DTB fetched (once per process: the fetch is not safe to run twice
 /// at the same time).
-pub fn with_dtb(mut cfg: QemuConfig) -> QemuConfig {
+pub fn with_dtb(mut cfg: Launch) -> Launch {
     static FETCH: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    if cfg.board != Board::Virt && cfg.dtb.is_none() {
+    if cfg.model().debian_dtb().is_some() && cfg.dtb.is_none() {
         let _g = FETCH.lock().unwrap_or_else(|p| p.into_inner());
-        cfg.resolve_dtb().unwrap_or_else(|e| panic!("--board {}: {e:#}", cfg.board));
+        cfg.resolve_dtb().unwrap_or_else(|e| panic!("--board {}: {e:#}", cfg.machine));
     }
     cfg
 }
@@ -94,7 +100,7 @@ pub fn images() -> &'static Images {
 
 /// What a boot produced.
 pub struct Run {
-    pub cfg: QemuConfig,
+    pub cfg: Launch,
     pub outcome: Outcome,
     pub records: Vec<ParsedRecord>,
 }
@@ -118,15 +124,15 @@ impl Run {
     }
 
     /// The run's verdict (a row of the exit-code table), as `cargo xtask run` gives it.
-    pub fn verdict(&self) -> xtask::outcome::Verdict {
-        xtask::outcome::judge(&self.outcome)
+    pub fn verdict(&self) -> xtask::error::Verdict {
+        xtask::supervise::judge(&self.outcome)
     }
 
     /// Fails unless the run's verdict is `code` (judged like `cargo xtask run` does: the run's
     /// final line, never QEMU's status alone) and the run printed at most one final line.
     pub fn expect_exit(&self, code: i32) {
         assert!(!self.outcome.timed_out, "timed out after {:?}\n{}", BOOT_TIMEOUT, self.dump());
-        let finals = xtask::outcome::Watch::scan(&self.outcome.output).finals;
+        let finals = xtask::supervise::Watch::scan(&self.outcome.output, self.outcome.judging).finals;
         assert!(finals.len() <= 1, "one final line per run, not {finals:?}\n{}", self.dump());
         let v = self.verdict();
         assert_eq!(
@@ -157,24 +163,76 @@ pub fn long() -> bool {
 }
 
 /// Boots once with `cfg`, or returns why the xtask refused the configuration (QEMU not started).
-pub fn try_boot(cfg: QemuConfig) -> Result<Run, String> {
+pub fn try_boot(cfg: Launch) -> Result<Run, String> {
     try_boot_with(cfg, &[])
 }
 
 /// [`boot`] with `extra` QEMU arguments after the usual ones (e.g. `-dtb FILE`).
-pub fn boot_with(cfg: QemuConfig, extra: &[String]) -> Run {
+pub fn boot_with(cfg: Launch, extra: &[String]) -> Run {
     try_boot_with(cfg, extra).unwrap_or_else(|why| panic!("the xtask refused the configuration: {why}"))
 }
 
+/// Boots `cfg` with QEMU's `-append` replaced by `words` and the run's key (a command line no
+/// `Launch` would make: words the xtask itself refuses, given to the hypervisor by hand).
+pub fn boot_with_append(cfg: Launch, words: &str) -> Run {
+    let qemu = qemu_for(cfg.machine);
+    try_boot_args(&qemu, cfg, |args, judging| {
+        let i = args.iter().position(|a| a == "-append").expect("-append") + 1;
+        args[i] = match judging {
+            supervise::Judging::Keyed(k) => format!("{words} {}={k:#x}", hypcore::options::KEY),
+            _ => words.to_string(),
+        };
+    })
+    .unwrap_or_else(|why| panic!("the xtask refused the configuration: {why}"))
+}
+
 /// [`try_boot`] with `extra` QEMU arguments after the usual ones.
-pub fn try_boot_with(cfg: QemuConfig, extra: &[String]) -> Result<Run, String> {
+pub fn try_boot_with(cfg: Launch, extra: &[String]) -> Result<Run, String> {
+    try_boot_edited(cfg, |args| args.extend_from_slice(extra))
+}
+
+/// [`boot`] with the QEMU arguments `cfg` gives changed by `edit` first (another `-kernel`, a
+/// `-device loader`, more words in `-append`: keep the run's key there, `hyp.key=`).
+pub fn boot_edited(cfg: Launch, edit: impl FnOnce(&mut Vec<String>)) -> Run {
+    try_boot_edited(cfg, edit).unwrap_or_else(|why| panic!("the xtask refused the configuration: {why}"))
+}
+
+/// [`boot_edited`], or why the xtask refused the configuration (QEMU not started).
+pub fn try_boot_edited(cfg: Launch, edit: impl FnOnce(&mut Vec<String>)) -> Result<Run, String> {
+    let qemu = qemu_for(cfg.machine);
+    try_boot_edited_on(&qemu, cfg, edit)
+}
+
+/// [`boot_edited`] on the QEMU binary `qemu` (e.g. [`board_models_qemu`] for `virt` too).
+pub fn boot_edited_on(qemu: &std::path::Path, cfg: Launch, edit: impl FnOnce(&mut Vec<String>)) -> Run {
+    try_boot_edited_on(qemu, cfg, edit).unwrap_or_else(|why| panic!("the xtask refused the configuration: {why}"))
+}
+
+/// [`boot_edited_on`], or why the xtask refused the configuration (QEMU not started).
+pub fn try_boot_edited_on(
+    qemu: &std::path::Path,
+    cfg: Launch,
+    edit: impl FnOnce(&mut Vec<String>),
+) -> Result<Run, String> {
+    try_boot_args(qemu, cfg, |args, _| edit(args))
+}
+
+/// Boots `cfg` on `qemu`, `edit` changing the arguments (knowing whose word judges the run)
+/// before QEMU starts.
+fn try_boot_args(
+    qemu: &std::path::Path,
+    cfg: Launch,
+    edit: impl FnOnce(&mut Vec<String>, supervise::Judging),
+) -> Result<Run, String> {
     let e = env();
     let cfg = with_dtb(cfg);
-    cfg.validate()?;
-    let qemu = qemu_for(cfg.board);
-    let mut args = cfg.args(&e.images)?;
-    args.extend_from_slice(extra);
-    let outcome = qemu::run_args(&qemu, &args, BOOT_TIMEOUT, None, |_| {}).expect("running QEMU");
+    cfg.validate().map_err(|r| r.0)?;
+    let version = xtask::provision::qemu_pkg::version_of(qemu).map_err(|e| format!("{e:#}"))?;
+    let r = cfg.resolve(&e.images, version).map_err(|e| format!("{e:#}"))?;
+    let mut args = r.args;
+    edit(&mut args, r.judging);
+    let outcome =
+        supervise::run_on(qemu, cfg.accel, &args, r.judging, BOOT_TIMEOUT, None, |_| {}).expect("running QEMU");
     let mut records = Vec::new();
     for line in outcome.output.lines() {
         if let Some(r) = parse_line(line) {
@@ -190,25 +248,21 @@ pub fn try_boot_with(cfg: QemuConfig, extra: &[String]) -> Result<Run, String> {
 /// Boots `cfg` (with a QMP socket) until a console line satisfies `until`, then hands the run's
 /// QMP session and its console so far to `f`, and stops QEMU. Fails the test when no such line
 /// comes within [`BOOT_TIMEOUT`] or QEMU ends first.
-pub fn boot_until<T>(
-    cfg: &QemuConfig,
-    until: impl Fn(&str) -> bool,
-    f: impl FnOnce(&mut xtask::qmp::Qmp, &str) -> T,
-) -> T {
-    boot_until_on(&qemu_for(cfg.board), cfg, until, f)
+pub fn boot_until<T>(cfg: &Launch, until: impl Fn(&str) -> bool, f: impl FnOnce(&mut xtask::qmp::Qmp, &str) -> T) -> T {
+    boot_until_on(&qemu_for(cfg.machine), cfg, until, f)
 }
 
 /// [`boot_until`] on the QEMU binary `qemu`.
 pub fn boot_until_on<T>(
     qemu: &std::path::Path,
-    cfg: &QemuConfig,
+    cfg: &Launch,
     until: impl Fn(&str) -> bool,
     f: impl FnOnce(&mut xtask::qmp::Qmp, &str) -> T,
 ) -> T {
     use std::io::BufRead;
     let e = env();
     cfg.validate().unwrap_or_else(|why| panic!("the xtask refused the configuration: {why}"));
-    let mut args = cfg.args(&e.images).unwrap_or_else(|why| panic!("the xtask refused the configuration: {why}"));
+    let mut args = cfg.args(&e.images).unwrap_or_else(|why| panic!("the xtask refused the configuration: {why:#}"));
     let sock = xtask::qmp::socket_path();
     args.extend(xtask::qmp::qemu_args(&sock));
     let mut child = std::process::Command::new(qemu)
@@ -256,6 +310,27 @@ pub fn boot_until_on<T>(
     result.unwrap_or_else(|| panic!("--- {} ---\nno awaited line within {BOOT_TIMEOUT:?}\n{console}", cfg.describe()))
 }
 
+/// The xtask binary: `XTASK_BIN` (set by `cargo xtask test`), else built here with cargo (a plain
+/// `cargo test` on a fresh clone).
+pub fn xtask_bin() -> PathBuf {
+    if let Some(b) = std::env::var_os("XTASK_BIN") {
+        return PathBuf::from(b);
+    }
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+            let st = std::process::Command::new(cargo)
+                .args(["build", "--quiet", "--package", "xtask"])
+                .current_dir(xtask::workspace_root())
+                .status()
+                .expect("running cargo build -p xtask");
+            assert!(st.success(), "cargo build -p xtask failed");
+            xtask::workspace_root().join("target/debug/xtask")
+        })
+        .clone()
+}
+
 /// Runs the xtask binary itself (`XTASK_BIN`, set by `cargo xtask test`; else through cargo)
 /// with `args`; returns its exit code and everything it printed.
 pub fn xtask_cli(args: &[&str]) -> (i32, String) {
@@ -279,16 +354,17 @@ pub fn xtask_cli(args: &[&str]) -> (i32, String) {
 
 /// Boots once with `cfg` and collects the output and its report records. A malformed record
 /// fails the test: the format is part of what is tested.
-pub fn boot(cfg: QemuConfig) -> Run {
+pub fn boot(cfg: Launch) -> Run {
     try_boot(cfg).unwrap_or_else(|why| panic!("the xtask refused the configuration: {why}"))
 }
 
 /// The DTB QEMU writes for `cfg`'s machine (`-M virt,…,dumpdtb=FILE`).
-pub fn qemu_dtb(cfg: &QemuConfig) -> Vec<u8> {
+pub fn qemu_dtb(cfg: &Launch) -> Vec<u8> {
     static SEQ: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let file = std::env::temp_dir().join(format!("pgtlab-virt-{}-{seq}.dtb", std::process::id()));
-    let mut args = cfg.machine_args();
+    let mem = cfg.mem.map_or(1 << 30, Size::bytes);
+    let mut args = cfg.machine_args(mem, cfg.model().min_qemu);
     let m = args.iter().position(|a| a == "-M").expect("-M") + 1;
     args[m] = format!("{},dumpdtb={}", args[m], file.display());
     let out = std::process::Command::new(&env().qemu).args(&args).arg("-nographic").output().expect("running QEMU");
@@ -326,29 +402,29 @@ fn prepared_linux(
 
 /// A configuration booting Debian's backports Linux on `board` (its console, quiet, the
 /// `pgtlab_*` words for its init) on the hypervisor.
-pub fn board_linux_config(board: Board, init_args: &str) -> QemuConfig {
+pub fn board_linux_config(board: &'static Machine, init_args: &str) -> Launch {
     let l = linux_guest_backports().unwrap_or_else(|e| panic!("the Linux guest is not available: {e}"));
-    QemuConfig {
-        guest: Some(xtask::qemu::Guest {
+    Launch {
+        guest: Some(xtask::launch::Guest {
             kernel: l.kernel,
             initrd: Some(l.initramfs),
             append: format!("{} quiet {init_args}", xtask::linux::default_append(board)).trim().to_string(),
         }),
-        ..QemuConfig::default().for_board(board)
+        ..Launch::for_machine(board)
     }
 }
 
 /// A configuration booting Debian's Linux (quiet kernel, `pgtlab_*` words for its init) on the
 /// hypervisor; fails the test with the reason when the Linux guest cannot be fetched.
-pub fn linux_config(init_args: &str, f: impl FnOnce(&mut QemuConfig)) -> QemuConfig {
+pub fn linux_config(init_args: &str, f: impl FnOnce(&mut Launch)) -> Launch {
     let l = linux_guest().unwrap_or_else(|e| panic!("the Linux guest is not available: {e}"));
-    let mut c = QemuConfig {
-        guest: Some(xtask::qemu::Guest {
+    let mut c = Launch {
+        guest: Some(xtask::launch::Guest {
             kernel: l.kernel,
             initrd: Some(l.initramfs),
             append: format!("{} quiet {init_args}", xtask::linux::DEFAULT_APPEND).trim().to_string(),
         }),
-        ..QemuConfig::default()
+        ..Launch::default()
     };
     f(&mut c);
     c
@@ -356,29 +432,34 @@ pub fn linux_config(init_args: &str, f: impl FnOnce(&mut QemuConfig)) -> QemuCon
 
 /// Boots once with `cfg` and the instruction-counting QEMU plugin (`xtask/plugin`), and returns
 /// the run with the plugin's counts. `name` names the plugin's output file.
-pub fn boot_counting(mut cfg: QemuConfig, name: &str) -> (Run, xtask::plugin::Counts) {
+pub fn boot_counting(mut cfg: Launch, name: &str) -> (Run, xtask::plugin::Counts) {
     let e = env();
-    let lib = xtask::plugin::build(&qemu_for(cfg.board)).expect("building the instruction-counting plugin");
+    let lib = xtask::plugin::build(&qemu_for(cfg.machine)).expect("building the instruction-counting plugin");
     let dir = xtask::workspace_root().join("target/plugin");
     let out = dir.join(format!("{name}.jsonl"));
     let _ = std::fs::remove_file(&out);
-    let el2 = (!cfg.no_hypervisor).then(|| xtask::plugin::el2_range(&e.images, cfg.board).expect("hypervisor Image"));
-    cfg.plugin = Some(xtask::plugin::qemu_arg(&lib, &out, el2, cfg.board));
+    let el2 = (!cfg.no_hypervisor).then(|| xtask::plugin::el2_range(&e.images, cfg.model()).expect("hypervisor Image"));
+    cfg.plugin = Some(xtask::plugin::qemu_arg(&lib, &out, el2, cfg.model()));
     let run = boot(cfg);
     let counts = xtask::plugin::read(&out).unwrap_or_else(|err| panic!("plugin output: {err:#}\n{}", run.dump()));
     (run, counts)
 }
 
 /// A configuration with the defaults of `cargo xtask run` changed by `f`.
-pub fn config(f: impl FnOnce(&mut QemuConfig)) -> QemuConfig {
-    let mut c = QemuConfig::default();
+pub fn config(f: impl FnOnce(&mut Launch)) -> Launch {
+    let mut c = Launch::default();
     f(&mut c);
     c
 }
 
-/// Bytes in a QEMU `-m` size like `512M` or `4G`.
-pub fn mem_bytes(m: &str) -> u64 {
-    xtask::qemu::parse_mem(m).expect("memory size")
+/// A `--mem` size like `512M` or `4G`.
+pub fn mem(m: &str) -> Size {
+    Size::parse(m).expect("memory size")
+}
+
+/// The machine called `name` (a row of `xtask::machine::MACHINES`).
+pub fn machine(name: &str) -> &'static Machine {
+    xtask::machine::find(name).unwrap_or_else(|| panic!("no machine {name}"))
 }
 
 #[cfg(test)]
@@ -391,7 +472,7 @@ mod judging {
     fn run(code: Option<i32>, output: &str) -> Run {
         let records = output.lines().filter_map(parse_line).map(|r| r.unwrap()).collect();
         Run {
-            cfg: QemuConfig::default(),
+            cfg: Launch::default(),
             outcome: Outcome {
                 code,
                 limit: BOOT_TIMEOUT,

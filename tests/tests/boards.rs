@@ -1,5 +1,5 @@
 //! QEMU's models of real boards, each booted from the board's own DTB (Debian's backports
-//! kernel package) on the QEMU it needs (`xtask::qemu_pkg`): the Raspberry Pi 4B (`raspi4b`:
+//! kernel package) on the QEMU it needs (`xtask::provision::qemu_pkg`): the Raspberry Pi 4B (`raspi4b`:
 //! spin-table CPUs, no PSCI firmware, GIC-400, the mini UART), the ZCU102 (`xlnx-zcu102`:
 //! PSCI over SMC, GIC-400, Cadence UART) and the i.MX 8M Plus EVK (`imx8mp-evk`: GICv3, i.MX
 //! UART). On each: the hypervisor and the kernel at 1 and 4 CPUs, the kernel's self-tests and
@@ -9,21 +9,29 @@
 //! with the reason.
 
 use tests::{board_linux_config, boot, Run};
-use xtask::board::Board;
-use xtask::qemu::QemuConfig;
+use xtask::launch::Launch;
+use xtask::machine::Machine;
 
-fn cfg(board: Board, f: impl FnOnce(&mut QemuConfig)) -> QemuConfig {
-    let mut c = QemuConfig::default().for_board(board);
+fn cfg(board: &'static Machine, f: impl FnOnce(&mut Launch)) -> Launch {
+    let mut c = Launch::for_machine(board);
     f(&mut c);
     c
 }
 
 /// The hypervisor and the kernel with `cpus` CPUs: the board's model name, the console the
 /// DTB names, every CPU online at EL1, a clean power-off with one final line.
-fn hyp_and_kernel(board: Board, cpus: u32) -> Run {
-    let run = boot(cfg(board, |c| match board.smp() {
-        xtask::board::Smp::Fixed(n) if cpus < n => c.bootargs = format!("hyp.cpus={cpus}"),
-        _ => c.smp = cpus,
+fn hyp_and_kernel(board: &'static Machine, cpus: u32) -> Run {
+    hyp_and_kernel_with(board, cpus, None)
+}
+
+/// [`hyp_and_kernel`] with the guest's RAM `mem` (`--mem`; `None`: the board's default).
+fn hyp_and_kernel_with(board: &'static Machine, cpus: u32, mem: Option<xtask::machine::Size>) -> Run {
+    let run = boot(cfg(board, |c| {
+        c.mem = mem;
+        match board.model().smp {
+            xtask::machine::Smp::Fixed(n) if cpus < n => c.bootargs = format!("hyp.cpus={cpus}"),
+            _ => c.smp = cpus,
+        }
     }));
     run.expect_exit(0);
     run.expect_output(&format!("kernel: {cpus} of {cpus} CPUs online"));
@@ -46,7 +54,7 @@ fn model(run: &Run, name: &str, core: &str) {
 fn pi4_hypervisor_and_kernel_4_cpus() {
     // Spin-table CPUs released by the hypervisor, the guest on its PSCI; power-off by the PM
     // watchdog (no PSCI firmware on the Pi 4).
-    let r = hyp_and_kernel(Board::Pi4, 4);
+    let r = hyp_and_kernel(tests::machine("pi4"), 4);
     model(&r, "Raspberry Pi 4 Model B", "Cortex-A72");
     // Taken at boot, they wait for CPU_ON in WFI (QEMU halts their threads), woken by an SGI.
     r.expect_output("hyp: 3 CPUs taken from the spin table: they wait in WFI for the guest's CPU_ON");
@@ -62,7 +70,7 @@ fn pi4_hypervisor_and_kernel_4_cpus() {
 /// watchdog, exit 0.
 #[test]
 fn pi4_power_controller_is_the_hypervisors() {
-    let r = boot(cfg(Board::Pi4, |c| c.bootargs = "test=power-hidden hyp.check-stage2".into()));
+    let r = boot(cfg(tests::machine("pi4"), |c| c.bootargs = "test=power-hidden hyp.check-stage2".into()));
     r.expect_exit(0);
     r.expect_output("hyp: check-stage2: /soc/watchdog@7e100000 [0xfe100000, 0xfe101000) is the hypervisor's");
     r.expect_output("hyp: guest read at IPA 0xfe10001c");
@@ -78,7 +86,7 @@ fn pi4_power_controller_is_the_hypervisors() {
 /// CPU answering ON_PENDING or ALREADY_ON.
 #[test]
 fn pi4_cpu_off_and_on_by_the_hypervisor() {
-    let r = boot(cfg(Board::Pi4, |c| c.bootargs = "cycle.cpu=2 test=cpu-cycle".into()));
+    let r = boot(cfg(tests::machine("pi4"), |c| c.bootargs = "cycle.cpu=2 test=cpu-cycle".into()));
     r.expect_exit(0);
     r.expect_output("kernel: CPU 2 (MPIDR 0x2) left off at boot (cycle.cpu=2)");
     r.expect_output("kernel: 3 of 4 CPUs online");
@@ -88,7 +96,7 @@ fn pi4_cpu_off_and_on_by_the_hypervisor() {
 
 #[test]
 fn pi4_hypervisor_and_kernel_1_cpu() {
-    let r = hyp_and_kernel(Board::Pi4, 1);
+    let r = hyp_and_kernel(tests::machine("pi4"), 1);
     // Not the guest's, so never started, but out of the firmware's busy WFE loop all the same.
     r.expect_output(
         "hyp: 3 CPUs taken from the spin table: they wait in WFI, 0 for the guest's CPU_ON, 3 for good \
@@ -98,31 +106,48 @@ fn pi4_hypervisor_and_kernel_1_cpu() {
 
 #[test]
 fn zcu102_hypervisor_and_kernel_4_cpus() {
-    let r = hyp_and_kernel(Board::Zcu102, 4);
+    let r = hyp_and_kernel(tests::machine("zcu102"), 4);
     model(&r, "ZynqMP ZCU102 Rev1.0", "Cortex-A53");
 }
 
+/// With `--mem 1G` on a board whose device tree keeps firmware memory from every kernel
+/// (`no-map`): the xtask says how much of the guest's RAM that is, and the kernel counts
+/// exactly the rest.
 #[test]
 fn zcu102_hypervisor_and_kernel_1_cpu() {
-    hyp_and_kernel(Board::Zcu102, 1);
+    let board = tests::machine("zcu102");
+    let mut c = cfg(board, |c| c.mem = Some(tests::mem("1G")));
+    c.resolve_dtb().unwrap();
+    let m = c.machine_mem(tests::images()).unwrap();
+    assert_eq!(m.guest, 1 << 30);
+    assert!(m.withheld > 0 && m.withheld < 1 << 20, "the ZCU102's no-map firmware regions: {m:?}");
+    assert!(m.describe().contains(&format!("keeps {} KiB", m.withheld >> 10)), "{}", m.describe());
+    let run = hyp_and_kernel_with(board, 1, Some(tests::mem("1G")));
+    let banners = run.records("banner");
+    let kib = (m.guest - m.withheld) >> 10;
+    assert!(banners.iter().all(|b| b.u64("mem_mib") == Some(kib >> 10)), "{kib} KiB\n{}", run.dump());
 }
 
 #[test]
 fn imx8mp_evk_hypervisor_and_kernel_4_cpus() {
     // QEMU makes as many CPUs as -smp says (the xtask always passes it): with the default 1,
     // its PSCI refuses CPU_ON for CPUs 1-3.
-    let r = hyp_and_kernel(Board::Imx8mpEvk, 4);
+    let r = hyp_and_kernel(tests::machine("imx8mp-evk"), 4);
     model(&r, "NXP i.MX8MPlus EVK board", "Cortex-A53");
 }
 
+/// With `--mem` too: on a board it is the guest's RAM exactly, as on `virt` (the machine is
+/// sized for it with the hypervisor's share and the board's reservations on top).
 #[test]
 fn imx8mp_evk_hypervisor_and_kernel_1_cpu() {
-    hyp_and_kernel(Board::Imx8mpEvk, 1);
+    let run = hyp_and_kernel_with(tests::machine("imx8mp-evk"), 1, Some(tests::mem("1G")));
+    let banners = run.records("banner");
+    assert!(banners.iter().all(|b| b.u64("mem_mib") == Some(1024)), "--mem 1G\n{}", run.dump());
 }
 
 /// The kernel's self-tests (SMCCC rules, bad calls, memory permissions, interrupts on the
 /// board's GIC, PAN, the call storm from every CPU) and the EL0 self-test program.
-fn selftests(board: Board) {
+fn selftests(board: &'static Machine) {
     let r = boot(cfg(board, |c| c.bootargs = "test=smccc,bad-calls,mem-perms,irq,pan,storm user=selftest".into()));
     r.expect_exit(0);
     let checks = r.records("check");
@@ -130,28 +155,28 @@ fn selftests(board: Board) {
     assert!(failed.is_empty(), "failed checks: {failed:?}\n{}", r.dump());
     assert!(!checks.is_empty(), "{}", r.dump());
     r.expect_output("kernel: mem-perms: 29 checks passed");
-    let gic = if board.gic() == Some(3) { "GICv3" } else { "GICv2" };
+    let gic = format!("GICv{}", board.model().default_gic());
     r.expect_output(&format!("kernel: irq: {gic}, 4 CPUs"));
 }
 
 #[test]
 fn pi4_selftests() {
-    selftests(Board::Pi4);
+    selftests(tests::machine("pi4"));
 }
 
 #[test]
 fn zcu102_selftests() {
-    selftests(Board::Zcu102);
+    selftests(tests::machine("zcu102"));
 }
 
 #[test]
 fn imx8mp_evk_selftests() {
-    selftests(Board::Imx8mpEvk);
+    selftests(tests::machine("imx8mp-evk"));
 }
 
 /// Debian's Linux (6.12 backports) under the hypervisor to its user-space marker, on every CPU
 /// and all the RAM the hypervisor gave it, then PSCI SYSTEM_OFF through the hypervisor.
-fn linux(board: Board) {
+fn linux(board: &'static Machine) {
     let r = boot(board_linux_config(board, ""));
     r.expect_exit(0);
     r.expect_output(xtask::linux::MARKER);
@@ -161,8 +186,9 @@ fn linux(board: Board) {
     // through it), not a storm (Pi 4 at 115200: QEMU's mini UART kept its THR-empty interrupt
     // raised behind the driver's back, ~10^6 interrupts on CPU 0 before user space).
     let irqs = l.i64("console_irqs").unwrap_or_else(|| panic!("no console_irqs: {}", r.dump()));
-    // -1: no console tty with an interrupt (the ZCU102's ttyPS0 never registers: early console).
-    if board != Board::Zcu102 {
+    // -1: no console tty with an interrupt (the ZCU102's ttyPS0 never registers: Linux keeps
+    // its early console, `keep_bootcon`).
+    if !board.model().linux.console.contains("keep_bootcon") {
         assert!(irqs >= 0, "/init found no interrupt for the console's tty: {}", r.dump());
     }
     assert!(irqs < CONSOLE_IRQS_MAX, "the console UART took {irqs} interrupts by the marker: {}", r.dump());
@@ -175,25 +201,25 @@ const CONSOLE_IRQS_MAX: i64 = 10_000;
 
 #[test]
 fn imx8mp_evk_linux_guest() {
-    linux(Board::Imx8mpEvk);
+    linux(tests::machine("imx8mp-evk"));
 }
 
 #[test]
 fn zcu102_linux_guest() {
-    linux(Board::Zcu102);
+    linux(tests::machine("zcu102"));
 }
 
 #[test]
 fn pi4_linux_guest() {
-    linux(Board::Pi4);
+    linux(tests::machine("pi4"));
 }
 
-/// Dirty logging (1 GiB slots backed by the slot pool) on the board's CPUs and stage 2. The
+/// Dirty logging (1 GiB slots backed by the slot pool) on the board's CPUs and stage 2, the
+/// guest given all the model holds beside the hypervisor and its 1 GiB slot pool. The
 /// Pi 4's model has 960 MiB of RAM for its guest: too little for the test's 1 GiB slot
 /// (`long_pi4_dirty_log` tests the 4 KiB and 2 MiB backings there).
-fn dirty_log(board: Board, mem: &str) {
+fn dirty_log(board: &'static Machine) {
     let r = boot(cfg(board, |c| {
-        c.mem = mem.into();
         c.bootargs = "test=dirty-log hyp.slotpool=1G hyp.check-split".into();
     }));
     r.expect_exit(0);
@@ -202,19 +228,19 @@ fn dirty_log(board: Board, mem: &str) {
 #[test]
 #[ignore = "--long"]
 fn long_zcu102_dirty_log() {
-    dirty_log(Board::Zcu102, "2G");
+    dirty_log(tests::machine("zcu102"));
 }
 
 #[test]
 #[ignore = "--long"]
 fn long_imx8mp_evk_dirty_log() {
-    dirty_log(Board::Imx8mpEvk, "3G");
+    dirty_log(tests::machine("imx8mp-evk"));
 }
 
 #[test]
 #[ignore = "--long"]
 fn long_pi4_dirty_log() {
-    let r = boot(cfg(Board::Pi4, |c| {
+    let r = boot(cfg(tests::machine("pi4"), |c| {
         c.bootargs = "test=dirty-log dirty.largest=2M hyp.slotpool=128M hyp.check-split".into();
     }));
     r.expect_exit(0);
@@ -227,8 +253,8 @@ fn long_pi4_dirty_log() {
 /// What a board's model cannot be is refused before QEMU starts, naming the board.
 #[test]
 fn boards_refuse_what_their_model_lacks() {
-    let e = QemuConfig { smp: 2, ..QemuConfig::default().for_board(Board::Pi4) }.validate().unwrap_err();
+    let e = Launch { smp: 2, ..Launch::for_machine(tests::machine("pi4")) }.validate().unwrap_err().0;
     assert!(e.contains("always has 4 CPUs"), "{e}");
-    let e = QemuConfig { gic: 3, ..QemuConfig::default().for_board(Board::Zcu102) }.validate().unwrap_err();
+    let e = Launch { gic: 3, ..Launch::for_machine(tests::machine("zcu102")) }.validate().unwrap_err().0;
     assert!(e.contains("GICv2"), "{e}");
 }

@@ -5,14 +5,14 @@
 //! and prints a correct banner for each; the run exits 0. The rest of the matrix runs under
 //! `cargo xtask test --long` (tests named `long_*`).
 
-use tests::{boot, config, mem_bytes};
+use tests::{boot, config};
 
 fn check(cpu: &str, gic: u8, smp: u32, mem: &str) {
     let run = boot(config(|c| {
         c.cpu = cpu.into();
         c.gic = gic;
         c.smp = smp;
-        c.mem = mem.into();
+        c.mem = Some(tests::mem(mem));
         c.bootargs = "hyp.check-stage2".into();
     }));
     run.expect_exit(0);
@@ -23,7 +23,7 @@ fn check(cpu: &str, gic: u8, smp: u32, mem: &str) {
     // The guest gets --mem exactly, from the RAM base; the hypervisor's share (the region
     // around its image and, from 2 GiB, RAM/16 of page-table frames) comes on top.
     let guest = hyp.u64("guest_ram_bytes").unwrap();
-    let total = mem_bytes(mem);
+    let total = tests::mem(mem).bytes();
     assert_eq!(guest, total, "guest RAM {guest:#x}, --mem {total:#x}\n{}", run.dump());
     assert_eq!(hyp.u64s("guest_ram"), Some(vec![0x4000_0000, 0x4000_0000 + total]), "{}", run.dump());
     let kept = hyp.u64("hyp_reserved_bytes").expect("hyp_boot reports hyp_reserved_bytes");

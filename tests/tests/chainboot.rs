@@ -6,36 +6,38 @@
 
 use ::chainboot as chainboot_proto;
 use std::time::Duration;
-use tests::{images, qemu_binary, qemu_for, with_dtb};
-use xtask::board::Board;
+use tests::{images, qemu_for, with_dtb};
 use xtask::chainboot::{self, ConsoleEnd, Payload, Sent, Session, Tamper};
-use xtask::qemu::QemuConfig;
+use xtask::launch::Launch;
 
 /// A minimal valid arm64 Image of `len` bytes.
 fn tiny_image(len: usize) -> Vec<u8> {
     let mut v: Vec<u8> = (0..len).map(|i| (i * 31 + 7) as u8).collect();
-    v[0x38..0x3c].copy_from_slice(&rt::image::MAGIC.to_le_bytes());
-    v[24..32].copy_from_slice(&(rt::image::FLAG_PAGE_4K | rt::image::FLAG_ANYWHERE).to_le_bytes());
+    v[0x38..0x3c].copy_from_slice(&abi::image::MAGIC.to_le_bytes());
+    v[24..32].copy_from_slice(&(abi::image::FLAG_PAGE_4K | abi::image::FLAG_ANYWHERE).to_le_bytes());
     v[8..16].fill(0);
-    rt::image::ImageHeader::patch(&mut v, len as u64 + 0x1000).unwrap();
+    abi::image::ImageHeader::patch(&mut v, len as u64 + 0x1000).unwrap();
     v
 }
 
-fn start(cfg: &QemuConfig) -> (chainboot::qemu::LoaderVm, Session) {
+/// The loader in QEMU on `cfg`'s machine with `ram` (`chainboot --qemu --ram`; `None`: the
+/// machine's default).
+fn start(cfg: &Launch, ram: Option<&str>) -> (chainboot::qemu::LoaderVm, Session, u64) {
     // The build that writes the chainloader's Image comes first: QEMU reads it at start.
     images();
-    let qemu = if cfg.board == Board::Virt { qemu_binary().to_path_buf() } else { qemu_for(cfg.board) };
-    let vm = chainboot::qemu::start(&qemu, cfg, &xtask::build::chainloader_image()).expect("QEMU with the loader");
+    let ram = chainboot::board_ram(cfg, ram.map(tests::mem)).expect("the board's RAM");
+    let vm = chainboot::qemu::start(&qemu_for(cfg.machine), cfg, ram, &xtask::build::chainloader_image())
+        .expect("QEMU with the loader");
     let link = chainboot::link::open(&vm.serial(), 115_200).expect("connecting to the serial socket");
-    (vm, Session::new(link, |_| {}, false))
+    (vm, Session::new(link, |_| {}, false), xtask::launch::new_key().expect("a run key"))
 }
 
-/// The Images under test.
-fn real(compress: bool) -> Payload {
+/// The Images under test, with the boot words `bootargs`.
+fn real(compress: bool, bootargs: &str) -> Payload {
     Payload {
         hypervisor: std::fs::read(&images().hypervisor).unwrap(),
         kernel: std::fs::read(&images().kernel).unwrap(),
-        bootargs: String::new(),
+        bootargs: bootargs.into(),
         compress,
     }
 }
@@ -46,8 +48,8 @@ fn dump(s: &Session) -> String {
 
 #[test]
 fn refuses_a_damaged_transfer_then_boots_hypervisor_and_kernel() {
-    let cfg = QemuConfig { cpu: "cortex-a76".into(), gic: 2, smp: 2, mem: "1G".into(), ..Default::default() };
-    let (mut vm, mut s) = start(&cfg);
+    let cfg = Launch { cpu: "cortex-a76".into(), gic: 2, smp: 2, ..Default::default() };
+    let (mut vm, mut s, key) = start(&cfg, Some("1G"));
     s.wait_ready(Some(Duration::from_secs(60))).expect("ready");
     assert!(s.log.iter().any(|l| l.starts_with("chainloader: ") && l.contains("at EL2")), "{}", dump(&s));
 
@@ -63,10 +65,10 @@ fn refuses_a_damaged_transfer_then_boots_hypervisor_and_kernel() {
     }
     s.wait_ready(Some(Duration::from_secs(30))).expect("ready again after the refusal");
 
-    let sent = s.send(&real(true), None).expect("transfer");
+    let sent = s.send(&real(true, &format!("hyp.key={key:#x}")), None).expect("transfer");
     let Sent::Booted { entry, .. } = sent else { panic!("{sent:?}\n{}", dump(&s)) };
     eprintln!("chainboot over QEMU's PL011: {}", chainboot::rate_line(&sent, 115_200, true));
-    let end = s.console(Some(Duration::from_secs(120)));
+    let end = s.console(Some(Duration::from_secs(120)), Some(key));
     assert_eq!(end, ConsoleEnd::Exit(0), "{}", dump(&s));
     // The hypervisor runs where the loader put it, from the DTB the loader wrote, and finds the
     // kernel the loader received (the DTB's initrd): the guest comes up.
@@ -88,10 +90,10 @@ fn refuses_a_damaged_transfer_then_boots_hypervisor_and_kernel() {
 #[test]
 #[ignore = "long: cargo xtask test --long"]
 fn survives_a_host_that_stops_half_way() {
-    let cfg = QemuConfig { cpu: "cortex-a76".into(), gic: 2, smp: 4, mem: "4G".into(), ..Default::default() };
-    let (mut vm, mut s) = start(&cfg);
+    let cfg = Launch { cpu: "cortex-a76".into(), gic: 2, smp: 4, ..Default::default() };
+    let (mut vm, mut s, key) = start(&cfg, Some("4G"));
     s.wait_ready(Some(Duration::from_secs(60))).expect("ready");
-    let real = real(false);
+    let real = real(false, &format!("hyp.key={key:#x}"));
     let half = (real.hypervisor.len() / 2) as u64;
     match s.send(&real, Some(Tamper::StopAfter(half))).expect("transfer") {
         Sent::TimedOut { received, total } => {
@@ -104,7 +106,7 @@ fn survives_a_host_that_stops_half_way() {
     let sent = s.send(&real, None).expect("transfer");
     assert!(matches!(sent, Sent::Booted { .. }), "{sent:?}\n{}", dump(&s));
     eprintln!("chainboot over QEMU's PL011, uncompressed: {}", chainboot::rate_line(&sent, 115_200, true));
-    assert_eq!(s.console(Some(Duration::from_secs(180))), ConsoleEnd::Exit(0), "{}", dump(&s));
+    assert_eq!(s.console(Some(Duration::from_secs(180)), Some(key)), ConsoleEnd::Exit(0), "{}", dump(&s));
     assert!(s.log.join("\n").contains("kernel: 4 of 4 CPUs online"), "{}", dump(&s));
     assert_eq!(vm.child.wait().unwrap().code(), Some(0));
 }
@@ -116,16 +118,16 @@ fn survives_a_host_that_stops_half_way() {
 #[test]
 #[ignore = "long: cargo xtask test --long"]
 fn long_pi4_chainboot_boots_hypervisor_and_kernel() {
-    let cfg = with_dtb(QemuConfig::default().for_board(Board::Pi4));
-    let (mut vm, mut s) = start(&cfg);
+    let cfg = with_dtb(Launch::for_machine(tests::machine("pi4")));
+    let (mut vm, mut s, key) = start(&cfg, None);
     s.wait_ready(Some(Duration::from_secs(60))).expect("ready");
     let out = s.log.join("\n");
     assert!(out.contains("chainloader: Raspberry Pi 4 Model B at EL2"), "{}", dump(&s));
     assert!(out.contains("console /soc/serial@7e215040"), "not the mini UART: {}", dump(&s));
-    let sent = s.send(&real(true), None).expect("transfer");
+    let sent = s.send(&real(true, &format!("hyp.key={key:#x}")), None).expect("transfer");
     assert!(matches!(sent, Sent::Booted { .. }), "{sent:?}\n{}", dump(&s));
     eprintln!("chainboot over QEMU's mini UART: {}", chainboot::rate_line(&sent, 115_200, true));
-    assert_eq!(s.console(Some(Duration::from_secs(180))), ConsoleEnd::Exit(0), "{}", dump(&s));
+    assert_eq!(s.console(Some(Duration::from_secs(180)), Some(key)), ConsoleEnd::Exit(0), "{}", dump(&s));
     let out = s.log.join("\n");
     assert!(out.contains("Raspberry Pi 4 Model B"), "{}", dump(&s));
     assert!(out.contains("kernel: 4 of 4 CPUs online"), "{}", dump(&s));

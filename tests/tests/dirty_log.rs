@@ -14,7 +14,7 @@ const SCENARIOS: [&str; 3] = ["enable-split", "manual-protect", "enable-lazy"];
 fn run_with(smp: u32) -> Run {
     let run = boot(config(|c| {
         c.smp = smp;
-        c.mem = "3G".into();
+        c.mem = Some(tests::mem("3G"));
         c.bootargs = "test=dirty-log hyp.slotpool=1G hyp.check-split".into();
     }));
     run.expect_exit(0);

@@ -13,15 +13,20 @@ fn boot(chainloader: bool) -> Boot {
         guest: (!chainloader).then(|| std::fs::read(&i.kernel).unwrap()),
         bootargs: "hyp.conduit=smc".into(),
         baud: None,
-        pi: flash::Pi::Pi5,
+        pi: flash::pi5(),
+        armstub: None,
     }
+}
+
+fn pi4() -> flash::Pi {
+    xtask::machine::with_card("pi4").unwrap().1
 }
 
 /// A Pi 4 card: the hypervisor as kernel8.img (the Pi 4 firmware's 64-bit kernel, entered at
 /// EL2 with arm_64bit=1), the kernel as its initramfs, the Pi 4 DTB asked for.
 #[test]
 fn pi4_card_boots_kernel8_img_in_64_bit_mode() {
-    let b = Boot { pi: flash::Pi::Pi4, ..boot(false) };
+    let b = Boot { pi: pi4(), ..boot(false) };
     let files = flash::image_files(&b, None).unwrap();
     let names: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
     assert_eq!(names, ["config.txt", "kernel8.img", "pgtlab-cmdline.txt", "pgtlab-kernel.img"]);
@@ -29,14 +34,13 @@ fn pi4_card_boots_kernel8_img_in_64_bit_mode() {
     for line in ["arm_64bit=1", "kernel=kernel8.img", "initramfs pgtlab-kernel.img followkernel", "enable_uart=1"] {
         assert!(config.lines().any(|l| l.trim() == line), "{line} in\n{config}");
     }
-    let w = flash::dtb_warning_for(flash::Pi::Pi4, names.into_iter()).unwrap();
+    let w = flash::dtb_warning_for(pi4(), names.into_iter()).unwrap();
     assert!(w.contains("bcm2711-rpi-4-b.dtb"), "{w}");
-    assert_eq!(flash::Pi::from_name("pi4"), Some(flash::Pi::Pi4));
-    assert_eq!(flash::Pi::from_name("raspi4b"), Some(flash::Pi::Pi4));
-    assert_eq!(flash::Pi::from_name("zcu102"), None);
+    assert_eq!(xtask::machine::with_card("raspi4b").unwrap().1, pi4());
+    assert!(xtask::machine::with_card("zcu102").is_err());
     // With the chainloader (it receives through the mini UART, the Pi 4 DTB's stdout-path):
     // kernel8.img is the loader, no guest file, no initramfs line.
-    let b = Boot { pi: flash::Pi::Pi4, ..boot(true) };
+    let b = Boot { pi: pi4(), ..boot(true) };
     let files = flash::image_files(&b, None).unwrap();
     let names: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
     assert_eq!(names, ["config.txt", "kernel8.img", "pgtlab-cmdline.txt"]);
@@ -90,7 +94,7 @@ fn image_reads_back_with_the_files_and_the_section() {
 fn image_with_firmware_and_the_chainloader() {
     let fw = tempfile::tempdir().unwrap();
     std::fs::write(fw.path().join("config.txt"), "# from Raspberry Pi OS\ndtparam=audio=on\n").unwrap();
-    std::fs::write(fw.path().join(flash::PI5_DTB), vec![0xd0; 6860]).unwrap();
+    std::fs::write(fw.path().join(flash::pi5().dtb), vec![0xd0; 6860]).unwrap();
     std::fs::create_dir(fw.path().join("overlays")).unwrap();
     std::fs::write(fw.path().join("overlays/disable-bt.dtbo"), b"x").unwrap();
     let b = boot(true);
@@ -99,7 +103,7 @@ fn image_with_firmware_and_the_chainloader() {
     let names: Vec<&str> = info.files.iter().map(|f| f.path.as_str()).collect();
     assert_eq!(
         names,
-        [flash::PI5_DTB, "config.txt", "kernel_2712.img", "overlays/disable-bt.dtbo", "pgtlab-cmdline.txt"]
+        [flash::pi5().dtb, "config.txt", "kernel_2712.img", "overlays/disable-bt.dtbo", "pgtlab-cmdline.txt"]
     );
     assert_eq!(info.file("kernel_2712.img").unwrap().data, std::fs::read(xtask::build::chainloader_image()).unwrap());
     let text = String::from_utf8(info.file("config.txt").unwrap().data.clone()).unwrap();

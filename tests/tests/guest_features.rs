@@ -36,14 +36,14 @@ fn mte_registers_are_the_guests_on_an_mte_cpu() {
 #[test]
 fn a_raw_binary_is_loaded_where_qemu_loads_one() {
     // The kernel Image without its header magic is a raw binary (it relocates itself anyway).
-    let image = std::fs::read(std::env::var("XTASK_KERNEL_IMG").expect("run through cargo xtask test")).unwrap();
+    let image = std::fs::read(&tests::images().kernel).unwrap();
     let mut raw = image.clone();
     raw[0x38..0x3c].copy_from_slice(&[0; 4]);
     let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("kernel-raw.bin");
     std::fs::write(&path, &raw).unwrap();
     let run = boot(config(|c| {
         c.smp = 2;
-        c.guest = Some(xtask::qemu::Guest { kernel: path.clone(), initrd: None, append: String::new() });
+        c.guest = Some(xtask::launch::Guest { kernel: path.clone(), initrd: None, append: String::new() });
     }));
     run.expect_exit(0);
     let hb = run.record("hyp_boot");

@@ -12,7 +12,7 @@ use board::diff::{compare, Difference};
 use std::path::Path;
 use std::path::PathBuf;
 use tests::{board_models_qemu, boot_until_on, qemu_binary, scratch_dir, Config};
-use xtask::qemu::{Guest, QemuConfig};
+use xtask::launch::{Guest, Launch};
 
 /// `wfi; b .-4`: a guest that waits for ever without touching memory.
 fn waiting_guest() -> PathBuf {
@@ -37,7 +37,7 @@ struct GuestView {
     ram: Vec<u64>,
 }
 
-fn under_hypervisor(qemu: &Path, cfg: &QemuConfig) -> GuestView {
+fn under_hypervisor(qemu: &Path, cfg: &Launch) -> GuestView {
     let (view, console) = boot_until_on(
         qemu,
         cfg,
@@ -62,9 +62,9 @@ fn under_hypervisor(qemu: &Path, cfg: &QemuConfig) -> GuestView {
 }
 
 /// Plain QEMU's DTB and `info roms` for the same guest and machine.
-fn plain(qemu: &Path, cfg: &QemuConfig) -> (Vec<u8>, Vec<(String, u64)>) {
+fn plain(qemu: &Path, cfg: &Launch) -> (Vec<u8>, Vec<(String, u64)>) {
     let g = cfg.guest.as_ref().unwrap();
-    let plain = QemuConfig { no_hypervisor: true, guest: None, ..cfg.clone() };
+    let plain = Launch { no_hypervisor: true, guest: None, ..cfg.clone() };
     let mut files = vec!["-kernel".to_string(), g.kernel.display().to_string()];
     if let Some(i) = &g.initrd {
         files.extend(["-initrd".into(), i.display().to_string()]);
@@ -76,7 +76,8 @@ fn plain(qemu: &Path, cfg: &QemuConfig) -> (Vec<u8>, Vec<(String, u64)>) {
     static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let file = scratch_dir().join(format!("plain-{}-{n}.dtb", std::process::id()));
-    let mut args = plain.machine_args();
+    let mem = plain.mem.expect("--mem").bytes();
+    let mut args = plain.machine_args(mem, plain.model().min_qemu);
     let m = args.iter().position(|a| a == "-M").unwrap() + 1;
     args[m] = format!("{},dumpdtb={}", args[m], file.display());
     let out = std::process::Command::new(qemu).args(&args).args(&files).arg("-nographic").output().unwrap();
@@ -84,7 +85,7 @@ fn plain(qemu: &Path, cfg: &QemuConfig) -> (Vec<u8>, Vec<(String, u64)>) {
     let dtb = std::fs::read(&file).unwrap();
     let _ = std::fs::remove_file(&file);
     // Where QEMU put each part: `info roms` with the machine stopped before its first instruction.
-    let mut args = plain.machine_args();
+    let mut args = plain.machine_args(mem, plain.model().min_qemu);
     args.extend(files);
     args.extend(["-S", "-display", "none", "-monitor", "stdio", "-serial", "none"].map(String::from));
     let mut child = std::process::Command::new(qemu)
@@ -116,11 +117,11 @@ fn real(diff: Vec<Difference>) -> Vec<String> {
         .collect()
 }
 
-fn config(gic: u8, smp: u32, mem: &str, mte: bool, initrd: bool, append: &str) -> QemuConfig {
-    QemuConfig {
+fn config(gic: u8, smp: u32, mem: &str, mte: bool, initrd: bool, append: &str) -> Launch {
+    Launch {
         gic,
         smp,
-        mem: mem.into(),
+        mem: Some(tests::mem(mem)),
         mte,
         guest: Some(Guest { kernel: waiting_guest(), initrd: initrd.then(initramfs), append: append.into() }),
         ..Config::default()
@@ -129,12 +130,12 @@ fn config(gic: u8, smp: u32, mem: &str, mte: bool, initrd: bool, append: &str) -
 
 /// The guest's tree equals plain QEMU's but for the seeds, and each part is where QEMU puts it
 /// (on the system QEMU).
-fn same_machine(cfg: QemuConfig) {
+fn same_machine(cfg: Launch) {
     same_machine_on(qemu_binary(), cfg);
 }
 
 /// [`same_machine`] on the QEMU binary `qemu`.
-fn same_machine_on(qemu: &Path, cfg: QemuConfig) {
+fn same_machine_on(qemu: &Path, cfg: Launch) {
     let v = under_hypervisor(qemu, &cfg);
     let (dtb, roms) = plain(qemu, &cfg);
     let left = real(compare(&dtb, &v.dtb).unwrap());
@@ -145,7 +146,7 @@ fn same_machine_on(qemu: &Path, cfg: QemuConfig) {
     if cfg.guest.as_ref().unwrap().initrd.is_some() {
         assert_eq!(Some(v.initramfs), rom(".img"), "{}: initramfs, {roms:?}", cfg.describe());
     }
-    let mem = tests::mem_bytes(&cfg.mem);
+    let mem = cfg.mem.expect("--mem").bytes();
     assert_eq!(v.ram, [0x4000_0000, 0x4000_0000 + mem], "{}", cfg.describe());
 }
 
@@ -200,7 +201,7 @@ fn long_every_virt_machine_is_plain_qemus() {
 /// `cpu-map` entry) and has the control page the migration is driven through; nothing else.
 #[test]
 fn a_cpu_the_hypervisor_keeps_is_the_only_cpu_difference() {
-    let cfg = QemuConfig { bootargs: "hyp.migrate".into(), ..config(3, 4, "256M", false, false, "m") };
+    let cfg = Launch { bootargs: "hyp.migrate".into(), ..config(3, 4, "256M", false, false, "m") };
     let v = under_hypervisor(qemu_binary(), &cfg);
     let (dtb, _) = plain(qemu_binary(), &cfg);
     let left = real(compare(&dtb, &v.dtb).unwrap());

@@ -6,7 +6,7 @@ use tests::{boot, config};
 #[test]
 fn every_bad_memslot_argument_returns_its_error_code() {
     let run = boot(config(|c| {
-        c.mem = "2G".into();
+        c.mem = Some(tests::mem("2G"));
         c.bootargs = "test=memslot-errors hyp.slotpool=64M hyp.pool=16M".into();
     }));
     run.expect_exit(0);
@@ -33,9 +33,9 @@ fn memslot_calls_without_a_pool_say_no_memory() {
 #[test]
 #[ignore = "--long: exhausting a 192 MiB frame pool takes about a minute under TCG"]
 fn long_memslot_errors_with_the_default_pool_of_3g() {
-    // As the README shows it: no hyp.pool, so the pool follows RAM (192 MiB at 3 GiB).
+    // As docs/boot-words.md shows it: no hyp.pool, so the pool follows RAM (192 MiB at 3 GiB).
     let run = boot(config(|c| {
-        c.mem = "3G".into();
+        c.mem = Some(tests::mem("3G"));
         c.bootargs = "test=memslot-errors hyp.slotpool=64M".into();
     }));
     run.expect_exit(0);

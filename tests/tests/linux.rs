@@ -13,7 +13,7 @@ fn linux(cpu: &str, gic: u8, smp: u32, mem: &str, init_args: &str, bootargs: &st
         c.cpu = cpu.into();
         c.gic = gic;
         c.smp = smp;
-        c.mem = mem.into();
+        c.mem = Some(tests::mem(mem));
         c.bootargs = bootargs.into();
     }));
     run.expect_output(xtask::linux::MARKER);
@@ -125,4 +125,34 @@ fn max_with_mte_linux_uses_its_tags() {
     run.expect_exit(0);
     let f = run.record("linux_guest").str("features").unwrap().to_string();
     assert!(f.split(' ').any(|x| x == "mte"), "Linux found MTE: {f}\n{}", run.dump());
+}
+
+/// Each Linux peer of `bench mprotect --peer linux,linux-newest` (Debian's 6.12 and its newest
+/// cloud kernel) boots under the hypervisor as the bench boots it (`bench::peer_config`) and
+/// runs the EL0 benchmark to its end: status 0 and every row of the workload, labelled by the
+/// kernel it ran on. About 30 s a boot under TCG.
+fn peer_runs_the_el0_bench(peer: xtask::bench::Peer, cpu: &str, smp: u32) {
+    let p = xtask::bench::linux_guest(peer).unwrap_or_else(|e| panic!("the Linux peer is not available: {e:#}"));
+    let ours = xtask::launch::Launch { cpu: cpu.into(), smp, mem: Some(tests::mem("1G")), ..Default::default() };
+    let mut cfg = xtask::bench::peer_config(&ours, &p.guest);
+    cfg.bootargs = cfg.bootargs.replace(&format!("rounds={}", xtask::bench::EL0_ROUNDS), "rounds=10");
+    let run = boot(cfg);
+    run.expect_exit(0);
+    assert_eq!(run.record("linux_bench_exit").u64("status"), Some(0), "{}", run.dump());
+    let kernel = run.record("linux_guest").str("kernel").unwrap_or("").to_string();
+    let version = p.label.strip_prefix("linux-").unwrap();
+    assert!(kernel.starts_with(&format!("{version}.")), "{} ran Linux {kernel}\n{}", p.label, run.dump());
+    let rows = run.records("bench");
+    assert!(rows.iter().all(|r| r.str("peer") == Some("linux")), "{}", run.dump());
+    assert!(rows.iter().any(|r| r.str("row") == Some("NONE->RW 512 pages")), "{}", run.dump());
+}
+
+#[test]
+#[ignore = "long: cargo xtask test --long"]
+fn long_both_linux_peers_run_the_el0_bench_on_max_and_a76() {
+    for peer in [xtask::bench::Peer::Linux, xtask::bench::Peer::LinuxNewest] {
+        for (cpu, smp) in [("max", 4), ("cortex-a76", 1)] {
+            peer_runs_the_el0_bench(peer, cpu, smp);
+        }
+    }
 }

@@ -170,3 +170,13 @@ fn the_bbml2_allow_list_decides_through_the_boots_own_check() {
         run.expect_output(if allowed { "linear map blocks" } else { "linear map PTE-only" });
     }
 }
+
+/// lib/pgtable's assembly for groups of 16 descriptors (the protect's runs, the contpte fold
+/// and unfold) agrees with its portable spec on the CPU, on every drawn case; the host tests
+/// only ever run the spec.
+#[test]
+fn pgtable_group_assembly_agrees_with_its_spec_on_the_cpu() {
+    let run = boot(config(|c| c.bootargs = "test=pgtable-groups".into()));
+    run.expect_exit(0);
+    run.expect_output("kernel: pgtable-groups: 6000 comparisons of the assembly with its spec agree");
+}

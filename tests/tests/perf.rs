@@ -9,9 +9,8 @@
 //! default suite, the bigger ones under `cargo xtask test --long` (ignored otherwise).
 
 use tests::{boot, boot_counting, config, Run};
-use xtask::board::Board;
+use xtask::launch::Launch;
 use xtask::plugin::Counts;
-use xtask::qemu::QemuConfig;
 
 fn pmu_selftest(cpu: &str, icount: bool) -> Run {
     let run = boot(config(|c| {
@@ -99,7 +98,7 @@ fn agree(cpu: &str, mem: &str, smp: u32, workload: &str, isb: bool) {
         config(|c| {
             c.cpu = cpu.into();
             c.gic = if cpu == "max" { 3 } else { 2 };
-            c.mem = mem.into();
+            c.mem = Some(tests::mem(mem));
             c.smp = smp;
         }),
         workload,
@@ -108,11 +107,11 @@ fn agree(cpu: &str, mem: &str, smp: u32, workload: &str, isb: bool) {
 }
 
 /// [`agree`] on the machine `base` describes; returns the plugin's counts.
-fn agree_on(mut base: QemuConfig, workload: &str, isb: bool) -> Counts {
+fn agree_on(mut base: Launch, workload: &str, isb: bool) -> Counts {
     let cpu = base.cpu.clone();
     // The whole workload in the name: two runs of one workload (the small and the big split)
     // must not share an output file.
-    let name = format!("agree-{}-{cpu}-{}", base.board, workload.replace([' ', '='], "-"));
+    let name = format!("agree-{}-{cpu}-{}", base.machine, workload.replace([' ', '='], "-"));
     base.bootargs = format!("{workload} perf.events= perf.scenario=agree");
     let (run, counts) = boot_counting(base, &name);
     run.expect_exit(0);
@@ -139,7 +138,7 @@ fn agree_on(mut base: QemuConfig, workload: &str, isb: bool) -> Counts {
 /// instruction whose bytes the plugin could not read (`Counts` refuses that).
 #[test]
 fn own_counters_agree_with_the_plugin_on_pi4_under_qemu_10() {
-    let counts = agree_on(QemuConfig::default().for_board(Board::Pi4), "hyp.cpus=1 bench=contpte", true);
+    let counts = agree_on(Launch::for_machine(tests::machine("pi4")), "hyp.cpus=1 bench=contpte", true);
     assert_eq!(counts.api, 3, "QEMU 10 takes plugin API 2 to 4: the library is built for 3");
     let (tlbi, dsb, isb) = counts.window_el(0, 1);
     assert!(tlbi > 1000 && dsb > 1000 && isb > 1000, "contpte's window at EL1: tlbi {tlbi} dsb {dsb} isb {isb}");

@@ -1,5 +1,5 @@
 //! The real Raspberry Pi 5 device tree (`broadcom/bcm2712-rpi-5-b.dtb` of Debian's backports
-//! arm64 kernel, fetched once with this machine's apt sources by `xtask::debian` and cached in
+//! arm64 kernel, fetched once with this machine's apt sources by `xtask::provision::debian` and cached in
 //! `target/downloads`), and the guest DTB the hypervisor writes from it.
 //!
 //! **This test needs that download once.** Without network and without the cached file it
@@ -15,7 +15,7 @@ fn pi5_dtb() -> Option<Vec<u8>> {
     // One fetch for all tests of this file (they run in parallel).
     static FETCH: OnceLock<Mutex<Option<Vec<u8>>>> = OnceLock::new();
     let m = FETCH.get_or_init(|| {
-        Mutex::new(match xtask::debian::pi5_dtb() {
+        Mutex::new(match xtask::provision::debian::pi5_dtb() {
             Ok(p) => Some(std::fs::read(p).expect("reading the cached DTB")),
             Err(e) if std::env::var_os("PGTLAB_OFFLINE").is_some() => {
                 eprintln!("SKIPPED (PGTLAB_OFFLINE is set): the Pi 5 DTB is not cached and cannot be fetched: {e:#}");
@@ -126,7 +126,7 @@ fn guest_device_tree_the_hypervisor_writes_for_a_pi5() {
     let Some(dtb) = pi5_dtb() else { return };
     let hyp = std::fs::read(&tests::images().hypervisor).unwrap();
     let kernel_len = std::fs::metadata(&tests::images().kernel).unwrap().len();
-    let image_size = rt::image::ImageHeader::parse(&hyp).unwrap().image_size;
+    let image_size = abi::image::ImageHeader::parse(&hyp).unwrap().image_size;
     for gib in [4, 8] {
         let host_dtb = as_the_firmware_hands_it(&dtb, gib, kernel_len);
         let host = Board::from_dtb(&host_dtb).unwrap();

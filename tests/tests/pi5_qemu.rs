@@ -7,14 +7,14 @@
 //! 4 GiB here, 8 GiB under `--long`.
 
 use board::{guest_dtb, Board, GuestSpec, Region};
-use tests::{boot_with, config, mem_bytes, qemu_dtb, Run};
-use xtask::qemu::QemuConfig;
+use tests::{boot_with, config, qemu_dtb, Run};
+use xtask::launch::Launch;
 
 /// Stand-in for TF-A's memory: the first 512 KiB of RAM.
 const FIRMWARE: u64 = 0x8_0000;
 
 /// QEMU's DTB for `cfg` as a board's: not QEMU's compatible, firmware memory no-map.
-fn board_dtb(cfg: &QemuConfig) -> (Vec<u8>, Region) {
+fn board_dtb(cfg: &Launch) -> (Vec<u8>, Region) {
     let dtb = qemu_dtb(cfg);
     let b = Board::from_dtb(&dtb).unwrap();
     let ram = b.memory[0];
@@ -30,11 +30,11 @@ fn board_dtb(cfg: &QemuConfig) -> (Vec<u8>, Region) {
     (out, fw)
 }
 
-fn boot_as_board(cfg: QemuConfig) -> (Run, Region) {
+fn boot_as_board(cfg: Launch) -> (Run, Region) {
     let (dtb, fw) = board_dtb(&cfg);
     let file = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!(
         "as-board-{}-{}-{}.dtb",
-        cfg.mem,
+        cfg.mem.map_or("default".into(), |m| m.to_string()),
         cfg.smp,
         std::process::id()
     ));
@@ -59,7 +59,7 @@ fn pi5_paths(mem: &str) {
         c.cpu = "cortex-a76".into();
         c.gic = 2;
         c.smp = 4;
-        c.mem = mem.into();
+        c.mem = Some(tests::mem(mem));
     });
     let (run, fw) = boot_as_board(cfg);
     // Ended by PSCI SYSTEM_OFF (QEMU's status 0), with the run's code in the final line.
@@ -81,7 +81,7 @@ fn pi5_paths(mem: &str) {
     // --mem is what the memory nodes give the guest: the firmware's no-map part is in it (it is
     // the same on plain QEMU with this DTB), the hypervisor's share on top.
     let guest = hyp.u64("guest_ram_bytes").unwrap();
-    assert_eq!(guest + FIRMWARE, mem_bytes(mem), "{}", run.dump());
+    assert_eq!(guest + FIRMWARE, tests::mem(mem).bytes(), "{}", run.dump());
     for b in run.records("banner") {
         assert_eq!(b.str("core"), Some("Cortex-A76"));
         assert_eq!(b.bool("bbml2"), Some(false), "the A76 has no BBML2: PTE-only linear map");
@@ -114,7 +114,7 @@ fn a_failure_on_a_board_is_told_by_the_final_line() {
         c.cpu = "cortex-a76".into();
         c.gic = 2;
         c.smp = 1;
-        c.mem = "512M".into();
+        c.mem = Some(tests::mem("512M"));
         c.bootargs = "test=panic".into();
     });
     let (run, _) = boot_as_board(cfg);

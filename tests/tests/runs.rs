@@ -29,7 +29,7 @@ fn unknown_duplicated_or_bad_boot_words_stop_the_boot_naming_the_word() {
         expect(&run, exit::GUEST_FAILURE, lines);
         assert!(!run.outcome.output.contains("self-test"), "no test may run\n{}", run.dump());
     }
-    let hyp: [(&str, &[&str]); 6] = [
+    let hyp: [(&str, &[&str]); 7] = [
         // The boot loader's marker twice would make `test=irq` the boot loader's, ignored.
         ("pgtlab test=irq pgtlab", &["the word \"pgtlab\" is given twice", "(the words between the two, \"test=irq\""]),
         (
@@ -40,11 +40,14 @@ fn unknown_duplicated_or_bad_boot_words_stop_the_boot_naming_the_word() {
         ("hyp.slotpool=18446744073709551615", &["\"hyp.slotpool=18446744073709551615\"", "out of range"]),
         ("hyp.check-splt", &["unknown boot argument \"hyp.check-splt\" (did you mean \"hyp.check-split\"?)"]),
         ("hyp.guest-mem=0", &["\"hyp.guest-mem=0\"", "out of range"]),
+        // More CPUs than the machine has: refused, never quietly fewer.
+        ("hyp.cpus=5", &["hyp.cpus=5: the device tree has 4 CPUs; give at most 4"]),
     ];
     for (args, lines) in hyp {
-        // hyp.guest-mem is the xtask's (--mem): given on QEMU's command line by hand here.
-        let run = if args.starts_with("hyp.guest-mem") {
-            boot_with(config(|_| {}), &["-append".into(), args.into()])
+        // hyp.guest-mem is the xtask's (--mem), and it refuses hyp.cpus beyond --smp: given on
+        // QEMU's command line by hand here.
+        let run = if args.starts_with("hyp.guest-mem") || args.starts_with("hyp.cpus") {
+            tests::boot_with_append(config(|_| {}), args)
         } else {
             boot(config(|c| c.bootargs = args.into()))
         };
@@ -84,9 +87,18 @@ fn bad_guest_images_are_refused_not_hung() {
         std::fs::write(&path, bytes).unwrap();
         let run = boot(config(|c| {
             c.smp = 1;
-            c.guest_image = Some(path);
+            c.guest_image = Some(path.clone());
         }));
         expect(&run, exit::HYP_FAULT, &["hyp: boot failed: the initrd is not a bootable arm64 Image", line]);
+        if name == "corrupt" {
+            // The same kernel in a guest bundle: the message names the bundle's kernel.
+            let run = boot(config(|c| {
+                c.smp = 1;
+                c.guest = Some(xtask::launch::Guest { kernel: path, initrd: None, append: "quiet".into() });
+            }));
+            let first = "hyp: boot failed: the guest bundle's kernel is not a bootable arm64 Image";
+            expect(&run, exit::HYP_FAULT, &[first, line]);
+        }
     }
 }
 
@@ -103,15 +115,12 @@ fn the_kernel_refuses_to_start_at_el2() {
 fn unusable_configurations_are_refused_before_qemu_starts() {
     let e = try_boot(config(|c| c.cpu = "cortex-a15".into())).err().expect("cortex-a15 refused");
     assert!(e.contains("AArch32-only") && e.contains("cortex-a76") && e.contains("a64fx"), "{e}");
-    let e = try_boot(config(|c| c.mem = "0M".into())).err().expect("--mem 0 refused");
-    assert!(e.contains("needs some RAM"), "{e}");
+    let e = try_boot(config(|c| c.mem = Some(tests::mem("2048G")))).err().expect("--mem 2048G refused");
+    assert!(e.contains("takes at most 1048576 MiB"), "{e}");
     // QEMU's own refusal has its own code, not "guest failure".
-    let run = boot(config(|c| {
-        c.gic = 2;
-        c.smp = 9;
-    }));
+    let run = boot(config(|c| c.qemu_args = vec!["-device".into(), "no-such-device".into()]));
     run.expect_exit(exit::QEMU_REFUSED as i32);
-    assert!(run.verdict().reason.contains("exceeds max CPUs"), "{}", run.verdict());
+    assert!(run.verdict().reason.contains("no-such-device"), "{}", run.verdict());
 }
 
 #[test]
@@ -128,6 +137,50 @@ fn cli_usage_errors_and_qemu_refusals_have_their_own_codes() {
     assert!(out.contains("\"auto\" is not one of on, off"), "{out}");
     let (code, out) = xtask_cli(&["perf", "no-such-scenario"]);
     assert_eq!(code, exit::USAGE as i32, "{out}");
+}
+
+/// Flags that cannot be honoured are refused with the reason and the way that works, never
+/// ignored: each of these was once accepted and silently not honoured (or exited 70).
+#[test]
+fn flags_that_cannot_be_honoured_are_refused() {
+    let fifo_dir = tests::scratch_dir().join(format!("fw-fifo-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&fifo_dir);
+    std::fs::create_dir_all(&fifo_dir).unwrap();
+    let fifo = std::ffi::CString::new(fifo_dir.join("pipe").to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo with a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+    let image = tests::scratch_dir().join("refused.img");
+    let img = image.to_str().unwrap();
+    let cases: &[(&[&str], &str)] = &[
+        (&["run", "--gdb-port", "5000"], "--gdb"),
+        (&["run", "--mem", "0x40000000"], "1024M if you meant bytes"),
+        (&["run", "--bootargs", "a\n@@exit 0 (success)"], "control character"),
+        (&["run", "--bootargs", "hyp.cpus=8", "--smp", "2"], "at most 2"),
+        (&["run", "--bootargs", "hyp.key=0x1"], "the xtask's to choose"),
+        (&["run", "--board", "pi4", "--no-hypervisor"], "start at EL2"),
+        (&["run", "--board", "pi5"], "flash --board pi5"),
+        (&["run", "--accel", "kvm", "--icount", "0"], "--icount"),
+        (&["run", "--qemu-arg", "-monitor stdio"], "not passed on"),
+        (&["chainboot", "--serial", "/dev/null", "--cpu", "max"], "give --qemu"),
+        (&["chainboot", "--serial", "/dev/null", "--board", "nosuch"], "give --qemu"),
+        (&["test", ""], "empty filter"),
+        (&["bench", "summary", "--compare", "target/bench/x.jsonl"], "compares nothing"),
+        (&["flash", "--image", img, "--uninstall"], "--boot-dir"),
+        (&["flash", "--image", img, "--bootargs", "a\nb"], "control character"),
+        (&["flash", "--image", img, "--firmware", fifo_dir.to_str().unwrap()], "not a regular file"),
+        (&["mutants", "--", "--foo"], "give --host"),
+        (&["test", "--partition", "3/2"], "1 <= K <= N"),
+    ];
+    for (args, says) in cases {
+        let (code, out) = xtask_cli(args);
+        assert_eq!(code, exit::USAGE as i32, "{args:?}\n{out}");
+        assert!(out.contains(says), "{args:?}: {says:?}\n{out}");
+    }
+    assert!(!image.exists(), "no card image written by a refused flash");
+    let (code, out) = xtask_cli(&["mutants", "--host", "--list"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("host crates for cargo-mutants") && !out.contains("installing"), "{out}");
+    let _ = std::fs::remove_dir_all(&fifo_dir);
 }
 
 #[test]
@@ -246,7 +299,7 @@ fn cpu_off_on_cycles_and_cpu_on_to_a_starting_cpu() {
 fn more_cpus_than_supported_are_trimmed_from_the_guest() {
     let run = boot(config(|c| {
         c.smp = 12;
-        c.mem = "512M".into();
+        c.mem = Some(tests::mem("512M"));
     }));
     expect(&run, exit::SUCCESS, &[
         "hyp: the device tree has 12 CPUs and this hypervisor runs at most 8: the guest's device tree lists the first 8",
@@ -256,7 +309,7 @@ fn more_cpus_than_supported_are_trimmed_from_the_guest() {
     assert_eq!(run.record("hyp_boot").u64("guest_cpus"), Some(8));
     let run = boot(config(|c| {
         c.smp = 12;
-        c.mem = "512M".into();
+        c.mem = Some(tests::mem("512M"));
         c.no_hypervisor = true;
     }));
     expect(&run, exit::SUCCESS, &["kernel: 8 of 8 CPUs online (the device tree has 12; this kernel runs at most 8"]);
@@ -269,7 +322,7 @@ fn memory_too_small_or_taken_is_explained() {
     let small = ["-m".to_string(), "32M".to_string()];
     let run = boot_with(
         config(|c| {
-            c.mem = "32M".into();
+            c.mem = Some(tests::mem("32M"));
             c.smp = 1;
         }),
         &small,
@@ -277,7 +330,7 @@ fn memory_too_small_or_taken_is_explained() {
     expect(&run, exit::HYP_FAULT, &["lies inside the hypervisor's region", "RAM is too small"]);
     let run = boot_with(
         config(|c| {
-            c.mem = "2G".into();
+            c.mem = Some(tests::mem("2G"));
             c.smp = 1;
             c.bootargs = "hyp.slotpool=1G hyp.pool=1G".into();
         }),
@@ -300,7 +353,7 @@ fn the_hypervisors_pools_are_out_of_the_guests_reach() {
     // 3 GiB: the frame pool (192 MiB) has a part at the top of RAM, the slot pool below it.
     let cfg = |args: String| {
         config(move |c| {
-            c.mem = "3G".into();
+            c.mem = Some(tests::mem("3G"));
             c.smp = 2;
             c.bootargs = format!("hyp.slotpool=64M {args}");
         })
@@ -380,6 +433,8 @@ fn bad_command_lines_are_refused_before_anything_runs() {
     std::fs::write(path("x86.elf"), &elf).unwrap();
     let mut pe = vec![0u8; 256];
     pe[..2].copy_from_slice(b"MZ");
+    pe[0x3c] = 0x80;
+    pe[0x80..0x84].copy_from_slice(b"PE\0\0");
     std::fs::write(path("app.efi"), &pe).unwrap();
     let fifo = std::ffi::CString::new(path("initrd.fifo")).unwrap();
     let _ = std::fs::remove_file(path("initrd.fifo"));
@@ -468,7 +523,7 @@ fn gone(pid: u32) -> bool {
 /// (PR_SET_PDEATHSIG). The xtask waits in `--gdb` mode: QEMU is up, paused, costing nothing.
 #[test]
 fn a_signal_to_the_xtask_ends_its_qemu_and_says_so() {
-    let bin = std::env::var("XTASK_BIN").expect("run by cargo xtask test (XTASK_BIN)");
+    let bin = tests::xtask_bin().display().to_string();
     for (i, sig) in [libc::SIGTERM, libc::SIGHUP, libc::SIGINT, libc::SIGKILL].into_iter().enumerate() {
         let port = 30_000 + (std::process::id() % 5_000) as u16 * 4 + i as u16;
         // Started by a non-interactive shell in the background: SIGINT (and SIGQUIT) ignored.
@@ -512,4 +567,16 @@ fn a_signal_to_the_xtask_ends_its_qemu_and_says_so() {
             std::thread::sleep(Duration::from_millis(50));
         }
     }
+}
+
+/// `--qemu-arg` gives QEMU a device a test suite needs (kvm-unit-tests' pci-test needs
+/// `pci-testdev`); the hypervisor gives the guest the PCI windows it sits behind.
+#[test]
+fn a_device_a_test_suite_needs_reaches_qemu() {
+    let run = boot(config(|c| {
+        c.smp = 1;
+        c.qemu_args = xtask::launch::qemu_arg::parse("-device pci-testdev").unwrap();
+    }));
+    run.expect_exit(0);
+    assert!(run.cfg.describe().contains("qemu-arg=-device"), "{}", run.dump());
 }

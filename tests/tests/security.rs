@@ -6,7 +6,7 @@
 //! file may appear, and the run must not be success.
 
 use tests::{boot, config, scratch_dir};
-use xtask::qemu::Guest;
+use xtask::launch::Guest;
 
 fn try_semihosting(kernel: std::path::PathBuf, alone: bool, what: &str) {
     let base = scratch_dir().join(format!("semihost-{what}-{}", std::process::id()));

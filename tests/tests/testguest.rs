@@ -7,9 +7,9 @@
 
 use std::path::PathBuf;
 use tests::{boot, Config};
-use xtask::qemu::{Guest, QemuConfig};
+use xtask::launch::{Guest, Launch};
 
-fn config(raw: bool, gic: u8, smp: u32, mem: &str, mte: bool, initrd: bool) -> QemuConfig {
+fn config(raw: bool, gic: u8, smp: u32, mem: &str, mte: bool, initrd: bool) -> Launch {
     let kernel: PathBuf = if raw { xtask::build::testguest_raw() } else { xtask::build::testguest_image() };
     let initrd = initrd.then(|| {
         let p = tests::scratch_dir().join("testguest-initrd.img");
@@ -17,10 +17,10 @@ fn config(raw: bool, gic: u8, smp: u32, mem: &str, mte: bool, initrd: bool) -> Q
         p
     });
     let load = if raw { "raw" } else { "image" };
-    QemuConfig {
+    Launch {
         gic,
         smp,
-        mem: mem.into(),
+        mem: Some(tests::mem(mem)),
         mte,
         guest: Some(Guest {
             kernel,
@@ -32,10 +32,10 @@ fn config(raw: bool, gic: u8, smp: u32, mem: &str, mte: bool, initrd: bool) -> Q
 }
 
 /// Runs the test guest on both machines; each must pass every check, and find the same.
-fn same_on_both(cfg: QemuConfig) {
+fn same_on_both(cfg: Launch) {
     let mut found = Vec::new();
     for no_hypervisor in [true, false] {
-        let run = boot(QemuConfig { no_hypervisor, ..cfg.clone() });
+        let run = boot(Launch { no_hypervisor, ..cfg.clone() });
         run.expect_exit(0);
         run.expect_output("checks passed");
         assert!(!run.outcome.output.contains("FAILED"), "{}", run.dump());

@@ -7,7 +7,7 @@
 //! functions that save and load a task's EL0 FP/SIMD state and its CPU-state self-test
 //! ([`check_no_fp_simd`]).
 
-use crate::toolchain::{CrossToolchain, HYP_TARGET, TARGET};
+use crate::provision::toolchain::{CrossToolchain, HYP_TARGET, TARGET};
 use crate::workspace_root;
 use anyhow::{bail, ensure, Context, Result};
 use object::elf;
@@ -27,11 +27,12 @@ pub const BINARIES: [(&str, &str); 4] =
 
 /// Where each binary may hold FP/SIMD instructions: nowhere in the hypervisor; in the kernel
 /// only where it saves and loads a task's EL0 FP/SIMD state (`kernel/src/sched/fpsimd.rs`)
-/// and in the self-test that fills the vector registers (`kernel/src/selftest/cpu_state.rs`).
+/// and in the self-test that fills the vector registers (`kernel/src/selftest/cpu_state.rs`; its
+/// symbols are `kernel::kern::…`: every module of the kernel sits in `kern`, behind one gate).
 pub fn fp_simd_allowed(bin: &str) -> Option<&'static [&'static str]> {
     match bin {
         "hypervisor" => Some(&[]),
-        "kernel" => Some(&["__kernel_fp_save", "__kernel_fp_load", "kernel::selftest::cpu_state::"]),
+        "kernel" => Some(&["__kernel_fp_save", "__kernel_fp_load", "kernel::kern::selftest::cpu_state::"]),
         _ => None,
     }
 }
@@ -76,7 +77,7 @@ pub fn testguest_raw() -> PathBuf {
 /// takes it for an Image.
 pub fn raw_binary(image: &[u8]) -> Vec<u8> {
     let mut raw = image.to_vec();
-    let end = raw.len().min(rt::image::HEADER_SIZE);
+    let end = raw.len().min(abi::image::HEADER_SIZE);
     raw[8.min(end)..end].fill(0);
     raw
 }
@@ -103,7 +104,7 @@ pub fn build_el0_programs(tc: &CrossToolchain) -> Result<PathBuf> {
     let mut cmd = tc.cargo("build", TARGET);
     cmd.current_dir(workspace_root()).args(["--release", "-p", "user"]);
     cmd.arg("--target-dir").arg(cross_target_dir());
-    let status = cmd.status().with_context(|| format!("running {}", tc.cargo.display()))?;
+    let status = crate::signals::status(&mut cmd)?;
     ensure!(status.success(), "building the EL0 programs failed ({status})");
     let bins = workspace_root().join("user/src/bin");
     std::fs::create_dir_all(el0_programs_dir())?;
@@ -160,7 +161,7 @@ pub fn build(tc: &CrossToolchain, features: &[String]) -> Result<Images> {
         if !features.is_empty() {
             cmd.arg("--features").arg(features.join(","));
         }
-        let status = cmd.status().with_context(|| format!("running {}", tc.cargo.display()))?;
+        let status = crate::signals::status(&mut cmd)?;
         ensure!(status.success(), "cross build for {target} failed ({status})");
     }
     std::fs::create_dir_all(images_dir())?;
@@ -210,12 +211,12 @@ pub fn user_cargo(tc: &CrossToolchain, subcommand: &str) -> Command {
 }
 
 /// The Linux guest's programs (`linux-user`'s binaries).
-pub const LINUX_PROGRAMS: [&str; 2] = ["pgtlab-dirty", "pgtlab-bench"];
+pub const LINUX_PROGRAMS: [&str; 3] = ["pgtlab-dirty", "pgtlab-bench", "pgtlab-kvmprobe"];
 
 /// Builds the Linux guest's programs; returns each of [`LINUX_PROGRAMS`] (name, path), checked
 /// to be a static arm64 Linux executable.
 pub fn linux_user(tc: &CrossToolchain) -> Result<Vec<(&'static str, PathBuf)>> {
-    let status = user_cargo(tc, "build").status().with_context(|| format!("running {}", tc.cargo.display()))?;
+    let status = crate::signals::status(&mut user_cargo(tc, "build"))?;
     ensure!(status.success(), "cross build of linux-user failed ({status})");
     let mut out = Vec::new();
     for name in LINUX_PROGRAMS {
@@ -325,8 +326,37 @@ pub fn elf_to_image(data: &[u8]) -> Result<Vec<u8>> {
         .context("no __image_end symbol: was the image linked with lib/rt/link.ld?")?
         .address();
     ensure!(end as usize >= image.len(), "__image_end {end:#x} lies before the end of the loaded data");
-    rt::image::ImageHeader::patch(&mut image, end).map_err(|e| anyhow::anyhow!("{e}"))?;
+    if let Some(pe) = pe_layout(&file, end)? {
+        image.resize(abi::pe::padded_len(image.len()), 0);
+        abi::pe::write(&mut image, &pe).map_err(|e| anyhow::anyhow!("writing the PE/COFF header: {e}"))?;
+    }
+    abi::image::ImageHeader::patch(&mut image, end).map_err(|e| anyhow::anyhow!("{e}"))?;
     Ok(image)
+}
+
+/// Where a binary that is an EFI application too has its sections and its EFI entry
+/// (`abi::pe`): it says so by reserving the first page's rest for the PE header (symbol
+/// `__pe_header` at 0x40, up to `__pe_header_end` = 0x1000) and naming its entry `__efi_entry`.
+/// `None` for a binary that reserves no such page (an Image only).
+pub fn pe_layout(file: &ElfFile64<Endianness>, image_end: u64) -> Result<Option<abi::pe::Layout>> {
+    let sym = |name: &str| file.symbols().find(|s| s.name() == Ok(name)).map(|s| s.address());
+    let Some(header) = sym("__pe_header") else {
+        return Ok(None);
+    };
+    ensure!(
+        header == u64::from(abi::pe::PE_OFFSET) && sym("__pe_header_end") == Some(u64::from(abi::pe::HEADERS_SIZE)),
+        "__pe_header at {header:#x}, __pe_header_end at {:?}: the PE header's page must be [0x40, 0x1000) (lib/rt/link.ld \
+         puts .text.pe_header right after the Image header)",
+        sym("__pe_header_end")
+    );
+    let entry = sym("__efi_entry").context("__pe_header without __efi_entry: where would firmware enter it?")?;
+    let text_end = sym("__text_end").context("no __text_end symbol")?;
+    let fit = |v: u64, what: &str| u32::try_from(v).with_context(|| format!("{what} {v:#x} is beyond 4 GiB"));
+    Ok(Some(abi::pe::Layout {
+        text_end: fit(text_end, "__text_end")?,
+        image_end: fit(image_end, "__image_end")?,
+        entry: fit(entry, "__efi_entry")?,
+    }))
 }
 
 fn check_relocations(file: &ElfFile64<Endianness>) -> Result<()> {
@@ -458,13 +488,13 @@ mod tests {
     fn a_raw_binary_keeps_the_branch_and_no_header() {
         let mut image = vec![0xaau8; 4096];
         image[0..4].copy_from_slice(&0x1400_0010u32.to_le_bytes());
-        image[0x38..0x3c].copy_from_slice(&rt::image::MAGIC.to_le_bytes());
+        image[0x38..0x3c].copy_from_slice(&abi::image::MAGIC.to_le_bytes());
         let raw = raw_binary(&image);
         assert_eq!(raw.len(), image.len());
         assert_eq!(raw[..8], image[..8], "the branch to the entry stays");
         assert!(raw[8..64].iter().all(|&b| b == 0), "no header field left");
         assert_eq!(raw[64..], image[64..]);
-        assert!(rt::image::ImageHeader::parse(&raw).is_err(), "no loader takes it for an Image");
+        assert!(abi::image::ImageHeader::parse(&raw).is_err(), "no loader takes it for an Image");
     }
 
     #[test]

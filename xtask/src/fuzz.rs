@@ -9,8 +9,9 @@
 //! `cargo xtask test` runs the same targets for a moment without libFuzzer (the `fuzz`
 //! crate's unit tests).
 
-use crate::outcome::check_failed;
-use crate::{build, system, toolchain, workspace_root};
+use crate::error::check_failed;
+use crate::provision::{system, toolchain};
+use crate::{build, workspace_root};
 use anyhow::{bail, Context, Result};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -18,11 +19,12 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 /// The libFuzzer targets (binaries of `fuzz/libfuzzer`, functions of the `fuzz` crate).
-pub const TARGETS: [(&str, &str); 4] = [
+pub const TARGETS: [(&str, &str); 5] = [
     ("image_header", "the arm64 Image header parser (the hypervisor's guest loader)"),
     ("dtb", "the DTB parser (lib/board), as both binaries run it at boot"),
     ("guest_dtb", "the guest-DTB writer on every DTB the parser accepts; the output must parse"),
     ("bootargs", "the strict boot-argument and size parsers (lib/bootargs)"),
+    ("efi", "what the hypervisor's UEFI entry reads: its PE header, load options, the memory map"),
 ];
 
 fn fuzz_dir() -> PathBuf {
@@ -40,7 +42,9 @@ fn ensure_cargo_fuzz() -> Result<()> {
         return Ok(());
     }
     eprintln!("xtask: installing cargo-fuzz with `cargo install cargo-fuzz --locked` (it is missing)");
-    let status = cargo().args(["install", "cargo-fuzz", "--locked"]).status().context("running cargo install")?;
+    let mut install = cargo();
+    install.args(["install", "cargo-fuzz", "--locked"]);
+    let status = crate::signals::status(&mut install)?;
     if !status.success() || !ok(cargo().args(["fuzz", "--version"])) {
         bail!("cargo-fuzz could not be installed; install it by hand: cargo install cargo-fuzz");
     }
@@ -109,7 +113,7 @@ pub fn run(which: Option<&str>, secs: u64) -> Result<()> {
         Some(t) if TARGETS.iter().any(|(n, _)| *n == t) => vec![t],
         Some(t) => {
             let list: Vec<String> = TARGETS.iter().map(|(n, d)| format!("  {n}: {d}")).collect();
-            return Err(anyhow::Error::new(crate::outcome::Refused(format!(
+            return Err(anyhow::Error::new(crate::error::Refused(format!(
                 "unknown fuzz target {t:?}; known:\n{}",
                 list.join("\n")
             ))));

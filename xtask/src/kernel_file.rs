@@ -13,7 +13,10 @@
 //!   the same way; other payloads are refused with their name;
 //! * an ELF file is refused, naming its machine (an arm64 ELF: turn it into an Image or a raw
 //!   binary; QEMU gives an ELF `-kernel` no device tree);
-//! * a PE file without the Image header is refused (it needs UEFI firmware);
+//! * a PE file (`MZ`, and `PE\0\0` where its offset at 0x3c points) without the Image header
+//!   is refused (it needs UEFI firmware);
+//! * a guest bundle (`abi::bundle`, which the xtask writes under `target/guest/`) is refused:
+//!   it is the hypervisor's initrd, made from a kernel, an initrd and a command line;
 //! * anything else is a raw binary, and the run says so.
 
 use anyhow::{bail, Context, Result};
@@ -36,6 +39,8 @@ pub enum Kind {
     Elf { machine: u16 },
     /// A PE/COFF file that is not an arm64 Image.
     Pe,
+    /// A guest bundle (`abi::bundle::MAGIC`).
+    Bundle,
     /// None of the above: loaded as a raw binary.
     Raw,
 }
@@ -44,11 +49,16 @@ pub enum Kind {
 pub fn identify(bytes: &[u8]) -> Kind {
     let at = |o: usize, n: usize| bytes.get(o..o + n);
     let u32_at = |o: usize| at(o, 4).map(|b| u32::from_le_bytes(b.try_into().unwrap()));
-    if u32_at(rt::image::MAGIC_OFFSET) == Some(rt::image::MAGIC) {
+    // QEMU's rule, as the hypervisor reads it (`hypcore::load::Kernel::classify`): the magic
+    // followed by something (a file that ends with the magic is a raw binary).
+    if hypcore::load::Kernel::classify(bytes).has_magic() {
         return Kind::Image;
     }
     if at(0, 2) == Some(&[0x1f, 0x8b]) {
         return Kind::Gzip;
+    }
+    if abi::bundle::is_bundle(bytes) {
+        return Kind::Bundle;
     }
     if at(0, 4) == Some(b"\x7fELF") {
         let machine = at(18, 2).map_or(0, |b| u16::from_le_bytes([b[0], b[1]]));
@@ -65,7 +75,12 @@ pub fn identify(bytes: &[u8]) -> Kind {
                 size: size as usize,
             };
         }
-        return Kind::Pe;
+        // A PE file: `e_lfanew` leads to "PE\0\0". "MZ" alone is code (this project's raw
+        // binaries start with the Image's "MZ" no-op, `abi::pe::MZ_NOP`).
+        let pe = u32_at(abi::pe::LFANEW_OFFSET).and_then(|o| at(o as usize, 4));
+        if pe == Some(b"PE\0\0") {
+            return Kind::Pe;
+        }
     }
     Kind::Raw
 }
@@ -146,6 +161,11 @@ pub fn prepare(path: &Path) -> Result<PathBuf> {
              Image",
             path.display()
         ),
+        Kind::Bundle => bail!(
+            "--guest {}: a guest bundle (what the xtask makes of --guest, --guest-initrd and --guest-append for the \
+             hypervisor): give the kernel itself with --guest",
+            path.display()
+        ),
         Kind::Gzip => gunzip(&bytes).with_context(|| format!("--guest {}: gzip file", path.display()))?,
         Kind::Zboot { compression, offset, size } => {
             let payload = bytes.get(offset..offset.saturating_add(size)).with_context(|| {
@@ -184,7 +204,7 @@ mod tests {
 
     fn image() -> Vec<u8> {
         let mut i = vec![0u8; 8192];
-        i[rt::image::MAGIC_OFFSET..rt::image::MAGIC_OFFSET + 4].copy_from_slice(&rt::image::MAGIC.to_le_bytes());
+        i[abi::image::MAGIC_OFFSET..abi::image::MAGIC_OFFSET + 4].copy_from_slice(&abi::image::MAGIC.to_le_bytes());
         i[100] = 7;
         i
     }
@@ -212,14 +232,26 @@ mod tests {
         assert_eq!(identify(&elf), Kind::Elf { machine: 62 });
         let mut pe = vec![0u8; 128];
         pe[..2].copy_from_slice(b"MZ");
+        assert_eq!(identify(&pe), Kind::Raw, "MZ without a PE header: code (a raw binary's MZ no-op)");
+        pe[0x3c] = 0x40;
+        pe[0x40..0x44].copy_from_slice(b"PE\0\0");
         assert_eq!(identify(&pe), Kind::Pe);
+        pe[0x3c] = 0x7e;
+        assert_eq!(identify(&pe), Kind::Raw, "e_lfanew past the end");
+        pe[0x3c] = 0x40;
         pe[4..8].copy_from_slice(b"zimg");
         pe[8..12].copy_from_slice(&64u32.to_le_bytes());
         pe[12..16].copy_from_slice(&32u32.to_le_bytes());
         pe[24..28].copy_from_slice(b"zstd");
         assert_eq!(identify(&pe), Kind::Zboot { compression: "zstd".into(), offset: 64, size: 32 });
         assert_eq!(identify(&[0x14, 0, 0, 0x10]), Kind::Raw);
+        let mut bundle = vec![0u8; 4096];
+        bundle[..8].copy_from_slice(&abi::bundle::MAGIC);
+        assert_eq!(identify(&bundle), Kind::Bundle);
         assert_eq!(identify(&[]), Kind::Raw);
+        // A file that ends with the magic is raw to QEMU and to the hypervisor: raw here too.
+        assert_eq!(identify(&image()[..60]), Kind::Raw);
+        assert_eq!(identify(&image()[..61]), Kind::Image);
     }
 
     #[test]
@@ -251,6 +283,8 @@ mod tests {
         assert!(format!("{:#}", prepare(&write("a.elf", &x86)).unwrap_err()).contains("AArch64 ELF"));
         let mut pe = vec![0u8; 128];
         pe[..2].copy_from_slice(b"MZ");
+        pe[0x3c] = 0x40;
+        pe[0x40..0x44].copy_from_slice(b"PE\0\0");
         assert!(format!("{:#}", prepare(&write("a.efi", &pe)).unwrap_err()).contains("UEFI"));
         let img = write("Image", &image());
         assert_eq!(prepare(&img).unwrap(), img);

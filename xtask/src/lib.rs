@@ -1,57 +1,47 @@
 //! The host side of the project, as a library so the integration tests in `tests/` boot QEMU
-//! exactly the way `cargo xtask run` does.
+//! exactly the way `cargo xtask run` does. In layers, each using only the ones below it:
 //!
-//! * [`toolchain`]: finds (or installs) a toolchain that builds `aarch64-unknown-none`.
-//! * [`system`]: Debian packages the project needs (QEMU, lld), installed with apt when root.
-//! * [`lint`]: clippy with warnings as errors, host crates and bare-metal binaries.
-//! * [`build`]: builds the two binaries and turns their ELF files into arm64 Images.
-//! * [`qemu`]: QEMU command lines, usable CPU models, and runs with a time limit.
-//! * [`qmp`]: a QMP client: vCPU states at a time limit, guest memory for tests.
-//! * [`share`]: the RAM QEMU gets: `--mem` for the guest, the hypervisor's share on top.
-//! * [`outcome`]: a run's verdict, a row of the exit-code table (`lib/abi/src/exit.rs`).
-//! * [`signals`]: the xtask's children (QEMU, cargo test) end with it, however it ends.
-//! * [`fuzz`]: `cargo xtask fuzz`, libFuzzer runs of the `fuzz` crate's targets.
-//! * [`cpio`], [`debian`], [`linux`]: Debian's arm64 Linux as a guest (apt-get download into
-//!   `target/downloads/linux/`, a busybox initramfs built here).
-//! * [`kernel_file`]: what a `--guest` file is (Image, raw, gzip'd, ELF, PE), unpacked if need be.
-//! * [`report`]: the `@@report` records the guest and hypervisor print, as tables.
-//! * [`chainboot`]: the host side of the serial chainloader (and the loader in QEMU on a pty).
-//! * [`perf`]: `cargo xtask perf`: counters of any scenario per mechanism setting, side by side.
-//! * [`plot`]: benchmark results beyond the tables, one module per concern: the saved rows
-//!   (`rows`), SVG plots (`draw`), run-to-run comparison with verdicts (`compare`), the
-//!   `bench all` summary against each mechanism's seed and goal (`goals`), the EL0 benchmark
-//!   against Linux (`vs_linux`).
-//! * [`plugin`]: the instruction-counting QEMU plugin (built with the host C compiler).
-//! * [`mutants`]: `cargo xtask mutants`, seeded bugs in a scratch tree and cargo-mutants on the
-//!   host crates.
+//! 1. **Ground**: files ([`write_file`], [`workspace_root`]), one error style ([`error`]),
+//!    child processes that end with the xtask ([`signals`]), [`cpio`], a QMP client ([`qmp`]).
+//! 2. **[`provision`]**: what this machine has and what is fetched for it once: the cross
+//!    toolchain, apt, Debian's arm64 packages, a QEMU new enough for the board models,
+//!    firmware, what this host's KVM offers, the KVM host model's files.
+//! 3. **[`machine`]**: the one table of machines (QEMU's `virt`, the board models, the boards
+//!    QEMU has no model of), CPU models, `--mem` as a [`machine::Size`], accelerators.
+//! 4. **Artifacts**: the Images ([`build`]), a `--guest` file identified ([`kernel_file`]),
+//!    the instruction-counting plugin ([`plugin`]), `@@report` records ([`report`]).
+//! 5. **[`launch`]**: a boot as a typed spec, checked once and turned once into QEMU's
+//!    arguments, with the machine's RAM sized on the way.
+//! 6. **[`supervise`]**: QEMU as a supervised process, its console watched, its outcome judged;
+//!    run where the accelerator says: here (TCG, this host's KVM) or inside the KVM host model.
+//! 7. **Commands**: [`run`], [`test`], [`lint`], [`bench`] (with [`plot`]), [`perf`],
+//!    [`fuzz`], [`mutants`], [`flash`], [`chainboot`], [`doctor`]; [`linux`] prepares Debian's
+//!    Linux as a guest for them.
 
 pub mod bench;
-pub mod board;
 pub mod build;
 pub mod chainboot;
 pub mod cpio;
-pub mod debian;
+pub mod doctor;
+pub mod error;
 pub mod flash;
 pub mod fuzz;
-pub mod guest_boot;
 pub mod kernel_file;
+pub mod launch;
 pub mod lint;
 pub mod linux;
+pub mod machine;
 pub mod mutants;
-pub mod outcome;
-pub mod peer;
 pub mod perf;
 pub mod plot;
 pub mod plugin;
-pub mod qemu;
-pub mod qemu_pkg;
+pub mod provision;
 pub mod qmp;
 pub mod report;
-pub mod share;
+pub mod run;
 pub mod signals;
-pub mod system;
+pub mod supervise;
 pub mod test;
-pub mod toolchain;
 
 use std::path::PathBuf;
 

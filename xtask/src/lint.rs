@@ -5,12 +5,12 @@
 //! The lint set itself is `[workspace.lints]` in the top `Cargo.toml`; every crate opts in with
 //! `[lints] workspace = true`. `cargo xtask test` runs this first.
 
-use crate::system::{apt_install, which};
-use crate::toolchain::CrossToolchain;
+use crate::provision::system::{apt_install, which};
+use crate::provision::toolchain::CrossToolchain;
 use crate::{build, workspace_root};
-use anyhow::{ensure, Context, Result};
+use anyhow::{ensure, Result};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 /// PATH with `cargo`'s own directory first: `cargo clippy` runs the first `cargo-clippy` on PATH,
 /// which must be the one of this cargo's toolchain (rustup's proxies come first otherwise).
@@ -26,7 +26,7 @@ fn has_clippy(cargo: &Path) -> bool {
     let beside = |name: &str| cargo.parent().is_some_and(|d| d.join(name).is_file());
     beside("cargo-clippy")
         && beside("clippy-driver")
-        && clippy_of(cargo)
+        && crate::provision::toolchain::clippy_of(cargo)
             .arg("--version")
             .env("PATH", path_for(cargo))
             .env_remove("RUSTC_WORKSPACE_WRAPPER")
@@ -35,16 +35,6 @@ fn has_clippy(cargo: &Path) -> bool {
             .status()
             .map(|s| s.success())
             .unwrap_or(false)
-}
-
-/// `cargo clippy` with `cargo`'s own toolchain's clippy. Not `cargo clippy` itself: cargo looks
-/// for `cargo-clippy` in `~/.cargo/bin` before PATH, so with Debian's cargo first on PATH and
-/// rustup installed it would run rustup's clippy, another compiler version than the one that
-/// built the dependencies (E0514). `cargo-clippy` runs the cargo named by `CARGO`.
-pub fn clippy_of(cargo: &Path) -> Command {
-    let mut c = Command::new(cargo.with_file_name("cargo-clippy"));
-    c.arg("clippy").env("CARGO", cargo);
-    c
 }
 
 /// Debian's clippy for its `rustc-web` toolchain.
@@ -79,7 +69,7 @@ pub fn run(tc: &CrossToolchain) -> Result<()> {
         }
     };
     eprintln!("xtask: clippy on the host crates ({})", host_cargo.display());
-    let mut c = clippy_of(&host_cargo);
+    let mut c = crate::provision::toolchain::clippy_of(&host_cargo);
     c.current_dir(workspace_root()).env("PATH", path_for(&host_cargo));
     // `--workspace`: what a Rust developer runs first. The bare-metal binaries are stubs on the
     // host (their items are `#[cfg(target_os = "none")]`), linted for real below.
@@ -87,18 +77,18 @@ pub fn run(tc: &CrossToolchain) -> Result<()> {
     if host_cargo == tc.cargo && tc.cargo.starts_with("/usr/bin") {
         c.env("RUSTC", &tc.rustc).env_remove("RUSTUP_TOOLCHAIN");
     }
-    let status = c.status().context("running cargo clippy")?;
+    let status = crate::signals::status(&mut c)?;
     if !status.success() {
-        return Err(crate::outcome::check_failed("clippy found problems in the host crates (see above)"));
+        return Err(crate::error::check_failed("clippy found problems in the host crates (see above)"));
     }
 
     cross_clippy(tc)?;
     // The kernel embeds the EL0 programs (`user/`): build them first; they are linted with the
     // kernel's target.
     let el0 = build::build_el0_programs(tc)?;
-    for target in [crate::toolchain::HYP_TARGET, crate::toolchain::TARGET] {
+    for target in [crate::provision::toolchain::HYP_TARGET, crate::provision::toolchain::TARGET] {
         let mut bins: Vec<&str> = build::BINARIES.iter().filter(|(_, t)| *t == target).map(|(b, _)| *b).collect();
-        if target == crate::toolchain::TARGET {
+        if target == crate::provision::toolchain::TARGET {
             bins.push("user");
         }
         eprintln!("xtask: clippy on {} ({target})", bins.join(", "));
@@ -110,18 +100,18 @@ pub fn run(tc: &CrossToolchain) -> Result<()> {
         }
         c.arg("--target-dir").arg(build::cross_target_dir());
         c.args(["--", "-D", "warnings"]);
-        let status = c.status().context("running cargo clippy for the target")?;
+        let status = crate::signals::status(&mut c)?;
         if !status.success() {
-            return Err(crate::outcome::check_failed(format!(
+            return Err(crate::error::check_failed(format!(
                 "clippy found problems in {} (see above)",
                 bins.join(", ")
             )));
         }
     }
-    eprintln!("xtask: clippy on linux-user ({})", crate::toolchain::TARGET);
+    eprintln!("xtask: clippy on linux-user ({})", crate::provision::toolchain::TARGET);
     let mut c = build::user_cargo(tc, "clippy");
     c.env("PATH", path_for(&tc.cargo)).args(["--quiet", "--", "-D", "warnings"]);
-    let status = c.status().context("running cargo clippy for linux-user")?;
+    let status = crate::signals::status(&mut c)?;
     ensure!(status.success(), "clippy found problems in linux-user (see above)");
     Ok(())
 }

@@ -1,5 +1,6 @@
 //! Debian's arm64 Linux as a guest: the kernel (`linux-image-cloud-arm64` or
-//! `linux-image-arm64`, whichever version the machine's apt sources offer) and a static busybox
+//! `linux-image-arm64`, whichever version the machine's apt sources offer; or that of the
+//! machine's backports; or Debian's newest cloud kernel, [`Flavour`]) and a static busybox
 //! fetched with `apt-get download` (`debian`), and an initramfs built here (`cpio`) whose
 //! `/init` prints [`MARKER`] with what the guest sees (a `linux_guest` report record), runs what
 //! the command line asks (`pgtlab_test=panic|stray|dirty`), and powers off.
@@ -7,7 +8,7 @@
 //! Everything lands in `target/downloads/linux/` and is reused on the next run (never committed).
 
 use crate::cpio::Archive;
-use crate::debian::{self, Apt};
+use crate::provision::debian::{self, Apt};
 use anyhow::{bail, Context, Result};
 use std::path::PathBuf;
 
@@ -15,15 +16,11 @@ use std::path::PathBuf;
 pub const MARKER: &str = "pgtlab-linux: user space reached";
 /// Kernel command line the Linux guest boots with unless told otherwise.
 pub const DEFAULT_APPEND: &str = "console=ttyAMA0 panic=-1";
-/// The word the xtask adds to a guest's command line when the guest runs alone, without the
-/// hypervisor (`crate::qemu::QemuConfig::args`): then nobody else prints the run's final line,
-/// and `/init` prints it before powering off (under the hypervisor the hypervisor does).
-pub const ALONE_WORD: &str = "pgtlab_alone=1";
 
-/// The Linux guest's command line on `board`: its console (`Board::linux_console`) and
+/// The Linux guest's command line on `m`: its console (the model's `linux.console`) and
 /// `panic=-1`.
-pub fn default_append(board: crate::board::Board) -> String {
-    format!("{} panic=-1", board.linux_console())
+pub fn default_append(m: &crate::machine::Machine) -> String {
+    format!("{} panic=-1", m.model().linux.console)
 }
 
 /// Which Debian kernel.
@@ -40,6 +37,10 @@ pub enum Flavour {
     /// as the boards' DTBs (`debian::file_from_kernel_package`): the board models need its
     /// drivers (i.MX and Cadence UARTs, the Pi 4's mini UART).
     Backports,
+    /// Debian's newest arm64 cloud kernel (Linux 7.x from sid or trixie-backports), the one the
+    /// KVM host model boots, found by the same rule (`provision::cloud_kernel`): the second
+    /// peer of `cargo xtask bench NAME --peer linux-newest`.
+    CloudNewest,
 }
 
 impl Flavour {
@@ -49,13 +50,14 @@ impl Flavour {
             "linux" | "linux-cloud" => Some(Flavour::Cloud),
             "linux-generic" => Some(Flavour::Generic),
             "linux-backports" => Some(Flavour::CloudBackports),
+            "linux-newest" => Some(Flavour::CloudNewest),
             _ => None,
         }
     }
 
     fn meta_package(self) -> &'static str {
         match self {
-            Flavour::Cloud | Flavour::CloudBackports => "linux-image-cloud-arm64",
+            Flavour::Cloud | Flavour::CloudBackports | Flavour::CloudNewest => "linux-image-cloud-arm64",
             Flavour::Generic | Flavour::Backports => "linux-image-arm64",
         }
     }
@@ -66,6 +68,7 @@ impl Flavour {
             Flavour::Generic => "generic",
             Flavour::Backports => "backports",
             Flavour::CloudBackports => "cloud-backports",
+            Flavour::CloudNewest => "cloud-newest",
         }
     }
 
@@ -90,11 +93,11 @@ pub struct LinuxGuest {
 }
 
 fn linux_dir() -> PathBuf {
-    crate::debian::cache_dir().join("linux")
+    crate::provision::debian::cache_dir().join("linux")
 }
 
 /// The kernel of `flavour`, fetched once.
-fn kernel(apt: &Apt, flavour: Flavour) -> Result<(PathBuf, String)> {
+fn kernel(flavour: Flavour) -> Result<(PathBuf, String)> {
     if flavour == Flavour::Backports {
         let image = debian::file_from_kernel_package("vmlinuz")?;
         let src = image.with_file_name("vmlinuz.source");
@@ -110,15 +113,21 @@ fn kernel(apt: &Apt, flavour: Flavour) -> Result<(PathBuf, String)> {
         }
     }
     std::fs::create_dir_all(&dir)?;
-    let deb = apt.fetch(flavour.meta_package(), true)?;
-    debian::extract(&deb, "./boot/vmlinuz-*", &image)?;
-    let package = deb.file_name().and_then(|n| n.to_str()).unwrap_or("?").trim_end_matches(".deb").to_string();
-    let head = std::fs::read(&image)?;
-    if head.len() < 64 || &head[0x38..0x3c] != b"ARMd" {
-        bail!("{} from {package} is not an arm64 Image (no ARMd magic)", image.display());
-    }
+    let package = if flavour == Flavour::CloudNewest {
+        // The KVM host model's rule and apt states; the download stays in this directory.
+        let shared = crate::provision::cloud_kernel::shared_dir();
+        crate::provision::cloud_kernel::fetch_newest_image(&shared, &dir.join("debs"), &image)?.1
+    } else {
+        let deb = flavour.apt()?.fetch(flavour.meta_package(), true)?;
+        debian::extract(&deb, "./boot/vmlinuz-*", &image)?;
+        let package = deb.file_stem().and_then(|n| n.to_str()).unwrap_or("?").to_string();
+        if !crate::provision::cloud_kernel::is_arm64_image(&std::fs::read(&image)?) {
+            bail!("{} from {package} is not an arm64 Image (no ARMd magic)", image.display());
+        }
+        let _ = std::fs::remove_file(&deb);
+        package
+    };
     std::fs::write(&stamp, &package)?;
-    let _ = std::fs::remove_file(&deb);
     Ok((image, package))
 }
 
@@ -136,7 +145,8 @@ fn busybox(apt: &Apt) -> Result<PathBuf> {
 /// `/init`: a busybox shell script.
 ///
 /// It reports what the guest sees, runs the step `pgtlab_test=` names (its status is `st`),
-/// and powers off. With [`ALONE_WORD`] on its command line (a run without the hypervisor, whose
+/// and powers off when the step succeeded, resets when not (alone, how the machine ends is the
+/// run's verdict; under the hypervisor a reset is exit 6). With [`ALONE_WORD`](crate::launch::ALONE_WORD) on its command line (a run without the hypervisor, whose
 /// own final line would end the run otherwise) it prints the run's final line
 /// `@@exit CODE (meaning)` itself first: 0 when the step succeeded, 1 (guest failure) when not.
 pub fn init_script() -> String {
@@ -211,12 +221,17 @@ bench)
     echo "@@report {\"kind\":\"linux_bench_exit\",\"status\":$st}"
     ;;
 esac
-echo "pgtlab-linux: powering off"
-# Alone (no hypervisor to print it), the run's final line is ours: the step's verdict.
+# Alone (no hypervisor to print it), the final line is ours: it names the step's verdict, and
+# the power-off (success) or reset (failure) that follows is it.
 if [ "$pgtlab_alone" = 1 ]; then
     if [ $st = 0 ]; then echo "@@EXIT_OK@@"; else echo "@@EXIT_FAILED@@"; fi
 fi
-$bb poweroff -f
+if [ $st = 0 ]; then
+    echo "pgtlab-linux: powering off"
+    $bb poweroff -f
+fi
+echo "pgtlab-linux: the step failed (status $st): resetting"
+$bb reboot -f
 "#;
 
 /// Builds the initramfs: busybox, `/init`, device nodes, and `extra` files (name, bytes).
@@ -241,7 +256,7 @@ pub fn initramfs(busybox: &[u8], extra: &[(&str, &[u8])]) -> Result<Vec<u8>> {
 pub fn prepare(flavour: Flavour, extra: &[(String, PathBuf)]) -> Result<LinuxGuest> {
     let dir = linux_dir();
     let apt = Apt::new(&dir.join("apt"))?;
-    let fetched = flavour.apt().and_then(|a| kernel(&a, flavour)).and_then(|k| Ok((k, busybox(&apt)?)));
+    let fetched = kernel(flavour).and_then(|k| Ok((k, busybox(&apt)?)));
     let ((kernel, package), busybox) = fetched.context(
         "cannot fetch Debian's arm64 kernel and busybox with apt-get download (the Linux guest needs this machine's \
          apt sources and the package registry)",
@@ -261,7 +276,7 @@ pub fn prepare(flavour: Flavour, extra: &[(String, PathBuf)]) -> Result<LinuxGue
 /// Programs of ours the initramfs carries: `bin/pgtlab-dirty` and `bin/pgtlab-bench`
 /// (linux-user), built now.
 pub fn extra_programs() -> Result<Vec<(String, PathBuf)>> {
-    let tc = crate::toolchain::find()?;
+    let tc = crate::provision::toolchain::find()?;
     Ok(crate::build::linux_user(&tc)?.into_iter().map(|(n, p)| (format!("bin/{n}"), p)).collect())
 }
 
@@ -283,7 +298,7 @@ mod tests {
         assert!(init.contains(MARKER), "the marker the tests wait for is what /init prints");
         assert!(init.contains("echo \"@@exit 0 (success)\"") && init.contains("echo \"@@exit 1 (guest failure)\""));
         assert!(!init.contains("@@EXIT"), "every placeholder filled");
-        let alone = ALONE_WORD.split_once('=').unwrap();
+        let alone = crate::launch::ALONE_WORD.split_once('=').unwrap();
         assert!(init.contains(&format!("[ \"${}\" = {} ]", alone.0, alone.1)), "/init reads the alone word");
     }
 
@@ -292,8 +307,9 @@ mod tests {
         assert_eq!(Flavour::from_guest_arg("linux"), Some(Flavour::Cloud));
         assert_eq!(Flavour::from_guest_arg("linux-generic"), Some(Flavour::Generic));
         assert_eq!(Flavour::from_guest_arg("linux-backports"), Some(Flavour::CloudBackports));
+        assert_eq!(Flavour::from_guest_arg("linux-newest"), Some(Flavour::CloudNewest));
         assert_eq!(Flavour::from_guest_arg("/some/Image"), None);
-        assert_eq!(default_append(crate::board::Board::Virt), format!("{DEFAULT_APPEND}"));
-        assert!(default_append(crate::board::Board::Imx8mpEvk).starts_with("console=ttymxc1"));
+        assert_eq!(default_append(crate::machine::default()), format!("{DEFAULT_APPEND}"));
+        assert!(default_append(crate::machine::find("imx8mp-evk").unwrap()).starts_with("console=ttymxc1"));
     }
 }

@@ -9,9 +9,12 @@
 
 use crate::bench::{extra_bootargs, GUEST_BENCHES};
 use crate::build::{self, Images};
-use crate::qemu::{self, QemuConfig};
+use crate::launch::Launch;
+use crate::machine::Size;
+use crate::provision::{system, toolchain};
 use crate::report::{self, table};
-use crate::{plugin, system, toolchain, workspace_root};
+use crate::supervise;
+use crate::{plugin, workspace_root};
 use abi::report::ParsedRecord;
 use anyhow::{bail, ensure, Context, Result};
 use std::collections::BTreeMap;
@@ -75,20 +78,20 @@ pub const MECHANISMS: &[Mechanism] = &[
 pub struct Scenario {
     pub name: String,
     pub bootargs: String,
-    pub mem: String,
+    pub mem: Size,
     pub smp: u32,
     pub timeout: Duration,
 }
 
 /// Kernel self-tests that make sense as a workload: (name, extra boot arguments, memory).
-const SELFTESTS: &[(&str, &str, &str)] = &[
-    ("boot", "", "1G"),
-    ("mem-perms", "", "1G"),
-    ("pmu", "", "1G"),
-    ("bad-calls", "", "1G"),
-    ("memslot-errors", " hyp.slotpool=64M", "1G"),
-    ("memslot-nopool", "", "1G"),
-    ("dirty-log", " hyp.slotpool=1G", "3G"),
+const SELFTESTS: &[(&str, &str, Size)] = &[
+    ("boot", "", Size::gib(1)),
+    ("mem-perms", "", Size::gib(1)),
+    ("pmu", "", Size::gib(1)),
+    ("bad-calls", "", Size::gib(1)),
+    ("memslot-errors", " hyp.slotpool=64M", Size::gib(1)),
+    ("memslot-nopool", "", Size::gib(1)),
+    ("dirty-log", " hyp.slotpool=1G", Size::gib(3)),
 ];
 
 /// The scenario called `name` on `cpu`: a self-test or an in-guest benchmark.
@@ -98,7 +101,7 @@ pub fn scenario(name: &str, cpu: &str) -> Result<Scenario> {
         return Ok(Scenario {
             name: name.into(),
             bootargs: format!("{test}{extra}").trim().into(),
-            mem: mem.to_string(),
+            mem: *mem,
             smp: 4,
             timeout: Duration::from_secs(300),
         });
@@ -109,7 +112,7 @@ pub fn scenario(name: &str, cpu: &str) -> Result<Scenario> {
         return Ok(Scenario {
             name: name.into(),
             bootargs: format!("bench={}{}", b.name, extra_bootargs(b.name, false)),
-            mem: m.mem.into(),
+            mem: m.mem,
             smp: m.smp,
             timeout: Duration::from_secs(b.timeout_s),
         });
@@ -158,17 +161,81 @@ fn setting_label(s: &[(&Mechanism, String)]) -> String {
     }
 }
 
-/// What `perf` was asked for.
-#[derive(Debug, Clone, Default)]
-pub struct PerfArgs {
+/// What `perf` was asked for (`cargo xtask perf`'s flags).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct Args {
+    /// A self-test or benchmark workload (an unknown name lists them), or `list`: the events of
+    /// the chosen CPU.
     pub scenario: String,
+    /// Events by name or number, each optionally `:el0+el1+el2` (default every EL).
+    #[arg(long, default_value = "INST_RETIRED")]
     pub events: String,
+    /// NAME=VALUE, repeatable: one boot per combination (e.g. bbml2=on --mechanism bbml2=off).
+    #[arg(long = "mechanism")]
     pub mechanisms: Vec<String>,
-    pub cpu: String,
+    /// QEMU CPU model (default max; under KVM the host's own, and --cpu is refused).
+    #[arg(long)]
+    pub cpu: Option<String>,
+    /// GIC version.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u8).range(2..=3))]
     pub gic: u8,
+    /// -icount shift=0 (instructions counted, exactly).
+    #[arg(long)]
     pub icount: bool,
+    /// Also count TLBI/DSB/ISB with the QEMU plugin, per EL and vCPU.
+    #[arg(long)]
     pub count_insns: bool,
+    /// More kernel boot arguments (e.g. split.gib=4).
+    #[arg(long, default_value = "")]
     pub bootargs: String,
+    /// How QEMU runs the guest: tcg (the default), kvm (this arm64 host's cores and their PMU:
+    /// the events the host's KVM exposes are counted, the others said so), kvm-model.
+    #[arg(long, value_parser = crate::run::accel_arg)]
+    pub accel: Option<&'static crate::machine::Accel>,
+    /// The kernel alone at EL1, without the hypervisor (a host whose KVM offers no EL2, such
+    /// as a Pi 5).
+    #[arg(long)]
+    pub no_hypervisor: bool,
+}
+
+impl Args {
+    /// The accelerator (TCG unless `--accel`).
+    fn accel(&self) -> &'static crate::machine::Accel {
+        self.accel.unwrap_or(crate::machine::accel::default())
+    }
+
+    /// `--cpu`, or QEMU's `max`.
+    fn cpu(&self) -> &str {
+        self.cpu.as_deref().unwrap_or("max")
+    }
+
+    /// The CPU's name in titles and file names: `--cpu` under TCG, `host` under KVM (which
+    /// takes the host's).
+    fn cpu_name(&self) -> &str {
+        if self.accel().tcg {
+            self.cpu()
+        } else {
+            "host"
+        }
+    }
+}
+
+/// `cargo xtask perf`.
+pub fn cli(a: Args) -> Result<()> {
+    a.accel().check(a.icount, a.count_insns, false)?;
+    if let (Some(c), Some(forced)) = (&a.cpu, a.accel().cpu) {
+        return crate::error::refuse(format!(
+            "--cpu {c} with --accel {}: KVM runs the host's own CPU (-cpu {forced}); leave --cpu out",
+            a.accel()
+        ));
+    }
+    if a.accel().runs == crate::machine::accel::Runs::Here && !a.accel().tcg {
+        supervise::kvm::host()?;
+    }
+    if a.scenario == "list" {
+        return list(&a);
+    }
+    run(&a)
 }
 
 /// (counter, el, source) of a row.
@@ -203,7 +270,7 @@ pub fn collect_setting(
             // level 2): the request is refused, as a usage error, with what the kernel said.
             Some(got) => {
                 let why = report::kernel_line_about(output, m.name).map(|l| format!(" ({l})")).unwrap_or_default();
-                return Err(anyhow::Error::new(crate::outcome::Refused(format!(
+                return Err(anyhow::Error::new(crate::error::Refused(format!(
                     "{label}: asked for {}={v}, but the kernel ran with {field}={got}{why}",
                     m.name
                 ))));
@@ -290,10 +357,10 @@ pub fn side_by_side(runs: &[SettingRun]) -> String {
 }
 
 /// Runs `perf SCENARIO`.
-pub fn run(a: &PerfArgs) -> Result<()> {
+pub fn run(a: &Args) -> Result<()> {
     // A scenario or mechanism the xtask does not know is a usage error (exit 64), not its own.
-    let refused = |e: anyhow::Error| anyhow::Error::new(crate::outcome::Refused(format!("{e:#}")));
-    let sc = scenario(&a.scenario, &a.cpu).map_err(refused)?;
+    let refused = |e: anyhow::Error| anyhow::Error::new(crate::error::Refused(format!("{e:#}")));
+    let sc = scenario(&a.scenario, a.cpu()).map_err(refused)?;
     let sets = settings(&a.mechanisms).map_err(refused)?;
     let tc = toolchain::find()?;
     let qemu_bin = system::qemu()?;
@@ -301,7 +368,14 @@ pub fn run(a: &PerfArgs) -> Result<()> {
     let lib = if a.count_insns { Some(plugin::build(&qemu_bin)?) } else { None };
     let dir = workspace_root().join("target/perf");
     std::fs::create_dir_all(&dir)?;
-    let stem = format!("{}-{}{}", a.scenario, a.cpu, if a.icount { "-icount" } else { "" });
+    let accel = a.accel();
+    let stem = format!(
+        "{}-{}{}{}",
+        a.scenario,
+        a.cpu_name(),
+        if a.icount { "-icount" } else { "" },
+        if accel.tcg { String::new() } else { format!("-{accel}") }
+    );
     let mut runs = Vec::new();
     let mut jsonl = String::new();
     for s in &sets {
@@ -315,19 +389,21 @@ pub fn run(a: &PerfArgs) -> Result<()> {
             bootargs += &format!(" {}", a.bootargs);
         }
         let out_file = dir.join(format!("{stem}-{}.plugin.jsonl", label.replace(['=', ','], "_")));
-        let mut cfg = QemuConfig {
-            cpu: a.cpu.clone(),
+        let mut cfg = Launch {
+            accel,
+            cpu: a.cpu().into(),
             gic: a.gic,
             smp: sc.smp,
-            mem: sc.mem.clone(),
+            mem: Some(sc.mem),
             icount: a.icount.then_some(0),
+            no_hypervisor: a.no_hypervisor,
             bootargs: bootargs.trim().into(),
-            ..QemuConfig::default()
+            ..Launch::default()
         };
         if let Some(lib) = &lib {
             let _ = std::fs::remove_file(&out_file);
             cfg.plugin =
-                Some(plugin::qemu_arg(lib, &out_file, Some(plugin::el2_range(&images, cfg.board)?), cfg.board));
+                Some(plugin::qemu_arg(lib, &out_file, Some(plugin::el2_range(&images, cfg.model())?), cfg.model()));
         }
         eprintln!("xtask: perf {} [{label}] ({})", a.scenario, cfg.describe());
         let out = run_boot(&qemu_bin, &cfg, &images, sc.timeout)?;
@@ -339,8 +415,11 @@ pub fn run(a: &PerfArgs) -> Result<()> {
         for ((counter, el, source), v) in &r.values {
             let mut o = serde_json::Map::new();
             o.insert("scenario".into(), a.scenario.clone().into());
-            o.insert("cpu".into(), a.cpu.clone().into());
+            o.insert("cpu".into(), a.cpu_name().into());
             o.insert("icount".into(), a.icount.into());
+            if !accel.tcg {
+                o.insert("accel".into(), accel.name.into());
+            }
             o.insert("setting".into(), label.clone().into());
             o.insert("counter".into(), counter.clone().into());
             o.insert("el".into(), el.clone().into());
@@ -357,12 +436,16 @@ pub fn run(a: &PerfArgs) -> Result<()> {
     let mut text = format!(
         "perf {} on {} ({}, PMUv3 version {}, {} counters{}), {}\n",
         a.scenario,
-        a.cpu,
+        a.cpu_name(),
         info.str("core").unwrap_or("?"),
         info.u64("pmuver").unwrap_or(0),
         info.u64("counters").unwrap_or(0),
         if info.bool("long_counters") == Some(true) { ", 64-bit" } else { ", 32-bit with overflow accounting" },
-        if a.icount { "QEMU TCG -icount shift=0 (instruction counts exact)" } else { "QEMU TCG (wall time)" }
+        match (accel.tcg, a.icount) {
+            (true, true) => "QEMU TCG -icount shift=0 (instruction counts exact)".to_string(),
+            (true, false) => "QEMU TCG (wall time)".to_string(),
+            (false, _) => format!("--accel {accel} (the host's PMU through KVM)"),
+        }
     );
     text += "counted on CPU 0 around the whole scenario; own = the project's counters (pgtable, cache, PMU driver)";
     if a.count_insns {
@@ -378,40 +461,44 @@ pub fn run(a: &PerfArgs) -> Result<()> {
 }
 
 /// One boot; only a run that ended cleanly counts (the xtask's verdict, as for benchmarks).
-fn run_boot(qemu_bin: &std::path::Path, cfg: &QemuConfig, images: &Images, timeout: Duration) -> Result<String> {
-    let out = qemu::run(qemu_bin, cfg, images, timeout, Some(Duration::from_secs(60)), |l| {
+fn run_boot(qemu_bin: &std::path::Path, cfg: &Launch, images: &Images, timeout: Duration) -> Result<String> {
+    let out = supervise::run(qemu_bin, cfg, images, timeout, Some(Duration::from_secs(60)), |l| {
         if !l.contains(abi::report::PREFIX) {
-            qemu::echo_stdout(l)
+            supervise::echo_stdout(l)
         }
     })?;
-    let verdict = crate::outcome::judge(&out);
-    if !verdict.success() {
-        return Err(anyhow::Error::new(crate::outcome::ExitWith(crate::outcome::Verdict::new(
-            abi::exit::CHECK_FAILED,
-            format!("the perf run did not end cleanly: {verdict}"),
-        ))));
-    }
+    supervise::require_success(&supervise::judge(&out), "the perf run")?;
     Ok(out.output)
 }
 
-/// `perf list`: the events of `cpu`'s tables, whether counted here, and why not.
-pub fn list(cpu: &str, icount: bool) -> Result<()> {
+/// `perf list`: the events of the CPU's tables (`--cpu`'s, or the host's under KVM), whether
+/// counted here, and why not.
+pub fn list(a: &Args) -> Result<()> {
+    let (cpu, icount) = (a.cpu(), a.icount);
     let tc = toolchain::find()?;
     let qemu_bin = system::qemu()?;
     let images = build::build(&tc, &[])?;
-    let cfg = QemuConfig {
+    let cfg = Launch {
+        accel: a.accel(),
         cpu: cpu.into(),
         smp: 1,
         icount: icount.then_some(0),
+        no_hypervisor: a.no_hypervisor,
         bootargs: "perf.list".into(),
-        ..QemuConfig::default()
+        ..Launch::default()
     };
     let output = run_boot(&qemu_bin, &cfg, &images, Duration::from_secs(120))?;
     let (records, _) = report::collect(&output);
     let pmu: Vec<&ParsedRecord> = records.iter().filter(|r| r.kind == "perf_pmu").collect();
     let events: Vec<&ParsedRecord> = records.iter().filter(|r| r.kind == "perf_event").collect();
     ensure!(!pmu.is_empty() && !events.is_empty(), "the kernel listed no events");
-    println!("PMU of -cpu {cpu}{}:\n{}\n{}", if icount { " under -icount" } else { "" }, table(&pmu), table(&events));
+    println!(
+        "PMU of -cpu {}{}:\n{}\n{}",
+        a.cpu_name(),
+        if icount { " under -icount" } else { "" },
+        table(&pmu),
+        table(&events)
+    );
     println!("Mechanisms for --mechanism NAME=VALUE:");
     for m in MECHANISMS {
         println!("  {}={}  {}", m.name, m.values.join("|"), m.about);
@@ -473,7 +560,7 @@ mod tests {
     #[test]
     fn scenarios_resolve_to_boot_arguments() {
         assert_eq!(scenario("mem-perms", "max").unwrap().bootargs, "test=mem-perms");
-        assert_eq!(scenario("dirty-log", "max").unwrap().mem, "3G");
+        assert_eq!(scenario("dirty-log", "max").unwrap().mem, Size::gib(3));
         let s = scenario("split", "max").unwrap();
         assert!(s.bootargs.contains("bench=split") && s.bootargs.contains("hyp.slotpool=1G"));
         assert!(scenario("no-such", "max").is_err());
@@ -494,7 +581,7 @@ mod tests {
         let refused =
             format!("kernel: bbml2=on refused: no FEAT_BBM (add bbml2_unsafe_override to force it)\n{}", out("off", 4));
         let e = collect_setting("bbml2=on", &refused, &s[0], None).unwrap_err();
-        assert_eq!(crate::outcome::code_of(&e), abi::exit::USAGE, "the machine cannot do what was asked: a refusal");
+        assert_eq!(crate::error::code_of(&e), abi::exit::USAGE, "the machine cannot do what was asked: a refusal");
         let e = e.to_string();
         assert!(e.contains("ran with bbml2=off") && e.contains("(kernel: bbml2=on refused: no FEAT_BBM"), "{e}");
         let w = settings(&["walker=summary".into()]).unwrap();

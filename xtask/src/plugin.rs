@@ -17,15 +17,15 @@
 //! So the one source is built once per API ([`api_for`] picks it from the QEMU binary's
 //! version), into its own library `target/plugin/libinsncount-apiN.so`.
 
-use crate::board::{Board, GIB};
 use crate::build::Images;
-use crate::qemu_pkg::Version;
-use crate::system::which;
+use crate::machine::{QemuModel, GIB};
+use crate::provision::qemu_pkg::Version;
+use crate::provision::system::which;
 use crate::workspace_root;
+use abi::programs::{MMAP_BASE, PROGRAM_BASE};
 use anyhow::{bail, ensure, Context, Result};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use uspace::space::PROGRAM_BASE;
 
 /// The plugin API version the library is built for when `qemu` loads it (the one place that
 /// decides; `insncount.c` says what each API changed). QEMU loads a plugin whose version lies in
@@ -49,7 +49,7 @@ pub fn api_for(qemu: Version) -> Result<u32> {
 /// Builds the plugin for the QEMU at `qemu` (its API: [`api_for`]) if its source is newer than
 /// the library; returns the library's path.
 pub fn build(qemu: &Path) -> Result<PathBuf> {
-    let v = crate::qemu_pkg::version_of(qemu)?;
+    let v = crate::provision::qemu_pkg::version_of(qemu)?;
     let api = api_for(v).with_context(|| format!("--count-insns with {}", qemu.display()))?;
     build_api(api)
 }
@@ -71,7 +71,7 @@ pub fn build_api(api: u32) -> Result<PathBuf> {
     }
     std::fs::create_dir_all(&dir)?;
     if ["cc", "gcc", "clang"].into_iter().all(|c| which(c).is_none()) {
-        crate::system::apt_install(&["gcc"], "a C compiler (for the instruction-counting plugin)")?;
+        crate::provision::system::apt_install(&["gcc"], "a C compiler (for the instruction-counting plugin)")?;
     }
     let cc = ["cc", "gcc", "clang"]
         .into_iter()
@@ -107,15 +107,15 @@ pub struct El2Code {
 /// The symbol whose `HINT #125` tells the plugin where the hypervisor runs.
 pub const HOME_MARK_SYMBOL: &str = "pgtlab_el2_home_mark";
 
-/// Where QEMU loads an Image with `text_offset` 0 on `board`: its RAM base + 2 MiB (QEMU's boot
+/// Where QEMU loads an Image with `text_offset` 0 on the model: its RAM base + 2 MiB (QEMU's boot
 /// stub sits at the base; `hypcore::load`).
-pub fn image_base(board: Board) -> u64 {
-    board.ram_base() + (2 << 20)
+pub fn image_base(model: &QemuModel) -> u64 {
+    model.ram.base + (2 << 20)
 }
 
-/// The hypervisor's code range at EL2 on `board` (its Image's `image_size` from the load
+/// The hypervisor's code range at EL2 on the model (its Image's `image_size` from the load
 /// address) and the offset of its home mark (from the ELF's symbols).
-pub fn el2_range(images: &Images, board: Board) -> Result<El2Code> {
+pub fn el2_range(images: &Images, model: &QemuModel) -> Result<El2Code> {
     let bytes =
         std::fs::read(&images.hypervisor).with_context(|| format!("reading {}", images.hypervisor.display()))?;
     ensure!(
@@ -134,11 +134,11 @@ pub fn el2_range(images: &Images, board: Board) -> Result<El2Code> {
         .map(|s| s.address())
         .with_context(|| format!("no symbol {HOME_MARK_SYMBOL} in {}", images.hypervisor_elf.display()))?;
     ensure!(mark != 0 && mark < size, "{HOME_MARK_SYMBOL} at {mark:#x} is outside the image");
-    let lo = image_base(board);
+    let lo = image_base(model);
     Ok(El2Code { lo, hi: lo + size, mark })
 }
 
-/// Where EL0 code lives on `board` with RAM below 64 GiB: from 64 GiB to the top of a 48-bit
+/// Where EL0 code lives on the model with RAM below 64 GiB: from 64 GiB to the top of a 48-bit
 /// TTBR0 (the kernel's mmap area from 64 GiB and its stacks near 128 TiB, a Linux guest's
 /// libraries and PIE programs), and low: the kernel's EL0 programs load at `uspace`'s
 /// [`PROGRAM_BASE`] (4 MiB), a static Linux program at its link address (4 MiB too). The
@@ -149,19 +149,19 @@ pub fn el2_range(images: &Images, board: Board) -> Result<El2Code> {
 /// boot stub and spin-table loop and the guest kernel's MMU-off start (loaded at RAM base +
 /// 2 MiB), above it the hypervisor's code from the top of RAM before its mark (as on `virt`,
 /// EL1's). A Linux guest's MMU-off code past 4 MiB counts as EL0 there.
-pub fn el0_code(board: Board) -> [(u64, u64); 2] {
-    let low = if board.ram_base() >= GIB { (0, GIB) } else { (PROGRAM_BASE, 64 << 20) };
-    [low, (0x10_0000_0000, 1 << 48)]
+pub fn el0_code(model: &QemuModel) -> [(u64, u64); 2] {
+    let low = if model.ram.base >= GIB { (0, GIB) } else { (PROGRAM_BASE, 64 << 20) };
+    [low, (MMAP_BASE, 1 << 48)]
 }
 
 /// The `-plugin` argument: the library, the output file, the EL2 code (none without the
-/// hypervisor; it must come first, the range the mark moves), then `board`'s [`el0_code`].
-pub fn qemu_arg(lib: &Path, out: &Path, el2: Option<El2Code>, board: Board) -> String {
+/// hypervisor; it must come first, the range the mark moves), then the model's [`el0_code`].
+pub fn qemu_arg(lib: &Path, out: &Path, el2: Option<El2Code>, model: &QemuModel) -> String {
     let mut a = format!("{},out={}", lib.display(), out.display());
     if let Some(e) = el2 {
         a += &format!(",el2={:#x}-{:#x},el2mark={:#x}", e.lo, e.hi, e.mark);
     }
-    for (lo, hi) in el0_code(board) {
+    for (lo, hi) in el0_code(model) {
         a += &format!(",el0={lo:#x}-{hi:#x}");
     }
     a
@@ -304,17 +304,21 @@ mod tests {
         assert!(format!("{:#}", api_for(Version(11, 0, 0)).unwrap_err()).contains("api_for"));
     }
 
+    fn m(name: &str) -> &'static QemuModel {
+        crate::machine::find(name).unwrap().model()
+    }
+
     #[test]
     fn qemu_argument() {
         let el2 = El2Code { lo: 0x4020_0000, hi: 0x406b_f000, mark: 0x1234 };
-        let a = qemu_arg(Path::new("/p/lib.so"), Path::new("/t/o.jsonl"), Some(el2), Board::Virt);
+        let a = qemu_arg(Path::new("/p/lib.so"), Path::new("/t/o.jsonl"), Some(el2), m("virt"));
         let el0 = ",el0=0x0-0x40000000,el0=0x1000000000-0x1000000000000";
         assert_eq!(a, format!("/p/lib.so,out=/t/o.jsonl,el2=0x40200000-0x406bf000,el2mark=0x1234{el0}"));
-        assert_eq!(qemu_arg(Path::new("l"), Path::new("o"), None, Board::Virt), format!("l,out=o{el0}"));
+        assert_eq!(qemu_arg(Path::new("l"), Path::new("o"), None, m("virt")), format!("l,out=o{el0}"));
         // RAM from 0: EL0's low range starts where the programs load, above the guest's start.
         let pi4 = ",el0=0x400000-0x4000000,el0=0x1000000000-0x1000000000000";
-        assert_eq!(qemu_arg(Path::new("l"), Path::new("o"), None, Board::Pi4), format!("l,out=o{pi4}"));
-        assert_eq!(el0_code(Board::Imx8mpEvk), el0_code(Board::Virt));
-        assert_eq!((image_base(Board::Virt), image_base(Board::Pi4)), (0x4020_0000, 0x20_0000));
+        assert_eq!(qemu_arg(Path::new("l"), Path::new("o"), None, m("pi4")), format!("l,out=o{pi4}"));
+        assert_eq!(el0_code(m("imx8mp-evk")), el0_code(m("virt")));
+        assert_eq!((image_base(m("virt")), image_base(m("pi4"))), (0x4020_0000, 0x20_0000));
     }
 }

@@ -22,6 +22,98 @@ pub fn qemu_args(path: &Path) -> [String; 2] {
     ["-qmp".into(), format!("unix:{},server=on,wait=off", path.display())]
 }
 
+/// The QEMU arguments that open `path` for QMP events, QEMU waiting for the connection before
+/// it goes on. QEMU runs the machine as soon as a client connects, while a monitor drops every
+/// event until its client has left capability negotiation: so the machine must also start
+/// stopped (`-S`, [`EventWatch::start`] then resumes it) or a guest that ends at once ends
+/// unseen.
+pub fn event_args(path: &Path) -> [String; 2] {
+    ["-qmp".into(), format!("unix:{},server=on,wait=on", path.display())]
+}
+
+/// How QEMU's machine ended, as its `SHUTDOWN` event says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Shutdown {
+    /// The guest asked for it (power-off or reset), not the host.
+    pub guest: bool,
+    /// QEMU's reason: `guest-shutdown` (PSCI SYSTEM_OFF), `guest-reset` (SYSTEM_RESET, which
+    /// `-no-reboot` turns into an end), `guest-panic`, `host-signal`, `host-qmp-quit`, ...
+    pub reason: String,
+}
+
+impl Shutdown {
+    /// The guest powered the machine off.
+    pub fn powered_off(&self) -> bool {
+        self.guest && self.reason == "guest-shutdown"
+    }
+
+    /// The guest reset the machine (or panicked, where QEMU sees it).
+    pub fn reset(&self) -> bool {
+        self.guest && matches!(self.reason.as_str(), "guest-reset" | "guest-panic")
+    }
+}
+
+/// What a `SHUTDOWN` event `v` says, if it is one.
+pub fn shutdown_of(v: &Value) -> Option<Shutdown> {
+    if v.get("event")?.as_str()? != "SHUTDOWN" {
+        return None;
+    }
+    let data = v.get("data");
+    Some(Shutdown {
+        guest: data.and_then(|d| d.get("guest")).and_then(Value::as_bool).unwrap_or(false),
+        reason: data.and_then(|d| d.get("reason")).and_then(Value::as_str).unwrap_or("").to_string(),
+    })
+}
+
+/// Reads a run's QMP events on a thread of its own: the machine's `SHUTDOWN`, once it comes.
+pub struct EventWatch {
+    shutdown: std::sync::Arc<std::sync::Mutex<Option<Shutdown>>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl EventWatch {
+    /// Connects to the event socket `path` of a QEMU started with [`event_args`] (which waits
+    /// for this), polling while `running` says QEMU is still there, at most `wait`; once
+    /// events flow, resumes the machine when `resume` (QEMU was started with `-S` for this:
+    /// see [`event_args`]).
+    pub fn start(path: &Path, wait: Duration, resume: bool, mut running: impl FnMut() -> bool) -> Result<EventWatch> {
+        let t0 = std::time::Instant::now();
+        let stream = loop {
+            match UnixStream::connect(path) {
+                Ok(s) => break s,
+                Err(e) if !running() || t0.elapsed() > wait => {
+                    return Err(e).with_context(|| format!("connecting to QEMU's QMP event socket {}", path.display()))
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(5)),
+            }
+        };
+        let mut q = Qmp::handshake(stream)?;
+        if resume {
+            q.execute("cont", json!({}))?;
+        }
+        q.writer.set_read_timeout(None)?;
+        let shutdown = std::sync::Arc::new(std::sync::Mutex::new(None));
+        let seen = shutdown.clone();
+        let thread = std::thread::spawn(move || {
+            while let Ok(v) = q.read() {
+                if let Some(s) = shutdown_of(&v) {
+                    let mut g = seen.lock().unwrap_or_else(|p| p.into_inner());
+                    g.get_or_insert(s);
+                }
+            }
+        });
+        Ok(EventWatch { shutdown, thread: Some(thread) })
+    }
+
+    /// The machine's end, once QEMU has exited (joins the reader, which ends with QEMU).
+    pub fn finish(mut self) -> Option<Shutdown> {
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        self.shutdown.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
 /// A connected QMP session in command mode.
 pub struct Qmp {
     reader: BufReader<UnixStream>,
@@ -40,6 +132,12 @@ impl Qmp {
                 Err(e) => return Err(e).with_context(|| format!("connecting to QEMU's QMP socket {}", path.display())),
             }
         };
+        Qmp::handshake(stream)
+    }
+
+    /// QEMU's greeting read and capability negotiation left, on a connected `stream` (reads
+    /// wait at most 10 s each).
+    fn handshake(stream: UnixStream) -> Result<Qmp> {
         stream.set_read_timeout(Some(Duration::from_secs(10)))?;
         let writer = stream.try_clone()?;
         let mut q = Qmp { reader: BufReader::new(stream), writer };
@@ -176,6 +274,20 @@ pub fn describe_cpus(q: &mut Qmp, guest_pcs: Option<u64>) -> Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shutdown_events_say_who_ended_the_machine() {
+        let off = json!({"event": "SHUTDOWN", "data": {"guest": true, "reason": "guest-shutdown"}});
+        let s = shutdown_of(&off).unwrap();
+        assert!(s.powered_off() && !s.reset());
+        let reset = json!({"event": "SHUTDOWN", "data": {"guest": true, "reason": "guest-reset"}});
+        assert!(shutdown_of(&reset).unwrap().reset());
+        let signal = json!({"event": "SHUTDOWN", "data": {"guest": false, "reason": "host-signal"}});
+        let s = shutdown_of(&signal).unwrap();
+        assert!(!s.powered_off() && !s.reset());
+        assert_eq!(shutdown_of(&json!({"event": "RESUME"})), None);
+        assert_eq!(shutdown_of(&json!({"return": {}})), None);
+    }
 
     #[test]
     fn registers_of_every_cpu_are_read() {

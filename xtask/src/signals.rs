@@ -140,6 +140,23 @@ impl Drop for Supervised {
     }
 }
 
+/// Runs `cmd` to its end, [`supervised`]: a signal to the xtask ends it with its whole group
+/// (cargo and the rustc processes it started, an installer) and the xtask with the code
+/// `interrupted`; nothing it started outlives the xtask.
+pub fn status(cmd: &mut Command) -> anyhow::Result<std::process::ExitStatus> {
+    use anyhow::Context;
+    let program = cmd.get_program().to_string_lossy().into_owned();
+    let mut child = supervised(cmd).with_context(|| format!("running {program}"))?;
+    let status = child.wait().with_context(|| format!("waiting for {program}"))?;
+    if let Some(sig) = caught() {
+        return Err(anyhow::Error::new(crate::error::ExitWith(crate::error::Verdict::new(
+            abi::exit::INTERRUPTED,
+            format!("the xtask got {} and ended {program}", name(sig)),
+        ))));
+    }
+    Ok(status)
+}
+
 /// Spawns `cmd` in a process group of its own, killed by the kernel if this thread ends first
 /// (`PR_SET_PDEATHSIG`: the thread that spawns a child must be the one that waits for it), and
 /// ended with the xtask on SIGINT, SIGTERM or SIGHUP.

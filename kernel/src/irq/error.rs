@@ -16,7 +16,7 @@ pub enum IrqError {
     /// `init_cpu` before `init` (no controller yet).
     NotInitialised,
     /// This CPU's interface could not be set up: no GICv3 redistributor matches its MPIDR.
-    CpuInterface { cpu: usize, why: kcore::gic::v3::NoRedistributor },
+    CpuInterface { cpu: usize, why: gic::v3::NoRedistributor },
     /// An interrupt wired as a PPI that is not one (16..32).
     NotPpi { intid: u32 },
     /// The device tree has no `/timer` node.

@@ -43,7 +43,7 @@ use spin::Once;
 
 pub use error::IrqError;
 
-pub use kcore::gic::PRIORITY;
+pub use gic::PRIORITY;
 
 /// The SGIs the kernel uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,9 +63,9 @@ pub enum Sgi {
 /// The interrupt controller: `kcore`'s drivers over this kernel's register access.
 pub enum Gic {
     /// GICv2 (memory-mapped CPU interface).
-    V2(kcore::gic::v2::GicV2<rt::gicv2::V2Mmio>),
+    V2(gic::v2::GicV2<rt::gicv2::V2Mmio>),
     /// GICv3 (system-register CPU interface, redistributors).
-    V3(kcore::gic::v3::GicV3<gicv3::V3Mmio>),
+    V3(gic::v3::GicV3<gicv3::V3Mmio>),
 }
 
 static GIC: Once<Gic> = Once::new();
@@ -111,7 +111,7 @@ pub fn init(board: &Board) -> Result<(), IrqError> {
             let gicc = crate::mm::ioremap(c.base, c.size)? as usize;
             let count = crate::arch::counters::count_other_dsb;
             // SAFETY: both blocks were just mapped as device memory, for the GIC driver alone.
-            Gic::V2(kcore::gic::v2::GicV2::new(unsafe { rt::gicv2::V2Mmio::new(gicd, gicc, count) }))
+            Gic::V2(gic::v2::GicV2::new(unsafe { rt::gicv2::V2Mmio::new(gicd, gicc, count) }))
         }
         GicVersion::V3 => {
             let mut regions = Vec::new();
@@ -120,7 +120,7 @@ pub fn init(board: &Board) -> Result<(), IrqError> {
             }
             // SAFETY: the distributor and every redistributor region were just mapped; the
             // driver names redistributors only inside these regions.
-            Gic::V3(kcore::gic::v3::GicV3::new(unsafe { gicv3::V3Mmio::new(gicd) }, regions))
+            Gic::V3(gic::v3::GicV3::new(unsafe { gicv3::V3Mmio::new(gicd) }, regions))
         }
     };
     match &gic {
@@ -203,13 +203,13 @@ pub fn send_sgi(cpus: u64, sgi: Sgi) {
 
 /// The IRQ exception of CPU `cpu`: acknowledges and handles every pending interrupt (IRQs
 /// stay masked throughout), each ended with the value its acknowledge read
-/// (`kcore::gic::handle_pending`).
+/// (`gic::handle_pending`).
 pub fn handle(cpu: usize) {
     let Some(gic) = GIC.get() else {
         return;
     };
     let dispatch = |intid: u32| {
-        let f = if intid < kcore::gic::BANKED { HANDLERS[intid as usize].load(Ordering::Acquire) } else { 0 };
+        let f = if intid < gic::BANKED { HANDLERS[intid as usize].load(Ordering::Acquire) } else { 0 };
         if f == 0 {
             return false;
         }
@@ -219,8 +219,8 @@ pub fn handle(cpu: usize) {
         true
     };
     let h = match gic {
-        Gic::V2(g) => kcore::gic::handle_pending(g, cpu, dispatch),
-        Gic::V3(g) => kcore::gic::handle_pending(g, cpu, dispatch),
+        Gic::V2(g) => gic::handle_pending(g, cpu, dispatch),
+        Gic::V3(g) => gic::handle_pending(g, cpu, dispatch),
     };
     let c = &COUNTS[cpu.min(rt::MAX_CPUS - 1)];
     c.sgi.fetch_add(h.sgi, Ordering::Relaxed);

@@ -19,7 +19,7 @@
 //!    address; the image's relocations are applied again for [`KIMAGE_VA`]
 //!    ([`rt::start::relocate`]), so every pointer the image holds is virtual; the CPU jumps to
 //!    `boot_high` at its virtual address, on its boot stack's virtual address.
-//! 3. **Boot CPU, virtual** (`crate::boot_high`): the heap restarts at its virtual address
+//! 3. **Boot CPU, virtual** (`crate::boot::boot_high`): the heap restarts at its virtual address
 //!    (whatever the first phase allocated is gone), the device tree is read again through the
 //!    linear map, and `mm::init` builds the real TTBR1 table with the frame allocator and swaps
 //!    it in from the identity map (`mm::replace_ttbr1`); TTBR0 then holds the empty reserved

@@ -231,4 +231,9 @@ unsafe impl FrameAlloc for KFrames {
     fn phys_to_ptr(&self, pa: PhysAddr) -> *mut u64 {
         phys_to_virt(pa.as_u64()) as *mut u64
     }
+    /// Descriptors are read and written only through `phys_to_ptr` (the defaults): the
+    /// library's paired-access loops may take the same memory.
+    fn direct(&self, table: PhysAddr) -> Option<*mut u64> {
+        Some(self.phys_to_ptr(table))
+    }
 }

@@ -91,7 +91,7 @@ pub fn init(cpus: usize, o: &UserOptions) -> Result<(), alloc::string::String> {
 /// This CPU: PAN on (where implemented), EL0 reads of the virtual counter and, if present,
 /// the PMU counters.
 pub fn init_cpu() {
-    use aarch64_cpu::registers::{ReadWriteable, CNTKCTL_EL1};
+    use aarch64_cpu::registers::{Writeable, CNTKCTL_EL1};
     // ID_AA64MMFR1_EL1.PAN, bits 23:20.
     if (ID_AA64MMFR1_EL1.get() >> 20) & 0xf != 0 {
         extra_sctlr::clear_span();
@@ -100,19 +100,16 @@ pub fn init_cpu() {
         // reaches user memory only with LDTR/STTR, which PAN does not affect.
         unsafe { core::arch::asm!(".inst 0xd500419f", options(nomem, nostack, preserves_flags)) };
     }
-    CNTKCTL_EL1.modify(CNTKCTL_EL1::EL0VCTEN::SET);
+    // The whole register: EL0 reads the virtual counter and nothing else of the timers.
+    CNTKCTL_EL1.set(rt::el1::cntkctl(true));
     // EL0 loads and stores through a misaligned SP fault (SA0), as on Linux.
     {
-        use aarch64_cpu::registers::SCTLR_EL1;
+        use aarch64_cpu::registers::{ReadWriteable, SCTLR_EL1};
         SCTLR_EL1.modify(SCTLR_EL1::SA0::Enable);
     }
     if PMU_EL0.load(Ordering::Relaxed) {
-        // PMUSERENR_EL0: CR (bit 2) and ER (bit 3): EL0 may read the cycle and event counters;
-        // EN (bit 0) stays 0, so it cannot program them.
-        // SAFETY: only what EL0 may read changes; no memory is touched.
-        unsafe {
-            core::arch::asm!("msr pmuserenr_el0, {}", in(reg) 0b1100u64, options(nomem, nostack, preserves_flags))
-        };
+        // PMUSERENR_EL0: EL0 may read the cycle and event counters; it cannot program them.
+        rt::write_sysreg!("pmuserenr_el0", rt::el1::pmuserenr(true));
     }
 }
 

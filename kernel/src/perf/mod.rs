@@ -127,7 +127,7 @@ pub fn cpu_index() -> usize {
 /// `-icount`, INST_RETIRED): QEMU's own device tree says so, and a board's tree on QEMU (the Pi 5
 /// paths) is recognised by QEMU's PMCEID.
 pub fn emulated() -> bool {
-    let dtb = KERNEL.get().is_some_and(|k| k.board.compatible.iter().any(|c| c == "linux,dummy-virt"));
+    let dtb = KERNEL.get().is_some_and(|k| k.board.is_qemu_virt());
     // PMCEID exists only with a PMUv3 (PMUVer 1..=0xE).
     let ver = pmu::PmuRegs::pmuver(&SysRegs);
     dtb || ((1..0xf).contains(&ver) && pmu::looks_emulated(pmu::PmuRegs::pmceid(&SysRegs)))

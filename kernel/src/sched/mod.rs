@@ -84,6 +84,9 @@ impl kcore::sched::Kick for Kick {
 struct CpuSched {
     /// The process whose address space TTBR0 holds (None: the reserved table).
     mm: Mutex<Option<Arc<Process>>>,
+    /// The address of that process (`Arc::as_ptr`, 0: none), written with `mm` and read by
+    /// [`use_mm`] without the lock: only this CPU writes either, with IRQs masked.
+    mm_ptr: AtomicUsize,
     /// The idle loop's context while a task runs.
     idle: UnsafeCell<Context>,
     /// Whether its loop has set the CPU up (tick, PMU, EL0 access).
@@ -97,6 +100,7 @@ unsafe impl Sync for CpuSched {}
 static CPUS: [CpuSched; rt::MAX_CPUS] = [const {
     CpuSched {
         mm: Mutex::new(None),
+        mm_ptr: AtomicUsize::new(0),
         idle: UnsafeCell::new(Context { x: [0; 12], sp: 0, pad: 0 }),
         ready: AtomicBool::new(false),
     }
@@ -291,18 +295,25 @@ fn finish_switch(cpu: usize) {
     drop(QUEUES.finish_switch(cpu, &Kick));
 }
 
-/// Puts the TTBR0 of `p` (None: the reserved table) on this CPU if it is not there yet.
+/// Puts the TTBR0 of `p` (None: the reserved table) on this CPU if it is not there yet. The
+/// common case, a switch between tasks of one process, is a compare with `mm_ptr` (this CPU's
+/// own, IRQs masked): the lock and the reference count change only with the address space.
+#[inline(always)]
 fn use_mm(cpu: usize, p: Option<&Arc<Process>>) {
-    let mut cur = CPUS[cpu].mm.lock();
-    let same = match (cur.as_ref(), p) {
-        (Some(a), Some(b)) => Arc::ptr_eq(a, b),
-        (None, None) => true,
-        _ => false,
-    };
-    if !same {
-        user::switch_to(cpu, p.map(|p| &p.mm));
-        *cur = p.cloned();
+    let want = p.map_or(0, |p| Arc::as_ptr(p) as usize);
+    if CPUS[cpu].mm_ptr.load(Ordering::Relaxed) != want {
+        change_mm(cpu, p, want);
     }
+}
+
+/// [`use_mm`] when the address space changes.
+#[inline(never)]
+fn change_mm(cpu: usize, p: Option<&Arc<Process>>, want: usize) {
+    let mut cur = CPUS[cpu].mm.lock();
+    user::switch_to(cpu, p.map(|p| &p.mm));
+    // The Arc in `mm` keeps the process (and `want`'s address) alive while `mm_ptr` names it.
+    *cur = p.cloned();
+    CPUS[cpu].mm_ptr.store(want, Ordering::Relaxed);
 }
 
 /// Switches the running task out (its state set by the caller: `Ready` when yielding, which
@@ -311,10 +322,12 @@ pub fn schedule() {
     let cpu = this_cpu();
     let now = timer::now();
     let taken = |prev: &Arc<Task>| {
-        prev.cputime.fetch_add(now - prev.ran_since.load(Ordering::Relaxed), Ordering::Relaxed);
+        // Only the CPU running a task (here, IRQs masked) writes its time: no atomic add.
+        let t = prev.cputime.load(Ordering::Relaxed) + (now - prev.ran_since.load(Ordering::Relaxed));
+        prev.cputime.store(t, Ordering::Relaxed);
         prev.tpidr_el0.store(read_tpidr_el0(), Ordering::Relaxed);
     };
-    let sw = QUEUES.switch_out(cpu, taken, |n| start_running(cpu, n));
+    let sw = QUEUES.switch_out(cpu, taken, |n| start_running_at(cpu, n, now));
     if !matches!(sw, Switch::NoTask) {
         crate::arch::cpu::set_need_resched(cpu, false);
     }
@@ -329,6 +342,9 @@ pub fn schedule() {
         Switch::To { prev, next } => {
             SWITCHES.fetch_add(1, Ordering::Relaxed);
             crate::percpu::this_cpu_inc(crate::percpu::SWITCHES);
+            // SAFETY: `prev` is in this CPU's `prev` slot until the next context runs
+            // `finish_switch`, `next` in its `current` (`kcore::sched::Switch`): both alive here.
+            let (prev, next) = unsafe { (&*prev, next.map(|n| &*n)) };
             let fp = prev.fp.get();
             // SAFETY: the task's own FP/SIMD area; only the CPU running or switching it
             // touches it (IRQs masked), and it lives until `finish_switch` drops it from `prev`.
@@ -366,17 +382,29 @@ fn set_thread(cpu: usize, ti: &crate::arch::sync::ThreadInfo) {
 /// to the running task's thread info.
 #[inline(always)]
 pub fn enter_from_user() {
-    let ti = crate::percpu::this_area().thread.load(Ordering::Relaxed);
+    enter_from_user_on(crate::percpu::this_area());
+}
+
+/// [`enter_from_user`] on the CPU whose static area is `area` (the caller's).
+#[inline(always)]
+pub fn enter_from_user_on(area: &crate::percpu::StaticArea) {
+    let ti = area.thread.load(Ordering::Relaxed);
     crate::arch::sync::set_thread(ti as *const crate::arch::sync::ThreadInfo);
 }
 
 /// Bookkeeping for `n` going on this CPU (the queues set its state and `on_cpu`): TTBR0,
 /// TPIDR_EL0, SP_EL0, time.
 fn start_running(cpu: usize, n: &Arc<Task>) {
+    start_running_at(cpu, n, timer::now());
+}
+
+/// [`start_running`] with the time read already (`now`).
+#[inline(always)]
+fn start_running_at(cpu: usize, n: &Arc<Task>, now: u64) {
     set_thread(cpu, &n.thread);
     use_mm(cpu, Some(&n.process));
     write_tpidr_el0(n.tpidr_el0.load(Ordering::Relaxed));
-    n.ran_since.store(timer::now(), Ordering::Relaxed);
+    n.ran_since.store(now, Ordering::Relaxed);
 }
 
 fn read_tpidr_el0() -> u64 {
@@ -432,11 +460,10 @@ fn resched_before_user() {
     }
 }
 
-/// `yield`.
+/// `yield`. The running task is borrowed ([`with_running`]: no lock, no reference count); on
+/// the idle thread nothing happens.
 pub fn yield_now() {
-    if let Some(t) = current() {
-        t.set_state(State::Ready);
-        drop(t);
+    if with_running(|t| t.set_state(State::Ready)).is_some() {
         schedule();
     }
 }

@@ -329,7 +329,36 @@ fn sme_state() -> Result<usize, String> {
         return Err(format!("SME state changed across an HVC in streaming mode: {what} (SVL {svl} bytes)"));
     }
     rt::println!("kernel: sve-state: streaming Z0-Z31 and ZA ({svl}x{svl} bytes) survived an HVC in streaming mode");
+    tpidr2_state()?;
     Ok(svl)
+}
+
+/// SME's TPIDR2_EL0 is the guest's (EL1 reaches it: under FEAT_FGT the hypervisor sets
+/// HFGRTR/HFGWTR_EL2.nTPIDR2_EL0, else the access traps to EL2) and survives an HVC.
+fn tpidr2_state() -> Result<(), String> {
+    const V: u64 = 0x7470_6964_7232_0001;
+    let got: u64;
+    // SAFETY: TPIDR2_EL0 (S3_3_C13_C0_5, by its encoding: the assembler may not know SME) is a
+    // scratch register of SME's state no one else here uses; the HVC is the version call, which
+    // only clobbers x0-x3.
+    unsafe {
+        core::arch::asm!(
+            "msr S3_3_C13_C0_5, {v}",
+            "hvc #0",
+            "mrs {got}, S3_3_C13_C0_5",
+            "msr S3_3_C13_C0_5, xzr",
+            v = in(reg) V,
+            got = out(reg) got,
+            inout("x0") abi::hypercall::VERSION => _,
+            out("x1") _, out("x2") _, out("x3") _,
+            options(nostack),
+        )
+    };
+    if got != V {
+        return Err(format!("TPIDR2_EL0 changed across an HVC: {got:#x}, not {V:#x}"));
+    }
+    rt::println!("kernel: sve-state: TPIDR2_EL0 survived an HVC");
+    Ok(())
 }
 
 /// `test=mte-regs`: MTE's EL1 registers are reachable (they trap unless HCR_EL2.ATA is set).

@@ -21,6 +21,9 @@
 //! * `test=pmu`: the PMU driver's checks on the CPU (`perf::selftest`).
 //! * `test=irq`: the timer tick and SGIs on every CPU (`irq`).
 //! * `test=pan`: EL1 may not read user pages with ordinary loads (PAN) nor execute them (`pan`).
+//! * `test=pgtable-groups`: `lib/pgtable`'s assembly for groups of 16 descriptors (the protect's
+//!   runs, the contpte fold and unfold) does on this CPU what its portable spec does, on every
+//!   drawn case (`pgtable::raw::check_against_spec`).
 //! * `test=bad-calls`: hypercalls and PSCI calls with wrong ids and arguments must each return
 //!   the documented error, and the hypervisor must keep running.
 //! * `test=smccc`, `test=storm`, `test=cpu-cycle`, `test=pool-calls`, `test=touch`,
@@ -45,7 +48,7 @@ use kcore::options::{Options, TestOptions};
 /// `abi::names::SELFTESTS` (the names `test=` accepts: add a new one there and here);
 /// checked against that list at compile time.
 type Runner = fn(&TestOptions) -> Result<(), String>;
-const RUNNERS: [(&str, Runner); 23] = [
+const RUNNERS: [(&str, Runner); 24] = [
     ("panic", |_| panic!("deliberate panic (test=panic)")),
     ("undef", |_| {
         // SAFETY: deliberately executes a permanently undefined instruction; the exception
@@ -78,6 +81,7 @@ const RUNNERS: [(&str, Runner); 23] = [
     ("irq", |_| irq::run()),
     ("pan", |_| pan::run()),
     ("percpu", |_| crate::percpu::selftest::run()),
+    ("pgtable-groups", |_| pgtable_groups()),
 ];
 const _: () = assert!(abi::names::table_matches(&RUNNERS, abi::names::SELFTESTS));
 
@@ -172,6 +176,13 @@ fn expect(what: &str, got: u64, want: i64) -> Result<(), String> {
     } else {
         Err(format!("{what}: returned {} ({}), expected {want}", got as i64, abi::error::name(got as i64)))
     }
+}
+
+/// `test=pgtable-groups`: 2000 drawn cases of each group operation, assembly against spec.
+fn pgtable_groups() -> Result<(), String> {
+    let n = pgtable::raw::check_against_spec(0x9e37_79b9_7f4a_7c15, 2000)?;
+    rt::println!("kernel: pgtable-groups: {n} comparisons of the assembly with its spec agree");
+    Ok(())
 }
 
 fn bad_calls() -> Result<(), String> {

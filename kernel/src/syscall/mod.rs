@@ -20,15 +20,30 @@ pub fn calls() -> u64 {
         .sum()
 }
 
-/// Handles the SVC in `frame` (x8 = number, x0..x5 = arguments; x0 = result). Runs with IRQs
-/// masked on the caller's CPU. The calls that do real work are functions of their own, so the
-/// dispatch itself (count, decode, jump, result) stays a handful of instructions: it is what
-/// a null system call costs beside the exception entry and return.
+/// The first step of every system call in `frame` (x8 = number): counts it, and handles the
+/// null system call (`GETCPU`: x0 = this CPU) right here. Returns whether it did (then the call
+/// is complete); [`dispatch`] handles every other. Runs with IRQs masked on the caller's CPU,
+/// whose static area `area` is: this and the exception entry and return are what a null system
+/// call costs.
 #[inline(always)]
-pub fn dispatch(frame: &mut TrapFrame) {
+pub fn count_and_null(area: &crate::percpu::StaticArea, frame: &mut TrapFrame) -> bool {
     // This CPU's counter, with IRQs masked: a plain increment (other CPUs only read it).
-    let n = &crate::percpu::this_area().counters[SYSCALLS_INDEX];
+    let n = &area.counters[SYSCALLS_INDEX];
     n.store(n.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+    if frame.x[8] == nr::GETCPU {
+        frame.x[0] = area.cpu;
+        return true;
+    }
+    false
+}
+
+/// Handles the SVC in `frame` that [`count_and_null`] left (x8 = number, x0..x5 = arguments;
+/// x0 = result). The calls that do real work are functions of their own. Returns whether the
+/// call rewrote the whole frame (`FAULT_RETURN`: the resumed context, every register of it);
+/// every other call changes x0 only, and leaves x19-x29 (which the vectors may not have saved)
+/// alone.
+#[inline(always)]
+pub fn dispatch(frame: &mut TrapFrame) -> bool {
     let r = match frame.x[8] {
         nr::GETCPU => Ok(crate::percpu::this_area().cpu),
         nr::YIELD => {
@@ -40,7 +55,7 @@ pub fn dispatch(frame: &mut TrapFrame) {
         nr::MPROTECT => mprotect(&frame.x),
         nr::FAULT_RETURN => match fault_return(frame) {
             // The frame now holds the resumed context, x0 included.
-            Ok(()) => return,
+            Ok(()) => return true,
             Err(e) => Err(e),
         },
         n => other(n, &frame.x),
@@ -49,6 +64,7 @@ pub fn dispatch(frame: &mut TrapFrame) {
         Ok(v) => v,
         Err(e) => sc::error(e),
     };
+    false
 }
 
 /// `percpu::SYSCALLS` as an index of the static counters.

@@ -201,6 +201,18 @@ impl Bundle {
     }
 }
 
+/// The length [`write`] gives a bundle of parts that long (0: no such part): what a loader must
+/// make room for, known before the bundle is written.
+pub fn len(kernel: u64, initrd: u64, cmdline: u64) -> u64 {
+    let mut end = HEADER_SIZE;
+    for part in [kernel, initrd, cmdline] {
+        if part != 0 {
+            end = end.div_ceil(ALIGN) * ALIGN + part;
+        }
+    }
+    end
+}
+
 /// Writes a bundle (host side).
 #[cfg(feature = "std")]
 pub fn write(kernel: &[u8], initrd: Option<&[u8]>, cmdline: Option<&str>) -> Result<std::vec::Vec<u8>, BundleError> {
@@ -235,6 +247,20 @@ pub fn write(kernel: &[u8], initrd: Option<&[u8]>, cmdline: Option<&str>) -> Res
 
 #[cfg(all(test, feature = "std"))]
 mod tests {
+    #[test]
+    fn len_is_what_write_writes() {
+        for (k, i, c) in [(1usize, 0usize, 0usize), (4096, 1, 0), (5000, 0, 7), (4095, 8193, 4096), (1, 1, 1)] {
+            let cmd = "x".repeat(c);
+            let b = super::write(
+                &std::vec![1u8; k],
+                (i > 0).then(|| std::vec![2u8; i]).as_deref(),
+                (c > 0).then_some(cmd.as_str()),
+            )
+            .unwrap();
+            assert_eq!(super::len(k as u64, i as u64, c as u64), b.len() as u64, "{k} {i} {c}");
+        }
+    }
+
     use super::*;
     use std::vec::Vec;
 

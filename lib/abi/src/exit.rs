@@ -1,5 +1,5 @@
 //! The exit-code table: every code `cargo xtask run` (and `test`, `bench`, `fuzz`) can return,
-//! each with a one-line reason (the README's table is this one: a host test compares them), and
+//! each with a one-line reason (docs/exit-codes.md's table is this one: a host test compares them), and
 //! the final line `@@exit CODE (meaning)` that carries a run's code out of the machine, on QEMU
 //! and on a board alike: the machine then powers off (PSCI SYSTEM_OFF), and the xtask reads the
 //! code from that line, never from QEMU's exit status.
@@ -193,9 +193,10 @@ pub const NO_POWER_OFF: &str = "nothing powers this machine off: parked after th
 pub const FINAL_LINE_PREFIX: &str = "@@exit ";
 
 /// The last line the hypervisor (or the guest when it runs alone) prints before the run ends,
-/// on QEMU and on a board alike: `@@exit CODE (meaning)`. The machine then powers off (PSCI
-/// SYSTEM_OFF, or SYSTEM_RESET), which carries no code: `cargo xtask run`, `chainboot` and
-/// `console` exit with CODE, and a run without this line is never success.
+/// on QEMU and on a board alike: `@@exit CODE (meaning)`, and from the hypervisor
+/// `@@exit CODE (meaning) key=KEY` with the run's key ([`KeyedFinalLine`]). The machine then
+/// powers off (PSCI SYSTEM_OFF, or SYSTEM_RESET), which carries no code: `cargo xtask run`,
+/// `chainboot` and `console` exit with CODE, and a run without this line is never success.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FinalLine(pub u32);
 
@@ -205,13 +206,58 @@ impl core::fmt::Display for FinalLine {
     }
 }
 
-/// The code of a [`FinalLine`] (surrounding whitespace allowed); `None` for any other line.
-pub fn parse_final_line(line: &str) -> Option<u32> {
+/// The hypervisor's final line: [`FinalLine`] with the run's key (`hyp.key=`), a number the
+/// xtask chose for this run and gave only the hypervisor (the guest never sees it: the
+/// hypervisor strips its words from the guest's command line and zeroes the boot loader's
+/// device tree). A line without it, or with another, is not the run's: a guest that prints a
+/// final line (or a command line that Linux echoes) decides nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyedFinalLine {
+    /// The run's code.
+    pub code: u32,
+    /// The run's key.
+    pub key: u64,
+}
+
+/// The word after the meaning that carries the key.
+pub const KEY_WORD: &str = "key=";
+
+impl core::fmt::Display for KeyedFinalLine {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{} {KEY_WORD}{:016x}", FinalLine(self.code), self.key)
+    }
+}
+
+/// What a final line says: its code, and the key it carries (`None`: an unkeyed line).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Final {
+    /// The code.
+    pub code: u32,
+    /// The key, for a [`KeyedFinalLine`].
+    pub key: Option<u64>,
+}
+
+/// A [`FinalLine`] or [`KeyedFinalLine`] (surrounding whitespace allowed); `None` for any other
+/// line (a meaning that is not the code's, a malformed key, anything after it).
+pub fn parse_final(line: &str) -> Option<Final> {
     let rest = line.trim().strip_prefix(FINAL_LINE_PREFIX)?;
-    let (code, meaning) = rest.split_once(' ').unwrap_or((rest, ""));
-    let meaning = meaning.strip_prefix('(')?.strip_suffix(')')?;
+    let (code, rest) = rest.split_once(' ')?;
     let code: u32 = code.parse().ok()?;
-    (meaning == describe(code as i32)).then_some(code)
+    let meaning = describe(code as i32);
+    let rest = rest.strip_prefix('(')?.strip_prefix(meaning)?.strip_prefix(')')?;
+    if rest.is_empty() {
+        return Some(Final { code, key: None });
+    }
+    let hex = rest.strip_prefix(' ')?.strip_prefix(KEY_WORD)?;
+    if hex.len() != 16 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    Some(Final { code, key: Some(u64::from_str_radix(hex, 16).ok()?) })
+}
+
+/// The code of any final line, keyed or not ([`parse_final`]).
+pub fn parse_final_line(line: &str) -> Option<u32> {
+    parse_final(line).map(|f| f.code)
 }
 
 #[cfg(test)]
@@ -229,6 +275,20 @@ mod tests {
         assert_eq!(format!("{}", FinalLine(2)), "@@exit 2 (guest panic)");
         for line in ["", "@@exit", "@@exit 2", "@@exit x (success)", "@@exit 2 (success)", "hyp: @@exit 0 (success)"] {
             assert_eq!(parse_final_line(line), None, "{line:?}");
+        }
+        let keyed = format!("{}", KeyedFinalLine { code: 0, key: 0x0123_4567_89ab_cdef });
+        assert_eq!(keyed, "@@exit 0 (success) key=0123456789abcdef");
+        assert_eq!(parse_final(&keyed), Some(Final { code: 0, key: Some(0x0123_4567_89ab_cdef) }));
+        assert_eq!(parse_final("@@exit 0 (success)"), Some(Final { code: 0, key: None }));
+        for bad in [
+            "@@exit 0 (success) key=0123",
+            "@@exit 0 (success) key=0123456789abcdefg",
+            "@@exit 0 (success) key=0123456789abcdef x",
+            "@@exit 0 (success)key=0123456789abcdef",
+            "@@exit 0 (success) nokey",
+            "@@exit 0 (success) key=+123456789abcdef",
+        ] {
+            assert_eq!(parse_final(bad), None, "{bad:?}");
         }
     }
 

@@ -10,6 +10,9 @@
 //! * [`psci`]: PSCI 0.2 / 1.x function ids (32- and 64-bit), return codes, versions.
 //! * [`exit`]: the exit-code table and the run's final line.
 //! * [`programs`]: the kernel's EL0 programs and the arguments each takes (checked at boot).
+//! * [`image`]: the arm64 `Image` header both binaries carry, with this project's stamp (length
+//!   and CRC) that lets a loader refuse a truncated or corrupted file; [`pe`]: the PE/COFF header
+//!   that makes the hypervisor's Image an EFI application too.
 //! * [`bundle`]: the guest bundle (kernel + initramfs + command line in one initrd file), written
 //!   by the xtask, unpacked by the hypervisor.
 //! * [`syscall`]: the guest kernel's system calls for its EL0 programs (numbers, arguments,
@@ -33,7 +36,9 @@ pub mod error;
 pub mod esr;
 pub mod exit;
 pub mod hypercall;
+pub mod image;
 pub mod names;
+pub mod pe;
 pub mod programs;
 pub mod psci;
 pub mod report;

@@ -31,6 +31,7 @@ pub const SELFTESTS: &[&str] = &[
     "irq",
     "pan",
     "percpu",
+    "pgtable-groups",
 ];
 
 /// Self-tests that end the run (whatever follows them would never run).

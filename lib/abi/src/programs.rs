@@ -52,6 +52,13 @@ const fn num(min: u64, max: u64) -> Value {
     Value::Uint { min, max }
 }
 
+/// Where the kernel loads a position-independent EL0 program (4 MiB): the user address space's
+/// layout, which the host's instruction counter needs too (`xtask/src/plugin.rs`).
+pub const PROGRAM_BASE: u64 = 0x40_0000;
+/// Where the kernel's `mmap` without MAP_FIXED starts looking (64 GiB), below it if nothing is
+/// free above.
+pub const MMAP_BASE: u64 = 0x10_0000_0000;
+
 /// Every EL0 program the kernel embeds, with its arguments.
 pub const PROGRAMS: &[Program] = &[
     Program {

@@ -101,12 +101,23 @@ pub(crate) fn parse_cpus(t: &Tree) -> Result<Vec<Cpu>, BoardError> {
             }
             Some(other) => Some(EnableMethod::Other(other.to_string())),
         };
+        let status = status(t, c);
+        // A CPU that failed ("fail", "fail-sss") is not there; a disabled one is a CPU waiting
+        // to be started by its enable-method (the spec's quiescent CPU), there if it has one.
+        let present = match status {
+            Status::Okay => true,
+            Status::Disabled => enable_method.is_some(),
+            Status::Other(_) => false,
+        };
+        if !present {
+            continue;
+        }
         out.push(Cpu {
             path: t.path(c).to_string(),
             mpidr,
             enable_method,
             compatible: t.prop_strs(c, "compatible").ok().flatten().and_then(|v| v.first().map(|s| s.to_string())),
-            status: status(t, c),
+            status,
         });
     }
     if out.is_empty() {

@@ -4,7 +4,7 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
 use crate::error::{bad_prop, missing_prop, BoardError};
-use crate::node::required_reg;
+use crate::node::{available, required_reg};
 use crate::tree::Tree;
 use crate::Region;
 
@@ -41,10 +41,10 @@ pub struct Gic {
 const GIC_V2: &[&str] = &["arm,cortex-a15-gic", "arm,gic-400", "arm,cortex-a9-gic", "arm,cortex-a7-gic"];
 const GIC_V3: &[&str] = &["arm,gic-v3"];
 
-/// The interrupt controller: the root's `interrupt-parent` if it is a GIC, else the first GIC;
-/// and whether it is a GICv3.
+/// The interrupt controller: the root's `interrupt-parent` if it is an available GIC, else the
+/// first available GIC; and whether it is a GICv3.
 pub(crate) fn find_gic(t: &Tree) -> Option<(usize, bool)> {
-    let is_gic = |i: usize| t.is_compatible(i, GIC_V2) || t.is_compatible(i, GIC_V3);
+    let is_gic = |i: usize| (t.is_compatible(i, GIC_V2) || t.is_compatible(i, GIC_V3)) && available(t, i);
     let preferred = t
         .prop(0, "interrupt-parent")
         .and_then(|v| <[u8; 4]>::try_from(v).ok())

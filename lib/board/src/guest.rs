@@ -430,6 +430,10 @@ fn emit(t: &Tree, i: usize, cx: &Ctx, w: &mut FdtWriter) -> Result<(), BoardErro
         if disable && p.name == "status" {
             continue;
         }
+        if is_psci && p.name == "status" {
+            // The hypervisor's PSCI is there, whatever the host's firmware is.
+            continue;
+        }
         if let Some((_, keep)) = cx.gic.filter(|(g, _)| *g == i) {
             match p.name {
                 // The maintenance interrupt: a machine without EL2 has none.

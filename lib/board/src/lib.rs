@@ -29,6 +29,7 @@ mod error;
 mod gic;
 mod guest;
 mod memory;
+pub mod modules;
 mod node;
 mod power;
 mod timer;
@@ -119,6 +120,9 @@ pub struct Board {
     pub cpus: Vec<Cpu>,
     /// `/chosen/bootargs`.
     pub bootargs: Option<String>,
+    /// The guest as a boot loader described it in `/chosen/module@…` nodes (Xen's convention,
+    /// [`modules`]); `None` without any.
+    pub modules: Option<modules::GuestModules>,
     /// `/chosen/linux,initrd-start` .. `linux,initrd-end`.
     pub initrd: Option<Region>,
     /// Other MMIO devices, so the hypervisor can decide what the guest may touch.
@@ -159,7 +163,25 @@ pub unsafe fn dtb_at<'a>(ptr: *const u8) -> Result<&'a [u8], BoardError> {
     Ok(unsafe { core::slice::from_raw_parts(ptr, size) })
 }
 
+/// The root compatible of the device tree QEMU writes for its `virt` machine.
+pub const QEMU_VIRT: &str = "linux,dummy-virt";
+
 impl Board {
+    /// Whether this is QEMU's `virt` machine with the device tree QEMU wrote ([`QEMU_VIRT`]):
+    /// PSCI over HVC for a guest without EL2, a TCG PMU, QEMU's power-off. A board's device
+    /// tree on QEMU (a board model) is a board's.
+    pub fn is_qemu_virt(&self) -> bool {
+        self.compatible.iter().any(|c| c == QEMU_VIRT)
+    }
+
+    /// The files of the `/chosen/module@…` nodes ([`Board::modules`]): where the boot loader
+    /// put the guest.
+    pub fn module_regions(&self) -> impl Iterator<Item = Region> + '_ {
+        self.modules.iter().flat_map(|m| {
+            [Some(&m.kernel), m.ramdisk.as_ref(), m.device_tree.as_ref()].into_iter().flatten().map(|x| x.region)
+        })
+    }
+
     /// Parses a DTB. Never panics; `dtb` may be longer than the blob's `totalsize`.
     pub fn from_dtb(dtb: &[u8]) -> Result<Board, BoardError> {
         let checked = validate::check(dtb)?;
@@ -185,6 +207,10 @@ impl Board {
             Some(c) => chosen::parse_chosen(&t, c)?,
             None => (None, None),
         };
+        let modules = match chosen {
+            Some(c) => modules::parse_modules(&t, c)?,
+            None => None,
+        };
         let (stdout_path, console, console_problem) = console::parse_console(&t, chosen)?;
         let devices = devices::parse_devices(&t)?;
         Ok(Board {
@@ -202,6 +228,7 @@ impl Board {
             pmu,
             cpus,
             bootargs,
+            modules,
             initrd,
             devices,
             boot_cpuid_phys: header.boot_cpuid_phys,

@@ -5,7 +5,7 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
 use crate::error::{missing_prop, BoardError};
-use crate::node::{base_name, prop_is, regions, status, Status};
+use crate::node::{available, base_name, prop_is, regions};
 use crate::tree::Tree;
 use crate::{Board, Region};
 
@@ -49,7 +49,7 @@ pub(crate) fn parse_memory(t: &Tree) -> Result<Vec<Region>, BoardError> {
     let mut found = false;
     let mut out = Vec::new();
     for i in t.children(0) {
-        if !is_memory_node(t, i) || status(t, i) == Status::Disabled {
+        if !is_memory_node(t, i) || !available(t, i) {
             continue;
         }
         found = true;
@@ -68,7 +68,8 @@ pub(crate) fn parse_reserved(t: &Tree) -> Result<Vec<ReservedMemory>, BoardError
         return Ok(Vec::new());
     };
     let mut out = Vec::new();
-    for c in t.children(rm) {
+    // A region whose node is not available reserves nothing (Linux: `fdt_scan_reserved_mem`).
+    for c in t.children(rm).filter(|&c| available(t, c)) {
         let pairs = t.addr_size_pairs(c, "reg")?.unwrap_or_default();
         out.push(ReservedMemory {
             path: t.path(c).to_string(),

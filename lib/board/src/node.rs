@@ -38,6 +38,13 @@ pub(crate) fn status(t: &Tree, i: usize) -> Status {
     }
 }
 
+/// Whether node `i` is there: no `status`, or `"okay"` / `"ok"`. Any other status (`"disabled"`,
+/// `"fail"`, `"fail-sss"`, `"reserved"`) says the device is not usable by this OS: Linux's
+/// `of_device_is_available`.
+pub(crate) fn available(t: &Tree, i: usize) -> bool {
+    status(t, i).is_okay()
+}
+
 pub(crate) fn base_name(name: &str) -> &str {
     name.split('@').next().unwrap_or(name)
 }

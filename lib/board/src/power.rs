@@ -86,12 +86,14 @@ impl Board {
 
 const PSCI: &[&str] = &["arm,psci", "arm,psci-0.2", "arm,psci-1.0"];
 
+/// The PSCI node, whatever its `status` (the guest's tree rewrites it: [`crate::guest_dtb`]).
 pub(crate) fn find_psci(t: &Tree) -> Option<usize> {
     (0..t.nodes.len()).find(|&i| t.is_compatible(i, PSCI))
 }
 
+/// The board's PSCI: its node, when available (a disabled one is no firmware to call).
 pub(crate) fn parse_psci(t: &Tree) -> Result<Option<Psci>, BoardError> {
-    let Some(i) = find_psci(t) else {
+    let Some(i) = find_psci(t).filter(|&i| crate::node::available(t, i)) else {
         return Ok(None);
     };
     let path = t.path(i);

@@ -41,7 +41,7 @@ const TIMER: &[&str] = &["arm,armv8-timer", "arm,armv7-timer"];
 
 /// The generic timer's node.
 pub(crate) fn find_timer(t: &Tree) -> Option<usize> {
-    (0..t.nodes.len()).find(|&i| t.is_compatible(i, TIMER))
+    (0..t.nodes.len()).find(|&i| t.is_compatible(i, TIMER) && crate::node::available(t, i))
 }
 
 pub(crate) fn parse_timer(t: &Tree) -> Result<Option<Timer>, BoardError> {
@@ -65,8 +65,10 @@ fn is_pmu_compatible(c: &str) -> bool {
 }
 
 pub(crate) fn parse_pmu(t: &Tree) -> Result<Option<Pmu>, BoardError> {
-    let found = (0..t.nodes.len())
-        .find(|&i| t.prop_strs(i, "compatible").ok().flatten().is_some_and(|c| c.iter().any(|c| is_pmu_compatible(c))));
+    let found = (0..t.nodes.len()).find(|&i| {
+        crate::node::available(t, i)
+            && t.prop_strs(i, "compatible").ok().flatten().is_some_and(|c| c.iter().any(|c| is_pmu_compatible(c)))
+    });
     let Some(i) = found else {
         return Ok(None);
     };

@@ -23,6 +23,7 @@ fn check_common(q: &Qemu, b: &Board) {
     let what = q.name();
     assert_eq!(b.memory, vec![Region::new(0x4000_0000, mem_bytes(q.mem))], "{what}");
     assert_eq!(b.model.as_deref(), Some("linux,dummy-virt"), "{what}");
+    assert!(b.is_qemu_virt(), "{what}: QEMU's virt says so in its root compatible");
     assert_eq!(b.dtb_size, 1 << 20, "{what}: QEMU pads its DTB to 1 MiB");
     assert!(b.mem_reserve.is_empty() && b.reserved_memory.is_empty(), "{what}");
 

@@ -25,6 +25,7 @@ fn base_tree_parses() {
     let b = parse(&base_tree()).unwrap();
     assert_eq!(b.model.as_deref(), Some("Test Board"));
     assert_eq!(b.compatible, ["test,board"]);
+    assert!(!b.is_qemu_virt(), "a board is not QEMU's virt");
     assert_eq!(b.memory, [Region::new(0x4000_0000, 0x2000_0000)]);
     let uart = b.console.unwrap();
     assert_eq!((uart.base, uart.clock_frequency, uart.options), (0x0900_0000, Some(48_000_000), None));

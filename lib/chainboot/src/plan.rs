@@ -318,6 +318,26 @@ mod tests {
         assert_eq!(l.kernel.base, 3 * GIB - 3 * MIB);
     }
 
+    /// Places that end on the last byte they may use are taken: a DTB of exactly one 2 MiB
+    /// window, a hypervisor region that fills a RAM range to its end.
+    #[test]
+    fn a_place_that_ends_on_its_bound_is_taken() {
+        let ram = [Region::new(GIB, 64 * MIB)];
+        let l = plan(&ram, &[], &Request { dtb_len: 2 * MIB, ..req() }).unwrap();
+        check(&ram, &[], &l);
+        assert_eq!((l.dtb.size, l.dtb.base % BLOCK_2M), (2 * MIB, 0));
+        assert_eq!(
+            plan(&ram, &[], &Request { dtb_len: 2 * MIB + 1, ..req() }),
+            Err(PlanError::NoRoom { what: "device tree", size: 2 * MIB + PAGE })
+        );
+        // The first range holds the 22 MiB region exactly; the kernel and DTB go to the next.
+        let ram = [Region::new(GIB, 22 * MIB), Region::new(2 * GIB, 8 * MIB)];
+        let l = plan(&ram, &[], &req()).unwrap();
+        check(&ram, &[], &l);
+        assert_eq!(l.hyp_region, Region::new(GIB, 22 * MIB));
+        assert_eq!(lowest(&ram, 22 * MIB + 1, BLOCK_2M, &[]), None);
+    }
+
     #[test]
     fn the_highest_place_may_end_exactly_at_a_window_boundary() {
         let ram = [Region::new(GIB, 4 * MIB)];

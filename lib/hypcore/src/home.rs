@@ -6,7 +6,8 @@
 //! hypervisor moves itself to the top of RAM: its region (image, then the first piece of its
 //! page-table frame pool, [`crate::plan`]) then ends at the top of the highest RAM range, the
 //! pools taken from the top sit right below it, and the guest's RAM is one range from the RAM
-//! base up. A hypervisor already at the bottom of its RAM range (nothing but firmware-reserved
+//! base up (when firmware keeps memory near the top, as UEFI's runtime services do, the region
+//! goes to the top of the highest range below that holds it). A hypervisor already at the bottom of its RAM range (nothing but firmware-reserved
 //! memory below it) stays there: the guest's RAM then starts above it.
 //!
 //! The move copies the image, so the destination must not touch the running image nor anything
@@ -74,12 +75,19 @@ pub fn decide(input: &HomeInput) -> Home {
     if !top_range.end.is_multiple_of(BLOCK_2M) {
         return Home::Stay("the top of RAM is not 2 MiB aligned");
     }
-    let Some(target) = top_range
-        .end
-        .checked_sub(above_region(top_range.end, input.slotpool))
-        .and_then(|t| t.checked_sub(len))
-        .filter(|&t| t >= top_range.start)
-    else {
+    // The region ends at the top of the highest RAM range; when that range is too small (UEFI
+    // runtime services keep memory near the top of RAM, leaving a sliver above them), at the
+    // 2 MiB aligned top of the highest range below that holds it: the guest's RAM from the RAM
+    // base stays one range, and the sliver joins the guest or the spare RAM.
+    let top_of = |r: &Range, end: u64| {
+        end.checked_sub(above_region(end, input.slotpool)).and_then(|t| t.checked_sub(len)).filter(|&t| t >= r.start)
+    };
+    let lower = || {
+        let mut below: Vec<&Range> = input.ram.iter().filter(|r| r.end <= top_range.start).collect();
+        below.sort_by_key(|r| core::cmp::Reverse(r.end));
+        below.into_iter().find_map(|r| top_of(r, align_down(r.end, BLOCK_2M)))
+    };
+    let Some(target) = top_of(top_range, top_range.end).or_else(lower) else {
         return Home::Stay("the highest RAM range is smaller than the hypervisor's region");
     };
     if here.start == target {
@@ -208,5 +216,35 @@ mod tests {
         let input = HomeInput { ram: vec![Range::new(0, 3 * GIB), Range::new(4 * GIB, 8 * GIB)], ..qemu(GIB) };
         let input = HomeInput { image: Range::new(2 * MIB + 4 * GIB / 4, 7 * MIB + GIB), ..input };
         assert_eq!(decide(&input), Home::MoveTo(8 * GIB - 22 * MIB));
+    }
+
+    /// EDK2 on QEMU `virt` with 1100 MiB: runtime-services regions near the top leave a 128 KiB
+    /// sliver above them (the UEFI entry lists RAM with holes there, `efi::ram_from_map`): the
+    /// region goes to the 2 MiB aligned top of the highest range below that holds it, and the
+    /// memory plan still gives the guest its first 1 GiB as one range.
+    #[test]
+    fn a_sliver_above_firmware_memory_is_skipped() {
+        let ram = vec![
+            Range::new(GIB, 0x8104_0000),
+            Range::new(0x8133_0000, 0x8480_0000),
+            Range::new(0x84be_0000, 0x84c0_0000),
+        ];
+        let input = HomeInput { ram: ram.clone(), ..qemu(GIB) };
+        let to = 0x8480_0000 - 22 * MIB;
+        assert_eq!(decide(&input), Home::MoveTo(to));
+        let plan = MemoryPlan::new(&PlanInput {
+            ram,
+            image: Range::new(to, to + 5 * MIB),
+            guest_mem: Some(GIB),
+            ..PlanInput::default()
+        })
+        .unwrap();
+        assert_eq!(plan.guest_ram, vec![Range::new(GIB, 2 * GIB)]);
+        // No range below holds it: stays, and says why.
+        let tiny = HomeInput {
+            ram: vec![Range::new(GIB, GIB + 20 * MIB), Range::new(3 * GIB, 3 * GIB + 2 * MIB)],
+            ..qemu(GIB)
+        };
+        assert_eq!(decide(&tiny), Home::Stay("the highest RAM range is smaller than the hypervisor's region"));
     }
 }

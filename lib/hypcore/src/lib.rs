@@ -10,6 +10,8 @@
 //!   for a stray access), as AArch64.TakeException defines it.
 //! * [`fault`]: a guest's abort at EL2 decoded once (ESR, FAR, HPFAR) into one typed value,
 //!   with the IPA where HPFAR holds it.
+//! * [`efi`]: what the UEFI entry takes from the firmware: RAM from the memory map (runtime
+//!   and reserved regions left out), the command line from the load options.
 //! * [`home`]: where the hypervisor runs (it moves itself to the top of RAM at boot) so the
 //!   guest's RAM has no hole.
 //! * [`load`]: where QEMU's loader puts a kernel, its initrd and the DTB, so the guest gets
@@ -20,7 +22,10 @@
 //! * [`options`]: the hypervisor's `hyp.` boot-word table (the xtask reads it too) and the
 //!   words the memory plan reads.
 //! * [`park`]: holding a CPU the guest has not started in `WFI` (GICv2 boards without PSCI
-//!   firmware) and waking it with an SGI, giving the guest its GIC back untouched.
+//!   firmware) and waking it with an SGI, giving the guest its GIC back untouched: both sides
+//!   as step machines whose every interleaving the tests run.
+//! * [`psci`]: PSCI's decisions (FEATURES, CPU_SUSPEND's check, CPU_ON's checks, the
+//!   hypervisor's own AFFINITY_INFO) and a started CPU's life cycle ([`psci::CpuStart`]).
 //! * [`mmio`]: decoding a trapped load/store (ESR syndrome) for MMIO emulation.
 //! * [`slot`]: MEMSLOT_CREATE's checks against every kind of taken range and its mapping with
 //!   a rollback that unmaps only what it mapped.
@@ -33,6 +38,7 @@ extern crate alloc;
 
 pub mod devices;
 pub mod dirty;
+pub mod efi;
 pub mod exception;
 pub mod fault;
 pub mod home;
@@ -41,9 +47,11 @@ pub mod mmio;
 pub mod options;
 pub mod park;
 pub mod plan;
+pub mod psci;
 pub mod range;
 pub mod share;
 pub mod slot;
+pub mod sync;
 #[cfg(test)]
 mod testdtb;
 

@@ -69,6 +69,12 @@ impl Kernel {
         Kernel { file_len: file.len() as u64, header }
     }
 
+    /// Whether the file carries the Image header's magic where QEMU looks for it (an Image
+    /// whose `image_size` is 0 still loads as a raw binary: [`Self::is_image`]).
+    pub fn has_magic(&self) -> bool {
+        self.header.is_some()
+    }
+
     /// A raw binary of `len` bytes.
     pub const fn raw(len: u64) -> Kernel {
         Kernel { file_len: len, header: None }

@@ -12,6 +12,10 @@ const M: u64 = 1 << 20;
 /// `hyp.guest-mem`: the word the xtask adds so the guest gets exactly `--mem`.
 pub const GUEST_MEM: &str = "hyp.guest-mem";
 
+/// `hyp.key`: the run's key, which the xtask chooses for each run and the hypervisor prints in
+/// its final line (`abi::exit::KeyedFinalLine`); the guest never sees it.
+pub const KEY: &str = "hyp.key";
+
 /// Every word the hypervisor accepts (add one here, one line, and read it in the hypervisor's
 /// `options.rs`).
 pub const WORDS: &[Word] = &[
@@ -41,6 +45,19 @@ pub const WORDS: &[Word] = &[
         64,
         "CPUs the guest gets (the first N of the device tree, at most the hypervisor's limit; default all): fewer \
          CPUs on a board whose CPU count is fixed (the Pi 4)",
+    ),
+    Word::uint(
+        KEY,
+        0,
+        u64::MAX,
+        "the run's key, printed in the final line (the xtask sets it, new for each run, and accepts no final line \
+         without it; the guest never sees it)",
+    ),
+    Word::choice(
+        "hyp.e2h",
+        &["1"],
+        "run EL2 with HCR_EL2.E2H = 1 (hVHE: the EL1 register layouts at EL2, the guest's EL1 state through the \
+         *_EL12 registers) on a CPU where E2H can be cleared; where it cannot (RES1) that is the mode anyway",
     ),
     Word::flag("hyp.check-split", "check every page after each eager split against the slot's pool mapping"),
     Word::flag("hyp.check-stage2", "at boot, check that nothing the hypervisor keeps translates in stage 2"),
@@ -98,9 +115,41 @@ impl PlanWords {
     }
 }
 
+/// How many CPUs the guest gets: `asked` (`hyp.cpus`) or every CPU of the device tree (`dt`),
+/// at most `limit` (the hypervisor's). Asking for more than the device tree has, or than the
+/// hypervisor runs, is refused: the guest would silently get fewer than its command line says.
+/// (More CPUs in the device tree than the limit is not the user's doing: the first `limit` run.)
+pub fn guest_cpus(dt: usize, limit: usize, asked: Option<usize>) -> Result<usize, alloc::string::String> {
+    match asked {
+        Some(n) if n > dt => Err(alloc::format!(
+            "hyp.cpus={n}: the device tree has {dt} CPU{}; give at most {dt}",
+            if dt == 1 { "" } else { "s" }
+        )),
+        Some(n) if n > limit => {
+            Err(alloc::format!("hyp.cpus={n}: this hypervisor runs at most {limit} CPUs; give at most {limit}"))
+        }
+        Some(n) => Ok(n),
+        None => Ok(dt.min(limit)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_guest_gets_the_cpus_asked_for_or_a_refusal() {
+        assert_eq!(guest_cpus(4, 8, None), Ok(4));
+        assert_eq!(guest_cpus(12, 8, None), Ok(8), "a larger device tree runs its first 8");
+        assert_eq!(guest_cpus(4, 8, Some(4)), Ok(4), "the bound itself is accepted");
+        assert_eq!(guest_cpus(4, 8, Some(1)), Ok(1));
+        let e = guest_cpus(4, 8, Some(5)).unwrap_err();
+        assert!(e.contains("hyp.cpus=5") && e.contains("has 4 CPUs"), "{e}");
+        assert!(guest_cpus(1, 8, Some(2)).unwrap_err().contains("has 1 CPU;"));
+        let e = guest_cpus(12, 8, Some(9)).unwrap_err();
+        assert!(e.contains("at most 8"), "{e}");
+        assert_eq!(guest_cpus(12, 8, Some(8)), Ok(8));
+    }
 
     #[test]
     fn plan_words_are_read_and_checked() {

@@ -18,12 +18,18 @@
 //! * [`close`] on the woken CPU: every wake SGI acknowledged and ended, one still in flight
 //!   cleared, the registers given back.
 //!
-//! The two CPUs meet in a [`Handshake`], whose order makes a lost wake-up impossible (checked on
-//! every interleaving by this module's tests).
+//! The two CPUs meet in a [`Handshake`], whose order makes a lost wake-up impossible. Each side's
+//! whole sequence is a step machine here, [`Parked`] and [`Waker`]: one step, one access to
+//! what the other CPU sees, and what the CPU must do itself between steps (a system register,
+//! a barrier, `WFI`) is an [`Action`] the binary executes. This module's tests run both
+//! machines on every interleaving of their steps, on a fake GICv2 whose SGIs take a while to
+//! arrive, and check what the actions say. The release from the firmware's spin table, a
+//! sequence of stores and cache maintenance, is the value [`SPIN_RELEASE`].
 
-use core::sync::atomic::{AtomicBool, AtomicU8, Ordering::SeqCst};
-use kcore::gic::v2::{intid, own_interface, sgir, Reg, Regs};
-use kcore::gic::SPURIOUS;
+use crate::psci::CpuStart;
+use crate::sync::{AtomicBool, AtomicU8, Ordering::SeqCst};
+use gic::v2::{intid, own_interface, sgir, Reg, Regs};
+use gic::SPURIOUS;
 
 /// The SGI that wakes a parked CPU: Linux uses SGIs 0-7, this project's kernel 0-3.
 pub const WAKE_SGI: u32 = 15;
@@ -176,6 +182,226 @@ impl Handshake {
         self.woke.load(SeqCst)
     }
 }
+
+/// What the CPU itself must do before the next step of a [`Parked`] or [`Waker`] (the library
+/// cannot: system registers, barriers, the waits).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Nothing: take the next step.
+    Next,
+    /// `HCR_EL2.IMO` = this: physical IRQs go to EL2 while the CPU is parked (they stay masked
+    /// there), so a pending one is a `WFI` wake-up event on every implementation, whatever it
+    /// does for one routed to a lower level.
+    RouteIrqsToEl2(bool),
+    /// `ISB`: the system register written before takes effect before anything that follows.
+    Isb,
+    /// `WFI`, then the next step (which looks again).
+    Wfi,
+    /// `WFE`, then the next step (no GICv2 to wake the CPU through).
+    Wfe,
+    /// A spin-loop hint, then the next step: the other CPU has a step to take first.
+    Spin,
+    /// `DSB SY`: what this CPU wrote is visible before what follows (the event).
+    Dsb,
+    /// `SEV`: a CPU waiting in `WFE` looks again.
+    Sev,
+    /// The parked CPU is started: enter the guest at `entry` with `context` in x0.
+    Enter {
+        /// The entry point CPU_ON gave.
+        entry: u64,
+        /// Its context id.
+        context: u64,
+    },
+    /// The waker is done.
+    Done,
+}
+
+/// Where a [`Parked`] CPU is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum P {
+    Open,
+    Route,
+    Sync,
+    Offer,
+    Check,
+    Withdraw,
+    WaitSent,
+    Close,
+    Unroute,
+    MarkWoke,
+    Enter,
+}
+
+/// A CPU the hypervisor holds until the guest starts it (CPU_ON): the wait of [`Handshake`],
+/// step by step. Without a GIC (`gic: None` at every step) it waits in `WFE` for the waker's
+/// `SEV` instead.
+#[derive(Debug)]
+pub struct Parked<'a> {
+    start: &'a CpuStart,
+    hs: &'a Handshake,
+    pc: P,
+    opened: Option<Opened>,
+}
+
+impl<'a> Parked<'a> {
+    /// The wait of the CPU whose start is `start`, meeting its waker at `hs`.
+    pub fn new(start: &'a CpuStart, hs: &'a Handshake) -> Self {
+        Parked { start, hs, pc: P::Open, opened: None }
+    }
+
+    /// One step: [`open`] (with a GIC), IRQs to EL2 and an `ISB`, the offer, then `WFI` until
+    /// the start is claimed; then [`Handshake::withdraw`], the wait for the SGI if it was
+    /// taken, [`close`], IRQs back, [`Handshake::mark_woke`], and the guest's entry. `gic` is
+    /// the same at every step.
+    pub fn step(&mut self, gic: Option<&impl Regs>) -> Action {
+        let (next, action) = match (self.pc, gic) {
+            (P::Open, Some(g)) => {
+                self.opened = Some(open(g));
+                (P::Route, Action::Next)
+            }
+            (P::Open, None) => (P::Check, Action::Next),
+            (P::Route, _) => (P::Sync, Action::RouteIrqsToEl2(true)),
+            (P::Sync, _) => (P::Offer, Action::Isb),
+            (P::Offer, _) => {
+                if let Some(o) = self.opened {
+                    self.hs.offer(o.iface);
+                }
+                (P::Check, Action::Next)
+            }
+            (P::Check, _) => match (self.start.ready_to_start(), self.opened.is_some()) {
+                (true, true) => (P::Withdraw, Action::Next),
+                (true, false) => (P::Enter, Action::Next),
+                (false, true) => (P::Check, Action::Wfi),
+                (false, false) => (P::Check, Action::Wfe),
+            },
+            (P::Withdraw, _) => match self.hs.withdraw() {
+                // The waker took the offer: its SGI is sent, or about to be; end it here.
+                true => (P::WaitSent, Action::Next),
+                false => (P::Close, Action::Next),
+            },
+            (P::WaitSent, _) => match self.hs.is_sent() {
+                true => (P::Close, Action::Next),
+                false => (P::WaitSent, Action::Spin),
+            },
+            (P::Close, g) => {
+                if let (Some(g), Some(o)) = (g, self.opened) {
+                    close(g, o);
+                }
+                (P::Unroute, Action::Next)
+            }
+            (P::Unroute, _) => (P::MarkWoke, Action::RouteIrqsToEl2(false)),
+            (P::MarkWoke, _) => {
+                self.hs.mark_woke();
+                (P::Enter, Action::Next)
+            }
+            (P::Enter, _) => {
+                let (entry, context) = self.start.entry();
+                (P::Enter, Action::Enter { entry, context })
+            }
+        };
+        self.pc = next;
+        action
+    }
+}
+
+/// Where a [`Waker`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum W {
+    Take,
+    Send,
+    MarkSent,
+    WaitWoke,
+    Restore,
+    Dsb,
+    Sev,
+    Done,
+}
+
+/// The CPU that starts a parked CPU, once it has claimed the start ([`CpuStart::claim`]): the
+/// waker's half of [`Handshake`], step by step, ending with `DSB; SEV` for a CPU waiting in
+/// `WFE`.
+#[derive(Debug)]
+pub struct Waker<'a> {
+    hs: &'a Handshake,
+    pc: W,
+    iface: u8,
+    restore: Option<u32>,
+}
+
+impl<'a> Waker<'a> {
+    /// The wake-up of the CPU that waits at `hs` (its start already claimed).
+    pub fn new(hs: &'a Handshake) -> Self {
+        Waker { hs, pc: W::Take, iface: 0, restore: None }
+    }
+
+    /// One step: [`Handshake::take`]; with an offer, [`send`], [`Handshake::mark_sent`], and
+    /// when `send` had to enable the distributor, the wait for [`Handshake::is_woke`] and
+    /// GICD_CTLR written back; then `DSB` and `SEV`. `gic` is the same at every step.
+    pub fn step(&mut self, gic: Option<&impl Regs>) -> Action {
+        let (next, action) = match (self.pc, gic) {
+            (W::Take, Some(_)) => match self.hs.take() {
+                Some(b) => {
+                    self.iface = b;
+                    (W::Send, Action::Next)
+                }
+                // Not offered yet: it sees the claim before it waits.
+                None => (W::Dsb, Action::Next),
+            },
+            (W::Take, None) => (W::Dsb, Action::Next),
+            (W::Send, Some(g)) => {
+                self.restore = send(g, self.iface);
+                (W::MarkSent, Action::Next)
+            }
+            (W::MarkSent, _) => {
+                self.hs.mark_sent();
+                match self.restore {
+                    Some(_) => (W::WaitWoke, Action::Next),
+                    None => (W::Dsb, Action::Next),
+                }
+            }
+            (W::WaitWoke, _) => match self.hs.is_woke() {
+                true => (W::Restore, Action::Next),
+                false => (W::WaitWoke, Action::Spin),
+            },
+            (W::Restore, Some(g)) => {
+                // The guest had not enabled its distributor: put it back now the CPU woke.
+                if let Some(ctlr) = self.restore {
+                    g.write(Reg::DCtlr, ctlr);
+                }
+                (W::Dsb, Action::Next)
+            }
+            (W::Dsb, _) => (W::Sev, Action::Dsb),
+            (W::Sev, _) => (W::Done, Action::Sev),
+            (W::Done, _) | (W::Send | W::Restore, None) => (W::Done, Action::Done),
+        };
+        self.pc = next;
+        action
+    }
+}
+
+/// One step of releasing a CPU from the firmware's spin table ([`SPIN_RELEASE`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Release {
+    /// Write the CPU's MPIDR where the hypervisor's spin entry looks for it (and clean it to
+    /// the point of coherency: the CPU reads it with its MMU off).
+    SpinMpidr,
+    /// Mark the CPU released: from now on the hypervisor keeps it (a guest CPU_OFF parks it).
+    MarkReleased,
+    /// Write the hypervisor's spin entry to the CPU's `cpu-release-addr`.
+    WriteEntry,
+    /// Clean that word to the point of coherency: the firmware's loop reads it with its MMU off.
+    CleanToPoc,
+    /// `DSB SY`: the clean is complete before the event.
+    Dsb,
+    /// `SEV`: the firmware's loop waits in `WFE`.
+    Sev,
+}
+
+/// The release from a firmware spin table, in order: everything the released CPU reads is
+/// written and at the point of coherency before the release word that lets it go, and that word
+/// is there before the event that wakes it.
+pub const SPIN_RELEASE: [Release; 6] =
+    [Release::SpinMpidr, Release::MarkReleased, Release::WriteEntry, Release::CleanToPoc, Release::Dsb, Release::Sev];
 
 #[cfg(test)]
 mod tests;

@@ -61,6 +61,9 @@ pub struct PlanInput {
     pub reserved: Vec<Range>,
     /// The initrd QEMU or the firmware loaded (it holds the guest kernel).
     pub initrd: Option<Range>,
+    /// The files a boot loader described in `/chosen/module@…` nodes (the guest kernel, its
+    /// initramfs: `board::modules`), kept like the initrd.
+    pub modules: Vec<Range>,
     /// `hyp.pool=`: the frame pool's size.
     pub pool: Option<u64>,
     /// `hyp.slotpool=`: the memslot pool's size (`None` or 0: no pool).
@@ -97,6 +100,7 @@ impl PlanInput {
             image,
             reserved: board.reserved_regions().filter(|r| !no_map.contains(r)).map(region).collect(),
             initrd: board.initrd.map(region),
+            modules: board.module_regions().map(region).collect(),
             pool,
             slotpool,
             mirror: false,
@@ -287,7 +291,9 @@ impl MemoryPlan {
         if !input.ram.iter().any(|r| r.contains(hyp.start, hyp.len())) {
             return Err(PlanError::ImageNotInRam { hyp });
         }
-        if let Some(i) = input.initrd.filter(|i| i.overlaps(&hyp)) {
+        // What the guest comes from: the initrd, or the module nodes' files.
+        let loaded: Vec<Range> = input.initrd.into_iter().chain(input.modules.iter().copied()).collect();
+        if let Some(&i) = loaded.iter().find(|i| i.overlaps(&hyp)) {
             return Err(PlanError::InitrdInHypervisor { initrd: i, hyp });
         }
         let frames_low = Range::new(image_end, hyp.end);
@@ -296,11 +302,12 @@ impl MemoryPlan {
         let ram_bytes = range::total(&input.ram);
         let pool = frame_pool_size(ram_bytes, input.pool).ok_or(too_large("hyp.pool", input.pool.unwrap_or(0)))?;
         let mut avoid = input.reserved.clone();
-        avoid.extend(input.initrd);
+        avoid.extend(loaded.iter().copied());
         let mut taken: Vec<(&'static str, Range)> = Vec::new();
         if let Some(i) = input.initrd {
             taken.push(("the initrd", i));
         }
+        taken.extend(input.modules.iter().map(|m| ("a module (/chosen/module@…)", *m)));
         taken.extend(input.reserved.iter().map(|r| ("reserved memory", *r)));
         let no_room = |what, size, align, ram: &[Range], taken: &Vec<(&'static str, Range)>| PlanError::NoRoom {
             what,
@@ -365,7 +372,7 @@ impl MemoryPlan {
         } else {
             Range::default()
         };
-        if let Some(i) = input.initrd {
+        for &i in &loaded {
             if !guest_ram.iter().any(|r| r.contains(i.start, i.len())) {
                 return Err(PlanError::InitrdOutsideRam { initrd: i });
             }

@@ -137,6 +137,7 @@ pub fn boot_plan(input: &ShareInput, size: u64) -> Result<(Vec<Range>, MemoryPla
         image,
         reserved: input.reserved.clone(),
         initrd: Some(initrd),
+        modules: Vec::new(),
         pool: input.pool,
         slotpool: input.slotpool,
         mirror: input.mirror,
@@ -150,6 +151,12 @@ pub fn boot_plan(input: &ShareInput, size: u64) -> Result<(Vec<Range>, MemoryPla
 /// The smallest machine (in [`STEP`]s) on which the hypervisor gives the guest exactly
 /// `input.guest_mem` bytes.
 pub fn machine_for_guest(input: &ShareInput) -> Result<Share, ShareError> {
+    machine_for_guest_within(input, u64::MAX)
+}
+
+/// [`machine_for_guest`] on a machine of at most `max` bytes (a board model's largest RAM):
+/// the search stops there.
+pub fn machine_for_guest_within(input: &ShareInput, max: u64) -> Result<Share, ShareError> {
     let least = input
         .guest_mem
         .checked_add(home::region_len(input.hypervisor.footprint()).unwrap_or(u64::MAX))
@@ -158,9 +165,13 @@ pub fn machine_for_guest(input: &ShareInput) -> Result<Share, ShareError> {
         .and_then(|s| range::align_up(s, STEP));
     let fail = |tried, why| ShareError { guest_mem: input.guest_mem, tried_up_to: tried, why };
     let least = least.ok_or_else(|| fail(u64::MAX, "the sizes overflow 64 bits".into()))?;
+    let last_size = least.saturating_add(SEARCH_SPAN).min(max);
+    if least > last_size {
+        return Err(fail(max, format!("it needs at least {} MiB", least >> 20)));
+    }
     let mut last = String::new();
     let mut size = least;
-    while size <= least.saturating_add(SEARCH_SPAN) {
+    while size <= last_size {
         match boot_plan(input, size) {
             Ok((ram, plan)) => return Ok(Share { machine_mem: size, ram, plan }),
             Err(why) => last = why,
@@ -226,6 +237,15 @@ mod tests {
             assert_eq!(s.plan.slotpool.len(), slotpool.unwrap_or(0));
             assert_eq!(s.plan.mirror.len(), if mirror { GIB } else { 0 });
         }
+    }
+
+    #[test]
+    fn a_bounded_search_stops_at_the_bound() {
+        let s = machine_for_guest(&input(GIB)).unwrap();
+        assert_eq!(machine_for_guest_within(&input(GIB), s.machine_mem), Ok(s.clone()));
+        let e = machine_for_guest_within(&input(GIB), s.machine_mem - STEP).unwrap_err();
+        assert_eq!(e.tried_up_to, s.machine_mem - STEP, "{e}");
+        assert!(machine_for_guest_within(&input(GIB), GIB).unwrap_err().why.contains("at least"));
     }
 
     #[test]

@@ -2,10 +2,6 @@
 //! (`cargo test -p kcore`), as Hafnium tests its core against a fake architecture. The kernel
 //! binary implements the thin traits here over the real registers and does the side effects.
 //!
-//! * [`gic`]: the GICv2 and GICv3 drivers (distributor and CPU-interface set-up, acknowledge,
-//!   end of interrupt, SGIs) over a register trait, the IRQ loop, and [`gic::fake`], a GIC
-//!   model that checks every write (TCG ignores the source-CPU bits of a GICv2 EOI; the fake
-//!   does not).
 //! * [`options`]: the kernel's boot words and the typed [`options::Options`] they are parsed
 //!   into, once, at boot.
 //! * [`sched`]: the scheduler's run queues and every decision on them (wake-up, the switch and
@@ -14,9 +10,8 @@
 #![deny(missing_docs)]
 
 extern crate alloc;
-#[cfg(any(test, feature = "fake"))]
+#[cfg(test)]
 extern crate std;
 
-pub mod gic;
 pub mod options;
 pub mod sched;

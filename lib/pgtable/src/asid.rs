@@ -353,6 +353,58 @@ mod tests {
         assert!(!b3.flush_local, "one flush per roll-over");
     }
 
+    /// A space that a CPU runs, without switching, across two roll-overs keeps the number that
+    /// CPU's TTBR0 holds, also after another CPU renumbered it in between: TLB maintenance
+    /// for it (by its current number) must reach that CPU's entries.
+    #[test]
+    fn a_space_kept_across_two_rollovers_keeps_the_number_its_cpu_runs_it_with() {
+        let mut s = Sim::new(2, 8); // ASIDs 1..3
+        let (a, b, c, d, e) = (0, 1, 2, 3, 4);
+        let on_cpu1 = s.run(1, a).asid; // CPU 1 runs space a from now on, never switching
+        s.run(0, b);
+        s.run(0, c);
+        s.run(0, d); // roll-over 1: a's number is reserved for CPU 1
+        assert_eq!(s.alloc.rollovers(), 1);
+        assert_eq!(s.run(0, a).asid, on_cpu1, "renumbered into the new generation, same number");
+        s.run(0, d);
+        s.run(0, e); // roll-over 2: CPU 1 has not switched since the first
+        assert_eq!(s.alloc.rollovers(), 2);
+        assert_eq!(s.run(0, a).asid, on_cpu1, "space a must keep the number CPU 1 runs it with");
+    }
+
+    /// The TLB side: a roll-over's local flush is the whole EL1&0 TLB of this CPU, completed
+    /// (`DSB NSH`, not a store-only barrier) before the new ASID is used; a retired ASID is
+    /// dropped on every CPU (`TLBI ASIDE1IS`, `DSB ISH`).
+    #[test]
+    fn the_flush_of_a_rollover_and_of_a_retired_asid_complete_where_they_must() {
+        #[derive(Default)]
+        struct Rec(Vec<&'static str>);
+        impl TlbMaintenance for Rec {
+            fn tlbi(&mut self, op: Tlbi) {
+                self.0.push(op.mnemonic());
+            }
+            fn dsb(&mut self, b: Barrier) {
+                self.0.push(b.mnemonic());
+            }
+            fn isb(&mut self) {
+                self.0.push("ISB");
+            }
+        }
+        let alloc = AsidAllocator::new(2);
+        let ctx: Vec<AtomicU64> = (0..4).map(|_| AtomicU64::new(0)).collect();
+        let mut rec = Rec::default();
+        for c in &ctx[..3] {
+            alloc.switch_to(0, c, &mut rec);
+        }
+        assert!(rec.0.is_empty(), "no flush before a roll-over: {:?}", rec.0);
+        let sw = alloc.switch_to(0, &ctx[3], &mut rec);
+        assert!(sw.flush_local);
+        assert_eq!(rec.0, ["VMALLE1", "DSB NSH"]);
+        let mut rec = Rec::default();
+        alloc.retire(sw.asid, &mut rec);
+        assert_eq!(rec.0, ["ASIDE1IS", "DSB ISH"]);
+    }
+
     #[test]
     fn every_cpu_flushes_once_per_rollover_before_new_asids() {
         let mut s = Sim::new(3, 40);

@@ -45,7 +45,7 @@ pub(crate) type SeededBug = ();
 
 /// [`Ctx::leaf_decision`] for a table of `regime` (`live`, with `policy`), outside an operation
 /// context: the one place the flush of a changed leaf is decided.
-#[inline]
+#[inline(always)]
 pub(crate) fn leaf_decision(
     regime: Regime,
     live: bool,
@@ -297,13 +297,13 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
 
     /// Applies `d` to `n` changed leaves of `level` from input offset `off` on (consecutive
     /// entries of one table).
-    #[inline]
+    #[inline(always)]
     pub fn record_run(&mut self, d: LeafDecision, off: u64, level: usize, n: u64) {
         match d {
             LeafDecision::Nothing => {}
             LeafDecision::Elided => self.stats.flushes_elided += n,
             LeafDecision::Lazy => self.stats.lazy_relaxed += n,
-            LeafDecision::Flush { global } => self.gather.add_leaf(off, n * level_size(level), global),
+            LeafDecision::Flush { global } => self.gather.add_leaves(off, n, level_size(level), global),
         }
     }
 

@@ -382,7 +382,8 @@ pub const fn is_user_relaxation(old: Desc, new: Desc) -> bool {
 /// The permission bits ([`PERM_BITS`]) of `perms` in `regime` (`perms` valid there: see
 /// [`validate`]): the one place permissions become descriptor bits ([`encode_leaf`] and
 /// [`PermMask`] both use it). Stage 2: S2AP read/write, XN. EL1&0: AP[2:1] from write and EL0
-/// access, PXN and UXN. EL2 (non-VHE): AP[1] RES1, AP[2] read-only, XN in bit 54.
+/// access, PXN and UXN. EL2 (non-VHE): AP[1] RES1, AP[2] read-only, XN in bit 54. EL2&0 (E2H =
+/// 1): AP[1] = 0 (no EL0 access: PAN never applies), AP[2] read-only, PXN from execute, UXN set.
 pub fn perm_bits(regime: Regime, perms: Perms) -> u64 {
     let write = perms.contains(Perms::WRITE);
     match regime {
@@ -405,6 +406,10 @@ pub fn perm_bits(regime: Regime, perms: Perms) -> u64 {
         Regime::El2 => {
             let ap = if write { STAGE1::AP::PrivRwUserRw } else { STAGE1::AP::PrivRoUserRo };
             (ap + STAGE1::UXN.val(!perms.contains(Perms::EXEC) as u64)).value
+        }
+        Regime::El20 => {
+            let ap = if write { STAGE1::AP::PrivRwUserNone } else { STAGE1::AP::PrivRoUserNone };
+            (ap + STAGE1::PXN.val(!perms.contains(Perms::EXEC) as u64) + STAGE1::UXN::SET).value
         }
     }
 }
@@ -448,7 +453,7 @@ pub fn encode_leaf(
                 + STAGE2::CONTIGUOUS.val(contiguous as u64);
             v.value | perm_bits(regime, perms)
         }
-        Regime::El2 | Regime::El1 { .. } => {
+        Regime::El2 | Regime::El20 | Regime::El1 { .. } => {
             let idx = match attrs.mem {
                 MemType::Device => MAIR_DEVICE_NGNRNE,
                 MemType::Normal => MAIR_NORMAL_WB,
@@ -495,7 +500,7 @@ pub fn decode_leaf(regime: Regime, d: Desc) -> Attributes {
             }
             Attributes { mem, perms: if d.is_prot_none() { Perms::NONE } else { perms }, global: None }
         }
-        Regime::El2 | Regime::El1 { .. } => {
+        Regime::El2 | Regime::El20 | Regime::El1 { .. } => {
             let r = LocalRegisterCopy::<u64, STAGE1::Register>::new(d.0);
             let mem = match r.read(STAGE1::ATTR_INDX) as u8 {
                 MAIR_DEVICE_NGNRNE => MemType::Device,
@@ -524,6 +529,11 @@ pub fn decode_leaf(regime: Regime, d: Desc) -> Attributes {
                         global = Some(g);
                     }
                 }
+                Regime::El20 => {
+                    if !r.is_set(STAGE1::PXN) {
+                        perms = perms | Perms::EXEC;
+                    }
+                }
                 _ => {
                     if !r.is_set(STAGE1::UXN) {
                         perms = perms | Perms::EXEC;
@@ -543,11 +553,11 @@ pub fn validate(regime: Regime, attrs: Attributes) -> Result<(), Error> {
     }
     let user = Perms::USER | Perms::USER_EXEC;
     match regime {
-        Regime::Stage2 { .. } | Regime::El2 => {
+        Regime::Stage2 { .. } | Regime::El2 | Regime::El20 => {
             if !(p & user).is_none() {
                 return Err(Error::InvalidAttributes { perms: p, why: "no EL0 rights at EL2 or stage 2" });
             }
-            if matches!(regime, Regime::El2) && !p.contains(Perms::READ) {
+            if matches!(regime, Regime::El2 | Regime::El20) && !p.contains(Perms::READ) {
                 return Err(Error::InvalidAttributes { perms: p, why: "EL2 cannot map without read access" });
             }
         }
@@ -583,8 +593,9 @@ const _: () = assert!(cont_size(3) == 16 * PAGE_SIZE);
 mod tests {
     use super::*;
 
-    const REGIMES: [Regime; 4] = [
+    const REGIMES: [Regime; 5] = [
         Regime::El2,
+        Regime::El20,
         Regime::El1 { asid: 1, half: VaHalf::Lower },
         Regime::El1 { asid: 0, half: VaHalf::Upper },
         Regime::Stage2 { vmid: 1 },
@@ -618,6 +629,12 @@ mod tests {
         // EL2 normal RW, XN: AF | SH=IS | AP=01 | AttrIndx=1 | page | XN.
         let d = encode_leaf(Regime::El2, PhysAddr::new(0x4000_0000), Attributes::normal(Perms::RW), 3, false).unwrap();
         assert_eq!(d.0, 0x0040_0000_4000_0747);
+        // EL2&0 (E2H = 1): the same page with AP[1] = 0 (EL1&0 format: no EL0 access) and
+        // PXN | UXN; text is AP = 10 (read-only), PXN clear, UXN set.
+        let d = encode_leaf(Regime::El20, PhysAddr::new(0x4000_0000), Attributes::normal(Perms::RW), 3, false).unwrap();
+        assert_eq!(d.0, 0x0060_0000_4000_0707);
+        let d = encode_leaf(Regime::El20, PhysAddr::new(0x4000_0000), Attributes::normal(Perms::RX), 3, false).unwrap();
+        assert_eq!(d.0, 0x0040_0000_4000_0787);
         // Stage 2 normal RWX block: MemAttr 1111, S2AP 11, SH 11, AF.
         let d = encode_leaf(
             Regime::Stage2 { vmid: 1 },

@@ -47,6 +47,17 @@ pub unsafe trait FrameAlloc {
         Some(t)
     }
 
+    /// The memory of the table at `table`, for the library's loops that read and write whole
+    /// groups of descriptors with paired loads and stores (`crate::raw`): `Some` only from an
+    /// allocator whose [`read_desc`](Self::read_desc) and [`write_desc`](Self::write_desc) are
+    /// the plain accesses through [`phys_to_ptr`](Self::phys_to_ptr) (the defaults), since
+    /// those loops bypass them. `None` (the default) keeps every access on those two: an
+    /// allocator that observes them (the model checker's) says nothing here.
+    fn direct(&self, table: PhysAddr) -> Option<*mut u64> {
+        let _ = table;
+        None
+    }
+
     /// Writes descriptor `index` of the table at `table` (one single-copy-atomic 64-bit store).
     fn write_desc(&mut self, table: PhysAddr, index: usize, value: u64) {
         debug_assert!(index < 2 * ENTRIES_PER_TABLE);
@@ -144,6 +155,9 @@ unsafe impl<A: FrameAlloc + ?Sized> FrameAlloc for &mut A {
     fn alloc_filled(&mut self, first: u64, step: u64) -> Option<PhysAddr> {
         (**self).alloc_filled(first, step)
     }
+    fn direct(&self, table: PhysAddr) -> Option<*mut u64> {
+        (**self).direct(table)
+    }
 }
 
 /// A frame allocator on the global heap, where a "physical address" is the frame's pointer.
@@ -199,5 +213,9 @@ unsafe impl FrameAlloc for HeapFrames {
 
     fn phys_to_ptr(&self, pa: PhysAddr) -> *mut u64 {
         pa.as_u64() as *mut u64
+    }
+
+    fn direct(&self, table: PhysAddr) -> Option<*mut u64> {
+        Some(self.phys_to_ptr(table))
     }
 }

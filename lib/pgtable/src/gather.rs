@@ -84,8 +84,20 @@ impl TlbGather {
     }
 
     /// Records a changed leaf of `size` bytes at input offset `off`.
+    #[inline]
     pub fn add_leaf(&mut self, off: u64, size: u64, global: bool) {
         self.add(off, size);
+        self.global |= global;
+    }
+
+    /// Records `n` changed leaves of `size` bytes each, consecutive from input offset `off`: the
+    /// range they cover, at the stride of one of them (not of the range: a per-entry flush must
+    /// still reach every leaf).
+    #[inline]
+    pub fn add_leaves(&mut self, off: u64, n: u64, size: u64, global: bool) {
+        self.start = self.start.min(off);
+        self.end = self.end.max(off + n * size);
+        self.stride = self.stride.min(size);
         self.global |= global;
     }
 
@@ -227,7 +239,7 @@ pub fn emit_invalidation<T: TlbMaintenance + ?Sized>(
 
     if leaf_ops + table_ops >= policy.whole_threshold {
         let op = match regime {
-            Regime::El2 => TlbiOp::Alle2,
+            Regime::El2 | Regime::El20 => TlbiOp::Alle2,
             Regime::El1 { asid, half } => {
                 if global || half == VaHalf::Upper || !req.tables.is_empty() {
                     TlbiOp::Vmalle1 { vmid: None }
@@ -250,7 +262,7 @@ pub fn emit_invalidation<T: TlbMaintenance + ?Sized>(
         let rest = TlbiRange::decompose(pages, |p, r| {
             let b = start + p * PAGE_SIZE;
             let op = match regime {
-                Regime::El2 => TlbiOp::Rvae2 { base: va(b), range: r },
+                Regime::El2 | Regime::El20 => TlbiOp::Rvae2 { base: va(b), range: r },
                 Regime::El1 { asid, half } => {
                     if global_ops || half == VaHalf::Upper {
                         TlbiOp::Rvaae1 { base: va(b), range: r }
@@ -284,7 +296,7 @@ pub fn emit_invalidation<T: TlbMaintenance + ?Sized>(
 fn single(regime: Regime, off: u64, global: bool, base: u64) -> TlbiOp {
     let va = VirtAddr::new(base.wrapping_add(off));
     match regime {
-        Regime::El2 => TlbiOp::Vae2 { va },
+        Regime::El2 | Regime::El20 => TlbiOp::Vae2 { va },
         Regime::El1 { asid, half } => {
             if global || half == VaHalf::Upper {
                 TlbiOp::Vaae1 { va }
@@ -300,6 +312,7 @@ fn single(regime: Regime, off: u64, global: bool, base: u64) -> TlbiOp {
 mod tests {
     use super::*;
     use crate::tlb::{CountingTlb, TlbFeatures};
+    use alloc::string::String;
 
     fn run(regime: Regime, pages: u64, range: bool, leaf_only: bool) -> CountingTlb {
         let mut tlb = CountingTlb { features: TlbFeatures { range }, ..Default::default() };
@@ -325,6 +338,82 @@ mod tests {
         assert_eq!(t.counters.tlbi_by_kind().collect::<Vec<_>>(), [("ASIDE1IS", 1)], "as Linux's MAX_DVM_OPS");
         let t = run(el1, 513, true, false);
         assert_eq!(t.counters.tlbi_by_kind().collect::<Vec<_>>(), [("VAE1IS", 1), ("RVAE1IS", 1)]);
+    }
+
+    /// Every instruction a TLB-maintenance edge was asked for, in order.
+    #[derive(Default)]
+    struct Recorder(Vec<String>);
+
+    impl TlbMaintenance for Recorder {
+        fn tlbi(&mut self, op: Tlbi) {
+            self.0.push(String::from(op.mnemonic()));
+        }
+        fn dsb(&mut self, barrier: Barrier) {
+            self.0.push(String::from(barrier.mnemonic()));
+        }
+        fn isb(&mut self) {
+            self.0.push(String::from("ISB"));
+        }
+    }
+
+    fn finish(g: &mut TlbGather, live: bool) -> Vec<String> {
+        let mut tlb = Recorder::default();
+        g.finish(
+            Regime::El1 { asid: 3, half: VaHalf::Lower },
+            live,
+            &FlushPolicy::default(),
+            &mut tlb,
+            &mut crate::frame::HeapFrames::new(),
+        );
+        tlb.0
+    }
+
+    /// What a finished gather issues, by what it holds: nothing for nothing; new entries only,
+    /// `DSB ISHST` (the walkers see them) and `ISB` (this CPU's next access too); a change to
+    /// flush, `DSB ISHST` (the descriptor writes before the TLBI), the TLBI, `DSB ISH` (the TLBI
+    /// complete everywhere) and `ISB`; nothing at all for a table that is not live.
+    #[test]
+    fn a_finished_gather_brackets_its_tlbis_with_the_barriers_they_need() {
+        let mut g = TlbGather::new();
+        assert!(finish(&mut g, true).is_empty());
+        g.note_write();
+        assert_eq!(finish(&mut g, true), ["DSB ISHST", "ISB"]);
+        g.note_write();
+        g.add_leaf(0x1000, PAGE_SIZE, false);
+        assert_eq!(finish(&mut g, true), ["DSB ISHST", "VALE1IS", "DSB ISH", "ISB"]);
+        g.note_write();
+        g.add_leaf(0x1000, PAGE_SIZE, false);
+        assert!(finish(&mut g, false).is_empty(), "a table no walker reaches gets no maintenance");
+        // The gather is empty again after each finish.
+        assert!(finish(&mut g, true).is_empty());
+    }
+
+    fn emit(regime: Regime, range: core::ops::Range<u64>, tables: &[(u64, u64)]) -> Vec<String> {
+        let mut tlb = Recorder::default();
+        let req = FlushRequest { range, stride: PAGE_SIZE, leaf_only: true, global: false, tables };
+        emit_invalidation(regime, &req, &FlushPolicy { use_range: false, whole_threshold: 512 }, &mut tlb);
+        tlb.0
+    }
+
+    /// Stage 2: the combined stage-1+2 entries go after the stage-2 ones are gone everywhere,
+    /// with a `DSB ISH` between (else a walk could refill a combined entry from a stale stage-2
+    /// one): for one page as for a range.
+    #[test]
+    fn stage2_drops_combined_entries_only_after_its_ipa_tlbis_completed() {
+        let s2 = Regime::Stage2 { vmid: 1 };
+        assert_eq!(emit(s2, 0x1000..0x2000, &[]), ["IPAS2LE1IS", "DSB ISH", "VMALLE1IS"]);
+        assert_eq!(emit(s2, 0x1000..0x3000, &[]), ["IPAS2LE1IS", "IPAS2LE1IS", "DSB ISH", "VMALLE1IS"]);
+    }
+
+    /// A removed table is covered by the leaf TLBIs only when one of them hits its region: one
+    /// that begins where the changed range ends needs its own.
+    #[test]
+    fn a_removed_table_just_past_the_range_gets_its_own_tlbi() {
+        let el1 = Regime::El1 { asid: 3, half: VaHalf::Lower };
+        let covered = emit(el1, 0x1000..0x3000, &[(0x2000, level_size(2))]);
+        assert_eq!(covered, ["VAAE1IS", "VAAE1IS"], "a table under a page of the range: its TLBI is enough");
+        let past = emit(el1, 0x1000..0x3000, &[(0x3000, level_size(2))]);
+        assert_eq!(past, ["VAAE1IS", "VAAE1IS", "VAAE1IS"], "the table at the range's end");
     }
 
     #[test]

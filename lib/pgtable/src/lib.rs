@@ -160,6 +160,7 @@ pub mod model;
 pub mod mutation;
 mod ops;
 pub mod percpu;
+pub mod raw;
 pub mod regime;
 mod table;
 pub mod tlb;

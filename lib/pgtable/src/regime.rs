@@ -32,6 +32,11 @@ pub enum Regime {
     /// EL2 stage 1, non-VHE (HCR_EL2.E2H = 0, TTBR0_EL2): 48-bit VA, 4 levels from level 0,
     /// no ASID. Invalidated with TLBI VAE2IS / ALLE2IS.
     El2,
+    /// The EL2&0 regime (HCR_EL2.E2H = 1, TTBR0_EL2), used as the hypervisor's own table when
+    /// EL2 runs with E2H = 1 (hVHE): 48-bit VA from TTBR0_EL2, 4 levels from level 0, the
+    /// EL1&0 descriptor format (AP[1] = EL0 access, PXN and UXN), global entries only (no
+    /// ASID). Invalidated with TLBI VAE2IS / ALLE2IS, as [`Regime::El2`].
+    El20,
     /// EL1&0 stage 1: 48-bit VA, 4 levels from level 0. `asid` tags non-global entries.
     El1 {
         /// ASID of the non-global entries (TTBRn_EL1.ASID, TCR_EL1.A1 = 0 uses TTBR0's).
@@ -211,6 +216,23 @@ pub fn tcr_el2(parange: u8) -> u64 {
     v.value
 }
 
+/// TCR_EL2 with HCR_EL2.E2H = 1 (TCR_EL1's layout) for [`Regime::El20`] tables: TTBR0_EL2 as
+/// [`tcr_el2`] sets it up (T0SZ = 16, 4 KiB granule, inner-shareable write-back walks), no walks
+/// from TTBR1_EL2 (EPD1; T1SZ and TG1 still valid values), 8-bit ASIDs (unused: every entry is
+/// global), no hardware access-flag or dirty updates, IPS from `parange` (capped at 48 bits).
+pub fn tcr_el2_e2h(parange: u8) -> u64 {
+    let v: FieldValue<u64, TCR_EL1::Register> = TCR_EL1::T0SZ.val(64 - VA_BITS as u64)
+        + TCR_EL1::IRGN0::WbWa
+        + TCR_EL1::ORGN0::WbWa
+        + TCR_EL1::SH0::Inner
+        + TCR_EL1::TG0::K4
+        + TCR_EL1::T1SZ.val(64 - VA_BITS as u64)
+        + TCR_EL1::EPD1::SET
+        + TCR_EL1::TG1::K4
+        + TCR_EL1::IPS.val(cap_pa(parange));
+    v.value
+}
+
 /// TCR_EL1 for [`Regime::El1`] tables: both halves 48-bit (T0SZ = T1SZ = 16, walks from
 /// level 0), 4 KiB granules, inner-shareable write-back walks, ASID from TTBR0 (A1 = 0),
 /// 16-bit ASIDs when `asid16` (ID_AA64MMFR0_EL1.ASIDBits = 0b0010), IPS from `parange`.
@@ -297,5 +319,6 @@ mod tests {
         let k = Regime::El1 { asid: 0, half: VaHalf::Upper };
         assert_eq!(k.input_base().wrapping_add(k.input_span()), 0);
         assert_eq!(Regime::El2.root_entries() as u64 * Regime::El2.root_entry_size(), 1 << 48);
+        assert_eq!(Regime::El20.root_entries() as u64 * Regime::El20.root_entry_size(), 1 << 48);
     }
 }

@@ -6,7 +6,8 @@ use core::fmt;
 use core::marker::PhantomData;
 
 use crate::addr::{
-    level_size, InputAddress, IntermPhysAddr, PhysAddr, VirtAddr, ENTRIES_PER_TABLE, MAX_PA_BITS, PAGE_SIZE,
+    level_shift, level_size, InputAddress, IntermPhysAddr, PhysAddr, VirtAddr, ENTRIES_PER_TABLE, MAX_PA_BITS,
+    PAGE_SIZE,
 };
 use crate::attrs::Attributes;
 use crate::descriptor::{decode_leaf, Desc};
@@ -240,6 +241,14 @@ impl<A: FrameAlloc> PageTable<A, VirtAddr> {
     pub fn el2(frames: A) -> Result<Self, Error> {
         Self::new(Regime::El2, frames)
     }
+    /// An empty EL2&0 stage-1 table ([`Regime::El20`]: EL2 with HCR_EL2.E2H = 1), with the
+    /// default [`Config`]. Not live.
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`] when `frames` has no root.
+    pub fn el20(frames: A) -> Result<Self, Error> {
+        Self::new(Regime::El20, frames)
+    }
     /// An empty EL1&0 stage-1 table ([`Regime::El1`]) of `half`, naming `asid` in its TLB
     /// maintenance, with the default [`Config`]. Not live.
     ///
@@ -420,30 +429,42 @@ impl<A: FrameAlloc, K: InputAddress> PageTable<A, K> {
 
     /// The entry holding the leaf (a mapping, PROT_NONE included) of `addr`, found by one walk
     /// down from the root.
+    #[inline]
     pub(crate) fn find_leaf(&self, addr: K) -> Option<Entry> {
-        let off = addr.raw().checked_sub(self.regime.input_base())?;
+        // Below the base the offset wraps past the span.
+        let off = addr.raw().wrapping_sub(self.regime.input_base());
         if off >= self.regime.input_span() {
             return None;
         }
-        let mut table = self.root;
-        let mut level = self.regime.start_level();
-        let mut entries = self.regime.root_entries() as u64;
-        loop {
-            let size = level_size(level);
-            let index = ((off / size) % entries) as usize;
-            let desc = Desc(self.frames.read_desc(table, index));
-            if desc.is_table(level) {
-                table = desc.addr();
-                level += 1;
-                entries = ENTRIES_PER_TABLE as u64;
-                continue;
-            }
-            if !desc.is_mapping(level) {
-                return None;
-            }
-            let off = off & !(size - 1);
-            return Some(Entry { table, index, level, off, desc, visit: crate::walker::Visit::Leaf });
+        // One walk per root level, so each level's shift is a constant.
+        if self.regime.start_level() == 0 {
+            self.find_leaf_from::<0>(off)
+        } else {
+            self.find_leaf_from::<1>(off)
         }
+    }
+
+    /// [`find_leaf`](Self::find_leaf) of input offset `off` (inside the span) from a root at
+    /// level `START`.
+    #[inline(always)]
+    fn find_leaf_from<const START: usize>(&self, off: u64) -> Option<Entry> {
+        let mut table = self.root;
+        // The root's index needs no mask: the offset lies inside the span, which the root's
+        // entries (concatenated for stage 2) cover exactly.
+        let mut index = (off >> level_shift(START)) as usize;
+        let mut desc = Desc(self.frames.read_desc(table, index));
+        let mut level = START;
+        while level < 3 && desc.is_table(level) {
+            table = desc.addr();
+            level += 1;
+            index = (off >> level_shift(level)) as usize & (ENTRIES_PER_TABLE - 1);
+            desc = Desc(self.frames.read_desc(table, index));
+        }
+        if !desc.is_mapping(level) {
+            return None;
+        }
+        let off = off & !(level_size(level) - 1);
+        Some(Entry { table, index, level, off, desc, visit: crate::walker::Visit::Leaf })
     }
 
     /// The level-3 page descriptor for `attrs` with output address 0 (encoded once per

@@ -267,6 +267,12 @@ impl Barrier {
     pub const fn is_inner_shareable(self) -> bool {
         matches!(self, Barrier::Sy | Barrier::Ish | Barrier::IshSt)
     }
+    /// Whether the barrier waits for the TLB maintenance before it to complete: only the forms
+    /// for loads and stores (`SY`, `ISH`, `NSH`); a store-only `DSB ...ST` orders the stores
+    /// (descriptor writes before a TLBI) and completes no TLBI.
+    pub const fn completes_maintenance(self) -> bool {
+        matches!(self, Barrier::Sy | Barrier::Ish | Barrier::Nsh)
+    }
 }
 
 /// What a TLB-maintenance implementation can do.

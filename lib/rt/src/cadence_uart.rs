@@ -6,7 +6,7 @@
 //! clear), SR at 0x2c (RXEMPTY, TXEMPTY, TXFULL), FIFO at 0x30. The boot loader's line
 //! settings are kept; the transmitter is switched on when it was left off (QEMU resets it off).
 
-use crate::uart::RxError;
+use crate::rx::RxError;
 use tock_registers::interfaces::{ReadWriteable, Readable, Writeable};
 use tock_registers::registers::{ReadOnly, ReadWrite};
 use tock_registers::{register_bitfields, register_structs};

@@ -1,10 +1,10 @@
 //! GICv2 registers: the distributor and the banked CPU interface as tock-registers structs,
-//! each register of `kcore::gic::v2::Reg` mapped onto its field. Both binaries use it: the
+//! each register of `gic::v2::Reg` mapped onto its field. Both binaries use it: the
 //! kernel's GICv2 driver and the hypervisor's wake-up of CPUs it holds in WFI. What is written
-//! where, and when, is `kcore::gic::v2` and `hypcore::park`, tested on the host against a fake
+//! where, and when, is `gic::v2` and `hypcore::park`, tested on the host against a fake
 //! GIC.
 
-use kcore::gic::v2::{Reg, Regs};
+use gic::v2::{Reg, Regs, APRS};
 use tock_registers::interfaces::{Readable, Writeable};
 use tock_registers::register_structs;
 use tock_registers::registers::{ReadOnly, ReadWrite, WriteOnly};
@@ -18,6 +18,9 @@ register_structs! {
         (0x100 => isenabler: [ReadWrite<u32>; 32]),
         (0x180 => icenabler: [ReadWrite<u32>; 32]),
         (0x200 => _r1),
+        (0x280 => icpendr: [ReadWrite<u32>; 32]),
+        (0x300 => _r5),
+        (0x380 => icactiver: [ReadWrite<u32>; 32]),
         (0x400 => ipriorityr: [ReadWrite<u8>; 1020]),
         (0x7fc => _r2),
         (0x800 => itargetsr: [ReadWrite<u8>; 1020]),
@@ -37,7 +40,9 @@ register_structs! {
         (0x08 => bpr: ReadWrite<u32>),
         (0x0c => iar: ReadOnly<u32>),
         (0x10 => eoir: WriteOnly<u32>),
-        (0x14 => @END),
+        (0x14 => _r0),
+        (0xd0 => apr: [ReadWrite<u32>; APRS]),
+        (0xe0 => @END),
     }
 }
 
@@ -82,6 +87,9 @@ impl Regs for V2Mmio {
             Reg::DIpriority(i) => d.ipriorityr[i as usize].get() as u32,
             Reg::DItargets(i) => d.itargetsr[i as usize].get() as u32,
             Reg::DCpendsgir(i) => d.cpendsgir[i as usize].get() as u32,
+            Reg::DIcpendr(n) => d.icpendr[n].get(),
+            Reg::DIcactiver(n) => d.icactiver[n].get(),
+            Reg::CApr(n) => c.apr[n].get(),
             Reg::CCtlr => c.ctlr.get(),
             Reg::CPmr => c.pmr.get(),
             Reg::CBpr => c.bpr.get(),
@@ -101,6 +109,9 @@ impl Regs for V2Mmio {
             Reg::DItargets(i) => d.itargetsr[i as usize].set(v as u8),
             Reg::DSgir => d.sgir.set(v),
             Reg::DCpendsgir(i) => d.cpendsgir[i as usize].set(v as u8),
+            Reg::DIcpendr(n) => d.icpendr[n].set(v),
+            Reg::DIcactiver(n) => d.icactiver[n].set(v),
+            Reg::CApr(n) => c.apr[n].set(v),
             Reg::CCtlr => c.ctlr.set(v),
             Reg::CPmr => c.pmr.set(v),
             Reg::CBpr => c.bpr.set(v),

@@ -6,7 +6,7 @@
 //! a byte waiting; TXDC: transmission complete) at 0x98, UTS (TXFULL, TXEMPTY) at 0xb4. The boot loader's (or QEMU's) line settings are kept; the UART is
 //! only switched on when it was left off.
 
-use crate::uart::RxError;
+use crate::rx::RxError;
 use tock_registers::interfaces::{ReadWriteable, Readable, Writeable};
 use tock_registers::registers::{ReadOnly, ReadWrite, WriteOnly};
 use tock_registers::{register_bitfields, register_structs};

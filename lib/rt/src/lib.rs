@@ -9,8 +9,9 @@
 //! * [`uart`] (drivers [`pl011`], [`imx_uart`], [`cadence_uart`], [`ns16550`]) and
 //!   [`console`]: the serial console the DTB names, `print!`/`println!`.
 //! * [`esr`]: exception syndrome decoding (`abi::esr`, re-exported).
-//! * [`features`]: CPU features from the ID registers and the EL2 controls that give them to a
-//!   guest (SVE, SME, MTE, PMU, ...), tested on the host.
+//! * [`features`]: CPU features from the ID registers; [`el2`] and [`el1`]: every control-register
+//!   value the binaries write at entry and for a guest, per feature and per EL2 mode (nVHE / hVHE),
+//!   tested on the host; `entry` (target only) writes them.
 //! * `smccc` (target only): the one `HVC #0` / `SMC #0` call of the SMC Calling Convention.
 //! * `backtrace` (target only): frame-pointer unwinding for panics and unexpected exceptions.
 #![no_std]
@@ -22,19 +23,25 @@ extern crate std;
 pub mod cadence_uart;
 pub mod console;
 pub use abi::esr;
+pub mod el1;
+pub mod el2;
 pub mod features;
 pub mod gicv2;
 pub mod heap;
-pub mod image;
+pub use abi::image;
 pub mod imx_uart;
 pub mod ns16550;
+pub use abi::pe;
 pub mod pl011;
+pub mod rx;
 pub mod uart;
 
 #[cfg(target_arch = "aarch64")]
 pub mod backtrace;
 #[cfg(target_arch = "aarch64")]
 pub mod cache;
+#[cfg(target_arch = "aarch64")]
+pub mod entry;
 #[cfg(target_arch = "aarch64")]
 pub mod mmu;
 #[cfg(target_arch = "aarch64")]

@@ -7,7 +7,7 @@
 //! touched (QEMU's mini UART model ignores DLAB and would take divisor bytes as a character
 //! and as IER).
 
-use crate::uart::RxError;
+use crate::rx::RxError;
 use tock_registers::fields::Field;
 use tock_registers::interfaces::{Readable, Writeable};
 use tock_registers::register_bitfields;

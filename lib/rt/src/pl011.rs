@@ -6,7 +6,7 @@
 //! config.txt says `init_uart_baud=`) for the UART clock it set up, so we never reprogram it.
 //! [`Pl011::line_rate`] tells what it was set to, from the divisors and the DTB's clock.
 
-use crate::uart::RxError;
+use crate::rx::RxError;
 use tock_registers::interfaces::{ReadWriteable, Readable, Writeable};
 use tock_registers::registers::{ReadOnly, ReadWrite, WriteOnly};
 use tock_registers::{register_bitfields, register_structs};

@@ -37,42 +37,92 @@ macro_rules! pc_relative {
     }};
 }
 
-// What this block guarantees: on return to Rust (rt_main / rt_secondary_main) FP/SIMD does not
-// trap at the current EL (EL2: CPTR_EL2.TFP = 0, SVE/SME still trapped; EL1: CPACR_EL1.FPEN = 3),
-// every R_AARCH64_RELATIVE slot holds base + addend, the BSS is zero (boot CPU only), SP is the top
-// of this CPU's 16-byte aligned boot stack and x29/x30 are 0 so backtraces stop there. A bad
-// relocation type or a CPU index >= MAX_CPUS parks the CPU in a WFE loop (nothing can print yet).
+// What this block guarantees: on return to Rust (rt_main / rt_secondary_main) nothing the boot
+// loader or firmware left in the registers below is relied on. At EL2: SCTLR_EL2 is
+// `el2::SCTLR_MMU_OFF` (MMU and data cache off, little-endian), HCR_EL2 is `el2::HCR_ENTRY`
+// (E2H = 0, TGE = 0, no trap) or, where E2H cannot be cleared, that plus E2H (detected as Linux
+// does: ID_AA64MMFR4_EL1.E2H0 < 0, or FAR_EL1 turning out to be FAR_EL2 after E2H was written
+// 0), CPTR_EL2 is `el2::cptr_entry` in the matching layout (FP/SIMD untrapped, SVE/SME still
+// trapped). At EL1: SCTLR_EL1 is `el1::SCTLR_MMU_OFF`, CPACR_EL1 is `el1::CPACR_ENTRY` (FP/SIMD
+// untrapped). At both: PSTATE is set by an exception return to the same EL in its handler mode
+// (SP_ELx) with D, A, I, F masked and PAN, UAO, SSBS, DIT, TCO, SS 0, whatever the CPU was
+// entered with. Then: every R_AARCH64_RELATIVE slot holds base + addend, the BSS is zero (boot
+// CPU only), SP is the top of this CPU's 16-byte aligned boot stack and x29/x30 are 0 so
+// backtraces stop there. x0-x3 as the CPU was entered (x1-x3 reach rt_main). A bad relocation
+// type or a CPU index >= MAX_CPUS parks the CPU in a WFE loop (nothing can print yet).
 core::arch::global_asm!(
     r#"
-.macro rt_enable_fp
+.macro rt_mov_q reg, val
+    movz    \reg, #((\val) & 0xffff)
+    movk    \reg, #(((\val) >> 16) & 0xffff), lsl #16
+    movk    \reg, #(((\val) >> 32) & 0xffff), lsl #32
+    movk    \reg, #(((\val) >> 48) & 0xffff), lsl #48
+.endm
+
+.macro rt_entry_state
     mrs     x9, CurrentEL
     lsr     x9, x9, #2
     cmp     x9, #2
     b.ne    91f
-    mov     x10, #0x33ff
-    msr     cptr_el2, x10
-    b       92f
-91: mov     x10, #(3 << 20)
+    rt_mov_q x10, {sctlr_el2}
+    msr     sctlr_el2, x10
+    rt_mov_q x10, {hcr_entry}
+    mrs     x11, S3_0_C0_C7_4           // ID_AA64MMFR4_EL1 (RAZ where it predates the CPU)
+    sbfx    x11, x11, #24, #4           // E2H0: < 0 means HCR_EL2.E2H is RES1
+    tbnz    x11, #63, 93f
+    msr     hcr_el2, x10
+    isb
+    mov     x11, #1
+    msr     far_el1, x11
+    isb
+    mov     x11, #2
+    msr     far_el2, x11
+    isb
+    mrs     x11, far_el1
+    cmp     x11, #2                     // FAR_EL1 is FAR_EL2: E2H stayed 1
+    b.ne    94f
+93: orr     x10, x10, #{e2h}
+    msr     hcr_el2, x10
+    isb
+    rt_mov_q x10, {cptr_hvhe}
+    b       95f
+94: rt_mov_q x10, {cptr_nvhe}
+95: msr     cptr_el2, x10
+    mov     x10, #{spsr_el2}
+    msr     spsr_el2, x10
+    adr     x10, 96f
+    msr     elr_el2, x10
+    isb
+    eret
+91: rt_mov_q x10, {sctlr_el1}
+    msr     sctlr_el1, x10
+    rt_mov_q x10, {cpacr_el1}
     msr     cpacr_el1, x10
-92: isb
+    mov     x10, #{spsr_el1}
+    msr     spsr_el1, x10
+    adr     x10, 96f
+    msr     elr_el1, x10
+    isb
+    eret
+96:
 .endm
 
 .section .text.head, "ax"
 .global _start
 _start:
+    .inst   0xfa405a4d              // ccmp x18, #0, #0xd, pl: a no-op reading "MZ" (rt::pe::MZ_NOP)
     b       __rt_entry
-    .word   0
     .quad   0                       // text_offset
     .quad   0                       // image_size: written by the xtask
     .quad   0xa                     // flags: little-endian, 4 KiB pages, anywhere
     .quad   0, 0, 0
     .word   0x644d5241              // "ARM\x64"
-    .word   0
+    .word   0                       // PE header offset: written by the xtask (rt::pe)
 
 .section .text.rt_entry, "ax"
 __rt_entry:
     mov     x19, x0
-    rt_enable_fp
+    rt_entry_state
     adrp    x9, __rela_start
     add     x9, x9, :lo12:__rela_start
     adrp    x10, __rela_end
@@ -111,7 +161,7 @@ __rt_entry:
 .global __rt_secondary_entry
 __rt_secondary_entry:
     mov     x19, x0
-    rt_enable_fp
+    rt_entry_state
     cmp     x19, #{max_cpus}
     b.hs    9b
     adrp    x9, __rt_stacks
@@ -154,6 +204,15 @@ __rt_stacks:
     stack_size = const STACK_SIZE,
     max_cpus = const MAX_CPUS,
     stacks_total = const STACK_SIZE * MAX_CPUS,
+    sctlr_el2 = const crate::el2::SCTLR_MMU_OFF,
+    hcr_entry = const crate::el2::HCR_ENTRY,
+    e2h = const crate::el2::hcr::E2H,
+    cptr_nvhe = const crate::el2::cptr_entry(crate::el2::Mode::Nvhe),
+    cptr_hvhe = const crate::el2::cptr_entry(crate::el2::Mode::Hvhe(crate::el2::Why::Res1)),
+    spsr_el2 = const crate::el2::SPSR_EL2H_MASKED,
+    sctlr_el1 = const crate::el1::SCTLR_MMU_OFF,
+    cpacr_el1 = const crate::el1::CPACR_ENTRY,
+    spsr_el1 = const crate::el1::SPSR_EL1H_MASKED,
 );
 
 extern "C" {

@@ -113,7 +113,7 @@ pub unsafe fn fp_state(frame: &mut TrapFrame) -> &mut FpState {
 macro_rules! vector_macros {
     () => {
         r#"
-.macro rt_save_gprs el
+.macro rt_save_x2_x19
     stp     x2, x3, [sp, #16]
     stp     x4, x5, [sp, #32]
     stp     x6, x7, [sp, #48]
@@ -123,24 +123,41 @@ macro_rules! vector_macros {
     stp     x14, x15, [sp, #112]
     stp     x16, x17, [sp, #128]
     stp     x18, x19, [sp, #144]
+.endm
+
+.macro rt_save_x20_x29
     stp     x20, x21, [sp, #160]
     stp     x22, x23, [sp, #176]
     stp     x24, x25, [sp, #192]
     stp     x26, x27, [sp, #208]
     stp     x28, x29, [sp, #224]
-    mrs     x21, elr_el\el
-    mrs     x22, spsr_el\el
-    stp     x30, x21, [sp, #240]
-    mrs     x21, sp_el0
-    stp     x22, x21, [sp, #256]
 .endm
 
-.macro rt_restore_gprs el
-    ldp     x22, x21, [sp, #256]
-    msr     sp_el0, x21
-    ldp     x30, x21, [sp, #240]
-    msr     elr_el\el, x21
-    msr     spsr_el\el, x22
+// x30, ELR, SPSR and SP_EL0, read through three scratch registers already saved.
+.macro rt_save_special el, a, b, c
+    mrs     \a, elr_el\el
+    mrs     \b, spsr_el\el
+    mrs     \c, sp_el0
+    stp     x30, \a, [sp, #240]
+    stp     \b, \c, [sp, #256]
+.endm
+
+.macro rt_save_gprs el
+    rt_save_x2_x19
+    rt_save_x20_x29
+    rt_save_special \el, x21, x22, x23
+.endm
+
+// SP_EL0, x30, ELR and SPSR back, through two scratch registers restored after them.
+.macro rt_restore_special el, a, b
+    ldp     \b, \a, [sp, #256]
+    msr     sp_el0, \a
+    ldp     x30, \a, [sp, #240]
+    msr     elr_el\el, \a
+    msr     spsr_el\el, \b
+.endm
+
+.macro rt_restore_x0_x19
     ldp     x0, x1, [sp, #0]
     ldp     x2, x3, [sp, #16]
     ldp     x4, x5, [sp, #32]
@@ -151,11 +168,20 @@ macro_rules! vector_macros {
     ldp     x14, x15, [sp, #112]
     ldp     x16, x17, [sp, #128]
     ldp     x18, x19, [sp, #144]
+.endm
+
+.macro rt_restore_x20_x29
     ldp     x20, x21, [sp, #160]
     ldp     x22, x23, [sp, #176]
     ldp     x24, x25, [sp, #192]
     ldp     x26, x27, [sp, #208]
     ldp     x28, x29, [sp, #224]
+.endm
+
+.macro rt_restore_gprs el
+    rt_restore_special \el, x21, x22
+    rt_restore_x0_x19
+    rt_restore_x20_x29
 .endm
 
 .macro rt_vector_entry el, num, size
@@ -166,7 +192,7 @@ macro_rules! vector_macros {
     b       __rt_trap_el\el
 .endm
 
-.macro rt_vector_table el, size
+.macro rt_vector_table el, size, sync8=0
 .section .text.rt_vectors_el\el, "ax"
 .balign 0x800
 .global __rt_vectors_el\el
@@ -179,7 +205,14 @@ __rt_vectors_el\el:
     rt_vector_entry \el, 5, \size
     rt_vector_entry \el, 6, \size
     rt_vector_entry \el, 7, \size
+.if \sync8
+    .balign 0x80
+    sub     sp, sp, #\size
+    stp     x0, x1, [sp, #0]
+    b       __rt_el0_sync_el\el
+.else
     rt_vector_entry \el, 8, \size
+.endif
     rt_vector_entry \el, 9, \size
     rt_vector_entry \el, 10, \size
     rt_vector_entry \el, 11, \size
@@ -196,7 +229,9 @@ __rt_vectors_el\el:
 /// Undefines [`vector_macros`] again.
 macro_rules! purge_macros {
     () => {
-        ".purgem rt_save_gprs\n.purgem rt_restore_gprs\n.purgem rt_vector_entry\n.purgem rt_vector_table\n"
+        ".purgem rt_save_x2_x19\n.purgem rt_save_x20_x29\n.purgem rt_save_special\n.purgem rt_save_gprs\n\
+         .purgem rt_restore_special\n.purgem rt_restore_x0_x19\n.purgem rt_restore_x20_x29\n\
+         .purgem rt_restore_gprs\n.purgem rt_vector_entry\n.purgem rt_vector_table\n"
     };
 }
 
@@ -296,11 +331,67 @@ __rt_trap_return_el1:
 // binary uses them), so they keep the interrupted EL0 context's values; whoever switches EL0
 // contexts switches them (`kernel/src/sched`). `__rt_trap_return_el1` is the restore half on its
 // own: entered with SP at a TrapFrame, it restores it, pops it and `eret`s.
+//
+// A system call (synchronous from EL0 with ESR_EL1.EC = SVC64) takes a shorter way: only x0-x19,
+// x30, ELR_EL1, SPSR_EL1 and SP_EL0 go into the frame (x20-x29 are callee-saved: every Rust
+// function, and the context switch, gives them back as they were), then `rt_syscall(frame)`.
+// When it returns 0 the same registers come back from the frame (the result in x0) and x20-x29
+// were never touched; when it returns anything else the handler has written the whole frame
+// (`fault_return` resumes a saved context) and all of it is restored. An instruction or data
+// abort from EL0 (EC 0x20 / 0x24: a page fault) saves the same registers and calls
+// `rt_el0_abort(frame, esr)` with ESR_EL1 also kept in x19 (its EL0 value is in the frame):
+// when it returns 0 the fault was resolved and those registers come back; anything else means
+// the task must see the whole frame (its fault handler, or its end with a report): x20-x29 still
+// hold the task's values, so they are saved then, and `rt_el0_abort_denied(frame, esr, code)`
+// gets the returned code. Any other synchronous exception from EL0 saves x20-x29 too, as every
+// other vector does, and goes to `rt_el0_sync(frame, esr)` with ESR_EL1 as read. A binary that
+// runs EL0 code defines all four (the kernel); the weak ones here stop at a `BRK` in any other
+// that would take them through these vectors (none installs them: the hypervisor has its own
+// table).
 #[cfg(not(target_feature = "neon"))]
 core::arch::global_asm!(
     vector_macros!(),
     r#"
-rt_vector_table 1, {frame}
+rt_vector_table 1, {frame}, 1
+__rt_el0_sync_el1:
+    rt_save_x2_x19
+    mrs     x9, esr_el1
+    lsr     x10, x9, #26
+    cmp     x10, #{ec_svc64}
+    b.ne    2f
+    rt_save_special 1, x10, x11, x12
+    mov     x0, sp
+    bl      rt_syscall
+    cbnz    x0, __rt_trap_return_el1
+5:
+    rt_restore_special 1, x12, x11
+    rt_restore_x0_x19
+    add     sp, sp, #{frame}
+    eret
+3:
+    rt_save_special 1, x10, x11, x12
+    mov     x19, x9
+    mov     x0, sp
+    mov     x1, x9
+    bl      rt_el0_abort
+    cbz     x0, 5b
+    rt_save_x20_x29
+    mov     x2, x0
+    mov     x1, x19
+    mov     x0, sp
+    bl      rt_el0_abort_denied
+    b       __rt_trap_return_el1
+2:
+    cmp     x10, #{ec_dabt_lower}
+    b.eq    3b
+    cmp     x10, #{ec_iabt_lower}
+    b.eq    3b
+    rt_save_x20_x29
+    rt_save_special 1, x21, x22, x23
+    mov     x0, sp
+    mov     x1, x9
+    bl      rt_el0_sync
+    b       __rt_trap_return_el1
 __rt_trap_el1:
     rt_save_gprs 1
     mov     x0, sp
@@ -310,9 +401,24 @@ __rt_trap_return_el1:
     rt_restore_gprs 1
     add     sp, sp, #{frame}
     eret
+.weak rt_syscall
+rt_syscall:
+    brk     #0x5c
+.weak rt_el0_sync
+rt_el0_sync:
+    brk     #0x5c
+.weak rt_el0_abort
+rt_el0_abort:
+    brk     #0x5c
+.weak rt_el0_abort_denied
+rt_el0_abort_denied:
+    brk     #0x5c
 "#,
     purge_macros!(),
     frame = const FRAME_SIZE,
+    ec_svc64 = const crate::esr::EC_SVC64,
+    ec_dabt_lower = const crate::esr::EC_DABT_LOWER,
+    ec_iabt_lower = const crate::esr::EC_IABT_LOWER,
 );
 
 extern "C" {

@@ -7,6 +7,7 @@ use crate::cadence_uart::CadenceUart;
 use crate::imx_uart::ImxUart;
 use crate::ns16550::Ns16550;
 use crate::pl011::Pl011;
+pub use crate::rx::RxError;
 use board::UartKind;
 
 /// A console UART.
@@ -103,16 +104,6 @@ impl Uart {
             Uart::Ns16550(u) => u.flush(),
         }
     }
-}
-
-/// A byte received with a line error flag.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RxError {
-    /// The byte as it arrived.
-    pub byte: u8,
-    /// The receiver overflowed before this byte: earlier bytes were lost. (Otherwise a framing,
-    /// parity or break condition.)
-    pub overrun: bool,
 }
 
 impl core::fmt::Write for Uart {

@@ -27,10 +27,7 @@ use pgtable::{Attributes, Constraints, FrameAlloc, PageTable, Perms, PhysAddr, T
 use crate::elf::{ElfError, Program};
 use crate::vma::{Vma, VmaSet};
 
-/// Where `mmap` without MAP_FIXED starts looking (64 GiB), below it if nothing is free above.
-pub const MMAP_BASE: u64 = 0x10_0000_0000;
-/// Where position-independent programs are loaded.
-pub const PROGRAM_BASE: u64 = 0x40_0000;
+pub use abi::programs::{MMAP_BASE, PROGRAM_BASE};
 
 /// How a task touched memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,6 +76,32 @@ pub enum Denial {
     NoMemory,
     /// A fault the kernel does not resolve (alignment, external abort, ...).
     Unresolvable,
+}
+
+impl Denial {
+    /// The denial as one non-zero word (for a caller that passes it through a register, where 0
+    /// means "resolved"): [`Denial::from_code`] gives it back. A protection's `prot` bits (the
+    /// three of `abi::syscall::prot`, checked by `mmap` / `mprotect`) go above the low byte.
+    pub fn code(self) -> u64 {
+        match self {
+            Denial::NoRegion => 1,
+            Denial::NoMemory => 2,
+            Denial::Unresolvable => 3,
+            Denial::Protection(p) => 4 | (p << 8),
+        }
+    }
+
+    /// The denial [`Denial::code`] made `code` into; `None` for a word no denial gives (0
+    /// among them).
+    pub fn from_code(code: u64) -> Option<Denial> {
+        match code & 0xff {
+            1 if code == 1 => Some(Denial::NoRegion),
+            2 if code == 2 => Some(Denial::NoMemory),
+            3 if code == 3 => Some(Denial::Unresolvable),
+            4 => Some(Denial::Protection(code >> 8)),
+            _ => None,
+        }
+    }
 }
 
 impl core::fmt::Display for Denial {
@@ -356,6 +379,7 @@ impl<A: FrameAlloc> AddressSpace<A> {
     ///
     /// `EINVAL` (misaligned address, unknown bits), `ENOMEM` (part of the range not mapped, not
     /// a user range).
+    #[inline(always)]
     pub fn mprotect<T: TlbMaintenance + ?Sized>(
         &mut self,
         tlb: &mut T,

@@ -325,3 +325,25 @@ fn random_calls_never_leak_or_panic() {
     let frames = unsafe { s.destroy(&mut t) };
     assert_eq!(frames.in_use, 0);
 }
+
+#[test]
+fn a_denial_survives_its_code() {
+    let all = [
+        Denial::NoRegion,
+        Denial::NoMemory,
+        Denial::Unresolvable,
+        Denial::Protection(0),
+        Denial::Protection(prot::READ),
+        Denial::Protection(prot::READ | prot::WRITE | prot::EXEC),
+    ];
+    for d in all {
+        // Never 0: that word means "resolved" to the exception entry.
+        assert_ne!(d.code(), 0, "{d:?}");
+        assert_eq!(Denial::from_code(d.code()), Some(d));
+    }
+    let codes: std::collections::BTreeSet<u64> = all.iter().map(|d| d.code()).collect();
+    assert_eq!(codes.len(), all.len(), "two denials share a code");
+    for bad in [0, 5, 0xff, 0x101, 0x203] {
+        assert_eq!(Denial::from_code(bad), None, "{bad:#x}");
+    }
+}

@@ -58,9 +58,9 @@ impl Payload {
     /// The transfer header (wire lengths as if uncompressed), with the hypervisor's placement
     /// taken from its Image header.
     pub fn header(&self) -> Result<Header> {
-        let h = rt::image::ImageHeader::parse(&self.hypervisor)
+        let h = abi::image::ImageHeader::parse(&self.hypervisor)
             .map_err(|e| anyhow::anyhow!("the hypervisor is not an arm64 Image: {e}"))?;
-        rt::image::ImageHeader::parse(&self.kernel)
+        abi::image::ImageHeader::parse(&self.kernel)
             .map_err(|e| anyhow::anyhow!("the kernel is not an arm64 Image: {e}"))?;
         let len = |what: &str, n: usize| u32::try_from(n).with_context(|| format!("the {what} is larger than 4 GiB"));
         Ok(Header {
@@ -269,16 +269,23 @@ impl Session {
     }
 
     /// Shows the board's console until the run's final line (its code), the line closing, or
-    /// the time limit.
-    pub fn console(&mut self, timeout: Option<Duration>) -> ConsoleEnd {
+    /// the time limit. With the run's `key` (given to the hypervisor as `hyp.key=`) only a final
+    /// line that carries it ends the run; a line without it (a guest's) is said to be ignored.
+    pub fn console(&mut self, timeout: Option<Duration>, key: Option<u64>) -> ConsoleEnd {
         let deadline = timeout.map(|t| Instant::now() + t);
         loop {
             match self.next_line(deadline) {
-                Ok(Some(line)) => {
-                    if let Some(code) = abi::exit::parse_final_line(&line) {
-                        return ConsoleEnd::Exit(code);
+                Ok(Some(line)) => match (abi::exit::parse_final(&line), key) {
+                    (Some(f), Some(k)) if f.key == Some(k) => return ConsoleEnd::Exit(f.code),
+                    (Some(_), Some(_)) => {
+                        eprintln!(
+                            "xtask: ignored: {:?} is not this run's final line (without the run's key)",
+                            line.trim()
+                        )
                     }
-                }
+                    (Some(f), None) => return ConsoleEnd::Exit(f.code),
+                    (None, _) => {}
+                },
                 Ok(None) => return ConsoleEnd::TimedOut,
                 Err(()) => return ConsoleEnd::Closed,
             }
@@ -311,9 +318,9 @@ mod tests {
 
     fn image(len: usize, image_size: u64) -> Vec<u8> {
         let mut v = vec![0u8; len];
-        v[0x38..0x3c].copy_from_slice(&rt::image::MAGIC.to_le_bytes());
-        v[24..32].copy_from_slice(&(rt::image::FLAG_PAGE_4K | rt::image::FLAG_ANYWHERE).to_le_bytes());
-        rt::image::ImageHeader::patch(&mut v, image_size).unwrap();
+        v[0x38..0x3c].copy_from_slice(&abi::image::MAGIC.to_le_bytes());
+        v[24..32].copy_from_slice(&(abi::image::FLAG_PAGE_4K | abi::image::FLAG_ANYWHERE).to_le_bytes());
+        abi::image::ImageHeader::patch(&mut v, image_size).unwrap();
         v
     }
 
@@ -351,9 +358,13 @@ mod tests {
         master
             .write_all(b"hyp: something\r\n@@exit 2 (success)\r\nkernel: PANIC\r\n@@exit 2 (guest panic)\r\nafter\r\n")
             .unwrap();
-        assert_eq!(s.console(Some(Duration::from_secs(10))), ConsoleEnd::Exit(2));
+        assert_eq!(s.console(Some(Duration::from_secs(10)), None), ConsoleEnd::Exit(2));
         assert_eq!(s.log.len(), 4, "a line whose meaning does not match its code is not final: {:?}", s.log);
-        assert_eq!(s.console(Some(Duration::from_millis(300))), ConsoleEnd::TimedOut);
+        assert_eq!(s.console(Some(Duration::from_millis(300)), None), ConsoleEnd::TimedOut);
+        // With the run's key, only the line that carries it ends the run.
+        let keyed = abi::exit::KeyedFinalLine { code: 1, key: 0x1234 };
+        master.write_all(format!("@@exit 0 (success)\r\n{keyed}\r\n").as_bytes()).unwrap();
+        assert_eq!(s.console(Some(Duration::from_secs(10)), Some(0x1234)), ConsoleEnd::Exit(1));
     }
 
     /// `wait_ready` waits up to its limit for a `ready` that comes late (the loader repeats it
@@ -398,26 +409,19 @@ pub struct Args {
     /// `init_uart_baud`, 115200 by default).
     #[arg(long, default_value_t = 115_200, value_parser = link::baud_arg)]
     pub baud: u32,
-    /// Run the loader in QEMU (its UART on a unix socket) instead of a board (with --board,
-    /// --cpu, --gic, --smp, --mem).
+    /// Run the loader in QEMU (its UART on a unix socket) instead of a board; the machine flags
+    /// below say which (default: virt with the Pi 5's core, cortex-a76, and a GICv2).
     #[arg(long)]
     pub qemu: bool,
     /// With --qemu: the machine, `virt` or a board's QEMU model (pi4, zcu102, imx8mp-evk) with
     /// the board's own DTB, the loader on the UART its stdout-path names.
-    #[arg(long, default_value = "virt", requires = "qemu")]
-    pub board: String,
-    /// QEMU CPU model (with --qemu; default cortex-a76 on virt, a board's own).
-    #[arg(long, requires = "qemu")]
-    pub cpu: Option<String>,
-    /// QEMU GIC version (with --qemu; default 2 on virt, a board's own).
-    #[arg(long, value_parser = clap::value_parser!(u8).range(2..=3), requires = "qemu")]
-    pub gic: Option<u8>,
-    /// QEMU CPUs (with --qemu; default 4).
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=8), requires = "qemu")]
-    pub smp: Option<u32>,
-    /// QEMU memory (with --qemu; default 1G on virt, a board's own).
-    #[arg(long, requires = "qemu")]
-    pub mem: Option<String>,
+    #[command(flatten)]
+    pub machine: crate::run::MachineArgs,
+    /// With --qemu: the emulated board's RAM, as a board has it (default 1G on virt, the most a
+    /// board's model holds): the loader places what it receives as a board's loader does, and
+    /// the hypervisor gives the guest what it leaves (its boot line says how much).
+    #[arg(long, value_parser = crate::run::size_arg)]
+    pub ram: Option<crate::machine::Size>,
     /// Kernel command line written into the DTB's /chosen/bootargs (words starting with `hyp.`
     /// go to the hypervisor); empty keeps the firmware's (cmdline.txt).
     #[arg(long, default_value = "")]
@@ -438,31 +442,56 @@ pub struct Args {
 }
 
 /// The machine for `--qemu`: `virt` with the Pi 5's core and GIC by default, or a board's
-/// model with its DTB; what the user gave is checked against the board.
-pub fn qemu_config(a: &Args) -> Result<crate::qemu::QemuConfig> {
-    use crate::board::Board;
-    let board = Board::from_name(&a.board).ok_or_else(|| {
-        anyhow::Error::new(crate::outcome::Refused(format!(
-            "--board {}: not a board; one of {}",
-            a.board,
-            Board::names()
-        )))
-    })?;
-    let mut cfg = crate::qemu::QemuConfig::default().for_board(board);
-    if board == Board::Virt {
-        (cfg.cpu, cfg.gic, cfg.mem) = ("cortex-a76".into(), 2, "1G".into());
+/// model with its DTB; what the user gave is checked against the board. Machine flags without
+/// `--qemu` are refused: a board is what it is.
+pub fn qemu_config(a: &Args) -> Result<crate::launch::Launch> {
+    if !a.qemu {
+        if a.machine.any() || a.ram.is_some() {
+            return crate::error::refuse(
+                "--board, --accel, --cpu, --gic, --smp and --ram describe the QEMU machine of --qemu; a real board \
+                 on --serial is what it is: give --qemu, or leave them out",
+            );
+        }
+        return crate::error::refuse("no machine without --qemu");
     }
-    if let Some(c) = &a.cpu {
-        cfg.cpu.clone_from(c);
+    let mut cfg = a.machine.launch()?;
+    if cfg.accel.runs != crate::machine::accel::Runs::Here {
+        return crate::error::refuse(format!(
+            "--accel {}: the chainloader's UART is a pty of a QEMU on this host, which the KVM host model cannot \
+             give: use --accel tcg (or kvm on an arm64 host)",
+            cfg.accel
+        ));
     }
-    cfg.gic = a.gic.unwrap_or(cfg.gic);
-    cfg.smp = a.smp.unwrap_or(cfg.smp);
-    if let Some(m) = &a.mem {
-        cfg.mem.clone_from(m);
+    if a.machine.board.is_none() {
+        // The Pi 5's core and GIC on virt, unless asked otherwise.
+        cfg.cpu = a.machine.cpu.clone().unwrap_or_else(|| "cortex-a76".into());
+        cfg.gic = a.machine.gic.unwrap_or(2);
     }
     cfg.resolve_dtb()?;
-    cfg.validate().map_err(|e| anyhow::Error::new(crate::outcome::Refused(e)))?;
+    cfg.validate()?;
     Ok(cfg)
+}
+
+/// The emulated board's RAM: `ram`, or 1 GiB on a model whose RAM is chosen and has that
+/// default, else all the model holds; refused when the model cannot have it.
+pub fn board_ram(cfg: &crate::launch::Launch, ram: Option<crate::machine::Size>) -> Result<u64> {
+    use crate::machine::RamSize;
+    let model = cfg.model();
+    let bytes = match (ram, model.ram.size) {
+        (Some(r), RamSize::UpTo(max)) if r.bytes() > max => {
+            return crate::error::refuse(format!("--ram {r}: --board {} takes at most {} MiB", cfg.machine, max >> 20))
+        }
+        (Some(r), RamSize::Fixed { total, .. }) if r.bytes() != total => {
+            return crate::error::refuse(format!(
+                "--ram {r}: --board {} always has {} MiB of RAM: leave --ram out",
+                cfg.machine,
+                total >> 20
+            ))
+        }
+        (Some(r), _) => r.bytes(),
+        (None, _) => model.ram.default_guest.map_or(model.ram.max(), crate::machine::Size::bytes),
+    };
+    Ok(bytes)
 }
 
 fn secs(s: u64) -> Option<Duration> {
@@ -471,18 +500,39 @@ fn secs(s: u64) -> Option<Duration> {
 
 /// Runs `cargo xtask chainboot`; returns the run's exit code.
 pub fn cli(a: Args) -> Result<i32> {
-    let tc = crate::toolchain::find()?;
+    if (a.machine.any() || a.ram.is_some()) && !a.qemu {
+        qemu_config(&a)?;
+    }
+    let tc = crate::provision::toolchain::find()?;
     let images = crate::build::build(&tc, &[])?;
+    crate::launch::check_line("--bootargs", &a.bootargs)?;
+    crate::launch::check_bootargs(&a.bootargs, u32::MAX)?;
+    // The run's key goes with the command line: always on QEMU; on a board only when a command
+    // line is sent at all (an empty one keeps the firmware's cmdline.txt, and the run's final
+    // line is then unverified).
+    let key = (a.qemu || !a.bootargs.trim().is_empty()).then(crate::launch::new_key).transpose()?;
+    let bootargs = match key {
+        Some(k) => crate::launch::join(&[&a.bootargs, &format!("{}={k:#x}", hypcore::options::KEY)]),
+        None => a.bootargs.clone(),
+    };
     let payload = Payload {
         hypervisor: std::fs::read(&images.hypervisor)?,
         kernel: std::fs::read(&images.kernel)?,
-        bootargs: a.bootargs.clone(),
+        bootargs,
         compress: !a.no_compress,
     };
     let mut vm = None;
     let (link, ready_timeout) = if a.qemu {
         let cfg = qemu_config(&a)?;
-        let v = qemu::start(&cfg.qemu()?, &cfg, &crate::build::chainloader_image())?;
+        let ram = board_ram(&cfg, a.ram)?;
+        if !cfg.accel.tcg {
+            crate::supervise::kvm::check_host(&cfg.machine_args(ram, cfg.model().min_qemu))?;
+        }
+        eprintln!(
+            "xtask: the emulated board has {} MiB of RAM (--ram); the guest gets what the hypervisor leaves",
+            ram >> 20
+        );
+        let v = qemu::start(&cfg.qemu()?.path, &cfg, ram, &crate::build::chainloader_image())?;
         eprintln!("xtask: QEMU ({}) runs the chainloader with its UART on {}", cfg.describe(), v.socket.display());
         let link = link::open(&v.serial(), a.baud)?;
         vm = Some(v);
@@ -492,7 +542,7 @@ pub fn cli(a: Args) -> Result<i32> {
         (link::open(spec, a.baud)?, secs(a.ready_timeout.unwrap_or(0)))
     };
     eprintln!("xtask: waiting for the chainloader on {} (power on or reset the board)", link.describe);
-    let mut s = Session::new(link, crate::qemu::echo_stdout, true);
+    let mut s = Session::new(link, crate::supervise::echo_stdout, true);
     let ram = s.wait_ready(ready_timeout)?;
     eprintln!("xtask: the loader is ready ({ram} MiB of RAM)");
     if let Some(n) = a.corrupt_kernel_byte {
@@ -508,7 +558,7 @@ pub fn cli(a: Args) -> Result<i32> {
         Sent::Refused(why) => bail!("the loader refused the transfer: {why}"),
         Sent::TimedOut { received, total } => bail!("the loader timed out after {received} of {total} bytes"),
     }
-    match s.console(secs(a.timeout)) {
+    match s.console(secs(a.timeout), key) {
         ConsoleEnd::Exit(code) => {
             eprintln!("xtask: the run ended with exit code {code} ({})", abi::exit::describe(code as i32));
             if let Some(mut v) = vm {
@@ -544,10 +594,13 @@ pub struct ConsoleArgs {
 pub fn console_cli(a: ConsoleArgs) -> Result<i32> {
     let link = link::open(&a.serial, a.baud)?;
     eprintln!("xtask: console on {} until the run's final @@exit line (Ctrl-C to leave)", link.describe);
-    let mut s = Session::new(link, crate::qemu::echo_stdout, false);
-    match s.console(secs(a.timeout)) {
+    let mut s = Session::new(link, crate::supervise::echo_stdout, false);
+    match s.console(secs(a.timeout), None) {
         ConsoleEnd::Exit(code) => {
-            eprintln!("xtask: the run ended with exit code {code} ({})", abi::exit::describe(code as i32));
+            eprintln!(
+                "xtask: the run ended with exit code {code} ({}; unverified: this console knows no run key)",
+                abi::exit::describe(code as i32)
+            );
             Ok(code as i32)
         }
         ConsoleEnd::Closed => bail!("the serial line closed before the run's final @@exit line"),

@@ -8,7 +8,7 @@
 //! busy host then never sees the `@@exit` line; a socket keeps every byte until it is read. The
 //! raw-tty path of a real serial adapter is tested on a pty by `link`'s own tests.
 
-use crate::qemu::QemuConfig;
+use crate::launch::Launch;
 use anyhow::{bail, Context, Result};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -44,10 +44,10 @@ impl Drop for LoaderVm {
 
 /// QEMU arguments for the loader with `serial` as its console (`chardev:ID`, `pty`, ...): on a
 /// board model, the port its DTB's stdout-path names, and the board's DTB (`cfg.dtb`, see
-/// [`QemuConfig::resolve_dtb`]), which the loader hands on to the hypervisor.
-pub fn args(cfg: &QemuConfig, loader: &Path, serial: &str) -> Vec<String> {
-    let mut a = cfg.machine_args();
-    a.extend(cfg.board.serial_args(serial));
+/// [`Launch::resolve_dtb`]), which the loader hands on to the hypervisor.
+pub fn args(cfg: &Launch, machine_bytes: u64, loader: &Path, serial: &str) -> Vec<String> {
+    let mut a = cfg.machine_args(machine_bytes, cfg.model().min_qemu);
+    a.extend(cfg.model().serial_args(serial));
     // The run the loader starts ends like any other: its final line, then PSCI SYSTEM_OFF (or
     // the board's power-off), or SYSTEM_RESET, which ends QEMU too instead of restarting the
     // loader.
@@ -59,9 +59,10 @@ pub fn args(cfg: &QemuConfig, loader: &Path, serial: &str) -> Vec<String> {
     a
 }
 
-/// Starts QEMU with the loader, its serial port a unix socket QEMU listens on (and waits for the
-/// first connection before it runs the guest), and returns once the socket is there.
-pub fn start(qemu: &Path, cfg: &QemuConfig, loader: &Path) -> Result<LoaderVm> {
+/// Starts QEMU with the loader and `machine_bytes` of RAM, its serial port a unix socket QEMU
+/// listens on (and waits for the first connection before it runs the guest), and returns once
+/// the socket is there.
+pub fn start(qemu: &Path, cfg: &Launch, machine_bytes: u64, loader: &Path) -> Result<LoaderVm> {
     static RUNS: AtomicU32 = AtomicU32::new(0);
     let socket = std::env::temp_dir().join(format!(
         "pgtlab-chainboot-{}-{}.sock",
@@ -71,7 +72,7 @@ pub fn start(qemu: &Path, cfg: &QemuConfig, loader: &Path) -> Result<LoaderVm> {
     let _ = std::fs::remove_file(&socket);
     let mut cmd = Command::new(qemu);
     // Not `serial0`: QEMU names the chardevs of `-serial null` ports serialN itself.
-    cmd.args(args(cfg, loader, "chardev:loader"))
+    cmd.args(args(cfg, machine_bytes, loader, "chardev:loader"))
         .arg("-chardev")
         .arg(format!("socket,id=loader,path={},server=on,wait=on", socket.display()))
         .stdin(Stdio::null())
@@ -111,20 +112,20 @@ pub fn start(qemu: &Path, cfg: &QemuConfig, loader: &Path) -> Result<LoaderVm> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::board::Board;
 
     #[test]
     fn loader_args_put_the_serial_on_the_given_chardev() {
-        let cfg = QemuConfig { cpu: "cortex-a76".into(), gic: 2, ..QemuConfig::default() };
-        let a = args(&cfg, Path::new("l.img"), "chardev:serial0");
+        let cfg = Launch { cpu: "cortex-a76".into(), gic: 2, ..Launch::default() };
+        let a = args(&cfg, 1 << 30, Path::new("l.img"), "chardev:serial0");
         let after = |f: &str| a.iter().position(|x| x == f).map(|i| a[i + 1].as_str());
         assert_eq!(after("-serial"), Some("chardev:serial0"));
+        assert_eq!(after("-m"), Some("1024M"));
         assert_eq!(after("-kernel"), Some("l.img"));
         assert_eq!(after("-M"), Some("virt,gic-version=2,virtualization=on"));
         assert_eq!(after("-initrd"), None);
         assert!(!a.contains(&"-nographic".to_string()));
-        let cfg = QemuConfig { dtb: Some("pi4.dtb".into()), ..QemuConfig::default().for_board(Board::Pi4) };
-        let a = args(&cfg, Path::new("l.img"), "chardev:serial0");
+        let cfg = Launch { dtb: Some("pi4.dtb".into()), ..Launch::for_machine(crate::machine::find("pi4").unwrap()) };
+        let a = args(&cfg, 2 << 30, Path::new("l.img"), "chardev:serial0");
         let ports: Vec<&str> = a.windows(2).filter(|w| w[0] == "-serial").map(|w| w[1].as_str()).collect();
         assert_eq!(ports, ["null", "chardev:serial0"], "the mini UART is the second port");
         let after = |f: &str| a.iter().position(|x| x == f).map(|i| a[i + 1].as_str());

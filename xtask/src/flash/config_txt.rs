@@ -24,6 +24,9 @@ pub struct Section {
     pub cmdline: String,
     /// `init_uart_baud=` when not the firmware's 115200.
     pub baud: Option<u32>,
+    /// `armstub=`: firmware the Pi's boot firmware starts at EL3 before the kernel (TF-A's BL31:
+    /// PSCI from EL3 instead of the spin table), with `enable_gic=1` as TF-A's Pi 4 port asks.
+    pub armstub: Option<String>,
 }
 
 impl Section {
@@ -48,6 +51,11 @@ impl Section {
         ]);
         if let Some(i) = &self.initramfs {
             l.push(format!("initramfs {i} followkernel"));
+        }
+        if let Some(a) = &self.armstub {
+            l.push("# TF-A's BL31 at EL3: PSCI for the CPUs, then the kernel at EL2 (x0 = the DTB it patched)".into());
+            l.push(format!("armstub={a}"));
+            l.push("enable_gic=1".into());
         }
         l.push(format!("cmdline={}", self.cmdline));
         l.push(END.to_string());
@@ -193,6 +201,7 @@ mod tests {
 
     fn hyp() -> Section {
         Section {
+            armstub: None,
             kernel: "kernel_2712.img".into(),
             initramfs: Some("pgtlab-kernel.img".into()),
             cmdline: "pgtlab-cmdline.txt".into(),

@@ -1,7 +1,7 @@
 //! `cargo xtask flash`: puts the hypervisor and the kernel (or the serial chainloader) where a
 //! Raspberry Pi 5's firmware boots them, in one of three ways:
 //!
-//! * `--boot-dir DIR`: a mounted boot partition. Writes [`KERNEL`] (the hypervisor), [`GUEST`]
+//! * `--boot-dir DIR`: a mounted boot partition. Writes the file the firmware boots (the hypervisor; `machine::Card::kernel`), [`GUEST`]
 //!   (the kernel, loaded by the firmware as the initramfs) and [`CMDLINE`], and the pgtlab section
 //!   of `config.txt` ([`config_txt`]); a file that was there first is kept as `NAME.pgtlab-backup`.
 //!   `--uninstall` puts everything back.
@@ -14,6 +14,7 @@
 pub mod config_txt;
 pub mod device;
 pub mod fat;
+pub mod layouts;
 
 use anyhow::{bail, ensure, Context, Result};
 use config_txt::Section;
@@ -21,63 +22,23 @@ use fat::File;
 use std::io::{IsTerminal, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-/// The file the Pi 5's firmware boots: the hypervisor (or the chainloader).
-pub const KERNEL: &str = "kernel_2712.img";
-/// The file the Pi 4's firmware boots in 64-bit mode (`arm_64bit=1`), entering it at EL2.
-pub const KERNEL_PI4: &str = "kernel8.img";
-/// The DTB the Pi 4's firmware loads from the card.
-pub const PI4_DTB: &str = "bcm2711-rpi-4-b.dtb";
+/// Which board the card is for: its row's card layout (`crate::machine::Card`: the file its
+/// firmware boots, the DTB it loads).
+pub use crate::machine::Card as Pi;
 
-/// Which Raspberry Pi the card is for (`flash --board`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Pi {
-    /// Raspberry Pi 5: `kernel_2712.img`, `bcm2712-rpi-5-b.dtb`, debug UART (PL011).
-    #[default]
-    Pi5,
-    /// Raspberry Pi 4B: `kernel8.img`, `bcm2711-rpi-4-b.dtb`, the mini UART on GPIO 14/15.
-    Pi4,
+/// The Pi 5's card (the default of `flash --board`).
+pub fn pi5() -> Pi {
+    crate::machine::with_card("pi5").expect("the Pi 5 has a card").1
 }
 
-impl Pi {
-    /// From `--board` (`pi5` or `pi4`).
-    pub fn from_name(s: &str) -> Option<Pi> {
-        match s {
-            "pi5" => Some(Pi::Pi5),
-            _ => (crate::board::Board::from_name(s) == Some(crate::board::Board::Pi4)).then_some(Pi::Pi4),
-        }
-    }
-
-    /// The file its firmware boots.
-    pub fn kernel_file(self) -> &'static str {
-        match self {
-            Pi::Pi5 => KERNEL,
-            Pi::Pi4 => KERNEL_PI4,
-        }
-    }
-
-    /// The DTB its firmware loads from the card.
-    pub fn dtb(self) -> &'static str {
-        match self {
-            Pi::Pi5 => PI5_DTB,
-            Pi::Pi4 => PI4_DTB,
-        }
-    }
-
-    fn name(self) -> &'static str {
-        match self {
-            Pi::Pi5 => "Pi 5",
-            Pi::Pi4 => "Pi 4",
-        }
-    }
-}
 /// The guest kernel, which the firmware loads as the initramfs for the hypervisor.
 pub const GUEST: &str = "pgtlab-kernel.img";
+/// TF-A's BL31 on the card (config.txt `armstub=`).
+pub const ARMSTUB: &str = "pgtlab-bl31.bin";
 /// The boot arguments (the firmware puts its line in `/chosen/bootargs`).
 pub const CMDLINE: &str = "pgtlab-cmdline.txt";
 /// The firmware's configuration file.
 pub const CONFIG: &str = "config.txt";
-/// The DTB the Pi 5's firmware loads from the card and hands to the kernel in x0.
-pub const PI5_DTB: &str = "bcm2712-rpi-5-b.dtb";
 /// The fastest rate a PL011 reaches from the 9.216 MHz reference clock the Pi 5's DTB gives its
 /// debug UART (clock / 16).
 pub const MAX_DEBUG_UART_BAUD: u32 = 576_000;
@@ -90,7 +51,7 @@ pub const BACKUP: &str = ".pgtlab-backup";
 /// What goes on the card besides the firmware's files.
 #[derive(Debug, Clone)]
 pub struct Boot {
-    /// [`KERNEL`]'s contents.
+    /// The contents of the file the firmware boots (the hypervisor or the chainloader).
     pub kernel: Vec<u8>,
     /// [`GUEST`]'s contents (`None` with the chainloader).
     pub guest: Option<Vec<u8>>,
@@ -100,24 +61,30 @@ pub struct Boot {
     pub baud: Option<u32>,
     /// Which Pi.
     pub pi: Pi,
+    /// The armstub ([`ARMSTUB`], config.txt `armstub=`): TF-A's BL31 for the board.
+    pub armstub: Option<Vec<u8>>,
 }
 
 impl Boot {
     /// The config.txt section that boots it.
     pub fn section(&self) -> Section {
         Section {
-            kernel: self.pi.kernel_file().into(),
+            kernel: self.pi.kernel.into(),
             initramfs: self.guest.as_ref().map(|_| GUEST.to_string()),
             cmdline: CMDLINE.into(),
             baud: self.baud,
+            armstub: self.armstub.as_ref().map(|_| ARMSTUB.to_string()),
         }
     }
 
     /// The files it writes, config.txt aside.
     pub fn files(&self) -> Vec<File> {
-        let mut v = vec![File { path: self.pi.kernel_file().into(), data: self.kernel.clone() }];
+        let mut v = vec![File { path: self.pi.kernel.into(), data: self.kernel.clone() }];
         if let Some(g) = &self.guest {
             v.push(File { path: GUEST.into(), data: g.clone() });
+        }
+        if let Some(a) = &self.armstub {
+            v.push(File { path: ARMSTUB.into(), data: a.clone() });
         }
         // The firmware puts its own words in front of this line: the marker ends them.
         let line = format!("{} {}", bootargs::FIRMWARE_MARKER, self.bootargs.trim());
@@ -134,8 +101,15 @@ pub fn files_under(dir: &Path) -> Result<Vec<File>> {
         for e in std::fs::read_dir(&d).with_context(|| format!("reading {}", d.display()))? {
             let e = e?;
             let p = e.path();
-            if e.file_type()?.is_dir() {
+            let t = e.file_type()?;
+            if t.is_dir() {
                 todo.push(p);
+            } else if !t.is_file() {
+                // A FIFO or a device would block the read or never end; a link could lead anywhere.
+                return Err(anyhow::Error::new(crate::error::Refused(format!(
+                    "{}: not a regular file (a FIFO, device, socket or symbolic link): a card takes files",
+                    p.display()
+                ))));
             } else {
                 let rel = p.strip_prefix(dir)?.to_string_lossy().replace('\\', "/");
                 out.push(File {
@@ -170,13 +144,13 @@ pub fn image_files(boot: &Boot, firmware: Option<&Path>) -> Result<Vec<File>> {
 
 /// A warning when the Pi 5's DTB is missing from `paths`.
 pub fn dtb_warning<'a>(paths: impl Iterator<Item = &'a str>) -> Option<String> {
-    dtb_warning_for(Pi::Pi5, paths)
+    dtb_warning_for(pi5(), paths)
 }
 
 /// A warning when `pi`'s DTB is missing from `paths`.
 pub fn dtb_warning_for<'a>(pi: Pi, mut paths: impl Iterator<Item = &'a str>) -> Option<String> {
-    let dtb = pi.dtb();
-    let name = pi.name();
+    let dtb = pi.dtb;
+    let name = pi.short;
     (!paths.any(|p| p.eq_ignore_ascii_case(dtb))).then(|| {
         format!(
             "warning: no {dtb} on the card. The {name}'s firmware hands the kernel the DTB it loads from the \
@@ -264,7 +238,8 @@ pub fn uninstall_boot_dir(dir: &Path) -> Result<Vec<String>> {
             done.push(format!("removed the pgtlab section from {CONFIG}"));
         }
     }
-    for name in [KERNEL, KERNEL_PI4, GUEST, CMDLINE] {
+    let kernels = crate::machine::MACHINES.iter().filter_map(|m| m.card.map(|c| c.kernel));
+    for name in kernels.chain([GUEST, CMDLINE]) {
         let p = dir.join(name);
         let backup = dir.join(format!("{name}{BACKUP}"));
         if backup.exists() {
@@ -301,6 +276,17 @@ pub struct Args {
     /// arm_64bit=1; console on the mini UART).
     #[arg(long, default_value = "pi5")]
     pub board: String,
+    /// What boots the card: `pi` (a Raspberry Pi's firmware and config.txt, `--board`), `uboot`
+    /// (U-Boot's distro boot finds boot.scr: it loads the hypervisor and the guest and describes
+    /// the guest in /chosen/module@ nodes), `efi` (an EFI system partition: the hypervisor as
+    /// EFI/BOOT/BOOTAA64.EFI, the guest and command line beside it).
+    #[arg(long, default_value = "pi", value_parser = ["pi", "uboot", "efi"])]
+    pub layout: String,
+    /// The Pi's armstub (config.txt `armstub=`, entered at EL3 before the hypervisor): `tfa`
+    /// for Debian's TF-A BL31 for the board (Pi 4: PSCI from EL3 instead of the spin table), or
+    /// a file.
+    #[arg(long)]
+    pub armstub: Option<String>,
     /// Install the serial chainloader instead (then `cargo xtask chainboot --serial DEV`).
     #[arg(long)]
     pub chainloader: bool,
@@ -323,7 +309,15 @@ pub struct Args {
 
 /// Runs `cargo xtask flash`.
 pub fn cli(a: Args) -> Result<()> {
-    let refuse = |why: String| anyhow::Error::new(crate::outcome::Refused(why));
+    let refuse = |why: String| anyhow::Error::new(crate::error::Refused(why));
+    if a.uninstall && a.boot_dir.is_none() {
+        return Err(refuse(
+            "--uninstall undoes an install into a mounted boot partition: give --boot-dir DIR (a card or an image \
+             is written whole; there is nothing to undo there)"
+                .into(),
+        ));
+    }
+    crate::launch::check_line("--bootargs", &a.bootargs)?;
     if let Some(dir) = &a.boot_dir {
         if !dir.is_dir() {
             return Err(refuse(format!(
@@ -353,12 +347,19 @@ pub fn cli(a: Args) -> Result<()> {
             );
         }
     }
-    let pi = Pi::from_name(&a.board).ok_or_else(|| {
-        anyhow::Error::new(crate::outcome::Refused(format!("--board {}: flash knows pi5 and pi4", a.board)))
-    })?;
-    let tc = crate::toolchain::find()?;
+    let pi = crate::machine::with_card(&a.board)?.1;
+    let tc = crate::provision::toolchain::find()?;
     let images = crate::build::build(&tc, &[])?;
+    if a.layout != "pi" {
+        return layout_cli(&a);
+    }
+    let armstub = match a.armstub.as_deref() {
+        None => None,
+        Some("tfa") => Some(std::fs::read(armstub_tfa(pi)?)?),
+        Some(file) => Some(std::fs::read(file).with_context(|| format!("--armstub {file}"))?),
+    };
     let boot = Boot {
+        armstub,
         pi,
         kernel: std::fs::read(if a.chainloader {
             crate::build::chainloader_image()
@@ -387,17 +388,30 @@ pub fn cli(a: Args) -> Result<()> {
         return Ok(());
     }
     let files = image_files(&boot, a.firmware.as_deref())?;
+    let need = fat::size_for(&files);
     let size = match a.size_mib {
         // Bounded by clap (64 to MAX_SIZE_MIB): no overflow.
         Some(m) => m << 20,
-        None => fat::size_for(&files),
+        None => need,
     };
     ensure!(
         size <= MAX_SIZE_MIB << 20,
         "the files need a {} MiB image, more than the {MAX_SIZE_MIB} MiB this builds",
         size >> 20
     );
-    let image = fat::build(&files, size)?;
+    let image = fat::build(&files, size).map_err(|e| {
+        if a.size_mib.is_some() {
+            refuse(format!(
+                "--size-mib {}: the files ({} MiB) do not fit in a FAT32 image that size ({e:#}); leave --size-mib \
+                 out ({} MiB fits them) or give more",
+                size >> 20,
+                files.iter().map(|f| f.data.len() as u64).sum::<u64>().div_ceil(1 << 20),
+                need >> 20
+            ))
+        } else {
+            e
+        }
+    })?;
     let info = fat::read(&image)?;
     if let Some(path) = &a.image {
         crate::write_file(path, &image)?;
@@ -409,6 +423,54 @@ pub fn cli(a: Args) -> Result<()> {
     if let Some(w) = dtb_warning_for(pi, info.files.iter().map(|f| f.path.as_str())) {
         eprintln!("xtask: {w}");
     }
+    Ok(())
+}
+
+/// Debian's TF-A BL31 for `pi` (`crate::provision::firmware`). On a Pi 4 it brings PSCI (the
+/// firmware alone holds the CPUs in a spin table); the Pi 5's firmware runs its own TF-A
+/// already, which this one (upstream TF-A's port) replaces.
+pub fn armstub_tfa(pi: Pi) -> Result<PathBuf> {
+    match pi.tfa {
+        Some(plat) => crate::provision::firmware::get(crate::provision::firmware::bl31(plat)),
+        None => crate::error::refuse(format!("--armstub tfa: Debian's TF-A has no port for the {}", pi.short)),
+    }
+}
+
+/// `flash --layout uboot|efi`: a disk image (or card) for a board that boots U-Boot or UEFI
+/// (`layouts`), with the hypervisor and the kernel as its guest.
+fn layout_cli(a: &Args) -> Result<()> {
+    let refuse = |why: String| anyhow::Error::new(crate::error::Refused(why));
+    if a.boot_dir.is_some() || a.firmware.is_some() || a.chainloader || a.armstub.is_some() || a.baud.is_some() {
+        return Err(refuse(format!(
+            "--layout {}: --boot-dir, --firmware, --chainloader, --armstub and --baud are for a Pi's card",
+            a.layout
+        )));
+    }
+    let tc = crate::provision::toolchain::find()?;
+    let images = crate::build::build(&tc, &[])?;
+    let (hyp, kernel) = (std::fs::read(&images.hypervisor)?, std::fs::read(&images.kernel)?);
+    let mut files = if a.layout == "uboot" {
+        layouts::uboot_files(&layouts::UbootGuest {
+            hypervisor: hyp,
+            kernel,
+            initrd: None,
+            guest_cmdline: String::new(),
+            bootargs: a.bootargs.clone(),
+        })
+    } else {
+        layouts::efi_files(&hyp, &kernel, &format!("{} {}", bootargs::FIRMWARE_MARKER, a.bootargs.trim()))
+    };
+    files.sort_by(|x, y| x.path.cmp(&y.path));
+    let size = a.size_mib.map_or_else(|| fat::size_for(&files), |m| m << 20);
+    let image = fat::build(&files, size)?;
+    let info = fat::read(&image)?;
+    if let Some(path) = &a.image {
+        crate::write_file(path, &image)?;
+        eprintln!("xtask: wrote {} ({} MiB disk image, {} layout)", path.display(), image.len() >> 20, a.layout);
+    } else if let Some(dev) = &a.device {
+        write_device(dev, &image, a.yes)?;
+    }
+    print_summary(&info);
     Ok(())
 }
 
@@ -504,28 +566,35 @@ mod tests {
     use super::*;
 
     fn boot() -> Boot {
-        Boot { kernel: vec![1; 1000], guest: Some(vec![2; 2000]), bootargs: " test=x ".into(), baud: None, pi: Pi::Pi5 }
+        Boot {
+            kernel: vec![1; 1000],
+            guest: Some(vec![2; 2000]),
+            bootargs: " test=x ".into(),
+            baud: None,
+            pi: pi5(),
+            armstub: None,
+        }
     }
 
     #[test]
     fn image_files_keep_the_firmwares_and_its_config() {
         let fw = tempfile::tempdir().unwrap();
         std::fs::write(fw.path().join("config.txt"), "dtparam=audio=on\n[pi4]\narm_boost=1\n").unwrap();
-        std::fs::write(fw.path().join(PI5_DTB), b"dtb").unwrap();
+        std::fs::write(fw.path().join(pi5().dtb), b"dtb").unwrap();
         std::fs::write(fw.path().join("kernel_2712.img"), b"raspberry pi os linux").unwrap();
         std::fs::create_dir(fw.path().join("overlays")).unwrap();
         std::fs::write(fw.path().join("overlays/uart0.dtbo"), b"o").unwrap();
         let files = image_files(&boot(), Some(fw.path())).unwrap();
         let names: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
-        assert_eq!(names, [PI5_DTB, CONFIG, KERNEL, "overlays/uart0.dtbo", CMDLINE, GUEST]);
+        assert_eq!(names, [pi5().dtb, CONFIG, pi5().kernel, "overlays/uart0.dtbo", CMDLINE, GUEST]);
         let get = |n: &str| &files.iter().find(|f| f.path == n).unwrap().data;
-        assert_eq!(get(KERNEL), &vec![1; 1000], "ours replaces the firmware directory's kernel");
+        assert_eq!(get(pi5().kernel), &vec![1; 1000], "ours replaces the firmware directory's kernel");
         let config = String::from_utf8(get(CONFIG).clone()).unwrap();
         assert!(config.starts_with("dtparam=audio=on\n[pi4]\narm_boost=1\n\n# >>> pgtlab"), "{config}");
         assert_eq!(get(CMDLINE), b"pgtlab test=x\n");
         assert!(dtb_warning(names.into_iter()).is_none());
         let bare = image_files(&boot(), None).unwrap();
-        assert!(dtb_warning(bare.iter().map(|f| f.path.as_str())).unwrap().contains(PI5_DTB));
+        assert!(dtb_warning(bare.iter().map(|f| f.path.as_str())).unwrap().contains(pi5().dtb));
     }
 
     #[test]
@@ -533,16 +602,16 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let user = "# my settings\ndtparam=i2c_arm=on\nkernel=kernel_2712.img\n";
         std::fs::write(d.path().join(CONFIG), user).unwrap();
-        std::fs::write(d.path().join(KERNEL), b"linux").unwrap();
+        std::fs::write(d.path().join(pi5().kernel), b"linux").unwrap();
         let first = install_boot_dir(d.path(), &boot()).unwrap();
-        assert_eq!(first.backed_up, [format!("{KERNEL}{BACKUP}"), format!("{CONFIG}{BACKUP}")]);
+        assert_eq!(first.backed_up, [format!("{}{BACKUP}", pi5().kernel), format!("{CONFIG}{BACKUP}")]);
         assert_eq!(first.overridden, [(3, "kernel=kernel_2712.img".to_string())]);
         let second = install_boot_dir(d.path(), &boot()).unwrap();
         assert!(second.backed_up.is_empty(), "the backups keep what was there before pgtlab");
         let config = std::fs::read_to_string(d.path().join(CONFIG)).unwrap();
         assert_eq!(config.matches(config_txt::BEGIN).count(), 1, "{config}");
         assert!(config.starts_with(user));
-        assert_eq!(std::fs::read(d.path().join(format!("{KERNEL}{BACKUP}"))).unwrap(), b"linux");
+        assert_eq!(std::fs::read(d.path().join(format!("{}{BACKUP}", pi5().kernel))).unwrap(), b"linux");
         assert_eq!(std::fs::read(d.path().join(GUEST)).unwrap(), vec![2; 2000]);
         // Switching to the chainloader drops the guest file and the initramfs line.
         let loader = Boot { guest: None, ..boot() };
@@ -552,7 +621,7 @@ mod tests {
         let done = uninstall_boot_dir(d.path()).unwrap();
         assert!(done.iter().any(|l| l.contains("restored kernel_2712.img")), "{done:?}");
         assert_eq!(std::fs::read_to_string(d.path().join(CONFIG)).unwrap(), user);
-        assert_eq!(std::fs::read(d.path().join(KERNEL)).unwrap(), b"linux");
+        assert_eq!(std::fs::read(d.path().join(pi5().kernel)).unwrap(), b"linux");
         let left: Vec<String> = std::fs::read_dir(d.path())
             .unwrap()
             .flatten()
@@ -591,6 +660,25 @@ mod tests {
         std::fs::write(d.path().join(CONFIG), &broken).unwrap();
         assert!(install_boot_dir(d.path(), &boot()).is_err());
         assert_eq!(std::fs::read_to_string(d.path().join(CONFIG)).unwrap(), broken);
-        assert!(!d.path().join(KERNEL).exists(), "nothing written");
+        assert!(!d.path().join(pi5().kernel).exists(), "nothing written");
+    }
+
+    /// `--armstub`: the file on the card and `armstub=` with `enable_gic=1` in the section (TF-A's
+    /// Pi 4 port asks for both); none without it.
+    #[test]
+    fn an_armstub_goes_on_the_card_and_into_config_txt() {
+        let b = Boot { pi: crate::machine::with_card("pi4").unwrap().1, armstub: Some(vec![7; 100]), ..boot() };
+        let files = image_files(&b, None).unwrap();
+        assert!(files.iter().any(|f| f.path == ARMSTUB && f.data == [7; 100]));
+        let config = String::from_utf8(files.iter().find(|f| f.path == CONFIG).unwrap().data.clone()).unwrap();
+        for line in ["armstub=pgtlab-bl31.bin", "enable_gic=1", "kernel=kernel8.img"] {
+            assert!(config.lines().any(|l| l == line), "{line} in\n{config}");
+        }
+        let plain = image_files(&boot(), None).unwrap();
+        assert!(plain.iter().all(|f| f.path != ARMSTUB));
+        let config = String::from_utf8(plain.iter().find(|f| f.path == CONFIG).unwrap().data.clone()).unwrap();
+        assert!(!config.contains("armstub") && !config.contains("enable_gic"), "{config}");
+        let no_port = Pi { tfa: None, ..pi5() };
+        assert!(armstub_tfa(no_port).unwrap_err().to_string().contains("no port for the Pi 5"));
     }
 }

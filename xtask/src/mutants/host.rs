@@ -8,7 +8,7 @@
 //! are comments.
 
 use super::HOST_CRATES;
-use crate::outcome::check_failed;
+use crate::error::check_failed;
 use crate::workspace_root;
 use anyhow::{bail, Context, Result};
 use std::collections::BTreeMap;
@@ -36,7 +36,9 @@ fn ensure_cargo_mutants() -> Result<()> {
         return Ok(());
     }
     eprintln!("xtask: installing cargo-mutants with `cargo install cargo-mutants --locked` (it is missing)");
-    let status = cargo().args(["install", "cargo-mutants", "--locked"]).status().context("running cargo install")?;
+    let mut install = cargo();
+    install.args(["install", "cargo-mutants", "--locked"]);
+    let status = crate::signals::status(&mut install)?;
     if !status.success() || !ok(cargo().args(["mutants", "--version"])) {
         bail!("cargo-mutants could not be installed; install it by hand: cargo install cargo-mutants");
     }
@@ -110,18 +112,24 @@ pub fn read_explained(text: &str) -> Result<BTreeMap<String, String>> {
     Ok(out)
 }
 
-/// Runs cargo-mutants on `names` (none: every host crate) with `extra` arguments.
-pub fn run(names: &[String], extra: &[String]) -> Result<()> {
+/// The crates `names` stand for (none: every host crate), or a usage error for one that is not.
+pub fn crates(names: &[String]) -> Result<Vec<&str>> {
     let crates: Vec<&str> =
         if names.is_empty() { HOST_CRATES.to_vec() } else { names.iter().map(String::as_str).collect() };
     for c in &crates {
         if !HOST_CRATES.contains(c) {
-            return Err(anyhow::Error::new(crate::outcome::Refused(format!(
+            return Err(anyhow::Error::new(crate::error::Refused(format!(
                 "{c:?} is not a host crate cargo-mutants covers (one of: {})",
                 HOST_CRATES.join(", ")
             ))));
         }
     }
+    Ok(crates)
+}
+
+/// Runs cargo-mutants on `names` (none: every host crate) with `extra` arguments.
+pub fn run(names: &[String], extra: &[String]) -> Result<()> {
+    let crates = crates(names)?;
     ensure_cargo_mutants()?;
     let explained = read_explained(&std::fs::read_to_string(explained_file()).unwrap_or_default())?;
     let mut rows = Vec::new();
@@ -134,7 +142,7 @@ pub fn run(names: &[String], extra: &[String]) -> Result<()> {
         let mut child = crate::signals::supervised(&mut cmd).context("running cargo mutants")?;
         let status = child.wait()?;
         if crate::signals::caught().is_some() {
-            return Err(anyhow::Error::new(crate::outcome::ExitWith(crate::outcome::Verdict::new(
+            return Err(anyhow::Error::new(crate::error::ExitWith(crate::error::Verdict::new(
                 abi::exit::INTERRUPTED,
                 "the xtask was stopped during cargo mutants",
             ))));
@@ -217,7 +225,7 @@ mod tests {
         let s = Summary { missed: vec!["lib/x/src/a.rs: replace f -> bool with true".into()], ..Summary::default() };
         assert!(report(&[("x".into(), s.clone())], &e).is_ok());
         let err = report(&[("x".into(), s)], &BTreeMap::new()).unwrap_err();
-        assert_eq!(crate::outcome::code_of(&err), abi::exit::CHECK_FAILED);
+        assert_eq!(crate::error::code_of(&err), abi::exit::CHECK_FAILED);
     }
 
     #[test]

@@ -20,7 +20,7 @@
 
 pub mod seeds;
 
-use crate::outcome::check_failed;
+use crate::error::check_failed;
 use crate::workspace_root;
 use anyhow::{bail, Context, Result};
 use seeds::{Class, Seed, Test, SEEDS};
@@ -53,17 +53,29 @@ pub struct Args {
 
 /// The host crates cargo-mutants covers (the libraries and the xtask; `fuzz` is a harness and
 /// `tests` only the QEMU tests' crate).
-pub const HOST_CRATES: [&str; 11] =
-    ["abi", "board", "bootargs", "chainboot", "hypcore", "kcore", "pgtable", "pmu", "rt", "uspace", "xtask"];
+pub const HOST_CRATES: [&str; 12] =
+    ["abi", "board", "bootargs", "chainboot", "gic", "hypcore", "kcore", "pgtable", "pmu", "rt", "uspace", "xtask"];
 
 /// Entry point.
 pub fn cli(a: Args) -> Result<()> {
+    if a.host && a.list {
+        // What would run, without installing or running anything.
+        let crates = host::crates(&a.names)?;
+        for c in &crates {
+            println!("{c}");
+        }
+        println!("{} host crates for cargo-mutants (configuration: .cargo/mutants.toml)", crates.len());
+        return Ok(());
+    }
+    if !a.host && !a.extra.is_empty() {
+        return crate::error::refuse(format!(
+            "{}: arguments after `--` are cargo-mutants' (give --host); the seeded bugs take none",
+            a.extra.join(" ")
+        ));
+    }
     lower_priority();
     if a.host {
         return host::run(&a.names, &a.extra);
-    }
-    if !a.extra.is_empty() {
-        bail!("arguments after `--` are for cargo-mutants: use them with --host");
     }
     let chosen = select(&a.names)?;
     if a.list {
@@ -99,7 +111,7 @@ pub fn select(names: &[String]) -> Result<Vec<&'static Seed>> {
         let hits: Vec<&Seed> = SEEDS.iter().filter(|s| s.id == n || s.class.name() == n).collect();
         if hits.is_empty() {
             let classes: BTreeSet<&str> = SEEDS.iter().map(|s| s.class.name()).collect();
-            return Err(anyhow::Error::new(crate::outcome::Refused(format!(
+            return Err(anyhow::Error::new(crate::error::Refused(format!(
                 "no seeded bug or class {n:?} (classes: {}; `cargo xtask mutants --list` lists the bugs)",
                 classes.into_iter().collect::<Vec<_>>().join(", ")
             ))));
@@ -309,8 +321,11 @@ fn run_test(dir: &Path, t: &Test, qemu: &Path, log: &Path) -> Result<Ran, String
             c.env("XTASK_QEMU", qemu)
                 .env("XTASK_HYPERVISOR_IMG", img.join("hypervisor.img"))
                 .env("XTASK_KERNEL_IMG", img.join("kernel.img"))
-                .env("XTASK_HYPERVISOR_ELF", elf.join(crate::toolchain::HYP_TARGET).join("release/hypervisor"))
-                .env("XTASK_KERNEL_ELF", elf.join(crate::toolchain::TARGET).join("release/kernel"))
+                .env(
+                    "XTASK_HYPERVISOR_ELF",
+                    elf.join(crate::provision::toolchain::HYP_TARGET).join("release/hypervisor"),
+                )
+                .env("XTASK_KERNEL_ELF", elf.join(crate::provision::toolchain::TARGET).join("release/kernel"))
                 .env("XTASK_BIN", dir.join("target/debug/xtask"))
                 .env("XTASK_LONG", "0");
         }
@@ -363,7 +378,7 @@ fn run_seeds(chosen: &[&'static Seed], baseline: bool, all_tests: bool) -> Resul
         )));
     }
     let t0 = Instant::now();
-    let qemu = crate::system::qemu()?;
+    let qemu = crate::provision::system::qemu()?;
     let dir = scratch();
     let logs = workspace_root().join("target/mutants/logs");
     std::fs::create_dir_all(&logs)?;
@@ -428,7 +443,7 @@ fn run_seeds(chosen: &[&'static Seed], baseline: bool, all_tests: bool) -> Resul
         // The clean file back before anything else (a later seed, or an interrupted run).
         std::fs::write(&path, &clean)?;
         if crate::signals::caught().is_some() {
-            return Err(anyhow::Error::new(crate::outcome::ExitWith(crate::outcome::Verdict::new(
+            return Err(anyhow::Error::new(crate::error::ExitWith(crate::error::Verdict::new(
                 abi::exit::INTERRUPTED,
                 "the xtask was stopped; the scratch tree is clean again",
             ))));
@@ -576,7 +591,7 @@ mod tests {
         let class = select(&[Class::Judging.name().to_string()]).unwrap();
         assert!(class.iter().all(|s| s.class == Class::Judging) && !class.is_empty());
         let e = select(&["no-such-seed".into()]).unwrap_err();
-        assert_eq!(crate::outcome::code_of(&e), abi::exit::USAGE);
+        assert_eq!(crate::error::code_of(&e), abi::exit::USAGE);
     }
 
     #[test]

@@ -70,10 +70,10 @@ pub fn compare(old: &[Row], new: &[Row]) -> String {
 }
 
 /// Checks an earlier run's saved `.jsonl` before `--compare` uses it: every line a record of
-/// benchmark `which` (its `bench` field), taken in the same mode as this run (`icount`: an
+/// benchmark `which` (its `bench` field), taken on the same accelerator (`accel`) and in the same mode as this run (`icount`: an
 /// instruction count against a wall time would read as a thousand-fold change), and at least
 /// one row to compare with. `Err` says what is wrong.
-pub fn check_earlier(which: &str, icount: bool, text: &str) -> std::result::Result<(), String> {
+pub fn check_earlier(which: &str, icount: bool, accel: &str, text: &str) -> std::result::Result<(), String> {
     let mode_name = |i: bool| if i { "--icount (instructions)" } else { "wall-time" };
     let mut rows = 0;
     for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
@@ -97,17 +97,71 @@ pub fn check_earlier(which: &str, icount: bool, text: &str) -> std::result::Resu
             }
             _ => {}
         }
+        // A row without the field was taken on TCG (as every row before KVM runs).
+        let was = s(o, "accel").unwrap_or("tcg");
+        if was != accel {
+            return Err(format!(
+                "a run on --accel {was} cannot be compared with this run on --accel {accel}: a real core against \
+                 an emulator reads as a change of the code (run both on the same accelerator)"
+            ));
+        }
         rows += 1;
     }
     if rows == 0 {
         return Err(format!("no rows of benchmark {which:?}: nothing to compare with"));
     }
-    Ok(())
+    // Rows that name the benchmark but carry no figure (no median) compare nothing either.
+    let mode = if icount { super::Mode::Icount } else { super::Mode::Wall };
+    match super::rows::rows(which, text, mode) {
+        Ok(r) if !r.is_empty() => Ok(()),
+        Ok(_) => Err(format!(
+            "its {rows} rows of benchmark {which:?} carry no figure ({}): nothing to compare with",
+            if icount { "median_insns or insns" } else { "median_ns or median_us" }
+        )),
+        Err(e) => Err(format!("{e:#}")),
+    }
+}
+
+/// The host a saved run measured (its rows' `host` and `core` fields, from a run off TCG).
+pub fn host_of(text: &str) -> Option<String> {
+    let v: Value = serde_json::from_str(text.lines().find(|l| !l.trim().is_empty())?).ok()?;
+    let o = v.as_object()?;
+    let host = s(o, "host")?;
+    Some(match (s(o, "core"), s(o, "midr")) {
+        (Some(c), Some(m)) => format!("{c} (MIDR {m}) on {host}"),
+        _ => host.to_string(),
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn runs_on_two_accelerators_do_not_compare_and_two_hosts_do() {
+        let row = |extra: &str| {
+            format!("{{\"bench\":\"exits\",\"icount\":false,\"machine\":\"host\",\"case\":\"null\",\"median_ns\":100{extra}}}\n")
+        };
+        let tcg = row("");
+        let kvm =
+            row(",\"accel\":\"kvm\",\"host\":\"Linux 6.12 with KVM\",\"core\":\"Cortex-A76\",\"midr\":\"0x414fd0b1\"");
+        let e = check_earlier("exits", false, "kvm", &tcg).unwrap_err();
+        assert!(e.contains("--accel tcg") && e.contains("--accel kvm"), "{e}");
+        assert!(check_earlier("exits", false, "tcg", &kvm).unwrap_err().contains("--accel kvm"));
+        assert_eq!(check_earlier("exits", false, "kvm", &kvm), Ok(()));
+        assert_eq!(host_of(&kvm).as_deref(), Some("Cortex-A76 (MIDR 0x414fd0b1) on Linux 6.12 with KVM"));
+        assert_eq!(host_of(&tcg), None);
+    }
+
+    #[test]
+    fn rows_without_a_figure_compare_nothing() {
+        let empty =
+            "{\"bench\":\"exits\",\"icount\":false}\n{\"bench\":\"exits\",\"icount\":false,\"machine\":\"max\"}\n";
+        let e = check_earlier("exits", false, "tcg", empty).unwrap_err();
+        assert!(e.contains("carry no figure"), "{e}");
+        let one = "{\"bench\":\"exits\",\"icount\":false,\"machine\":\"max\",\"case\":\"null\",\"median_ns\":100}\n";
+        assert_eq!(check_earlier("exits", false, "tcg", one), Ok(()));
+    }
 
     fn r(median: f64, spread: f64) -> Row {
         Row { machine: "max".into(), group: "g".into(), setting: "s".into(), median, lo: None, hi: None, spread }
@@ -127,21 +181,21 @@ mod tests {
     #[test]
     fn a_comparison_that_cannot_mean_anything_is_refused() {
         let wall =
-            "{\"bench\":\"mprotect\",\"machine\":\"max-1cpu\",\"case\":\"a\",\"median_ns\":10,\"icount\":false}\n";
+            "{\"bench\":\"mprotect\",\"machine\":\"max-1cpu\",\"case\":\"a\",\"median_ns\":10,\"median_insns\":5,\"icount\":false}\n";
         let icount = wall.replace("false", "true");
-        assert_eq!(check_earlier("mprotect", false, wall), Ok(()));
-        assert_eq!(check_earlier("mprotect", true, &icount), Ok(()));
-        let e = check_earlier("mprotect", false, &icount).unwrap_err();
+        assert_eq!(check_earlier("mprotect", false, "tcg", wall), Ok(()));
+        assert_eq!(check_earlier("mprotect", true, "tcg", &icount), Ok(()));
+        let e = check_earlier("mprotect", false, "tcg", &icount).unwrap_err();
         assert!(e.contains("--icount") && e.contains("wall-time"), "{e}");
-        assert!(check_earlier("mprotect", true, wall).is_err());
-        assert!(check_earlier("mprotect", false, "").unwrap_err().contains("no rows"));
-        assert!(check_earlier("mprotect", false, "\n\n").unwrap_err().contains("no rows"));
-        assert!(check_earlier("split", false, wall).unwrap_err().contains("\"mprotect\", not \"split\""));
-        assert!(check_earlier("mprotect", false, "{\"kind\":\"banner\"}\n")
+        assert!(check_earlier("mprotect", true, "tcg", wall).is_err());
+        assert!(check_earlier("mprotect", false, "tcg", "").unwrap_err().contains("no rows"));
+        assert!(check_earlier("mprotect", false, "tcg", "\n\n").unwrap_err().contains("no rows"));
+        assert!(check_earlier("split", false, "tcg", wall).unwrap_err().contains("\"mprotect\", not \"split\""));
+        assert!(check_earlier("mprotect", false, "tcg", "{\"kind\":\"banner\"}\n")
             .unwrap_err()
             .contains("not a benchmark row"));
-        assert!(check_earlier("mprotect", false, "not json\n").unwrap_err().contains("line 1 is not JSON"));
+        assert!(check_earlier("mprotect", false, "tcg", "not json\n").unwrap_err().contains("line 1 is not JSON"));
         let pgtable = "{\"bench\":\"pgtable\",\"phase\":\"map\",\"median_ns\":1}\n";
-        assert_eq!(check_earlier("pgtable", false, pgtable), Ok(()), "the host benchmark has one mode");
+        assert_eq!(check_earlier("pgtable", false, "tcg", pgtable), Ok(()), "the host benchmark has one mode");
     }
 }

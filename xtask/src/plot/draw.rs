@@ -105,6 +105,69 @@ pub fn svg(path: &Path, title: &str, axis: &str, rows: &[Row]) -> Result<()> {
     Ok(())
 }
 
+/// Draws every figure against its goal into an SVG file: a bar per (figure, machine) of the
+/// figure as a share of its goal (1.0 is the goal, a line across; green at or below it: met),
+/// bars numbered on the axis and named in a key below it.
+pub fn goals_svg(path: &Path, bars: &[(String, f64, bool)]) -> Result<()> {
+    anyhow::ensure!(!bars.is_empty(), "nothing to plot");
+    let e = |x: &dyn std::fmt::Display| anyhow::anyhow!("drawing {}: {x}", path.display());
+    let width = (bars.len() as u32 * 28).clamp(640, 2400) + 160;
+    let key_h = 18 * bars.len() as u32 + 30;
+    let root = SVGBackend::new(path, (width, 520 + key_h)).into_drawing_area();
+    root.fill(&WHITE).map_err(|x| e(&x))?;
+    let (plot_area, key_area) = root.split_vertically(520);
+    let top = bars.iter().map(|b| b.1).filter(|v| v.is_finite()).fold(1.0f64, f64::max) * 1.15;
+    let n = bars.len() as f64;
+    let mut chart = ChartBuilder::on(&plot_area)
+        .caption("figures against their goals (cargo xtask bench summary)", ("sans-serif", 20))
+        .margin(15)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d(-0.5f64..n - 0.5, 0f64..top)
+        .map_err(|x| e(&x))?;
+    let label_of = |x: &f64| {
+        let i = x.round();
+        if (x - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < bars.len() {
+            format!("F{}", i as usize + 1)
+        } else {
+            String::new()
+        }
+    };
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(bars.len() * 2 + 1)
+        .x_label_formatter(&label_of)
+        .y_desc("figure / goal (at most 1.0: met)")
+        .draw()
+        .map_err(|x| e(&x))?;
+    chart
+        .draw_series(bars.iter().enumerate().map(|(i, (_, v, met))| {
+            let colour = if *met { GREEN.mix(0.7) } else { RED.mix(0.7) };
+            let x = i as f64;
+            Rectangle::new([(x - 0.35, 0.0), (x + 0.35, v.min(top))], colour.filled())
+        }))
+        .map_err(|x| e(&x))?;
+    chart
+        .draw_series(std::iter::once(PathElement::new(vec![(-0.5, 1.0), (n - 0.5, 1.0)], BLACK.stroke_width(2))))
+        .map_err(|x| e(&x))?;
+    let font = ("sans-serif", 13).into_font().color(&BLACK);
+    key_area
+        .draw(&Text::new("green: goal met; red: not yet; the line: the goal", (20, 4), font.clone()))
+        .map_err(|x| e(&x))?;
+    for (i, (name, v, _)) in bars.iter().enumerate() {
+        key_area
+            .draw(&Text::new(
+                format!("F{} = {name} ({v:.2} of the goal)", i + 1),
+                (20, 24 + 18 * i as i32),
+                font.clone(),
+            ))
+            .map_err(|x| e(&x))?;
+    }
+    root.present().map_err(|x| e(&x))?;
+    Ok(())
+}
+
 /// Draws the plot of a saved benchmark run; returns its path.
 pub fn bench_svg(dir: &Path, bench: &str, stem: &str, jsonl: &str, mode: Mode) -> Result<std::path::PathBuf> {
     let rows = rows(bench, jsonl, mode)?;

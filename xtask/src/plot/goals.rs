@@ -176,6 +176,214 @@ pub const GOALS: &[Goal] = &[
     },
 ];
 
+/// A figure of the project's speed goals: one number per machine (or setting), read from the
+/// saved `--icount` runs (the host benchmark: its callgrind counts), against its goal.
+pub struct FigureGoal {
+    pub figure: &'static str,
+    /// The saved run it comes from: `target/bench/FILE`.
+    pub file: &'static str,
+    /// The goal: at most this ([`FigureGoal::at_least`]: at least this).
+    pub goal: f64,
+    pub at_least: bool,
+    pub unit: &'static str,
+    /// Ours, per machine or setting, from the saved rows.
+    pub read: fn(&Saved) -> Vec<(String, f64)>,
+}
+
+impl FigureGoal {
+    /// Whether `v` meets the goal.
+    pub fn met(&self, v: f64) -> bool {
+        if self.at_least {
+            v >= self.goal
+        } else {
+            v <= self.goal
+        }
+    }
+    /// `v` as a share of the goal, 1.0 being the goal and below it met (for an "at least"
+    /// goal, the goal over `v`).
+    pub fn share(&self, v: f64) -> f64 {
+        if self.at_least {
+            if v > 0.0 {
+                self.goal / v
+            } else {
+                f64::INFINITY
+            }
+        } else {
+            v / self.goal
+        }
+    }
+}
+
+/// The `median_insns` of the EL0 benchmark's row `case` on each machine, divided by `per`.
+fn el0(rows: &Saved, case: &str, per: f64) -> Vec<(String, f64)> {
+    rows.iter()
+        .filter(|o| s(o, "case") == Some(case))
+        .filter_map(|o| Some((s(o, "machine")?.to_string(), f(o, "median_insns")? / per)))
+        .collect()
+}
+
+/// Instructions per final PTE of the stage-2 split with SKIP_LEVEL3 (the hypervisor's walker):
+/// the whole operation's count over the slot's 4 KiB pages, per scenario and backing.
+fn split_per_pte(rows: &Saved, scenario: &str) -> Vec<(String, f64)> {
+    rows.iter()
+        .filter(|o| s(o, "walker") == Some("skip_level3") && s(o, "scenario") == Some(scenario))
+        .filter(|o| matches!(s(o, "backing"), Some("2M" | "1G")))
+        .filter_map(|o| {
+            let ptes = f(o, "slot_gib")? * 262_144.0;
+            Some((format!("{} {} backing", s(o, "machine")?, s(o, "backing")?), f(o, "insns")? / ptes))
+        })
+        .collect()
+}
+
+/// The speed goals, each figure against its goal (`bench summary` prints them in one table and
+/// one plot, `target/bench/goals.svg`).
+pub const FIGURE_GOALS: &[FigureGoal] = &[
+    FigureGoal {
+        figure: "mprotect NONE->RW 512 pages, per page",
+        file: "mprotect-icount.jsonl",
+        goal: 4.0,
+        at_least: false,
+        unit: "instructions",
+        read: |r| el0(r, "NONE->RW 512 pages, flush elision", 512.0),
+    },
+    FigureGoal {
+        figure: "mprotect RO->RW 512 pages, per page",
+        file: "mprotect-icount.jsonl",
+        goal: 4.0,
+        at_least: false,
+        unit: "instructions",
+        read: |r| el0(r, "RO->RW 512 pages, lazy_relax", 512.0),
+    },
+    FigureGoal {
+        figure: "mprotect RW->NONE 512 pages, per page",
+        file: "mprotect-icount.jsonl",
+        goal: 4.0,
+        at_least: false,
+        unit: "instructions",
+        read: |r| el0(r, "RW->NONE 512 pages, flush elision", 512.0),
+    },
+    FigureGoal {
+        figure: "page fault (first touch), whole",
+        file: "mprotect-icount.jsonl",
+        goal: 350.0,
+        at_least: false,
+        unit: "instructions",
+        read: |r| el0(r, "page fault (untouched anonymous page), pgtlab", 1.0),
+    },
+    FigureGoal {
+        figure: "getcpu (null system call)",
+        file: "mprotect-icount.jsonl",
+        goal: 60.0,
+        at_least: false,
+        unit: "instructions",
+        read: |r| el0(r, "getcpu (null system call), pgtlab", 1.0),
+    },
+    FigureGoal {
+        figure: "sched_yield round trip",
+        file: "mprotect-icount.jsonl",
+        goal: 600.0,
+        at_least: false,
+        unit: "instructions",
+        read: |r| el0(r, "sched_yield round trip (2 tasks, 1 CPU), pgtlab", 1.0),
+    },
+    FigureGoal {
+        figure: "stage-2 split enable, per final PTE",
+        file: "split-icount.jsonl",
+        goal: 1.0,
+        at_least: false,
+        unit: "instructions",
+        read: |r| split_per_pte(r, "enable"),
+    },
+    FigureGoal {
+        figure: "stage-2 split manual clear, per final PTE",
+        file: "split-icount.jsonl",
+        goal: 1.0,
+        at_least: false,
+        unit: "instructions",
+        read: |r| split_per_pte(r, "manual-clear"),
+    },
+    FigureGoal {
+        figure: "lib/pgtable one-page protect vs aarch64-paging, fewer instructions",
+        file: "pgtable.jsonl",
+        goal: 3.0,
+        at_least: true,
+        unit: "x",
+        read: |r| {
+            let protect = |config: &str| {
+                r.iter()
+                    .find(|o| s(o, "config") == Some(config) && s(o, "phase") == Some("protect"))
+                    .and_then(|o| f(o, "insns"))
+            };
+            match (protect("aarch64-paging"), protect("pgtable-pages")) {
+                (Some(peer), Some(ours)) if ours > 0.0 => vec![("host (callgrind)".into(), peer / ours)],
+                _ => Vec::new(),
+            }
+        },
+    },
+    FigureGoal {
+        figure: "contpte fold without TLBI (BBML2)",
+        file: "contpte-icount.jsonl",
+        goal: 300.0,
+        at_least: false,
+        unit: "instructions",
+        read: |r| el0(r, "convert (fold), no TLBI (BBML2)", 1.0),
+    },
+    FigureGoal {
+        figure: "contpte unfold without TLBI (BBML2)",
+        file: "contpte-icount.jsonl",
+        goal: 300.0,
+        at_least: false,
+        unit: "instructions",
+        read: |r| el0(r, "convert (unfold), no TLBI (BBML2)", 1.0),
+    },
+];
+
+/// One measured row of [`FIGURE_GOALS`]: figure, machine, ours, the goal.
+pub struct GoalRow {
+    pub goal: &'static FigureGoal,
+    pub machine: String,
+    pub value: f64,
+}
+
+/// Every figure of [`FIGURE_GOALS`] the saved runs in `dir` hold, and the figures none does.
+pub fn goal_rows(dir: &Path) -> Result<(Vec<GoalRow>, Vec<&'static str>)> {
+    let mut rows = Vec::new();
+    let mut missing = Vec::new();
+    for g in FIGURE_GOALS {
+        let saved = load(&dir.join(g.file))?;
+        let mine = (g.read)(&saved);
+        if mine.is_empty() {
+            missing.push(g.figure);
+        }
+        rows.extend(mine.into_iter().map(|(machine, value)| GoalRow { goal: g, machine, value }));
+    }
+    Ok((rows, missing))
+}
+
+/// The table of every figure against its goal.
+pub fn goal_table(rows: &[GoalRow], missing: &[&str]) -> String {
+    let mut out =
+        String::from("figure | machine | now | goal | share of goal | met\n--- | --- | --- | --- | --- | ---\n");
+    for r in rows {
+        let g = r.goal;
+        let unit = if g.unit == "x" { "x".to_string() } else { format!(" {}", g.unit) };
+        out += &format!(
+            "{} | {} | {:.2}{unit} | {} {}{unit} | {:.2} | {}\n",
+            g.figure,
+            r.machine,
+            r.value,
+            if g.at_least { ">=" } else { "<=" },
+            g.goal,
+            g.share(r.value),
+            if g.met(r.value) { "yes" } else { "no" }
+        );
+    }
+    for m in missing {
+        out += &format!("{m} | - | not run (no saved results) | - | - | -\n");
+    }
+    out
+}
+
 /// The summary table from the saved runs in `dir` (`NAME.jsonl` wall, `NAME-icount.jsonl`).
 pub fn summary(dir: &Path, benches_here: &[&str]) -> Result<String> {
     let mut out = String::from(

@@ -12,7 +12,8 @@
 //! * [`rows`](mod@rows): a saved run's rows, read ([`Row`], [`Mode`]).
 //! * [`draw`]: the SVG plot of a run.
 //! * [`compare`](mod@compare): a run against an earlier one (`--compare`), a verdict per row.
-//! * [`goals`]: the `bench all` summary, each mechanism against its seed and goal ([`GOALS`]).
+//! * [`goals`]: the `bench all` summary, each mechanism against its seed and goal ([`GOALS`]),
+//!   and every speed figure against its goal ([`FIGURE_GOALS`], one table and one plot).
 //! * [`vs_linux`]: the EL0 benchmark against Linux ([`PEER_GOAL`]).
 
 pub mod compare;
@@ -21,69 +22,8 @@ pub mod goals;
 pub mod rows;
 pub mod vs_linux;
 
-pub use compare::{check_earlier, compare, verdict, Verdict};
-pub use draw::{bench_svg, svg};
-pub use goals::{summary, Goal, Measured, Saved, GOALS};
+pub use compare::{check_earlier, compare, host_of, verdict, Verdict};
+pub use draw::{bench_svg, goals_svg, svg};
+pub use goals::{goal_rows, goal_table, summary, FigureGoal, Goal, GoalRow, Measured, Saved, FIGURE_GOALS, GOALS};
 pub use rows::{group_setting, load, mode, row, rows, unit, Mode, Row};
-pub use vs_linux::{peer_summary, PEER_GOAL};
-
-use anyhow::{Context, Result};
-use std::path::Path;
-
-/// `cargo xtask bench WHICH [--icount] [--compare FILE]`: `all` runs every benchmark and prints
-/// the summary against the seeds and goals; `summary` prints it from the saved runs (and redraws
-/// their plots); any other
-/// name runs that benchmark, then compares it with `compare` (an earlier `.jsonl`).
-pub fn cli(which: &str, icount: bool, compare_with: Option<&Path>, peer: Option<crate::bench::Peer>) -> Result<()> {
-    let dir = crate::workspace_root().join("target/bench");
-    let here: Vec<&str> = crate::bench::GUEST_BENCHES.iter().map(|b| b.name).collect();
-    match which {
-        "all" => {
-            for b in crate::bench::GUEST_BENCHES {
-                crate::bench::run(b.name, icount, peer.filter(|_| b.peer))?;
-            }
-            crate::bench::run("pgtable", false, None)?;
-        }
-        "summary" => {
-            // Redraw the plots of every saved run (they follow the code, the data stays).
-            for b in &here {
-                for icount in [false, true] {
-                    let stem = if icount { format!("{b}-icount") } else { b.to_string() };
-                    if let Ok(jsonl) = std::fs::read_to_string(dir.join(format!("{stem}.jsonl"))) {
-                        let svg = bench_svg(&dir, b, &stem, &jsonl, mode(icount))?;
-                        eprintln!("xtask: drew {}", svg.display());
-                    }
-                }
-            }
-        }
-        _ => {
-            let earlier = match compare_with {
-                Some(p) => {
-                    let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
-                    // Refused before the benchmark runs: a comparison that cannot mean anything.
-                    check_earlier(which, icount, &text)
-                        .map_err(|why| crate::outcome::Refused(format!("--compare {}: {why}", p.display())))?;
-                    Some(text)
-                }
-                None => None,
-            };
-            crate::bench::run(which, icount, peer)?;
-            if let Some(old) = earlier {
-                let stem = if icount { format!("{which}-icount") } else { which.to_string() };
-                let new = std::fs::read_to_string(dir.join(format!("{stem}.jsonl")))?;
-                let m = mode(icount);
-                let table = compare(&rows(which, &old, m)?, &rows(which, &new, m)?);
-                println!("== {which}: change against {} ==\n{table}", compare_with.unwrap().display());
-                crate::write_file(&dir.join(format!("{stem}.compare.txt")), &table)?;
-            }
-            return Ok(());
-        }
-    }
-    let mut t = summary(&dir, &here)?;
-    println!("== mechanisms against their seeds and goals (saved runs in target/bench/) ==\n{t}");
-    let p = peer_summary(&dir)?;
-    println!("== the kernel against Linux (bench mprotect --peer linux; goal: every row <= {PEER_GOAL}x) ==\n{p}");
-    t += &format!("\n## The kernel against Linux (goal: every row <= {PEER_GOAL}x Linux)\n\n{p}");
-    crate::write_file(&dir.join("summary.md"), &t)?;
-    Ok(())
-}
+pub use vs_linux::{peer_pairs, peer_side_by_side, peer_summary, peer_table, split_sides, PeerRun, OURS, PEER_GOAL};

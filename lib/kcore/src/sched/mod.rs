@@ -125,11 +125,15 @@ pub enum Switch<T> {
     /// The task keeps running (it was ready and is the next in line).
     Stay,
     /// The task is off `current` (kept in `prev`); `next` runs now, or the idle loop if None.
+    /// Both by address, not by reference count (the switch is on every yield: no atomic
+    /// add and subtract for each): the CPU's `prev` holds the task switched away from until
+    /// [`Queues::finish_switch`] takes it, its `current` the task switched to until its next
+    /// switch; only the CPU that switched may use them, and only until then.
     To {
-        /// The task switched away from (also in `prev` until `finish_switch`).
-        prev: Arc<T>,
-        /// The task switched to.
-        next: Option<Arc<T>>,
+        /// The task switched away from (in `prev` until `finish_switch`).
+        prev: *const T,
+        /// The task switched to (in `current`).
+        next: Option<*const T>,
     },
 }
 
@@ -242,15 +246,17 @@ impl<T: SchedTask> Queues<T> {
                 return Switch::Stay;
             }
         }
-        *c.prev.lock() = Some(prev.clone());
-        if let Some(n) = &next {
+        let prev_at = Arc::as_ptr(&prev);
+        *c.prev.lock() = Some(prev);
+        let next_at = next.as_ref().map(Arc::as_ptr);
+        if let Some(n) = next {
             debug_assert_eq!(n.state(), State::Ready, "a queued task was not ready");
             n.set_on_cpu(true);
-            start(n);
+            start(&n);
             n.set_state(State::Running);
-            *cur = Some(n.clone());
+            *cur = Some(n);
         }
-        Switch::To { prev, next }
+        Switch::To { prev: prev_at, next: next_at }
     }
 
     /// The idle loop of CPU `cpu` picks its next task, if any: `start(next)` runs before

@@ -111,9 +111,12 @@ fn switch(q: &Queues<SimTask>, cpu: usize) -> Option<H> {
         Switch::Stay => q.current(cpu),
         Switch::To { prev, next } => {
             // The context switch saves prev's registers: no longer live here.
-            prev.running_on.store(NONE, Ordering::Release);
+            // SAFETY: `prev` is in this CPU's `prev` slot until `finish_switch` below.
+            unsafe { &*prev }.running_on.store(NONE, Ordering::Release);
             q.finish_switch(cpu, &k);
-            next
+            let now = q.current(cpu);
+            assert_eq!(now.as_ref().map(Arc::as_ptr), next, "`next` is the CPU's current task");
+            now
         }
     }
 }
@@ -276,11 +279,12 @@ fn a_task_pulled_right_after_its_switch_is_queued_once() {
     let first = q.pick(0, |n| start(n, 0)).unwrap();
     first.set_state(State::Ready);
     let Switch::To { prev, next } = q.switch_out(0, |_| {}, |n| start(n, 0)) else { panic!("a switch") };
-    assert!(next.is_some_and(|n| n.same(&ts[1])));
+    assert_eq!(next, Some(Arc::as_ptr(&ts[1])));
     // Before CPU 0 finished the switch, CPU 1 may pull another task, never `first`.
     assert!(q.balance(1, false, &K(1)));
     assert!(ts[3].cpu() == 1 && first.cpu() == 0);
-    prev.running_on.store(NONE, Ordering::Release);
+    // SAFETY: `prev` is in CPU 0's `prev` slot until its `finish_switch` below.
+    unsafe { &*prev }.running_on.store(NONE, Ordering::Release);
     q.finish_switch(0, &K(0));
     // Now it may: `first` is the last task queued on CPU 0.
     assert!(q.balance(1, false, &K(1)));

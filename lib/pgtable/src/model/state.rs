@@ -631,7 +631,7 @@ impl Model {
         let pending = std::mem::take(&mut self.pending);
         for p in pending {
             let broadcast = p.op.sh == Shareability::InnerShareable;
-            if broadcast && !b.is_inner_shareable() {
+            if !b.completes_maintenance() || (broadcast && !b.is_inner_shareable()) {
                 self.pending.push(p);
                 continue;
             }
@@ -854,9 +854,9 @@ fn matches(regime: Regime, op: &Tlbi, e: &TlbEntry) -> bool {
         (Regime::El1 { .. }, TlbiOp::Rvaae1 { base, range }) => covers_range(base.as_u64(), range.bytes()),
         (Regime::El1 { asid: a, .. }, TlbiOp::Aside1 { asid }) => !e.global && asid == a,
         (Regime::El1 { .. }, TlbiOp::Vmalle1 { vmid: None }) => true,
-        (Regime::El2, TlbiOp::Vae2 { va }) => covers(va.as_u64()),
-        (Regime::El2, TlbiOp::Rvae2 { base, range }) => covers_range(base.as_u64(), range.bytes()),
-        (Regime::El2, TlbiOp::Alle2) => true,
+        (Regime::El2 | Regime::El20, TlbiOp::Vae2 { va }) => covers(va.as_u64()),
+        (Regime::El2 | Regime::El20, TlbiOp::Rvae2 { base, range }) => covers_range(base.as_u64(), range.bytes()),
+        (Regime::El2 | Regime::El20, TlbiOp::Alle2) => true,
         (Regime::Stage2 { vmid: v }, TlbiOp::Ipas2e1 { vmid, ipa }) => !combined && vmid == v && covers(ipa.as_u64()),
         (Regime::Stage2 { vmid: v }, TlbiOp::Ripas2e1 { vmid, base, range }) => {
             !combined && vmid == v && covers_range(base.as_u64(), range.bytes())

@@ -40,6 +40,7 @@ impl<A: FrameAlloc, K: InputAddress> Leaf<'_, A, K> {
     /// the range without BBML2 or with `opts.force_bbm`; under BBML2 a rewrite in place), the
     /// operation's closing barriers. A fold happens only if the 16 are foldable (see
     /// [`PageTable::fold`]). Returns whether the group was converted.
+    #[inline]
     pub fn convert_group<T: TlbMaintenance + ?Sized>(&mut self, tlb: &mut T, fold: bool, opts: Opts) -> bool {
         let e = self.entry;
         if !cont_level(e.level) {
@@ -68,6 +69,14 @@ impl<A: FrameAlloc, K: InputAddress> Leaf<'_, A, K> {
             }
             return true;
         }
+        self.convert_with_break(tlb, fold, opts)
+    }
+
+    /// [`convert_group`](Self::convert_group) through an operation context: break-before-make
+    /// of the group, its TLBI, the make.
+    #[inline(never)]
+    fn convert_with_break<T: TlbMaintenance + ?Sized>(&mut self, tlb: &mut T, fold: bool, opts: Opts) -> bool {
+        let e = self.entry;
         let mut ctx = self.pt.ctx(tlb, opts);
         let done = ctx.convert_group(&e, fold);
         ctx.finish();
@@ -79,6 +88,7 @@ impl<A: FrameAlloc, K: InputAddress> PageTable<A, K> {
     /// The leaf (block or page, PROT_NONE included) mapping `addr`, as a handle for direct
     /// changes ([`Leaf::convert_group`]); `None` where nothing is mapped or `addr` is outside
     /// the regime.
+    #[inline]
     pub fn leaf(&mut self, addr: K) -> Option<Leaf<'_, A, K>> {
         let entry = self.find_leaf(addr)?;
         Some(Leaf { pt: self, entry })

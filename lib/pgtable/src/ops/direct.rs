@@ -48,9 +48,48 @@ impl Path {
     }
 }
 
+/// The path from `root` (at level `start`) to the level-3 table holding input offset `off`, if
+/// every entry on the way is a table. Reads each entry once and changes nothing.
+#[inline(always)]
+pub(crate) fn path_to_leaf_table<A: FrameAlloc + ?Sized>(
+    frames: &A,
+    start: usize,
+    root: PhysAddr,
+    off: u64,
+) -> Option<Path> {
+    let mut descs = [crate::descriptor::Desc::INVALID; 3];
+    let mut table = root;
+    // A `while` loop: a range's iterator costs more than the walk.
+    let mut level = start;
+    while level <= 2 {
+        let desc = crate::descriptor::Desc(frames.read_desc(table, index_at(level, start, off)));
+        if !desc.is_table(level) {
+            return None;
+        }
+        descs[level - start] = desc;
+        table = desc.addr();
+        level += 1;
+    }
+    Some(Path { descs, root, start, off })
+}
+
+impl Path {
+    /// The level-3 table the path leads to.
+    #[inline(always)]
+    pub fn leaf_table_addr(&self) -> PhysAddr {
+        self.descs[2 - self.start].addr()
+    }
+    /// The table holding entry `level` of the path, and that entry.
+    #[inline(always)]
+    pub fn table_entry(&self, level: usize) -> (PhysAddr, crate::descriptor::Desc) {
+        let i = level - self.start;
+        (if i == 0 { self.root } else { self.descs[i - 1].addr() }, self.descs[i])
+    }
+}
+
 /// Index of the entry for input offset `off` in its table at `level` (the root at `start`).
 #[inline(always)]
-fn index_at(level: usize, start: usize, off: u64) -> usize {
+pub(crate) fn index_at(level: usize, start: usize, off: u64) -> usize {
     let i = (off >> level_shift(level)) as usize;
     if level == start {
         i
@@ -69,18 +108,7 @@ impl<A: FrameAlloc, T: TlbMaintenance + ?Sized> Ctx<'_, A, T> {
     /// the way is a table. Reads each entry once and changes nothing.
     #[inline(always)]
     pub(crate) fn path_to_leaf_table(&self, root: PhysAddr, off: u64) -> Option<Path> {
-        let start = self.regime.start_level();
-        let mut descs = [crate::descriptor::Desc::INVALID; 3];
-        let mut table = root;
-        for level in start..=2 {
-            let desc = self.read_desc(table, index_at(level, start, off));
-            if !desc.is_table(level) {
-                return None;
-            }
-            descs[level - start] = desc;
-            table = desc.addr();
-        }
-        Some(Path { descs, root, start, off })
+        path_to_leaf_table(&*self.frames, self.regime.start_level(), root, off)
     }
 
     /// Counts a visit the walker would have made.

@@ -325,6 +325,15 @@ pub(crate) fn flip_group<A: FrameAlloc + ?Sized>(
 
 #[inline(always)]
 fn fold_at<A: FrameAlloc + ?Sized, const LEVEL: usize>(frames: &mut A, table: PhysAddr, first: usize) -> u64 {
+    if LEVEL == 3 {
+        if let Some(base) = frames.direct(table) {
+            // SAFETY: the 16 entries of the group from `first` (aligned to 16) of the level-3
+            // table at `table`, whose memory `direct` gives for these accesses.
+            if unsafe { crate::raw::fold16(base.add(first)) } {
+                return CONT_ENTRIES as u64;
+            }
+        }
+    }
     let mut group = [Desc::INVALID; CONT_ENTRIES];
     for (k, d) in group.iter_mut().enumerate() {
         *d = Desc(frames.read_desc(table, first + k));
@@ -340,6 +349,14 @@ fn fold_at<A: FrameAlloc + ?Sized, const LEVEL: usize>(frames: &mut A, table: Ph
 
 #[inline(always)]
 fn unfold_at<A: FrameAlloc + ?Sized, const LEVEL: usize>(frames: &mut A, table: PhysAddr, first: usize) -> u64 {
+    if LEVEL == 3 {
+        if let Some(base) = frames.direct(table) {
+            // SAFETY: as in `fold_at`.
+            if unsafe { crate::raw::unfold16(base.add(first)) } {
+                return CONT_ENTRIES as u64;
+            }
+        }
+    }
     let mut written = 0;
     for k in 0..CONT_ENTRIES {
         let d = Desc(frames.read_desc(table, first + k));

@@ -527,3 +527,42 @@ fn unmap_pages_of_leaves_a_whole_group_folded_away_from_the_first_table() {
     assert!(!pt.translate(VirtAddr::new(va + 160 * 1024)).unwrap().contiguous);
     assert!(pt.translate(VirtAddr::new(va)).unwrap().contiguous);
 }
+
+/// Stage 2's root is two concatenated pages (1024 entries): a protect of one page above 512 GiB
+/// of IPA, which takes the direct path to its level-3 table, indexes the root with all ten
+/// bits and changes that page alone (not the one 512 GiB below, where a 9-bit index leads).
+#[test]
+fn a_direct_protect_above_512g_of_ipa_reaches_its_own_entry() {
+    let mut pt = PageTable::new(Regime::Stage2 { vmid: 1 }, HeapFrames::new()).unwrap();
+    let mut tlb = CountingTlb::default();
+    let (low, high) = (0x1000u64, (1u64 << 39) + 0x1000);
+    for ipa in [low, high] {
+        let a = Attributes::normal(Perms::RW);
+        pt.map(&mut tlb, IntermPhysAddr::new(ipa), PAGE_SIZE, PhysAddr::new(ipa), a, Constraints::NONE).unwrap();
+    }
+    pt.protect(&mut tlb, IntermPhysAddr::new(high), PAGE_SIZE, Perms::RO).unwrap();
+    let perms = |ipa: u64| pt.translate(IntermPhysAddr::new(ipa)).map(|t| t.attrs.perms);
+    assert_eq!(perms(high), Some(Perms::RO));
+    assert_eq!(perms(low), Some(Perms::RW), "the page 512 GiB below changed instead");
+}
+
+/// Dirty logging's read-only split makes read-only the pages of the blocks inside its range
+/// and nothing else: the block that crosses the range's end is split with its permissions
+/// kept (the write-protect that follows takes its part inside), so no page past the end
+/// becomes read-only; blocks past the range stay blocks.
+#[test]
+fn a_read_only_split_protects_nothing_past_its_range() {
+    let mut pt = PageTable::new(Regime::Stage2 { vmid: 1 }, HeapFrames::new()).unwrap();
+    let mut tlb = CountingTlb::default();
+    let a = Attributes::normal(Perms::RW);
+    pt.map(&mut tlb, IntermPhysAddr::new(0), 8 * MIB, PhysAddr::new(0), a, Constraints::NONE).unwrap();
+    pt.split_with(&mut tlb, IntermPhysAddr::new(0), 3 * MIB, SplitOpts { read_only: true, ..SplitOpts::to(3) })
+        .unwrap();
+    for page in (0..4 * MIB).step_by(PAGE_SIZE as usize) {
+        let t = pt.translate(IntermPhysAddr::new(page)).unwrap();
+        assert_eq!(t.level, 3, "{page:#x}");
+        assert_eq!(t.attrs.perms.contains(Perms::WRITE), page >= 2 * MIB, "{page:#x}");
+    }
+    let t = pt.translate(IntermPhysAddr::new(4 * MIB)).unwrap();
+    assert_eq!((t.level, t.attrs.perms), (2, Perms::RW));
+}
