@@ -5,10 +5,12 @@
 //!
 //! Fetched like the Linux guest (`crate::provision::debian::Apt`: a private apt state under
 //! `target/downloads/firmware/`, the machine's own apt sources; TF-A from the newest suites,
-//! [`crate::provision::debian::NEWEST_SUITES`]: Debian 13's 2.12.1 still has no BL31 for the
-//! Pi 5) and unpacked file by file with `dpkg-deb`: nothing is installed on the system. Each
+//! [`crate::provision::debian::NEWEST_SUITES`], through the package lists the KVM host model
+//! keeps (`cloud_kernel::shared_dir`): Debian 13's 2.12.1 still has no BL31 for the Pi 5) and
+//! unpacked file by file with `dpkg-deb`: nothing is installed on the system. Each
 //! file is cached with a `.source` file naming its package.
 
+use crate::provision::cloud_kernel;
 use crate::provision::debian::{cache_dir, extract, Apt, NEWEST_SUITES};
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
@@ -90,7 +92,8 @@ pub fn get(file: FirmwareFile) -> Result<PathBuf> {
         Suite::Newest => {
             let mut tried = Vec::new();
             for (name, suites) in NEWEST_SUITES {
-                let apt = Apt::suites(&d.join(format!("apt-{name}")), "arm64", suites)?;
+                // The package lists the KVM host model and the newest Linux guest read too.
+                let apt = cloud_kernel::apt(&cloud_kernel::shared_dir(), name, suites)?;
                 match fetch_from(&apt, file, &d, &cached) {
                     Ok(p) => return Ok(p),
                     Err(e) => tried.push(format!("{name}: {e:#}")),
