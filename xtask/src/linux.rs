@@ -76,7 +76,7 @@ impl Flavour {
     fn apt(self) -> Result<Apt> {
         match self {
             Flavour::CloudBackports => Apt::backports(&linux_dir().join("apt-backports"), "arm64"),
-            _ => Apt::new(&linux_dir().join("apt")),
+            _ => Apt::machine_arm64(),
         }
     }
 }
@@ -255,7 +255,7 @@ pub fn initramfs(busybox: &[u8], extra: &[(&str, &[u8])]) -> Result<Vec<u8>> {
 /// `extra` programs (e.g. `bin/pgtlab-dirty`).
 pub fn prepare(flavour: Flavour, extra: &[(String, PathBuf)]) -> Result<LinuxGuest> {
     let dir = linux_dir();
-    let apt = Apt::new(&dir.join("apt"))?;
+    let apt = Apt::machine_arm64()?;
     let fetched = kernel(flavour).and_then(|k| Ok((k, busybox(&apt)?)));
     let ((kernel, package), busybox) = fetched.context(
         "cannot fetch Debian's arm64 kernel and busybox with apt-get download (the Linux guest needs this machine's \

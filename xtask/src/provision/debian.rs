@@ -268,6 +268,12 @@ impl Apt {
         Self::create(dir, "arm64", None)
     }
 
+    /// The one apt state for arm64 packages of the machine's own suites: the Linux guest's kernel
+    /// and busybox, EDK2 and U-Boot all come through it, so its package lists are fetched once.
+    pub fn machine_arm64() -> Result<Apt> {
+        Self::new(&cache_dir().join("linux").join("apt"))
+    }
+
     /// The apt state under `dir` for `arch` packages of `<codename>-backports` from the
     /// machine's own archive (`/etc/os-release`'s codename, `/etc/apt`'s sources).
     pub fn backports(dir: &Path, arch: &str) -> Result<Apt> {
@@ -354,8 +360,11 @@ impl Apt {
             .unwrap_or(false)
     }
 
-    /// `apt-get update` into the private lists.
+    /// `apt-get update` into the private lists. One at a time in this process: a state may be
+    /// shared by several users ([`Apt::machine_arm64`]), and apt runs without its own locks here.
     pub fn update(&self) -> Result<()> {
+        static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let _one = ONE.lock().unwrap_or_else(|p| p.into_inner());
         eprintln!(
             "xtask: apt-get update (arm64 package lists from this machine's apt sources, kept in {})",
             self.dir.display()

@@ -3,8 +3,8 @@
 //! (`u-boot-qemu`'s `qemu_arm64` build), each given to QEMU as `-bios`; and TF-A's BL31
 //! (`arm-trusted-firmware`) for a Pi's card (`config.txt` `armstub=`, `crate::flash`).
 //!
-//! Fetched like the Linux guest (`crate::provision::debian::Apt`: a private apt state under
-//! `target/downloads/firmware/`, the machine's own apt sources; TF-A from the newest suites,
+//! Fetched like the Linux guest (`crate::provision::debian::Apt`, the machine's own apt
+//! sources: EDK2 and U-Boot through the Linux guest's state, `Apt::machine_arm64`; TF-A from the newest suites,
 //! [`crate::provision::debian::NEWEST_SUITES`], through the package lists the KVM host model
 //! keeps (`cloud_kernel::shared_dir`): Debian 13's 2.12.1 still has no BL31 for the Pi 5) and
 //! unpacked file by file with `dpkg-deb`: nothing is installed on the system. Each
@@ -88,7 +88,7 @@ pub fn get(file: FirmwareFile) -> Result<PathBuf> {
     }
     std::fs::create_dir_all(&d)?;
     match file.suite {
-        Suite::Machine => fetch_from(&Apt::new(&d.join("apt"))?, file, &d, &cached),
+        Suite::Machine => fetch_from(&Apt::machine_arm64()?, file, &d, &cached),
         Suite::Newest => {
             let mut tried = Vec::new();
             for (name, suites) in NEWEST_SUITES {
