@@ -277,11 +277,10 @@ pub fn wake(t: Arc<Task>) {
 
 /// Where a new task's context starts: finish the switch, then enter EL0 through its frame.
 pub extern "C" fn task_first_run(frame: u64) -> ! {
-    finish_switch(this_cpu());
-    if let Some(t) = current() {
-        // SAFETY: the running task's own FP/SIMD state (all zero: FPCR's defaults).
-        unsafe { fpsimd::load(t.fp.get()) };
-    }
+    let cpu = this_cpu();
+    finish_switch(cpu);
+    // Its FP/SIMD state (all zero: FPCR's defaults) is loaded at its first use.
+    with_running(|t| fpsimd::resume(cpu, t));
     // SAFETY: `frame` is the task's exception frame at the top of its own kernel stack, set up
     // by `spawn` for an EL0t return to its entry.
     unsafe { rt::trap::return_to_el1_frame(frame as *const TrapFrame) }
@@ -292,7 +291,8 @@ pub extern "C" fn task_first_run(frame: u64) -> ! {
 /// pick it and hands it to its new CPU if it moved; a dead one is dropped here (its stack is no
 /// longer in use).
 fn finish_switch(cpu: usize) {
-    drop(QUEUES.finish_switch(cpu, &Kick));
+    // SAFETY: `cpu` is this CPU, in the context switched to.
+    drop(unsafe { QUEUES.finish_switch(cpu, &Kick) });
 }
 
 /// Puts the TTBR0 of `p` (None: the reserved table) on this CPU if it is not there yet. The
@@ -327,11 +327,13 @@ pub fn schedule() {
         prev.cputime.store(t, Ordering::Relaxed);
         prev.tpidr_el0.store(read_tpidr_el0(), Ordering::Relaxed);
     };
-    let sw = QUEUES.switch_out(cpu, taken, |n| start_running_at(cpu, n, now));
+    // SAFETY: `cpu` is this CPU (IRQs masked); the context switched to runs `finish_switch`
+    // first.
+    let sw = unsafe { QUEUES.switch_out(cpu, taken, |n| start_running_at(cpu, n, now)) };
     if !matches!(sw, Switch::NoTask) {
         crate::arch::cpu::set_need_resched(cpu, false);
     }
-    let (save, load, fp): (*mut Context, *const Context, *mut rt::trap::FpState) = match sw {
+    let (save, load, me): (*mut Context, *const Context, *const Task) = match sw {
         Switch::NoTask => return,
         Switch::Stay => {
             if let Some(t) = current() {
@@ -345,10 +347,12 @@ pub fn schedule() {
             // SAFETY: `prev` is in this CPU's `prev` slot until the next context runs
             // `finish_switch`, `next` in its `current` (`kcore::sched::Switch`): both alive here.
             let (prev, next) = unsafe { (&*prev, next.map(|n| &*n)) };
-            let fp = prev.fp.get();
-            // SAFETY: the task's own FP/SIMD area; only the CPU running or switching it
-            // touches it (IRQs masked), and it lives until `finish_switch` drops it from `prev`.
-            unsafe { fpsimd::save(fp) };
+            // Its FP/SIMD registers stay here unless it ends or leaves this CPU.
+            if prev.state() == State::Dead {
+                fpsimd::forget(cpu, prev);
+            } else if prev.cpu() != cpu {
+                fpsimd::flush(cpu, prev);
+            }
             let load = match next {
                 Some(n) => n.ctx.get() as *const Context,
                 None => {
@@ -357,7 +361,7 @@ pub fn schedule() {
                     CPUS[cpu].idle.get()
                 }
             };
-            (prev.ctx.get(), load, fp)
+            (prev.ctx.get(), load, prev as *const Task)
         }
     };
     // SAFETY: `save` belongs to the task the queues keep in this CPU's `prev` (alive until the
@@ -366,9 +370,10 @@ pub fn schedule() {
     // switch.
     unsafe { switch::switch(save, load) };
     // Back, maybe on another CPU (the task may have migrated meanwhile).
-    finish_switch(this_cpu());
-    // SAFETY: this task runs again: its own FP/SIMD area (saved above), alive while it runs.
-    unsafe { fpsimd::load(fp) };
+    let cpu = this_cpu();
+    finish_switch(cpu);
+    // SAFETY: this task runs again (it is alive while it runs).
+    fpsimd::resume(cpu, unsafe { &*me });
 }
 
 /// The thread info SP_EL0 holds from now on on this CPU (`cpu`), and where the EL0 entry finds
