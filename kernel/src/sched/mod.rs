@@ -10,7 +10,9 @@
 //!   reschedule; and when an IRQ ends in a preemptible kernel section (IRQs on, preemption
 //!   count 0: see `sync` and `preempt`). The switch saves the callee-saved registers
 //!   ([`switch::Context`]); the EL0 context is the exception frame at the top of the task's
-//!   kernel stack; TPIDR_EL0 is saved per task; SP_EL0 points at the running thread's
+//!   kernel stack; the EL0 FP/SIMD registers stay with their owner (`fpsimd`: the resumed
+//!   task's EL0 access is set, a task leaving the CPU flushed, one that ended forgotten);
+//!   TPIDR_EL0 is saved per task; SP_EL0 points at the running thread's
 //!   `sync::ThreadInfo` (its preemption count); TTBR0 changes only when the next task belongs
 //!   to another address space (`mm::user::switch_to`). TTBR1 never changes on a switch: with
 //!   `percpu_tables=on` each CPU keeps its own root for good.
@@ -28,7 +30,8 @@
 //! hardware side (the context switch, TTBR0, TPIDR_EL0, SP_EL0, the SGI, the tick) and the
 //! processes.
 //!
-//! Lock order: a CPU's `current`, then its queue, then its sleepers (`kcore::sched`); a task's
+//! Lock order: a CPU's run-queue lock (its queue and `current`), then its sleepers
+//! (`kcore::sched`); a task's
 //! `waiters` before any of those; a process's `tasks` / `zombies` before any queue. IRQ
 //! handlers take queue and sleeper locks, so these are only ever taken with IRQs masked
 //! (preemptible sections take none).
