@@ -39,7 +39,7 @@
 
 use abi::MAX_CPUS;
 use core::marker::PhantomData;
-use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 
 /// A home that is no CPU: the state is in memory.
 const NO_CPU: usize = usize::MAX;
@@ -91,11 +91,14 @@ pub trait FpRegs<T> {
 struct CpuFp {
     /// The owner's address (0: none). Only its CPU reads or writes it.
     owner: AtomicUsize,
-    /// The EL0 access last set (a CPACR_EL1 write spared when it stays). Its CPU's only.
-    on: AtomicBool,
-    /// Whether `on` is known (a CPU's first setting writes the register whatever it holds).
-    known: AtomicBool,
+    /// The EL0 access last set (a CPACR_EL1 write spared when it stays): [`UNKNOWN`] (a CPU's
+    /// first setting writes the register whatever it holds), [`OFF`] or [`ON`]. Its CPU's only.
+    access: AtomicU8,
 }
+
+const UNKNOWN: u8 = 0;
+const OFF: u8 = 1;
+const ON: u8 = 2;
 
 /// Every CPU's owner.
 pub struct FpOwners<T> {
@@ -113,24 +116,25 @@ impl<T> FpOwners<T> {
     /// No CPU owns anything.
     pub const fn new() -> Self {
         FpOwners {
-            cpus: [const { CpuFp { owner: AtomicUsize::new(0), on: AtomicBool::new(false), known: AtomicBool::new(false) } };
-                MAX_CPUS],
+            cpus: [const { CpuFp { owner: AtomicUsize::new(0), access: AtomicU8::new(UNKNOWN) } }; MAX_CPUS],
             _t: PhantomData,
         }
     }
 }
 
 impl<T: FpTask> FpOwners<T> {
+    #[inline(always)]
     fn owns(&self, cpu: usize, t: &T) -> bool {
         self.cpus[cpu].owner.load(Ordering::Relaxed) == t as *const T as usize
     }
 
+    #[inline(always)]
     fn access(&self, cpu: usize, on: bool, hw: &impl FpRegs<T>) {
         let c = &self.cpus[cpu];
-        if !c.known.load(Ordering::Relaxed) || c.on.load(Ordering::Relaxed) != on {
+        let want = if on { ON } else { OFF };
+        if c.access.load(Ordering::Relaxed) != want {
             hw.el0_access(on);
-            c.on.store(on, Ordering::Relaxed);
-            c.known.store(true, Ordering::Relaxed);
+            c.access.store(want, Ordering::Relaxed);
         }
     }
 
@@ -170,7 +174,7 @@ impl<T: FpTask> FpOwners<T> {
             t.fp_home().set(Some(cpu));
         }
         // Written whatever the cache says: a trap means the hardware has access off.
-        c.known.store(false, Ordering::Relaxed);
+        c.access.store(UNKNOWN, Ordering::Relaxed);
         self.access(cpu, true, hw);
     }
 

@@ -267,6 +267,7 @@ impl<T: SchedTask> Queues<T> {
     ///
     /// Called on CPU `cpu` itself, which then runs [`Queues::finish_switch`] in the context it
     /// switches to before it switches again (its `prev` slot has no lock).
+    #[inline(always)]
     pub unsafe fn switch_out(&self, cpu: usize, taken: impl FnOnce(&Arc<T>), start: impl FnOnce(&Arc<T>)) -> Switch<T> {
         let c = &self.cpus[cpu];
         let mut rq = c.rq.lock();
@@ -292,8 +293,11 @@ impl<T: SchedTask> Queues<T> {
             }
             next => {
                 // SAFETY: only this CPU touches its `prev` (the caller's promise); the last
-                // `finish_switch` emptied it.
-                unsafe { *c.prev.get() = slot };
+                // `finish_switch` emptied it (so nothing is dropped by overwriting it).
+                unsafe {
+                    debug_assert!(matches!(*c.prev.get(), Prev::None), "a switch before the last one finished");
+                    core::ptr::write(c.prev.get(), slot)
+                };
                 let next_at = next.as_ref().map(Arc::as_ptr);
                 if let Some(n) = next {
                     debug_assert_eq!(n.state(), State::Ready, "a queued task was not ready");
@@ -331,6 +335,7 @@ impl<T: SchedTask> Queues<T> {
     /// # Safety
     ///
     /// Called on CPU `cpu` itself (as [`Queues::switch_out`]).
+    #[inline(always)]
     pub unsafe fn finish_switch(&self, cpu: usize, k: &impl Kick) -> Option<Arc<T>> {
         // SAFETY: only this CPU touches its `prev` (the caller's promise).
         let slot = unsafe { core::mem::replace(&mut *self.cpus[cpu].prev.get(), Prev::None) };
