@@ -56,11 +56,13 @@ impl FpHome {
 
     /// The CPU whose registers hold the state (None: memory holds it). Acquire: what that CPU
     /// saved before it let go is visible after a None.
+    #[inline(always)]
     pub fn cpu(&self) -> Option<usize> {
         let c = self.0.load(Ordering::Acquire);
         (c != NO_CPU).then_some(c)
     }
 
+    #[inline(always)]
     fn set(&self, cpu: Option<usize>) {
         self.0.store(cpu.unwrap_or(NO_CPU), Ordering::Release);
     }
