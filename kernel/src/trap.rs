@@ -175,6 +175,11 @@ fn user_copy_fault(frame: &mut TrapFrame, esr_v: u64, far: u64) -> bool {
 fn lower_sync(frame: &mut TrapFrame, esr_v: u64) {
     let ec = esr::class(esr_v);
     match ec {
+        // The first FP/SIMD instruction of a task that does not own this CPU's registers.
+        esr::EC_SVE_SIMD_FP => {
+            let cpu = crate::arch::cpu::this_cpu();
+            sched::with_running(|t| sched::fpsimd::trap(cpu, t)).expect("an exception from EL0 has a task");
+        }
         esr::EC_DABT_LOWER | esr::EC_IABT_LOWER => {
             let far = FAR_EL1.get();
             let access = abort_access(esr_v);
@@ -198,8 +203,7 @@ fn task_fault(frame: &mut TrapFrame, esr_v: u64, far: u64, why: &str) {
     {
         let mut f = t.fault.lock();
         if f.entry != 0 && f.saved.is_none() {
-            // The kernel does not use FP/SIMD: the registers hold the task's EL0 state.
-            let fp = crate::sched::fpsimd::current();
+            let fp = crate::sched::fpsimd::task_state(&t);
             f.saved = Some(alloc::boxed::Box::new((frame.clone(), fp)));
             let pc = frame.elr;
             frame.x[0] = far;

@@ -171,8 +171,9 @@ fn first_difference(a: &[u8], b: &[u8]) -> Option<usize> {
     a.iter().zip(b).position(|(x, y)| x != y)
 }
 
-/// Enables SVE and SME at EL1 with the largest vector lengths the hypervisor allows.
-fn enable() {
+/// Enables SVE and SME at EL1 with the largest vector lengths the hypervisor allows; returns
+/// CPACR_EL1 as it was (for [`restore`]).
+fn enable() -> u64 {
     // SAFETY: CPACR_EL1/ZCR_EL1/SMCR_EL1 only change what EL1/EL0 may use and the vector
     // lengths; written before any SVE/SME instruction runs (ISB). SMCR_EL1 is written only on a
     // CPU with SME.
@@ -184,7 +185,15 @@ fn enable() {
         if (ID_AA64PFR1_EL1.get() >> 24) & 0xf != 0 {
             core::arch::asm!("msr S3_0_C1_C2_6, {}", "isb", in(reg) 0xfu64); // SMCR_EL1.LEN = max
         }
+        cpacr
     }
+}
+
+/// CPACR_EL1 back to `cpacr` (what [`enable`] found): SVE and SME trapped at EL0 again, and
+/// the FP access the lazy switch (`sched::fpsimd`) last set, which it does not read back.
+fn restore(cpacr: u64) {
+    // SAFETY: only what EL1/EL0 may use changes; no SVE/SME instruction runs after (ISB).
+    unsafe { core::arch::asm!("msr cpacr_el1, {}", "isb", in(reg) cpacr) };
 }
 
 /// `test=sve-state`: SVE (and SME when the CPU has it) state survives traps to the hypervisor.
@@ -197,7 +206,15 @@ pub fn sve_state() -> Result<(), String> {
     if (ID_AA64PFR0_EL1.get() >> 32) & 0xf == 0 {
         return Err("test=sve-state needs a CPU with SVE (-cpu max)".into());
     }
-    enable();
+    let cpacr = enable();
+    let r = sve_rounds();
+    restore(cpacr);
+    r
+}
+
+/// The rounds of [`sve_state`] (SVE enabled).
+#[inline(never)]
+fn sve_rounds() -> Result<(), String> {
     let vl: u64;
     // SAFETY: SVE is enabled at EL1 (above); RDVL only reads the vector length.
     unsafe { core::arch::asm!(".arch_extension sve", "rdvl {}, #1", out(reg) vl) };

@@ -94,6 +94,7 @@ fn run(_args: &str) -> i32 {
     tasks(&mut c);
     knobs(&mut c);
     registers_survive(&mut c);
+    fp_state_is_per_task(&mut c);
     let bad = bad_pointers(&mut c);
     let mut r = Record::new("selftest");
     r.u64("checks", c.n)
@@ -498,4 +499,131 @@ fn registers_survive(c: &mut Checks) {
     }
     c.record("registers: x1-x30 survive a page fault and a system call", bad == 0, bad as i64, 0);
     let _ = sys::munmap(page, PAGE_SIZE);
+}
+
+// What this block guarantees: `__selftest_fp_round(seed, fpcr, fpsr, mask)` puts into q<k>
+// the low half `seed + k` and the high half `!(seed + k)` (k = 0..31), FPCR = `fpcr`, FPSR =
+// `fpsr`, makes the `YIELD` system call, then (when `mask` is not 0) `percpu(AFFINITY, mask)`
+// (a move to another CPU) and `YIELD` again, and returns a bit set of what it then finds
+// changed: bit k for q<k>, bit 32 for FPCR, bit 33 for FPSR. It gives back x19-x30 and SP and
+// touches no memory but its stack.
+#[cfg(target_arch = "aarch64")]
+core::arch::global_asm!(
+    r#"
+.section .text.selftest_fp, "ax"
+.global __selftest_fp_round
+__selftest_fp_round:
+    stp     x19, x20, [sp, #-48]!
+    stp     x21, x22, [sp, #16]
+    str     x30, [sp, #32]
+    mov     x19, x0
+    mov     x20, x1
+    mov     x21, x2
+    mov     x22, x3
+    .irp k, 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31
+    add     x9, x19, #\k
+    mvn     x10, x9
+    fmov    d\k, x9
+    mov     v\k\().d[1], x10
+    .endr
+    msr     fpcr, x20
+    msr     fpsr, x21
+    mov     x8, #{yield_nr}
+    svc     #0
+    cbz     x22, 1f
+    mov     x0, #{affinity}
+    mov     x1, x22
+    mov     x8, #{percpu_nr}
+    svc     #0
+    mov     x8, #{yield_nr}
+    svc     #0
+1:
+    mov     x0, #0
+    .irp k, 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31
+    add     x9, x19, #\k
+    mvn     x10, x9
+    fmov    x11, d\k
+    mov     x12, v\k\().d[1]
+    cmp     x11, x9
+    ccmp    x12, x10, #0, eq
+    cset    x13, ne
+    orr     x0, x0, x13, lsl #\k
+    .endr
+    mrs     x11, fpcr
+    cmp     x11, x20
+    cset    x13, ne
+    orr     x0, x0, x13, lsl #32
+    mrs     x11, fpsr
+    cmp     x11, x21
+    cset    x13, ne
+    orr     x0, x0, x13, lsl #33
+    ldr     x30, [sp, #32]
+    ldp     x21, x22, [sp, #16]
+    ldp     x19, x20, [sp], #48
+    ret
+"#,
+    yield_nr = const abi::syscall::nr::YIELD,
+    percpu_nr = const abi::syscall::nr::PERCPU,
+    affinity = const abi::syscall::percpu::AFFINITY,
+);
+
+#[cfg(target_arch = "aarch64")]
+extern "C" {
+    fn __selftest_fp_round(seed: u64, fpcr: u64, fpsr: u64, mask: u64) -> u64;
+}
+
+/// Rounds each FP/SIMD task makes.
+const FP_ROUNDS: u64 = 64;
+/// CPUs online (set by [`fp_state_is_per_task`] before it starts the tasks).
+static FP_CPUS: AtomicU64 = AtomicU64::new(1);
+
+/// One FP/SIMD task (`id` 0 or 1): [`FP_ROUNDS`] rounds of distinct values in q0-q31, FPCR
+/// (its rounding mode and flush-to-zero bits) and FPSR (cumulative flags), each kept across
+/// yields and, with more than one CPU, moves between CPUs. Exit status:
+/// the rounds that found a value changed.
+extern "C" fn fp_task(id: u64) -> ! {
+    let cpus = FP_CPUS.load(Ordering::Acquire).clamp(1, 8);
+    // RMode (23:22) and FZ (24) differ between the tasks; FPSR's QC (27) and IOC/DZC (0, 1).
+    let fpcr = if id == 0 { 1 << 22 } else { (2 << 22) | (1 << 24) };
+    let fpsr = if id == 0 { (1 << 27) | 1 } else { 2 };
+    let mut bad = 0;
+    for round in 0..FP_ROUNDS {
+        let seed = ((id + 1) << 40) | (round << 16);
+        // Every fourth round a move to one CPU; every eighth all CPUs again (the balance may
+        // then pull it).
+        let mask = match round % 8 {
+            _ if cpus == 1 => 0,
+            3 => 1 << ((round / 4 + id) % cpus),
+            7 => u64::MAX,
+            _ => 0,
+        };
+        #[cfg(target_arch = "aarch64")]
+        // SAFETY: the function gives back every register the ABI asks it to (it changes the
+        // FP/SIMD registers, all caller-saved here but d8-d15's low halves, which this
+        // function's caller does not keep anything in: it is the task's whole body).
+        let found = unsafe { __selftest_fp_round(seed, fpcr, fpsr, mask) };
+        #[cfg(not(target_arch = "aarch64"))]
+        let found = {
+            let _ = (seed, fpcr, fpsr, mask);
+            0u64
+        };
+        if found != 0 {
+            user::println!("selftest: FP/SIMD task {id} round {round}: changed {found:#x}");
+            bad += 1;
+        }
+    }
+    sys::exit(bad)
+}
+
+/// Two tasks each keep their own q0-q31, FPSR and FPCR across many yields between them (the
+/// lazy FP/SIMD switch traps and swaps the registers' owner) and moves between CPUs (a task
+/// leaving a CPU takes its state along), never seeing the other's.
+fn fp_state_is_per_task(c: &mut Checks) {
+    let ncpus = sys::sysctl(sysctl::NCPUS, abi::syscall::SYSCTL_GET).unwrap_or(1).min(8);
+    FP_CPUS.store(ncpus, Ordering::Release);
+    // Both on CPU 0 first (the moves spread them), so they yield to each other.
+    let a = user::thread::spawn(fp_task, 0, 0).unwrap_or(0);
+    let b = user::thread::spawn(fp_task, 1, 0).unwrap_or(0);
+    c.ok("FP/SIMD: task 0 kept its registers", sys::wait(a), 0);
+    c.ok("FP/SIMD: task 1 kept its registers", sys::wait(b), 0);
 }
