@@ -60,7 +60,7 @@ pub struct Launch {
     /// Boot the kernel alone at EL1, no hypervisor.
     pub no_hypervisor: bool,
     /// Boot the kernel alone on a machine with EL2: it starts at EL2 (and must refuse to run
-    /// there).
+    /// there); with [`Self::guest`], that guest alone at EL2 (Linux with KVM).
     pub kernel_at_el2: bool,
     /// A file to give the hypervisor as the guest kernel instead of the built kernel Image.
     pub guest_image: Option<PathBuf>,
@@ -364,9 +364,10 @@ impl Launch {
             _ => self.bootargs.clone(),
         };
         let (kernel, initrd) = match (&self.guest, self.under_hypervisor()) {
-            (Some(g), false) if self.no_hypervisor => {
-                // Alone, the guest itself must print the run's final line: the project's Linux
-                // init does when it finds this word (`crate::linux::init_script`).
+            (Some(g), false) => {
+                // Alone (at EL1, or at EL2 with `kernel_at_el2`: Linux with KVM), the guest
+                // itself must print the run's final line: the project's Linux init does when it
+                // finds this word (`crate::linux::init_script`).
                 append = join(&[&g.append, &self.bootargs, ALONE_WORD]);
                 (g.kernel.clone(), g.initrd.clone())
             }

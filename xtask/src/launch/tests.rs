@@ -100,6 +100,12 @@ fn another_guest_travels_as_a_bundle_or_boots_alone() {
     assert_eq!(after(&a, "-M"), Some("virt,gic-version=3,mte=on"));
     assert_eq!((name(&a, "-kernel").as_deref(), name(&a, "-initrd").as_deref()), (Some("k.img"), Some("rootfs.cpio")));
     assert_eq!(after(&a, "-append"), Some("console=ttyAMA0 hyp.on-fault=stop pgtlab_alone=1"));
+    // Alone at EL2 (Linux with KVM): the same guest, on a machine with EL2.
+    let at_el2 = Launch { no_hypervisor: false, kernel_at_el2: true, mte: false, ..plain.clone() };
+    let a = at_el2.args(&images()).unwrap();
+    assert_eq!(after(&a, "-M"), Some("virt,gic-version=3,virtualization=on"));
+    assert_eq!((name(&a, "-kernel").as_deref(), name(&a, "-initrd").as_deref()), (Some("k.img"), Some("rootfs.cpio")));
+    assert_eq!(after(&a, "-append"), Some("console=ttyAMA0 hyp.on-fault=stop pgtlab_alone=1"));
     let other = Guest { append: "quiet".into(), ..guest.clone() };
     assert_ne!(other.bundle_path(), guest.bundle_path(), "a different guest gets its own bundle file");
 }
