@@ -64,10 +64,15 @@ impl Discovered {
             .len();
         // Keep our own copy: the original lies in what becomes guest RAM (QEMU's is 1 MiB:
         // copied 32 bytes at a time, the softfloat memcpy goes byte by byte).
-        let mut host_dtb: Vec<u8> = alloc::vec![0; size];
-        // SAFETY: the header says the blob is `size` bytes long; `host_dtb` holds `size` bytes
-        // and is a fresh heap buffer, so the two do not overlap.
-        unsafe { mem::copy_fast(host_dtb.as_mut_ptr() as u64, dtb_addr as u64, size as u64) };
+        // Not zeroed first (a memset of the whole room, QEMU's 1 MiB, mostly free space).
+        let mut host_dtb: Vec<u8> = Vec::with_capacity(size);
+        // SAFETY: the header says the blob is `size` bytes long; `host_dtb` has room for `size`
+        // bytes and is a fresh heap buffer, so the two do not overlap; after the copy all `size`
+        // bytes are initialised.
+        unsafe {
+            mem::copy_fast(host_dtb.as_mut_ptr() as u64, dtb_addr as u64, size as u64);
+            host_dtb.set_len(size);
+        }
         let board = Board::from_dtb(&host_dtb).map_err(|e| format!("device tree: {e}"))?;
         let uart = board.console.as_ref().ok_or(
             "the device tree names no UART this build drives (PL011, i.MX, Cadence, 16550) for /chosen/stdout-path",

@@ -195,7 +195,7 @@ pub fn inspect(initrd: Range) -> Result<Contents, LoadError> {
     if kernel.is_image() {
         // The checks QEMU does not make (sizes, page size, endianness, this project's stamp).
         let what = if bundle { KernelFile::BundleKernel } else { KernelFile::Initrd };
-        ImageHeader::parse(kbytes).map_err(|e| LoadError::BadImage { what, e })?;
+        ImageHeader::parse_with(kbytes, rt::crc::engine()).map_err(|e| LoadError::BadImage { what, e })?;
     }
     Ok(Contents { kernel_at, kernel, initramfs, cmdline, bundle })
 }
@@ -230,7 +230,7 @@ pub fn from_boot_loader(board: &board::Board) -> Result<(Contents, Vec<Range>), 
     }
     let kernel = Kernel::classify(kbytes);
     if kernel.is_image() {
-        ImageHeader::parse(kbytes).map_err(|e| LoadError::BadImage { what: KernelFile::Module, e })?;
+        ImageHeader::parse_with(kbytes, rt::crc::engine()).map_err(|e| LoadError::BadImage { what: KernelFile::Module, e })?;
     }
     let contents = Contents {
         kernel_at: k.start,

@@ -412,7 +412,7 @@ fn emit(t: &Tree, i: usize, cx: &Ctx, w: &mut FdtWriter) -> Result<(), BoardErro
     // /chosen's properties the spec replaces are written where the host has them (the same
     // order as QEMU's); the others after the host's.
     let mut chosen_written: Vec<&str> = Vec::new();
-    for p in node.fdt.properties() {
+    for p in &node.props {
         if let Some((_, name, v)) = cx.edits.iter().find(|(n, name, _)| *n == i && *name == p.name) {
             w.property(name, v)?;
             continue;
