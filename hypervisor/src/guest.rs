@@ -230,7 +230,8 @@ pub fn from_boot_loader(board: &board::Board) -> Result<(Contents, Vec<Range>), 
     }
     let kernel = Kernel::classify(kbytes);
     if kernel.is_image() {
-        ImageHeader::parse_with(kbytes, rt::crc::engine()).map_err(|e| LoadError::BadImage { what: KernelFile::Module, e })?;
+        ImageHeader::parse_with(kbytes, rt::crc::engine())
+            .map_err(|e| LoadError::BadImage { what: KernelFile::Module, e })?;
     }
     let contents = Contents {
         kernel_at: k.start,

@@ -242,8 +242,7 @@ impl<'b, 'a> Tree<'b, 'a> {
         let Some(aliases) = self.find_path("/aliases") else {
             return Ok(None);
         };
-        let Some(target) = self.prop(aliases, path_or_alias)
-        else {
+        let Some(target) = self.prop(aliases, path_or_alias) else {
             return Ok(None);
         };
         let target = match target.split_last() {

@@ -39,7 +39,9 @@ unsafe fn crc32_insns(mut c: u32, bytes: &[u8]) -> u32 {
     let (head, words, tail) = unsafe { bytes.align_to::<u64>() };
     for &b in head {
         // SAFETY: FEAT_CRC32 (the caller's contract); register-only.
-        unsafe { core::arch::asm!("crc32b {c:w}, {c:w}, {b:w}", c = inout(reg) c, b = in(reg) u32::from(b), options(pure, nomem, nostack)) };
+        unsafe {
+            core::arch::asm!("crc32b {c:w}, {c:w}, {b:w}", c = inout(reg) c, b = in(reg) u32::from(b), options(pure, nomem, nostack))
+        };
     }
     let blocks = words.len() / 8;
     if blocks > 0 {
@@ -72,11 +74,15 @@ unsafe fn crc32_insns(mut c: u32, bytes: &[u8]) -> u32 {
     }
     for &w in &words[blocks * 8..] {
         // SAFETY: FEAT_CRC32; register-only.
-        unsafe { core::arch::asm!("crc32x {c:w}, {c:w}, {w}", c = inout(reg) c, w = in(reg) w, options(pure, nomem, nostack)) };
+        unsafe {
+            core::arch::asm!("crc32x {c:w}, {c:w}, {w}", c = inout(reg) c, w = in(reg) w, options(pure, nomem, nostack))
+        };
     }
     for &b in tail {
         // SAFETY: as for the head.
-        unsafe { core::arch::asm!("crc32b {c:w}, {c:w}, {b:w}", c = inout(reg) c, b = in(reg) u32::from(b), options(pure, nomem, nostack)) };
+        unsafe {
+            core::arch::asm!("crc32b {c:w}, {c:w}, {b:w}", c = inout(reg) c, b = in(reg) u32::from(b), options(pure, nomem, nostack))
+        };
     }
     c
 }

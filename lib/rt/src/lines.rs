@@ -53,7 +53,10 @@ mod tests {
 
     #[test]
     fn long_ranges_go_in_rounds_and_the_top_of_memory_is_clipped() {
-        assert_eq!(lines(0x4000_0000, 22 << 20, 64), Lines { first: 0x4000_0000, rounds: (22 << 20) / 64 / 8, singles: 0 });
+        assert_eq!(
+            lines(0x4000_0000, 22 << 20, 64),
+            Lines { first: 0x4000_0000, rounds: (22 << 20) / 64 / 8, singles: 0 }
+        );
         let top = lines(u64::MAX - 100, 1000, 64);
         assert_eq!(top.first, (u64::MAX - 100) & !63);
         assert_eq!(top.rounds * ROUND + top.singles, 2);
