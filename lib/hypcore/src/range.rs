@@ -67,6 +67,15 @@ pub fn whole_blocks(r: Range, block: u64) -> Option<Range> {
     (lo < hi).then(|| Range::new(lo, hi))
 }
 
+/// The smallest range holding `a` (if any) and `b`: where a set of ranges lies, kept as one
+/// bound (the frames the hypervisor took with its MMU off, which it must invalidate).
+pub fn hull(a: Option<Range>, b: Range) -> Range {
+    match a {
+        Some(a) => Range::new(a.start.min(b.start), a.end.max(b.end)),
+        None => b,
+    }
+}
+
 /// The bytes of all `ranges`.
 pub fn total(ranges: &[Range]) -> u64 {
     ranges.iter().map(Range::len).fold(0, u64::saturating_add)
@@ -167,6 +176,16 @@ pub fn place(ram: &[Range], size: u64, align: u64, window: u64, avoid: &[Range])
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_hull_holds_both_and_no_more() {
+        use super::{hull, Range};
+        let (a, b) = (Range::new(0x3000, 0x5000), Range::new(0x8000, 0x9000));
+        assert_eq!(hull(None, b), b);
+        assert_eq!(hull(Some(a), b), Range::new(0x3000, 0x9000));
+        assert_eq!(hull(Some(b), a), Range::new(0x3000, 0x9000));
+        assert_eq!(hull(Some(Range::new(0x1000, 0xa000)), a), Range::new(0x1000, 0xa000));
+    }
+
     #[test]
     fn whole_blocks_are_aligned_inside_and_maximal() {
         use super::{whole_blocks, Range};
