@@ -69,7 +69,7 @@ fn no_hypervisor_boots_the_kernel_alone_at_el1() {
     assert_eq!(after(&a, "-m"), Some("1024M"));
     assert_eq!(name(&a, "-kernel").as_deref(), Some("k.img"));
     assert_eq!(after(&a, "-initrd"), None);
-    assert_eq!(after(&a, "-icount"), Some("shift=0"));
+    assert_eq!(after(&a, "-icount"), Some("shift=0,sleep=off"));
     assert_eq!(after(&a, "-append"), Some("a b"));
     // gdb on localhost only, never `-s` (every interface).
     assert_eq!(after(&a, "-gdb"), Some("tcp:127.0.0.1:1234"));
