@@ -25,14 +25,22 @@ use std::time::Instant;
 pub const BINARIES: [(&str, &str); 4] =
     [("hypervisor", HYP_TARGET), ("kernel", HYP_TARGET), ("chainloader", TARGET), ("testguest", TARGET)];
 
-/// Where each binary may hold FP/SIMD instructions: nowhere in the hypervisor; in the kernel
-/// only where it saves and loads a task's EL0 FP/SIMD state (`kernel/src/sched/fpsimd.rs`)
-/// and in the self-test that fills the vector registers (`kernel/src/selftest/cpu_state.rs`; its
-/// symbols are `kernel::kern::…`: every module of the kernel sits in `kern`, behind one gate).
+/// lib/pgtable's vector routines (`lib/pgtable/src/vector.rs`: the protect's run and the new
+/// table's fill), which save and restore every vector register they use (whole Z registers
+/// where SVE state is live) and fall back to general registers in streaming mode.
+pub const VECTOR_ROUTINES: &str = "__pgtable_vec_";
+
+/// Where each binary may hold FP/SIMD instructions: in the hypervisor only in lib/pgtable's
+/// vector routines ([`VECTOR_ROUTINES`]); in the kernel there, where it saves and loads a
+/// task's EL0 FP/SIMD state (`kernel/src/sched/fpsimd.rs`) and in the self-test that fills the
+/// vector registers (`kernel/src/selftest/cpu_state.rs`; its symbols are `kernel::kern::…`:
+/// every module of the kernel sits in `kern`, behind one gate).
 pub fn fp_simd_allowed(bin: &str) -> Option<&'static [&'static str]> {
     match bin {
-        "hypervisor" => Some(&[]),
-        "kernel" => Some(&["__kernel_fp_save", "__kernel_fp_load", "kernel::kern::selftest::cpu_state::"]),
+        "hypervisor" => Some(&[VECTOR_ROUTINES]),
+        "kernel" => {
+            Some(&["__kernel_fp_save", "__kernel_fp_load", "kernel::kern::selftest::cpu_state::", VECTOR_ROUTINES])
+        }
         _ => None,
     }
 }

@@ -81,6 +81,27 @@ pub unsafe trait FrameAlloc {
 pub unsafe fn fill_unlinked(table: *mut u64, first: u64, step: u64) {
     #[cfg(target_arch = "aarch64")]
     {
+        use crate::vector::{Path, SaveArea, FILL_REGS, SVE_FILL_REGS, Z_BYTES};
+        match crate::vector::path() {
+            Path::Scalar => {}
+            Path::Q => {
+                let mut save = SaveArea::<{ FILL_REGS * 16 }>::new();
+                // SAFETY: the caller's whole frame, written entry by entry as below; the routine
+                // restores the Q registers it uses from `save` (the mode: Q is the live state).
+                return unsafe { crate::vector::__pgtable_vec_fill_q(table, first, step, save.ptr()) };
+            }
+            Path::Z { sve_fill: true } => {
+                let mut save = SaveArea::<{ SVE_FILL_REGS * Z_BYTES }>::new();
+                // SAFETY: as above, with whole Z registers saved (SVE untrapped here, the vector
+                // length a power of two of at most `Z_BYTES`: the mode).
+                return unsafe { crate::vector::__pgtable_vec_fill_sve(table, first, step, save.ptr()) };
+            }
+            Path::Z { sve_fill: false } => {
+                let mut save = SaveArea::<{ FILL_REGS * Z_BYTES }>::new();
+                // SAFETY: as above, NEON with whole Z registers saved.
+                return unsafe { crate::vector::__pgtable_vec_fill_qz(table, first, step, save.ptr()) };
+            }
+        }
         const ROUND: usize = 64;
         // SAFETY: the caller gives us the whole frame, exclusively (see above): 512 entries of
         // 8 bytes from `table`, written in ENTRIES_PER_TABLE / ROUND rounds of ROUND / 2 paired
@@ -112,12 +133,12 @@ pub unsafe fn fill_unlinked(table: *mut u64, first: u64, step: u64) {
     };
 }
 
-/// [`fill_unlinked`] without assembly.
+/// [`fill_unlinked`] without assembly: its spec (`test=pgtable-groups` compares them on the
+/// CPU, [`crate::raw::check_against_spec`]).
 ///
 /// # Safety
 /// As [`fill_unlinked`].
-#[cfg(not(target_arch = "aarch64"))]
-unsafe fn portable_fill(table: *mut u64, first: u64, step: u64) {
+pub(crate) unsafe fn portable_fill(table: *mut u64, first: u64, step: u64) {
     // SAFETY: the caller gives us the whole frame, exclusively (see `fill_unlinked`).
     let entries = unsafe { core::slice::from_raw_parts_mut(table, ENTRIES_PER_TABLE) };
     const ROUND: usize = 16;
