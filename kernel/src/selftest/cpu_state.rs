@@ -202,8 +202,17 @@ pub fn sve_state() -> Result<(), String> {
     // SAFETY: SVE is enabled at EL1 (above); RDVL only reads the vector length.
     unsafe { core::arch::asm!(".arch_extension sve", "rdvl {}, #1", out(reg) vl) };
     let vl = vl as usize;
-    let fid = abi::hypercall::VERSION;
-    for round in 0..4u64 {
+    let calls = dirty_log_calls()?;
+    let rounds = 4 + calls.as_ref().map_or(0, |c| c.args.len() as u64);
+    for round in 0..rounds {
+        // Rounds 0-3: a null HVC, a trapped SMC; then (with a slot pool) the dirty-log calls
+        // whose stage-2 work runs lib/pgtable's vector routines at EL2: the eager split's fill
+        // of new tables, the clear's write-protect of runs of pages.
+        let (args, checked) = match &calls {
+            Some(c) if round >= 4 => (c.args[round as usize - 4], true),
+            _ => ([abi::hypercall::VERSION, 0, 0, 0], false),
+        };
+        let mut ret: u64;
         let (zlen, plen) = (32 * vl, 17 * (vl / 8));
         let mut a = vec![0u8; zlen + plen];
         let mut b = vec![0u8; zlen + plen];
@@ -211,7 +220,7 @@ pub fn sve_state() -> Result<(), String> {
         // The FFR image is loaded through P0 (WRFFR): only its first 1/8 VL bytes matter.
         let (za, pa) = a.split_at_mut(zlen);
         let (zb, pb) = b.split_at_mut(zlen);
-        let conduit_smc = round % 2 == 1;
+        let conduit_smc = round < 4 && round % 2 == 1;
         // SAFETY: SVE is enabled; the loads read `a` (32 Z images then 17 P images, the last
         // for FFR) and the stores write the same layout into `b`, both large enough for this
         // vector length; interrupts are masked so no EL1 handler runs (the kernel's vectors save
@@ -226,6 +235,8 @@ pub fn sve_state() -> Result<(), String> {
                 "ldr p0, [x22, #16, mul vl]",
                 "wrffr p0.b",
                 load_p!(),
+                "ldp x1, x2, [x27]",
+                "ldr x3, [x27, #16]",
                 "cbnz x25, 1f",
                 "hvc #0",
                 "b 2f",
@@ -242,9 +253,13 @@ pub fn sve_state() -> Result<(), String> {
                 in("x22") pa.as_ptr(),
                 in("x23") pb.as_mut_ptr(),
                 in("x25") conduit_smc as u64,
-                inout("x0") if conduit_smc { abi::psci::VERSION } else { fid } => _,
+                in("x27") args[1..].as_ptr(),
+                inout("x0") if conduit_smc { abi::psci::VERSION } else { args[0] } => ret,
             )
         };
+        if checked && ret != 0 {
+            return Err(format!("hypercall {:#x} in round {round} failed: {}", args[0], ret as i64));
+        }
         // Z0-Z31 and P0-P15 must match exactly; FFR's image (loaded through WRFFR, which may
         // canonicalise it) is stored but not compared.
         let ffr_at = zlen + 16 * (vl / 8);
@@ -261,12 +276,63 @@ pub fn sve_state() -> Result<(), String> {
         }
     }
     rt::println!("kernel: sve-state: Z0-Z31, P0-P15 and FFR at {} bits survived HVC and SMC traps", vl * 8);
+    if let Some(c) = calls {
+        c.finish()?;
+        rt::println!("kernel: sve-state: and the dirty-log enable (eager split) and clear (write-protect) hypercalls");
+    }
     let sme = (ID_AA64PFR1_EL1.get() >> 24) & 0xf != 0;
     let svl = if sme { sme_state()? } else { 0 };
     let mut r = abi::report::Record::new("sve_state");
-    r.u64("vl_bits", vl as u64 * 8).bool("sme", sme).u64("svl_bits", svl as u64 * 8);
+    r.u64("vl_bits", vl as u64 * 8)
+        .bool("sme", sme)
+        .u64("svl_bits", svl as u64 * 8)
+        .u64("dirty_log_rounds", rounds - 4);
     rt::println!("{r}");
     Ok(())
+}
+
+/// The dirty-log hypercalls a state round makes (x0-x3 each), on two memslots this sets up:
+/// a 2 MiB-backed slot whose eager-split enable fills new level-3 tables, and a 4 KiB-backed
+/// one in manual-protect mode whose clear write-protects 512 writable pages in runs. `None`
+/// without a slot pool (`hyp.slotpool`).
+struct DirtyLogCalls {
+    args: [[u64; 4]; 3],
+    slots: [u64; 2],
+    _mask: alloc::vec::Vec<u64>,
+}
+
+const SLOT_BYTES: u64 = 4 << 20;
+
+fn dirty_log_calls() -> Result<Option<DirtyLogCalls>, String> {
+    use abi::hypercall as hc;
+    let base = crate::selftest::memslot::slot_window();
+    let e = |what: &str, err| format!("sve-state: {what}: {err}");
+    let big = match crate::hyp::memslot_create(base, SLOT_BYTES, hc::MEMSLOT_BACKING_2M) {
+        Ok(id) => id,
+        Err(abi::error::HypError::NoMemory) => return Ok(None),
+        Err(x) => return Err(e("memslot", x)),
+    };
+    let small = crate::hyp::memslot_create(base + SLOT_BYTES, SLOT_BYTES, hc::MEMSLOT_BACKING_4K)
+        .map_err(|x| e("memslot", x))?;
+    crate::hyp::dirty_log_enable(small, hc::DIRTY_LOG_MANUAL_PROTECT).map_err(|x| e("enable", x))?;
+    let mask = alloc::vec![!0u64; 8];
+    let clear = crate::hyp::dirty_log_clear_args(small, &mask, 0, 512).map_err(|x| e("clear", x))?;
+    let clear2 = crate::hyp::dirty_log_clear_args(small, &mask, 512, 512).map_err(|x| e("clear", x))?;
+    Ok(Some(DirtyLogCalls {
+        args: [[hc::DIRTY_LOG_ENABLE, big, hc::DIRTY_LOG_EAGER_SPLIT, 0], clear, clear2],
+        slots: [big, small],
+        _mask: mask,
+    }))
+}
+
+impl DirtyLogCalls {
+    fn finish(self) -> Result<(), String> {
+        for id in self.slots {
+            crate::hyp::dirty_log_disable(id).map_err(|x| format!("sve-state: disable: {x}"))?;
+            crate::hyp::memslot_delete(id).map_err(|x| format!("sve-state: delete: {x}"))?;
+        }
+        Ok(())
+    }
 }
 
 /// SME: the streaming Z registers and the whole ZA array across an HVC made in streaming mode.

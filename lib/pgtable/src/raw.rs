@@ -425,7 +425,7 @@ pub fn check_against_spec(seed: u64, cases: u32) -> Result<u64, alloc::string::S
         rng ^= rng << 17;
         rng
     };
-    const N: usize = 3 * GROUP + 5;
+    const N: usize = 5 * GROUP + 5;
     let mut compared = 0;
     for case in 0..cases {
         // A run of one kind (valid or PROT_NONE pages, random attributes), then disturbed.

@@ -150,9 +150,9 @@ impl<const N: usize> SaveArea<N> {
     }
 }
 
-/// Vector registers the flip uses: v0-v7 (16 entries), v16 kind, v17 mask, v18 kind ^ flip,
-/// v19-v20 the check's two chains.
-pub(crate) const FLIP_REGS: usize = 13;
+/// Vector registers the flip uses: v0-v15 (32 entries), v16 kind, v17 mask, v18 kind ^ flip,
+/// v19-v20 the two groups' checks.
+pub(crate) const FLIP_REGS: usize = 21;
 /// Vector registers the NEON fill uses: v0-v3 (8 entries), v4 the step.
 pub(crate) const FILL_REGS: usize = 5;
 /// Vector registers the SVE fill uses: z0 the entries, z1 the step.
@@ -161,8 +161,8 @@ pub(crate) const SVE_FILL_REGS: usize = 2;
 #[cfg(target_arch = "aarch64")]
 extern "C" {
     /// Flips whole groups of 16 from `p` while every entry's `mask` bits equal `kind`'s, up to
-    /// the group starting at `last`; returns where it stopped. Saves and restores q0-q7,
-    /// q16-q20 in `save` (208 bytes).
+    /// the group starting at `last`; returns where it stopped. Saves and restores q0-q20 in
+    /// `save` (336 bytes).
     pub(crate) fn __pgtable_vec_flip_q(
         p: *mut u64,
         last: *mut u64,
@@ -171,7 +171,7 @@ extern "C" {
         nk: u64,
         save: *mut u8,
     ) -> *mut u64;
-    /// As `__pgtable_vec_flip_q`, saving z0-z7, z16-z20 in `save` (13 vector lengths).
+    /// As `__pgtable_vec_flip_q`, saving z0-z20 in `save` (21 vector lengths).
     pub(crate) fn __pgtable_vec_flip_z(
         p: *mut u64,
         last: *mut u64,
@@ -192,7 +192,11 @@ extern "C" {
 }
 
 /// The flip's body between its save and its restore: x0 = p (the write pointer), x1 = last,
-/// x2 = kind, x3 = mask, x4 = kind ^ flip; returns x0. x6 is the read pointer, x7 the check.
+/// x2 = kind, x3 = mask, x4 = kind ^ flip; returns x0. Two groups (32 entries, v0-v15) a round
+/// while two remain, their checks in two chains (v19: the first group's, v20: the second's);
+/// where the pair fails, the first group alone is flipped when it passes (each group of 16 all
+/// or none, as the spec). One last group alone (fewer than 32 entries left) at 5. x6 is the read
+/// pointer, x7 the check, x8 the last pointer a pair starts at.
 #[cfg(target_arch = "aarch64")]
 macro_rules! flip_body {
     () => {
@@ -201,41 +205,74 @@ macro_rules! flip_body {
     dup     v17.2d, x3
     dup     v18.2d, x4
     mov     x6, x0
+    sub     x8, x1, #128
+    cmp     x0, x8
+    b.hi    5f
 1:
     ld1     {{v0.2d-v3.2d}}, [x6], #64
     ld1     {{v4.2d-v7.2d}}, [x6], #64
-    eor     v0.16b, v0.16b, v16.16b
-    eor     v1.16b, v1.16b, v16.16b
-    eor     v2.16b, v2.16b, v16.16b
-    eor     v3.16b, v3.16b, v16.16b
-    eor     v4.16b, v4.16b, v16.16b
-    eor     v5.16b, v5.16b, v16.16b
-    eor     v6.16b, v6.16b, v16.16b
-    eor     v7.16b, v7.16b, v16.16b
+    ld1     {{v8.2d-v11.2d}}, [x6], #64
+    ld1     {{v12.2d-v15.2d}}, [x6], #64
+    .irp i, 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15
+    eor     v\i\().16b, v\i\().16b, v16.16b
+    .endr
     orr     v19.16b, v0.16b, v1.16b
-    orr     v20.16b, v2.16b, v3.16b
-    orr     v19.16b, v19.16b, v4.16b
-    orr     v20.16b, v20.16b, v5.16b
-    orr     v19.16b, v19.16b, v6.16b
-    orr     v20.16b, v20.16b, v7.16b
-    orr     v19.16b, v19.16b, v20.16b
+    .irp i, 2,3,4,5,6,7
+    orr     v19.16b, v19.16b, v\i\().16b
+    .endr
+    orr     v20.16b, v8.16b, v9.16b
+    .irp i, 10,11,12,13,14,15
+    orr     v20.16b, v20.16b, v\i\().16b
+    .endr
+    orr     v20.16b, v20.16b, v19.16b
+    and     v20.16b, v20.16b, v17.16b
+    umaxv   s20, v20.4s
+    fmov    w7, s20
+    cbnz    w7, 3f
+    .irp i, 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15
+    eor     v\i\().16b, v\i\().16b, v18.16b
+    .endr
+    st1     {{v0.2d-v3.2d}}, [x0], #64
+    st1     {{v4.2d-v7.2d}}, [x0], #64
+    st1     {{v8.2d-v11.2d}}, [x0], #64
+    st1     {{v12.2d-v15.2d}}, [x0], #64
+    cmp     x0, x8
+    b.ls    1b
+    b       5f
+3:
     and     v19.16b, v19.16b, v17.16b
     umaxv   s19, v19.4s
     fmov    w7, s19
-    cbnz    w7, 2f
-    eor     v0.16b, v0.16b, v18.16b
-    eor     v1.16b, v1.16b, v18.16b
-    eor     v2.16b, v2.16b, v18.16b
-    eor     v3.16b, v3.16b, v18.16b
-    eor     v4.16b, v4.16b, v18.16b
-    eor     v5.16b, v5.16b, v18.16b
-    eor     v6.16b, v6.16b, v18.16b
-    eor     v7.16b, v7.16b, v18.16b
+    cbnz    w7, 9f
+    .irp i, 0,1,2,3,4,5,6,7
+    eor     v\i\().16b, v\i\().16b, v18.16b
+    .endr
     st1     {{v0.2d-v3.2d}}, [x0], #64
     st1     {{v4.2d-v7.2d}}, [x0], #64
+    b       9f
+5:
     cmp     x0, x1
-    b.ls    1b
-2:
+    b.hi    9f
+    mov     x6, x0
+    ld1     {{v0.2d-v3.2d}}, [x6], #64
+    ld1     {{v4.2d-v7.2d}}, [x6], #64
+    .irp i, 0,1,2,3,4,5,6,7
+    eor     v\i\().16b, v\i\().16b, v16.16b
+    .endr
+    orr     v19.16b, v0.16b, v1.16b
+    .irp i, 2,3,4,5,6,7
+    orr     v19.16b, v19.16b, v\i\().16b
+    .endr
+    and     v19.16b, v19.16b, v17.16b
+    umaxv   s19, v19.4s
+    fmov    w7, s19
+    cbnz    w7, 9f
+    .irp i, 0,1,2,3,4,5,6,7
+    eor     v\i\().16b, v\i\().16b, v18.16b
+    .endr
+    st1     {{v0.2d-v3.2d}}, [x0], #64
+    st1     {{v4.2d-v7.2d}}, [x0], #64
+9:
 "#
     };
 }
@@ -272,7 +309,7 @@ macro_rules! fill_body {
 }
 
 // What this block guarantees, for the declarations above: each routine changes no general
-// register but x0-x7 and the flags (caller-saved), writes memory only in its table's entries
+// register but x0-x8 and the flags (caller-saved), writes memory only in its table's entries
 // and its save area, and leaves every vector register as it found it: the ones it uses are
 // stored to the save area first and loaded back last (Q, or whole Z at the current vector
 // length), and no predicate, FFR, FPSR or FPCR is written (integer vector operations only).
@@ -296,17 +333,25 @@ core::arch::global_asm!(
     "    stp     q2, q3, [x5, #32]",
     "    stp     q4, q5, [x5, #64]",
     "    stp     q6, q7, [x5, #96]",
-    "    stp     q16, q17, [x5, #128]",
-    "    stp     q18, q19, [x5, #160]",
-    "    str     q20, [x5, #192]",
+    "    stp     q8, q9, [x5, #128]",
+    "    stp     q10, q11, [x5, #160]",
+    "    stp     q12, q13, [x5, #192]",
+    "    stp     q14, q15, [x5, #224]",
+    "    stp     q16, q17, [x5, #256]",
+    "    stp     q18, q19, [x5, #288]",
+    "    str     q20, [x5, #320]",
     flip_body!(),
     "    ldp     q0, q1, [x5]",
     "    ldp     q2, q3, [x5, #32]",
     "    ldp     q4, q5, [x5, #64]",
     "    ldp     q6, q7, [x5, #96]",
-    "    ldp     q16, q17, [x5, #128]",
-    "    ldp     q18, q19, [x5, #160]",
-    "    ldr     q20, [x5, #192]",
+    "    ldp     q8, q9, [x5, #128]",
+    "    ldp     q10, q11, [x5, #160]",
+    "    ldp     q12, q13, [x5, #192]",
+    "    ldp     q14, q15, [x5, #224]",
+    "    ldp     q16, q17, [x5, #256]",
+    "    ldp     q18, q19, [x5, #288]",
+    "    ldr     q20, [x5, #320]",
     "    ret",
     //
     ".global __pgtable_vec_flip_z",
@@ -320,11 +365,19 @@ core::arch::global_asm!(
     "    str     z5, [x5, #5, mul vl]",
     "    str     z6, [x5, #6, mul vl]",
     "    str     z7, [x5, #7, mul vl]",
-    "    str     z16, [x5, #8, mul vl]",
-    "    str     z17, [x5, #9, mul vl]",
-    "    str     z18, [x5, #10, mul vl]",
-    "    str     z19, [x5, #11, mul vl]",
-    "    str     z20, [x5, #12, mul vl]",
+    "    str     z8, [x5, #8, mul vl]",
+    "    str     z9, [x5, #9, mul vl]",
+    "    str     z10, [x5, #10, mul vl]",
+    "    str     z11, [x5, #11, mul vl]",
+    "    str     z12, [x5, #12, mul vl]",
+    "    str     z13, [x5, #13, mul vl]",
+    "    str     z14, [x5, #14, mul vl]",
+    "    str     z15, [x5, #15, mul vl]",
+    "    str     z16, [x5, #16, mul vl]",
+    "    str     z17, [x5, #17, mul vl]",
+    "    str     z18, [x5, #18, mul vl]",
+    "    str     z19, [x5, #19, mul vl]",
+    "    str     z20, [x5, #20, mul vl]",
     flip_body!(),
     "    ldr     z0, [x5, #0, mul vl]",
     "    ldr     z1, [x5, #1, mul vl]",
@@ -334,11 +387,19 @@ core::arch::global_asm!(
     "    ldr     z5, [x5, #5, mul vl]",
     "    ldr     z6, [x5, #6, mul vl]",
     "    ldr     z7, [x5, #7, mul vl]",
-    "    ldr     z16, [x5, #8, mul vl]",
-    "    ldr     z17, [x5, #9, mul vl]",
-    "    ldr     z18, [x5, #10, mul vl]",
-    "    ldr     z19, [x5, #11, mul vl]",
-    "    ldr     z20, [x5, #12, mul vl]",
+    "    ldr     z8, [x5, #8, mul vl]",
+    "    ldr     z9, [x5, #9, mul vl]",
+    "    ldr     z10, [x5, #10, mul vl]",
+    "    ldr     z11, [x5, #11, mul vl]",
+    "    ldr     z12, [x5, #12, mul vl]",
+    "    ldr     z13, [x5, #13, mul vl]",
+    "    ldr     z14, [x5, #14, mul vl]",
+    "    ldr     z15, [x5, #15, mul vl]",
+    "    ldr     z16, [x5, #16, mul vl]",
+    "    ldr     z17, [x5, #17, mul vl]",
+    "    ldr     z18, [x5, #18, mul vl]",
+    "    ldr     z19, [x5, #19, mul vl]",
+    "    ldr     z20, [x5, #20, mul vl]",
     "    ret",
     //
     ".global __pgtable_vec_fill_q",
