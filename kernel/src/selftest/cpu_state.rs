@@ -276,6 +276,7 @@ pub fn sve_state() -> Result<(), String> {
         }
     }
     rt::println!("kernel: sve-state: Z0-Z31, P0-P15 and FFR at {} bits survived HVC and SMC traps", vl * 8);
+    routines_keep_z(vl)?;
     if let Some(c) = calls {
         c.finish()?;
         rt::println!("kernel: sve-state: and the dirty-log enable (eager split) and clear (write-protect) hypercalls");
@@ -291,10 +292,10 @@ pub fn sve_state() -> Result<(), String> {
     Ok(())
 }
 
-/// The dirty-log hypercalls a state round makes (x0-x3 each), on two memslots this sets up:
-/// a 2 MiB-backed slot whose eager-split enable fills new level-3 tables, and a 4 KiB-backed
-/// one in manual-protect mode whose clear write-protects 512 writable pages in runs. `None`
-/// without a slot pool (`hyp.slotpool`).
+/// The dirty-log hypercalls a state round makes (x0-x3 each), on two 2 MiB-backed memslots
+/// this sets up: one whose eager-split enable fills new level-3 tables, one in manual-protect
+/// mode with eager split whose two clears split (and fill) a block each and write-protect its
+/// pages. `None` without a slot pool (`hyp.slotpool`).
 struct DirtyLogCalls {
     args: [[u64; 4]; 3],
     slots: [u64; 2],
@@ -312,9 +313,10 @@ fn dirty_log_calls() -> Result<Option<DirtyLogCalls>, String> {
         Err(abi::error::HypError::NoMemory) => return Ok(None),
         Err(x) => return Err(e("memslot", x)),
     };
-    let small = crate::hyp::memslot_create(base + SLOT_BYTES, SLOT_BYTES, hc::MEMSLOT_BACKING_4K)
+    let small = crate::hyp::memslot_create(base + SLOT_BYTES, SLOT_BYTES, hc::MEMSLOT_BACKING_2M)
         .map_err(|x| e("memslot", x))?;
-    crate::hyp::dirty_log_enable(small, hc::DIRTY_LOG_MANUAL_PROTECT).map_err(|x| e("enable", x))?;
+    crate::hyp::dirty_log_enable(small, hc::DIRTY_LOG_MANUAL_PROTECT | hc::DIRTY_LOG_EAGER_SPLIT)
+        .map_err(|x| e("enable", x))?;
     let mask = alloc::vec![!0u64; 8];
     let clear = crate::hyp::dirty_log_clear_args(small, &mask, 0, 512).map_err(|x| e("clear", x))?;
     let clear2 = crate::hyp::dirty_log_clear_args(small, &mask, 512, 512).map_err(|x| e("clear", x))?;
@@ -333,6 +335,65 @@ impl DirtyLogCalls {
         }
         Ok(())
     }
+}
+
+/// lib/pgtable's vector routines in their SVE mode (as the hypervisor runs them: Z registers
+/// live), run here at EL1 with SVE enabled: they agree with their spec
+/// (`pgtable::raw::check_against_spec`) and leave Z0-Z31 and P0-P15 as they found them. The
+/// kernel's own code is softfloat, so between the load and the store nothing else touches those
+/// registers; interrupts stay masked (a task switch would load Q registers only).
+fn routines_keep_z(vl: usize) -> Result<(), String> {
+    use pgtable::vector::{set, VectorUse};
+    let (zlen, plen) = (32 * vl, 16 * (vl / 8));
+    let mut a = vec![0u8; zlen + plen];
+    let mut b = vec![0u8; zlen + plen];
+    pattern(&mut a, 0x7e57);
+    let (za, pa) = a.split_at(zlen);
+    let (zb, pb) = b.split_at_mut(zlen);
+    let daif: u64;
+    // SAFETY: SVE is enabled at EL1 (`enable`); the loads read `a` (32 Z images, 16 P images
+    // of this vector length); interrupts are masked until the store below; the vector
+    // registers written are declared.
+    unsafe {
+        core::arch::asm!(
+            ".arch_extension sve",
+            "mrs {daif}, daif",
+            "msr daifset, #0xf",
+            load_z!(),
+            load_p!(),
+            daif = out(reg) daif,
+            in("x20") za.as_ptr(),
+            in("x22") pa.as_ptr(),
+            out("v0") _, out("v1") _, out("v2") _, out("v3") _, out("v4") _, out("v5") _, out("v6") _,
+            out("v7") _, out("v8") _, out("v9") _, out("v10") _, out("v11") _, out("v12") _,
+            out("v13") _, out("v14") _, out("v15") _, out("v16") _, out("v17") _, out("v18") _,
+            out("v19") _, out("v20") _, out("v21") _, out("v22") _, out("v23") _, out("v24") _,
+            out("v25") _, out("v26") _, out("v27") _, out("v28") _, out("v29") _, out("v30") _,
+            out("v31") _,
+        )
+    };
+    set(VectorUse::Sve { sme: false, vl: vl as u64 });
+    let r = pgtable::raw::check_against_spec(0x5eed_7e57, 256);
+    set(VectorUse::Neon);
+    // SAFETY: as above; the stores write `b` in the same layout; DAIF comes back.
+    unsafe {
+        core::arch::asm!(
+            ".arch_extension sve",
+            store_z!(),
+            store_p!(),
+            "msr daif, {daif}",
+            daif = in(reg) daif,
+            in("x21") zb.as_mut_ptr(),
+            in("x23") pb.as_mut_ptr(),
+        )
+    };
+    let n = r.map_err(|e| format!("pgtable's vector routines in SVE mode: {e}"))?;
+    if let Some(i) = first_difference(&a, &b) {
+        let what = if i < zlen { format!("z{} byte {}", i / vl, i % vl) } else { format!("p{}", (i - zlen) / (vl / 8)) };
+        return Err(format!("pgtable's vector routines in SVE mode changed {what} (vector length {vl} bytes)"));
+    }
+    rt::println!("kernel: sve-state: pgtable's vector routines kept Z0-Z31 and P0-P15 ({n} comparisons with the spec)");
+    Ok(())
 }
 
 /// SME: the streaming Z registers and the whole ZA array across an HVC made in streaming mode.
