@@ -202,7 +202,7 @@ pub fn sve_state() -> Result<(), String> {
     // SAFETY: SVE is enabled at EL1 (above); RDVL only reads the vector length.
     unsafe { core::arch::asm!(".arch_extension sve", "rdvl {}, #1", out(reg) vl) };
     let vl = vl as usize;
-    let calls = dirty_log_calls()?;
+    let calls = dirty_log_calls(0)?;
     let rounds = 4 + calls.as_ref().map_or(0, |c| c.args.len() as u64);
     for round in 0..rounds {
         // Rounds 0-3: a null HVC, a trapped SMC; then (with a slot pool) the dirty-log calls
@@ -304,9 +304,9 @@ struct DirtyLogCalls {
 
 const SLOT_BYTES: u64 = 4 << 20;
 
-fn dirty_log_calls() -> Result<Option<DirtyLogCalls>, String> {
+fn dirty_log_calls(set: u64) -> Result<Option<DirtyLogCalls>, String> {
     use abi::hypercall as hc;
-    let base = crate::selftest::memslot::slot_window();
+    let base = crate::selftest::memslot::slot_window() + set * 2 * SLOT_BYTES;
     let e = |what: &str, err| format!("sve-state: {what}: {err}");
     let big = match crate::hyp::memslot_create(base, SLOT_BYTES, hc::MEMSLOT_BACKING_2M) {
         Ok(id) => id,
@@ -408,6 +408,9 @@ fn sme_state() -> Result<usize, String> {
     pattern(&mut a, 0x5e5e);
     let (za, aa) = a.split_at_mut(zlen);
     let (zb, ab) = b.split_at_mut(zlen);
+    let calls = dirty_log_calls(1)?;
+    let (ncalls, args) = calls.as_ref().map_or((0u64, core::ptr::null()), |c| (c.args.len() as u64, c.args.as_ptr()));
+    let ret: u64;
     // SAFETY: SME is enabled; SMSTART enters streaming mode with ZA on; the Z images are `svl`
     // bytes each (streaming vector length) and the ZA array `svl` rows of `svl` bytes, matching
     // the buffers; SMSTOP leaves streaming mode and turns ZA off before returning. Interrupts are
@@ -428,6 +431,19 @@ fn sme_state() -> Result<usize, String> {
             "cmp x12, x26",
             "b.ne 3b",
             "hvc #0",
+            // The dirty-log calls (x25 of them, 32 bytes of x0-x3 each at x27), in streaming
+            // mode: the hypervisor's vector routines must keep to general registers (or keep
+            // the streaming state whole). Stops at the first that fails (x0 != 0).
+            "cbz x25, 7f",
+            "5:",
+            "ldp x0, x1, [x27]",
+            "ldp x2, x3, [x27, #16]",
+            "hvc #0",
+            "cbnz x0, 7f",
+            "add x27, x27, #32",
+            "subs x25, x25, #1",
+            "b.ne 5b",
+            "7:",
             store_z!(),
             "mov w12, #0",
             "mov x9, x23",
@@ -444,9 +460,17 @@ fn sme_state() -> Result<usize, String> {
             in("x22") aa.as_ptr(),
             in("x23") ab.as_mut_ptr(),
             in("x26") svl,
-            inout("x0") abi::hypercall::VERSION => _,
+            inout("x25") ncalls => _,
+            inout("x27") args => _,
+            inout("x0") abi::hypercall::VERSION => ret,
         )
     };
+    if let Some(c) = calls {
+        if ret != 0 {
+            return Err(format!("a dirty-log call in streaming mode failed: {}", ret as i64));
+        }
+        c.finish()?;
+    }
     if let Some(i) = first_difference(&a, &b) {
         let what = if i < zlen {
             format!("streaming z{} byte {}", i / svl, i % svl)
@@ -455,7 +479,10 @@ fn sme_state() -> Result<usize, String> {
         };
         return Err(format!("SME state changed across an HVC in streaming mode: {what} (SVL {svl} bytes)"));
     }
-    rt::println!("kernel: sve-state: streaming Z0-Z31 and ZA ({svl}x{svl} bytes) survived an HVC in streaming mode");
+    rt::println!(
+        "kernel: sve-state: streaming Z0-Z31 and ZA ({svl}x{svl} bytes) survived an HVC in streaming mode{}",
+        if ncalls > 0 { ", and the dirty-log calls" } else { "" }
+    );
     tpidr2_state()?;
     Ok(svl)
 }
