@@ -3,9 +3,9 @@
 //! segments laid out from the link address (0), with the header's `image_size` set to the end
 //! of the BSS. The ELF is checked first: a position-independent image may only carry
 //! `R_AARCH64_RELATIVE` dynamic relocations, the only kind `lib/rt` applies at boot; the
-//! hypervisor's code may hold no FP/SIMD instruction at all, the kernel's none outside the
-//! functions that save and load a task's EL0 FP/SIMD state and its CPU-state self-test
-//! ([`check_no_fp_simd`]).
+//! hypervisor's code may hold no FP/SIMD instruction outside lib/pgtable's vector routines
+//! (which save and restore what they use), the kernel's none outside those, the functions that
+//! save and load a task's EL0 FP/SIMD state and its CPU-state self-test ([`check_no_fp_simd`]).
 
 use crate::provision::toolchain::{CrossToolchain, HYP_TARGET, TARGET};
 use crate::workspace_root;
@@ -17,9 +17,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-/// The bare-metal binaries and their targets: the two that boot, neither using FP/SIMD
-/// (softfloat: the hypervisor never touches a guest's FP/SIMD/SVE/SME state, the kernel leaves
-/// its tasks' EL0 FP/SIMD state in the registers, so a trap saves none, as Linux), the serial
+/// The bare-metal binaries and their targets: the two that boot, neither using FP/SIMD outside
+/// named routines (softfloat: a trap to the hypervisor saves none of the guest's
+/// FP/SIMD/SVE/SME state, the kernel leaves its tasks' EL0 FP/SIMD state in the registers, so a
+/// trap saves none, as Linux; lib/pgtable's vector routines keep what they use), the serial
 /// chainloader (`cargo xtask chainboot`, `cargo xtask flash --chainloader`) and the test guest
 /// (`testguest/`, an Image and a raw binary).
 pub const BINARIES: [(&str, &str); 4] =

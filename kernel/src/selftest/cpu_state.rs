@@ -1,10 +1,12 @@
 //! The guest's vector and matrix state across traps to the hypervisor: SVE registers (Z, P,
 //! FFR) at the largest vector length and SME's streaming registers and ZA array are loaded with
 //! a pattern, the CPU traps to EL2 (HVC, and a trapped SMC the hypervisor forwards to the
-//! firmware), and everything must come back unchanged. The hypervisor never touches FP/SIMD
-//! state (it is built without FP); writing any V register there would zero the upper bits of
-//! the matching Z register, which this test sees. Also: MTE's system registers are reachable
-//! on an MTE CPU (HCR_EL2.ATA).
+//! firmware, and with a slot pool the dirty-log calls whose stage-2 work runs lib/pgtable's
+//! vector routines), and everything must come back unchanged, in streaming mode too. The
+//! hypervisor is built without FP; its vector routines save whole Z registers (writing a V
+//! register would zero the upper bits of the matching Z register, which this test sees) and
+//! keep to general registers in streaming mode. The routines' SVE mode is also run here at EL1.
+//! Also: MTE's system registers are reachable on an MTE CPU (HCR_EL2.ATA).
 
 use aarch64_cpu::registers::{Readable, ID_AA64PFR0_EL1, ID_AA64PFR1_EL1};
 use alloc::format;
@@ -389,7 +391,8 @@ fn routines_keep_z(vl: usize) -> Result<(), String> {
     };
     let n = r.map_err(|e| format!("pgtable's vector routines in SVE mode: {e}"))?;
     if let Some(i) = first_difference(&a, &b) {
-        let what = if i < zlen { format!("z{} byte {}", i / vl, i % vl) } else { format!("p{}", (i - zlen) / (vl / 8)) };
+        let what =
+            if i < zlen { format!("z{} byte {}", i / vl, i % vl) } else { format!("p{}", (i - zlen) / (vl / 8)) };
         return Err(format!("pgtable's vector routines in SVE mode changed {what} (vector length {vl} bytes)"));
     }
     rt::println!("kernel: sve-state: pgtable's vector routines kept Z0-Z31 and P0-P15 ({n} comparisons with the spec)");

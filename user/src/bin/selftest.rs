@@ -542,20 +542,18 @@ fn vector_registers_survive(c: &mut Checks) {
         // SAFETY: inside the mapping just made, read-write.
         unsafe { ((base + i * PAGE_SIZE) as *mut u64).write_volatile(i) };
     }
-    let src: [u64; 64] = core::array::from_fn(|k| 0xa5c3_0000_0000_0000 ^ (k as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
-    #[cfg_attr(not(target_arch = "aarch64"), allow(unused_mut))]
-    let mut dst = [0u64; 64];
-    let mut r = 0;
+    let src: [u64; 64] =
+        core::array::from_fn(|k| 0xa5c3_0000_0000_0000 ^ (k as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
     #[cfg(target_arch = "aarch64")]
-    // SAFETY: the mapping is this task's; `src` and `dst` are 512 bytes each; the routine gives
-    // back every register the ABI asks it to.
-    unsafe {
-        r = __selftest_vregs(base, PAGES * PAGE_SIZE, prot::READ, &src, &mut dst)
+    let (r, dst) = {
+        let mut dst = [0u64; 64];
+        // SAFETY: the mapping is this task's; `src` and `dst` are 512 bytes each; the routine
+        // gives back every register the ABI asks it to.
+        let r = unsafe { __selftest_vregs(base, PAGES * PAGE_SIZE, prot::READ, &src, &mut dst) };
+        (r, dst)
     };
     #[cfg(not(target_arch = "aarch64"))]
-    {
-        dst = src;
-    }
+    let (r, dst) = (0i64, src);
     c.ok("vector registers: mprotect of 512 pages", if r < 0 { Err(r) } else { Ok(r as u64) }, 0);
     let bad = (0..32).filter(|&q| dst[2 * q..2 * q + 2] != src[2 * q..2 * q + 2]).fold(0u64, |m, q| m | 1 << q);
     c.record("vector registers: q0-q31 survive an mprotect of 512 pages", bad == 0, bad as i64, 0);
