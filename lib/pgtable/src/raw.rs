@@ -152,12 +152,20 @@ pub(crate) unsafe fn flip_groups(p: *mut u64, end: *mut u64, kind: u64, mask: u6
         }
         // The last pointer a whole group starts at.
         let last = end.wrapping_sub(GROUP);
-        // One group alone stays on the scalar loop: the vector routine's saves and restores
-        // cost more than they win below two groups.
-        if (end as usize) - (p as usize) >= 2 * GROUP * 8 {
-            // SAFETY: as this function's own contract.
-            if let Some(q) = unsafe { vector_flip(p, last, kind, mask, flip) } {
-                return q;
+        match crate::vector::path() {
+            crate::vector::Path::Scalar => {}
+            crate::vector::Path::Q => {
+                let mut save = crate::vector::SaveArea::<{ crate::vector::FLIP_REGS * 16 }>::new();
+                // SAFETY: as the assembly below (the same groups, all 16 checked before any is
+                // written); the routine restores the Q registers it uses from `save`, and the
+                // binary's mode says Q registers are the whole live vector state.
+                return unsafe { crate::vector::__pgtable_vec_flip_q(p, last, kind, mask, kind ^ flip, save.ptr()) };
+            }
+            crate::vector::Path::Z { .. } => {
+                let mut save = crate::vector::SaveArea::<{ crate::vector::FLIP_REGS * crate::vector::Z_BYTES }>::new();
+                // SAFETY: as above, with whole Z registers saved (the mode's vector length is at
+                // most `Z_BYTES`, and SVE is untrapped here).
+                return unsafe { crate::vector::__pgtable_vec_flip_z(p, last, kind, mask, kind ^ flip, save.ptr()) };
             }
         }
         let out: *mut u64;
@@ -196,34 +204,6 @@ pub(crate) unsafe fn flip_groups(p: *mut u64, end: *mut u64, kind: u64, mask: u6
     // SAFETY: as this function's own contract.
     unsafe {
         portable::flip_groups(p, end, kind, mask, flip)
-    }
-}
-
-/// [`flip_groups`] on the vector routine the binary's mode allows (`crate::vector`), from `p`
-/// to the group at `last`; `None` where the scalar loop must run (no vectors, streaming mode).
-/// Out of line, so the scalar loop's code around the call stays as it was.
-///
-/// # Safety
-/// As [`flip_groups`], with `p <= last`.
-#[cfg(target_arch = "aarch64")]
-#[inline(never)]
-unsafe fn vector_flip(p: *mut u64, last: *mut u64, kind: u64, mask: u64, flip: u64) -> Option<*mut u64> {
-    use crate::vector::{Path, SaveArea, FLIP_REGS, Z_BYTES};
-    match crate::vector::path() {
-        Path::Scalar => None,
-        Path::Q => {
-            let mut save = SaveArea::<{ FLIP_REGS * 16 }>::new();
-            // SAFETY: the groups from `p` to `last` lie inside the caller's table, all 16 of a
-            // group checked before any is written; the routine restores the Q registers it uses
-            // from `save`, and the binary's mode says Q registers are the whole live state.
-            Some(unsafe { crate::vector::__pgtable_vec_flip_q(p, last, kind, mask, kind ^ flip, save.ptr()) })
-        }
-        Path::Z { .. } => {
-            let mut save = SaveArea::<{ FLIP_REGS * Z_BYTES }>::new();
-            // SAFETY: as above, with whole Z registers saved (the mode's vector length is at
-            // most `Z_BYTES`, and SVE is untrapped here).
-            Some(unsafe { crate::vector::__pgtable_vec_flip_z(p, last, kind, mask, kind ^ flip, save.ptr()) })
-        }
     }
 }
 
