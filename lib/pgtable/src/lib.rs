@@ -164,6 +164,7 @@ pub mod raw;
 pub mod regime;
 mod table;
 pub mod tlb;
+pub mod vector;
 pub mod walker;
 
 /// The README's example, run as a doc-test too.

@@ -95,6 +95,7 @@ fn run(_args: &str) -> i32 {
     knobs(&mut c);
     registers_survive(&mut c);
     fp_state_is_per_task(&mut c);
+    vector_registers_survive(&mut c);
     let bad = bad_pointers(&mut c);
     let mut r = Record::new("selftest");
     r.u64("checks", c.n)
@@ -464,6 +465,101 @@ __selftest_regs:
 "#,
     yield_nr = const abi::syscall::nr::YIELD,
 );
+
+// What this block guarantees: `__selftest_vregs(addr, len, prot, src, dst)` loads q0-q31 from
+// `src` (512 bytes), makes the `MPROTECT(addr, len, prot)` system call, stores q0-q31 into `dst`
+// (512 bytes) and returns the call's x0; the caller's d8-d15 (callee-saved) are given back.
+#[cfg(target_arch = "aarch64")]
+core::arch::global_asm!(
+    r#"
+.section .text.selftest_vregs, "ax"
+.arch_extension simd
+.global __selftest_vregs
+__selftest_vregs:
+    sub     sp, sp, #64
+    stp     d8, d9, [sp, #0]
+    stp     d10, d11, [sp, #16]
+    stp     d12, d13, [sp, #32]
+    stp     d14, d15, [sp, #48]
+    ldp     q0, q1, [x3, #0]
+    ldp     q2, q3, [x3, #32]
+    ldp     q4, q5, [x3, #64]
+    ldp     q6, q7, [x3, #96]
+    ldp     q8, q9, [x3, #128]
+    ldp     q10, q11, [x3, #160]
+    ldp     q12, q13, [x3, #192]
+    ldp     q14, q15, [x3, #224]
+    ldp     q16, q17, [x3, #256]
+    ldp     q18, q19, [x3, #288]
+    ldp     q20, q21, [x3, #320]
+    ldp     q22, q23, [x3, #352]
+    ldp     q24, q25, [x3, #384]
+    ldp     q26, q27, [x3, #416]
+    ldp     q28, q29, [x3, #448]
+    ldp     q30, q31, [x3, #480]
+    mov     x8, #{mprotect_nr}
+    svc     #0
+    stp     q0, q1, [x4, #0]
+    stp     q2, q3, [x4, #32]
+    stp     q4, q5, [x4, #64]
+    stp     q6, q7, [x4, #96]
+    stp     q8, q9, [x4, #128]
+    stp     q10, q11, [x4, #160]
+    stp     q12, q13, [x4, #192]
+    stp     q14, q15, [x4, #224]
+    stp     q16, q17, [x4, #256]
+    stp     q18, q19, [x4, #288]
+    stp     q20, q21, [x4, #320]
+    stp     q22, q23, [x4, #352]
+    stp     q24, q25, [x4, #384]
+    stp     q26, q27, [x4, #416]
+    stp     q28, q29, [x4, #448]
+    stp     q30, q31, [x4, #480]
+    ldp     d8, d9, [sp, #0]
+    ldp     d10, d11, [sp, #16]
+    ldp     d12, d13, [sp, #32]
+    ldp     d14, d15, [sp, #48]
+    add     sp, sp, #64
+    ret
+"#,
+    mprotect_nr = const abi::syscall::nr::MPROTECT,
+);
+
+#[cfg(target_arch = "aarch64")]
+extern "C" {
+    fn __selftest_vregs(addr: u64, len: u64, prot: u64, src: *const [u64; 64], dst: *mut [u64; 64]) -> i64;
+}
+
+/// The task's vector registers survive an mprotect of 512 present pages, which the kernel does
+/// with its vector routine (lib/pgtable's, saving and restoring what it uses): q0-q31 loaded
+/// with a pattern before the call must all come back.
+fn vector_registers_survive(c: &mut Checks) {
+    const PAGES: u64 = 512;
+    let Ok(base) = sys::mmap(0, PAGES * PAGE_SIZE, RW, ANON) else {
+        c.that("vector registers: mmap", false);
+        return;
+    };
+    for i in 0..PAGES {
+        // SAFETY: inside the mapping just made, read-write.
+        unsafe { ((base + i * PAGE_SIZE) as *mut u64).write_volatile(i) };
+    }
+    let src: [u64; 64] =
+        core::array::from_fn(|k| 0xa5c3_0000_0000_0000 ^ (k as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    #[cfg(target_arch = "aarch64")]
+    let (r, dst) = {
+        let mut dst = [0u64; 64];
+        // SAFETY: the mapping is this task's; `src` and `dst` are 512 bytes each; the routine
+        // gives back every register the ABI asks it to.
+        let r = unsafe { __selftest_vregs(base, PAGES * PAGE_SIZE, prot::READ, &src, &mut dst) };
+        (r, dst)
+    };
+    #[cfg(not(target_arch = "aarch64"))]
+    let (r, dst) = (0i64, src);
+    c.ok("vector registers: mprotect of 512 pages", if r < 0 { Err(r) } else { Ok(r as u64) }, 0);
+    let bad = (0..32).filter(|&q| dst[2 * q..2 * q + 2] != src[2 * q..2 * q + 2]).fold(0u64, |m, q| m | 1 << q);
+    c.record("vector registers: q0-q31 survive an mprotect of 512 pages", bad == 0, bad as i64, 0);
+    let _ = sys::munmap(base, PAGES * PAGE_SIZE);
+}
 
 /// The high half of the values `__selftest_regs` puts into the registers.
 const REG_PATTERN: u64 = 0x5a5a << 48;
