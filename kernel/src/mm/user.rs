@@ -40,6 +40,14 @@ pub static PMU_EL0: AtomicBool = AtomicBool::new(false);
 
 /// Totals over all address spaces (the parts of `abi::syscall::Counters` the kernel keeps).
 pub static FAULTS_DEMAND: AtomicU64 = AtomicU64::new(0);
+/// First touches mapped by [`UserSpace::first_touch`], per CPU: each is a demand-zero fault and
+/// an elided flush (an empty entry became valid), which [`counters`] adds to those totals.
+static FIRST_TOUCHES: [PerCpuCount; rt::MAX_CPUS] = [const { PerCpuCount(AtomicU64::new(0)) }; rt::MAX_CPUS];
+
+/// A count one CPU changes and others read, on a cache line of its own.
+#[repr(align(64))]
+struct PerCpuCount(AtomicU64);
+
 /// Spurious permission faults fixed with a local TLBI.
 pub static FAULTS_SPURIOUS: AtomicU64 = AtomicU64::new(0);
 /// Faults that were the task's.
@@ -170,6 +178,8 @@ pub struct UserSpace {
     root: u64,
     /// TLBIs its operations issued.
     tlbis: AtomicU64,
+    /// The hardware's TLB maintenance (a copy of `TLB`'s, at hand for [`UserSpace::first_touch`]).
+    hw: HwTlb,
 }
 
 impl UserSpace {
@@ -182,7 +192,7 @@ impl UserSpace {
         let mut t = tlb();
         let s = AddressSpace::new(KFrames, &mut t)?;
         let root = s.table().root().as_u64();
-        Ok(UserSpace { space: Mutex::new(Some(s)), ctx: AtomicU64::new(0), root, tlbis: AtomicU64::new(0) })
+        Ok(UserSpace { space: Mutex::new(Some(s)), ctx: AtomicU64::new(0), root, tlbis: AtomicU64::new(0), hw: t })
     }
 
     /// Runs `f` on the address space under its lock, with its current ASID and the run-time
@@ -205,6 +215,35 @@ impl UserSpace {
             }
         }
         r
+    }
+
+    /// The common EL0 fault alone (the hardware reported a translation fault at level 3): a
+    /// first touch the region allows, mapped under the address space's lock by
+    /// `uspace::AddressSpace::first_touch` (a zeroed frame, `DSB ISHST`, the entry, `DSB
+    /// ISHST`; an empty entry becoming valid needs no TLBI, so neither the ASID nor the
+    /// counters of [`UserSpace::with`] are needed). Returns false, having changed nothing, for
+    /// anything else, and with flush elision off (its baseline maps new pages by the walk):
+    /// the caller then calls [`UserSpace::fault`]. The lock orders it with every other
+    /// operation on the space (an munmap or mprotect on another CPU runs wholly before or
+    /// after it). The caller returns to the access by an exception return.
+    #[inline(always)]
+    pub fn first_touch(&self, va: u64, access: Access) -> bool {
+        if !FLUSH_ELISION.load(Ordering::Relaxed) {
+            return false;
+        }
+        let mut guard = self.space.lock();
+        let Some(s) = guard.as_mut() else {
+            return false;
+        };
+        let mut t = self.hw;
+        if !s.first_touch(&mut t, va, access) {
+            return false;
+        }
+        drop(guard);
+        // This CPU's count, with IRQs masked (an exception handler): a plain increment.
+        let n = &FIRST_TOUCHES[crate::arch::cpu::this_cpu() % rt::MAX_CPUS].0;
+        n.store(n.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        true
     }
 
     /// A fault at `va` by the running task (at EL0, or in a user copy). A spurious one is fixed
@@ -284,6 +323,7 @@ pub fn switch_to(cpu: usize, to: Option<&UserSpace>) {
 /// The counters block of `nr::COUNTERS`.
 pub fn counters() -> Counters {
     let c = HwTlb::counters();
+    let first_touches: u64 = FIRST_TOUCHES.iter().map(|n| n.0.load(Ordering::Relaxed)).sum();
     let (mut broadcast, mut range, mut whole) = (0, 0, 0);
     for (name, n) in c.tlbi_by_kind() {
         if name.ends_with("IS") {
@@ -302,10 +342,10 @@ pub fn counters() -> Counters {
         tlbi_range: range,
         tlbi_whole: whole,
         dsb: c.dsb_total(),
-        faults_demand: FAULTS_DEMAND.load(Ordering::Relaxed),
+        faults_demand: FAULTS_DEMAND.load(Ordering::Relaxed) + first_touches,
         faults_spurious: FAULTS_SPURIOUS.load(Ordering::Relaxed),
         faults_denied: FAULTS_DENIED.load(Ordering::Relaxed),
-        flushes_elided: FLUSHES_ELIDED.load(Ordering::Relaxed),
+        flushes_elided: FLUSHES_ELIDED.load(Ordering::Relaxed) + first_touches,
         lazy_relaxed: LAZY_RELAXED.load(Ordering::Relaxed),
         asid_rollovers: asids().rollovers(),
         context_switches: 0,
