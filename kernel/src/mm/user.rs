@@ -24,6 +24,7 @@ use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use kcore::options::UserOptions;
 use pgtable::asid::AsidAllocator;
 use pgtable::hw::HwTlb;
+use pgtable::tlb::BARRIER_KINDS;
 use pgtable::{regime, Barrier, TlbMaintenance, Tlbi, VirtAddr};
 use spin::{Mutex, Once};
 use uspace::{Access, AddressSpace, FaultKind, FaultOutcome};
@@ -40,13 +41,70 @@ pub static PMU_EL0: AtomicBool = AtomicBool::new(false);
 
 /// Totals over all address spaces (the parts of `abi::syscall::Counters` the kernel keeps).
 pub static FAULTS_DEMAND: AtomicU64 = AtomicU64::new(0);
-/// First touches mapped by [`UserSpace::first_touch`], per CPU: each is a demand-zero fault and
-/// an elided flush (an empty entry became valid), which [`counters`] adds to those totals.
-static FIRST_TOUCHES: [PerCpuCount; rt::MAX_CPUS] = [const { PerCpuCount(AtomicU64::new(0)) }; rt::MAX_CPUS];
+/// What [`UserSpace::first_touch`] did on each CPU, counted by that CPU alone (with IRQs
+/// masked: plain increments) and summed where read.
+static FIRST_TOUCH: [CpuTally; rt::MAX_CPUS] = [const { CpuTally::new() }; rt::MAX_CPUS];
 
-/// A count one CPU changes and others read, on a cache line of its own.
+/// One CPU's counts, on a cache line of its own: the first touches it mapped (each a demand-zero
+/// fault and an elided flush: an empty entry became valid, which [`counters`] adds to those
+/// totals) and the barriers they issued (by kind, not in `HwTlb`'s shared atomic counters:
+/// [`tlb_counters`] adds them).
 #[repr(align(64))]
-struct PerCpuCount(AtomicU64);
+struct CpuTally {
+    touches: AtomicU64,
+    dsb: [AtomicU64; BARRIER_KINDS],
+}
+
+impl CpuTally {
+    const fn new() -> Self {
+        CpuTally { touches: AtomicU64::new(0), dsb: [const { AtomicU64::new(0) }; BARRIER_KINDS] }
+    }
+}
+
+/// Adds `n` to a count only this CPU writes (IRQs masked), without an atomic read-modify-write.
+#[inline(always)]
+fn bump(c: &AtomicU64, n: u64) {
+    c.store(c.load(Ordering::Relaxed) + n, Ordering::Relaxed);
+}
+
+/// [`HwTlb`] with its barriers tallied in `dsb` (by kind) instead of its shared atomic
+/// counters; the caller adds them to its CPU's [`CpuTally`].
+struct TalliedTlb {
+    hw: HwTlb,
+    dsb: [u64; BARRIER_KINDS],
+}
+
+impl TlbMaintenance for TalliedTlb {
+    fn tlbi(&mut self, op: Tlbi) {
+        self.hw.tlbi(op)
+    }
+    fn tlbi_series(&mut self, first: Tlbi, stride: u64, count: u64) {
+        self.hw.tlbi_series(first, stride, count)
+    }
+    #[inline(always)]
+    fn dsb(&mut self, barrier: Barrier) {
+        self.dsb[barrier.kind()] += 1;
+        pgtable::hw::dsb_uncounted(barrier);
+    }
+    fn isb(&mut self) {
+        self.hw.isb()
+    }
+    fn features(&self) -> pgtable::TlbFeatures {
+        self.hw.features()
+    }
+}
+
+/// `HwTlb::counters` with the barriers every CPU tallied itself: what the kernel's TLB
+/// maintenance counts are, wherever they are read.
+pub fn tlb_counters() -> pgtable::TlbCounters {
+    let mut c = HwTlb::counters();
+    for cpu in &FIRST_TOUCH {
+        for (total, n) in c.dsb.iter_mut().zip(&cpu.dsb) {
+            *total += n.load(Ordering::Relaxed);
+        }
+    }
+    c
+}
 
 /// Spurious permission faults fixed with a local TLBI.
 pub static FAULTS_SPURIOUS: AtomicU64 = AtomicU64::new(0);
@@ -235,15 +293,20 @@ impl UserSpace {
         let Some(s) = guard.as_mut() else {
             return false;
         };
-        let mut t = self.hw;
-        if !s.first_touch(&mut t, va, access) {
-            return false;
-        }
+        let mut t = TalliedTlb { hw: self.hw, dsb: [0; BARRIER_KINDS] };
+        let mapped = s.first_touch(&mut t, va, access);
         drop(guard);
-        // This CPU's count, with IRQs masked (an exception handler): a plain increment.
-        let n = &FIRST_TOUCHES[crate::arch::cpu::this_cpu() % rt::MAX_CPUS].0;
-        n.store(n.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-        true
+        // This CPU's counts, with IRQs masked (an exception handler): plain increments.
+        let mine = &FIRST_TOUCH[crate::arch::cpu::this_cpu() % rt::MAX_CPUS];
+        for (total, n) in mine.dsb.iter().zip(t.dsb) {
+            if n != 0 {
+                bump(total, n);
+            }
+        }
+        if mapped {
+            bump(&mine.touches, 1);
+        }
+        mapped
     }
 
     /// A fault at `va` by the running task (at EL0, or in a user copy). A spurious one is fixed
@@ -322,8 +385,8 @@ pub fn switch_to(cpu: usize, to: Option<&UserSpace>) {
 
 /// The counters block of `nr::COUNTERS`.
 pub fn counters() -> Counters {
-    let c = HwTlb::counters();
-    let first_touches: u64 = FIRST_TOUCHES.iter().map(|n| n.0.load(Ordering::Relaxed)).sum();
+    let c = tlb_counters();
+    let first_touches: u64 = FIRST_TOUCH.iter().map(|n| n.touches.load(Ordering::Relaxed)).sum();
     let (mut broadcast, mut range, mut whole) = (0, 0, 0);
     for (name, n) in c.tlbi_by_kind() {
         if name.ends_with("IS") {
