@@ -66,7 +66,7 @@ extern "C" fn rt_el0_abort(_frame: &mut TrapFrame, esr_v: u64) -> u64 {
     // The common case first, alone: a translation fault at level 3 (the page's level-3 table
     // exists) that is a first touch the region allows (`UserSpace::first_touch`).
     let level3 = esr::FaultStatus::of(esr_v) == esr::FaultStatus::Translation(3);
-    if level3 && sched::with_running(|t| t.process.mm.first_touch(far, access)) == Some(true) {
+    if level3 && sched::with_running_from_user(|t| t.process.mm.first_touch(far, access)) {
         sched::return_to_user();
         return 0;
     }

@@ -156,6 +156,18 @@ pub fn with_running<R>(f: impl FnOnce(&Task) -> R) -> Option<R> {
     Some(f(t))
 }
 
+/// [`with_running`] in an exception taken from EL0, after [`enter_from_user`]: a task runs
+/// (an idle thread never runs at EL0), so there is no idle thread to rule out.
+#[inline(always)]
+pub fn with_running_from_user<R>(f: impl FnOnce(&Task) -> R) -> R {
+    let ti = crate::arch::sync::thread() as *const crate::arch::sync::ThreadInfo;
+    debug_assert!(!crate::arch::sync::is_idle(ti), "an exception from EL0 on an idle thread");
+    // SAFETY: as in `with_running`; SP_EL0 holds a task's `thread`, not an idle thread's (the
+    // exception came from EL0, where only tasks run).
+    let t = unsafe { &*((ti as *const u8).sub(core::mem::offset_of!(Task, thread)) as *const Task) };
+    f(t)
+}
+
 /// The id of the task running on this CPU, without waiting for a lock (None: no task, or the
 /// lock is held): for fault reports.
 pub fn try_current_tid() -> Option<u64> {
