@@ -25,6 +25,9 @@ pub struct StaticArea {
     pub canary_lo: u64,
     /// Static per-CPU counters.
     pub counters: [AtomicU64; STATIC_COUNTERS],
+    /// What the EL0 page fault's first-touch path counted on this CPU (`mm::user`): here, so
+    /// the handler reaches it through TPIDR_EL1 alone.
+    pub first_touch: crate::mm::user::CpuTally,
     /// `CANARY ^ cpu`.
     pub canary_hi: u64,
 }
@@ -42,6 +45,7 @@ pub static STATIC_AREAS: [StaticArea; rt::MAX_CPUS] = {
             need_resched: AtomicU64::new(0),
             canary_lo: 0,
             counters: [const { AtomicU64::new(0) }; STATIC_COUNTERS],
+            first_touch: crate::mm::user::CpuTally::new(),
             canary_hi: 0,
         }
     }; rt::MAX_CPUS];

@@ -41,22 +41,20 @@ pub static PMU_EL0: AtomicBool = AtomicBool::new(false);
 
 /// Totals over all address spaces (the parts of `abi::syscall::Counters` the kernel keeps).
 pub static FAULTS_DEMAND: AtomicU64 = AtomicU64::new(0);
-/// What [`UserSpace::first_touch`] did on each CPU, counted by that CPU alone (with IRQs
-/// masked: plain increments) and summed where read.
-static FIRST_TOUCH: [CpuTally; rt::MAX_CPUS] = [const { CpuTally::new() }; rt::MAX_CPUS];
-
-/// One CPU's counts, on a cache line of its own: the first touches it mapped (each a demand-zero
-/// fault and an elided flush: an empty entry became valid, which [`counters`] adds to those
-/// totals) and the barriers they issued (by kind, not in `HwTlb`'s shared atomic counters:
+/// What [`UserSpace::first_touch`] did on one CPU (in its static per-CPU page,
+/// `StaticArea::first_touch`), counted by that CPU alone (with IRQs masked: plain increments)
+/// and summed over every CPU where read: the first touches it mapped (each a demand-zero fault
+/// and an elided flush: an empty entry became valid, which [`counters`] adds to those totals)
+/// and the barriers they issued (by kind, not in `HwTlb`'s shared atomic counters:
 /// [`tlb_counters`] adds them).
-#[repr(align(64))]
-struct CpuTally {
+pub struct CpuTally {
     touches: AtomicU64,
     dsb: [AtomicU64; BARRIER_KINDS],
 }
 
 impl CpuTally {
-    const fn new() -> Self {
+    /// Nothing counted.
+    pub const fn new() -> Self {
         CpuTally { touches: AtomicU64::new(0), dsb: [const { AtomicU64::new(0) }; BARRIER_KINDS] }
     }
 }
@@ -94,11 +92,17 @@ impl TlbMaintenance for TalliedTlb {
     }
 }
 
+/// Every CPU's [`CpuTally`] (the static per-CPU pages in the image: the same frames the CPUs
+/// reach through TPIDR_EL1).
+fn tallies() -> impl Iterator<Item = &'static CpuTally> {
+    crate::arch::cpu::STATIC_AREAS.iter().map(|a| &a.first_touch)
+}
+
 /// `HwTlb::counters` with the barriers every CPU tallied itself: what the kernel's TLB
 /// maintenance counts are, wherever they are read.
 pub fn tlb_counters() -> pgtable::TlbCounters {
     let mut c = HwTlb::counters();
-    for cpu in &FIRST_TOUCH {
+    for cpu in tallies() {
         for (total, n) in c.dsb.iter_mut().zip(&cpu.dsb) {
             *total += n.load(Ordering::Relaxed);
         }
@@ -297,7 +301,7 @@ impl UserSpace {
         let mapped = s.first_touch(&mut t, va, access);
         drop(guard);
         // This CPU's counts, with IRQs masked (an exception handler): plain increments.
-        let mine = &FIRST_TOUCH[crate::arch::cpu::this_cpu() % rt::MAX_CPUS];
+        let mine = &crate::arch::cpu::this_area().first_touch;
         for (total, n) in mine.dsb.iter().zip(t.dsb) {
             if n != 0 {
                 bump(total, n);
@@ -386,7 +390,7 @@ pub fn switch_to(cpu: usize, to: Option<&UserSpace>) {
 /// The counters block of `nr::COUNTERS`.
 pub fn counters() -> Counters {
     let c = tlb_counters();
-    let first_touches: u64 = FIRST_TOUCH.iter().map(|n| n.touches.load(Ordering::Relaxed)).sum();
+    let first_touches: u64 = tallies().map(|n| n.touches.load(Ordering::Relaxed)).sum();
     let (mut broadcast, mut range, mut whole) = (0, 0, 0);
     for (name, n) in c.tlbi_by_kind() {
         if name.ends_with("IS") {
