@@ -228,24 +228,35 @@ pub fn free(pa: u64, pages: usize) {
     FRAMES.lock().dealloc((pa / PAGE) as usize, pages);
 }
 
-/// Zeroes `pages` frames at linear-map address `va` (page aligned): `DC ZVA` blocks where
-/// DCZID_EL0 allows them (read on every call: one instruction, and a CPU's value never
-/// changes), else plain stores. 64-byte blocks, the common size, in one unrolled round per
-/// page; any other size by [`zero_other`].
-#[inline(always)]
-fn zero(va: u64, pages: usize) {
+/// DCZID_EL0: block size (bits 3:0, log2 of words) and DZP (bit 4, `DC ZVA` prohibited).
+fn dczid() -> u64 {
     let dczid: u64;
     // SAFETY: reads DCZID_EL0 (block size and whether DC ZVA is allowed); no memory touched.
     unsafe { core::arch::asm!("mrs {}, dczid_el0", out(reg) dczid, options(nomem, nostack, preserves_flags)) };
-    // DZP (bit 4) clear and BS (bits 3:0) = 4: DC ZVA allowed, 4 << 4 = 64 bytes a block.
-    if dczid & 0x1f != 4 {
-        zero_other(va, pages, dczid);
+    dczid
+}
+
+/// Each CPU as it starts: whether its DCZID_EL0 lets [`zero`] clear a page with 64-byte
+/// `DC ZVA` blocks (DZP clear, BS = 4: 4 << 4 bytes), kept in its static page (a CPU's value
+/// never changes once the kernel runs: HCR_EL2.TDZ is the hypervisor's, set before).
+pub fn init_cpu() {
+    crate::arch::cpu::this_area().zva64.store(dczid() & 0x1f == 4, Ordering::Relaxed);
+}
+
+/// Zeroes `pages` frames at linear-map address `va` (page aligned): `DC ZVA` in 64-byte blocks
+/// where this CPU's [`init_cpu`] found them allowed, in one unrolled round per page; anything
+/// else (other block sizes, not allowed, or before [`init_cpu`]) by [`zero_other`], from
+/// DCZID_EL0 read there.
+#[inline(always)]
+fn zero(va: u64, pages: usize) {
+    if !crate::arch::cpu::this_area().zva64.load(Ordering::Relaxed) {
+        zero_other(va, pages, dczid());
         return;
     }
     for i in 0..pages as u64 {
         // SAFETY: zeroes the 64 naturally aligned 64-byte blocks of the caller's page at
-        // `va + i * PAGE` (normal memory through the linear map); DCZID_EL0 says DC ZVA is
-        // allowed and zeroes 64 bytes.
+        // `va + i * PAGE` (normal memory through the linear map); this CPU's DCZID_EL0 said
+        // DC ZVA is allowed and zeroes 64 bytes (`init_cpu`).
         unsafe {
             core::arch::asm!(
                 ".rept {n}",

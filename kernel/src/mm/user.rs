@@ -162,6 +162,7 @@ pub fn init(cpus: usize, o: &UserOptions) -> Result<(), alloc::string::String> {
 /// the PMU counters.
 pub fn init_cpu() {
     use aarch64_cpu::registers::{Writeable, CNTKCTL_EL1};
+    super::frames::init_cpu();
     // ID_AA64MMFR1_EL1.PAN, bits 23:20.
     if (ID_AA64MMFR1_EL1.get() >> 20) & 0xf != 0 {
         extra_sctlr::clear_span();
