@@ -60,13 +60,13 @@ extern "C" fn rt_el0_sync(frame: &mut TrapFrame, esr_v: u64) {
 /// done (the vectors then save the rest of the frame and call [`rt_el0_abort_denied`]).
 #[no_mangle]
 extern "C" fn rt_el0_abort(_frame: &mut TrapFrame, esr_v: u64) -> u64 {
-    sched::enter_from_user();
+    let entry = sched::enter_from_user();
     let far = FAR_EL1.get();
     let access = abort_access(esr_v);
     // The common case first, alone: a translation fault at level 3 (the page's level-3 table
     // exists) that is a first touch the region allows (`UserSpace::first_touch`).
     let level3 = esr::FaultStatus::of(esr_v) == esr::FaultStatus::Translation(3);
-    if level3 && sched::with_running_from_user(|t| t.process.mm.first_touch(far, access)) {
+    if level3 && sched::with_running_from_user(entry, |t| t.process.mm.first_touch(far, access)) {
         sched::return_to_user();
         return 0;
     }

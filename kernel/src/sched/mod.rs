@@ -156,11 +156,13 @@ pub fn with_running<R>(f: impl FnOnce(&Task) -> R) -> Option<R> {
     Some(f(t))
 }
 
-/// [`with_running`] in an exception taken from EL0, after [`enter_from_user`]: a task runs
-/// (an idle thread never runs at EL0), so there is no idle thread to rule out.
+/// [`with_running`] in an exception taken from EL0, with what its [`enter_from_user`] put
+/// into SP_EL0 (not read back): a task runs (an idle thread never runs at EL0), so there is no
+/// idle thread to rule out.
 #[inline(always)]
-pub fn with_running_from_user<R>(f: impl FnOnce(&Task) -> R) -> R {
-    let ti = crate::arch::sync::thread() as *const crate::arch::sync::ThreadInfo;
+pub fn with_running_from_user<R>(entry: UserEntry, f: impl FnOnce(&Task) -> R) -> R {
+    let ti = entry.0;
+    debug_assert_eq!(ti, crate::arch::sync::thread() as *const _, "SP_EL0 changed since the entry");
     debug_assert!(!crate::arch::sync::is_idle(ti), "an exception from EL0 on an idle thread");
     // SAFETY: as in `with_running`; SP_EL0 holds a task's `thread`, not an idle thread's (the
     // exception came from EL0, where only tasks run).
@@ -391,18 +393,23 @@ fn set_thread(cpu: usize, ti: &crate::arch::sync::ThreadInfo) {
 }
 
 /// On entry from EL0 (SP_EL0 held the user's stack pointer, now saved in the frame): SP_EL0
-/// to the running task's thread info.
+/// to the running task's thread info, which it returns (for [`with_running_from_user`]).
 #[inline(always)]
-pub fn enter_from_user() {
-    enter_from_user_on(crate::percpu::this_area());
+pub fn enter_from_user() -> UserEntry {
+    enter_from_user_on(crate::percpu::this_area())
 }
 
 /// [`enter_from_user`] on the CPU whose static area is `area` (the caller's).
 #[inline(always)]
-pub fn enter_from_user_on(area: &crate::percpu::StaticArea) {
-    let ti = area.thread.load(Ordering::Relaxed);
-    crate::arch::sync::set_thread(ti as *const crate::arch::sync::ThreadInfo);
+pub fn enter_from_user_on(area: &crate::percpu::StaticArea) -> UserEntry {
+    let ti = area.thread.load(Ordering::Relaxed) as *const crate::arch::sync::ThreadInfo;
+    crate::arch::sync::set_thread(ti);
+    UserEntry(ti)
 }
+
+/// The thread info [`enter_from_user`] put into SP_EL0: a task's (an exception from EL0).
+#[derive(Clone, Copy)]
+pub struct UserEntry(*const crate::arch::sync::ThreadInfo);
 
 /// Bookkeeping for `n` going on this CPU (the queues set its state and `on_cpu`): TTBR0,
 /// TPIDR_EL0, SP_EL0, time.
