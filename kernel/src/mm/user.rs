@@ -288,9 +288,10 @@ impl UserSpace {
     /// anything else, and with flush elision off (its baseline maps new pages by the walk):
     /// the caller then calls [`UserSpace::fault`]. The lock orders it with every other
     /// operation on the space (an munmap or mprotect on another CPU runs wholly before or
-    /// after it). The caller returns to the access by an exception return.
+    /// after it). The caller returns to the access by an exception return. `mine`: the
+    /// running CPU's tally (its static page's), which counts what was done; IRQs masked.
     #[inline(always)]
-    pub fn first_touch(&self, va: u64, access: Access) -> bool {
+    pub fn first_touch(&self, va: u64, access: Access, mine: &CpuTally) -> bool {
         if !FLUSH_ELISION.load(Ordering::Relaxed) {
             return false;
         }
@@ -302,7 +303,6 @@ impl UserSpace {
         let mapped = s.first_touch(&mut t, va, access);
         drop(guard);
         // This CPU's counts, with IRQs masked (an exception handler): plain increments.
-        let mine = &crate::arch::cpu::this_area().first_touch;
         for (total, n) in mine.dsb.iter().zip(t.dsb) {
             if n != 0 {
                 bump(total, n);

@@ -463,7 +463,14 @@ fn wake_sleepers(cpu: usize, now: u64) {
 /// system call may have switched and come back on another CPU.)
 #[inline(always)]
 pub fn return_to_user() {
-    if crate::arch::cpu::need_resched() {
+    return_to_user_on(crate::percpu::this_area());
+}
+
+/// [`return_to_user`] through `area`, this CPU's static area as the caller read it at entry
+/// (valid only if nothing since could have switched tasks or CPUs: IRQs masked, no schedule).
+#[inline(always)]
+pub fn return_to_user_on(area: &crate::percpu::StaticArea) {
+    if area.need_resched.load(Ordering::Relaxed) != 0 {
         resched_before_user();
     }
 }
