@@ -25,6 +25,12 @@ pub struct StaticArea {
     pub canary_lo: u64,
     /// Static per-CPU counters.
     pub counters: [AtomicU64; STATIC_COUNTERS],
+    /// What the EL0 page fault's first-touch path counted on this CPU (`mm::user`): here, so
+    /// the handler reaches it through TPIDR_EL1 alone.
+    pub first_touch: crate::mm::user::CpuTally,
+    /// Whether this CPU's DCZID_EL0 lets `DC ZVA` zero 64-byte blocks (`mm::frames`: read
+    /// once when the CPU starts; false before, when zeroing reads the register itself).
+    pub zva64: core::sync::atomic::AtomicBool,
     /// `CANARY ^ cpu`.
     pub canary_hi: u64,
 }
@@ -42,6 +48,8 @@ pub static STATIC_AREAS: [StaticArea; rt::MAX_CPUS] = {
             need_resched: AtomicU64::new(0),
             canary_lo: 0,
             counters: [const { AtomicU64::new(0) }; STATIC_COUNTERS],
+            first_touch: crate::mm::user::CpuTally::new(),
+            zva64: core::sync::atomic::AtomicBool::new(false),
             canary_hi: 0,
         }
     }; rt::MAX_CPUS];

@@ -159,6 +159,20 @@ pub fn with_running<R>(f: impl FnOnce(&Task) -> R) -> Option<R> {
     Some(f(t))
 }
 
+/// [`with_running`] in an exception taken from EL0, with what its [`enter_from_user`] put
+/// into SP_EL0 (not read back): a task runs (an idle thread never runs at EL0), so there is no
+/// idle thread to rule out.
+#[inline(always)]
+pub fn with_running_from_user<R>(entry: UserEntry, f: impl FnOnce(&Task) -> R) -> R {
+    let ti = entry.0;
+    debug_assert_eq!(ti, crate::arch::sync::thread() as *const _, "SP_EL0 changed since the entry");
+    debug_assert!(!crate::arch::sync::is_idle(ti), "an exception from EL0 on an idle thread");
+    // SAFETY: as in `with_running`; SP_EL0 holds a task's `thread`, not an idle thread's (the
+    // exception came from EL0, where only tasks run).
+    let t = unsafe { &*((ti as *const u8).sub(core::mem::offset_of!(Task, thread)) as *const Task) };
+    f(t)
+}
+
 /// The id of the task running on this CPU, without waiting for a lock (None: no task, or the
 /// lock is held): for fault reports.
 pub fn try_current_tid() -> Option<u64> {
@@ -387,18 +401,23 @@ fn set_thread(cpu: usize, ti: &crate::arch::sync::ThreadInfo) {
 }
 
 /// On entry from EL0 (SP_EL0 held the user's stack pointer, now saved in the frame): SP_EL0
-/// to the running task's thread info.
+/// to the running task's thread info, which it returns (for [`with_running_from_user`]).
 #[inline(always)]
-pub fn enter_from_user() {
-    enter_from_user_on(crate::percpu::this_area());
+pub fn enter_from_user() -> UserEntry {
+    enter_from_user_on(crate::percpu::this_area())
 }
 
 /// [`enter_from_user`] on the CPU whose static area is `area` (the caller's).
 #[inline(always)]
-pub fn enter_from_user_on(area: &crate::percpu::StaticArea) {
-    let ti = area.thread.load(Ordering::Relaxed);
-    crate::arch::sync::set_thread(ti as *const crate::arch::sync::ThreadInfo);
+pub fn enter_from_user_on(area: &crate::percpu::StaticArea) -> UserEntry {
+    let ti = area.thread.load(Ordering::Relaxed) as *const crate::arch::sync::ThreadInfo;
+    crate::arch::sync::set_thread(ti);
+    UserEntry(ti)
 }
+
+/// The thread info [`enter_from_user`] put into SP_EL0: a task's (an exception from EL0).
+#[derive(Clone, Copy)]
+pub struct UserEntry(*const crate::arch::sync::ThreadInfo);
 
 /// Bookkeeping for `n` going on this CPU (the queues set its state and `on_cpu`): TTBR0,
 /// TPIDR_EL0, SP_EL0, time.
@@ -452,7 +471,14 @@ fn wake_sleepers(cpu: usize, now: u64) {
 /// system call may have switched and come back on another CPU.)
 #[inline(always)]
 pub fn return_to_user() {
-    if crate::arch::cpu::need_resched() {
+    return_to_user_on(crate::percpu::this_area());
+}
+
+/// [`return_to_user`] through `area`, this CPU's static area as the caller read it at entry
+/// (valid only if nothing since could have switched tasks or CPUs: IRQs masked, no schedule).
+#[inline(always)]
+pub fn return_to_user_on(area: &crate::percpu::StaticArea) {
+    if area.need_resched.load(Ordering::Relaxed) != 0 {
         resched_before_user();
     }
 }
