@@ -17,6 +17,7 @@
 //!   PMU cycle counter and event counters (PMUSERENR_EL0.CR/ER: read only).
 
 use super::frames::KFrames;
+use crate::arch::cpu::CpuTally;
 use crate::arch::cpuinfo::CpuInfo;
 use aarch64_cpu::registers::{Readable, Writeable, ID_AA64MMFR0_EL1, ID_AA64MMFR1_EL1};
 use abi::syscall::Counters;
@@ -41,24 +42,6 @@ pub static PMU_EL0: AtomicBool = AtomicBool::new(false);
 
 /// Totals over all address spaces (the parts of `abi::syscall::Counters` the kernel keeps).
 pub static FAULTS_DEMAND: AtomicU64 = AtomicU64::new(0);
-/// What [`UserSpace::first_touch`] did on one CPU (in its static per-CPU page,
-/// `StaticArea::first_touch`), counted by that CPU alone (with IRQs masked: plain increments)
-/// and summed over every CPU where read: the first touches it mapped (each a demand-zero fault
-/// and an elided flush: an empty entry became valid, which [`counters`] adds to those totals)
-/// and the barriers they issued (by kind, not in `HwTlb`'s shared atomic counters:
-/// [`tlb_counters`] adds them).
-pub struct CpuTally {
-    touches: AtomicU64,
-    dsb: [AtomicU64; BARRIER_KINDS],
-}
-
-impl CpuTally {
-    /// Nothing counted.
-    pub const fn new() -> Self {
-        CpuTally { touches: AtomicU64::new(0), dsb: [const { AtomicU64::new(0) }; BARRIER_KINDS] }
-    }
-}
-
 /// Adds `n` to a count only this CPU writes (IRQs masked), without an atomic read-modify-write.
 #[inline(always)]
 fn bump(c: &AtomicU64, n: u64) {
