@@ -203,9 +203,13 @@ impl TlbMaintenance for SpaceTlb<'_> {
         self.tlbis.fetch_add(count, Ordering::Relaxed);
         self.hw.tlbi_series(first, stride, count)
     }
+    // Always inlined: every change ends in a barrier or two, and an outlined call (which the
+    // inliner chooses when the callers' budget shifts) costs each mprotect a dozen instructions.
+    #[inline(always)]
     fn dsb(&mut self, b: Barrier) {
         self.hw.dsb(b)
     }
+    #[inline(always)]
     fn isb(&mut self) {
         self.hw.isb()
     }
