@@ -64,10 +64,15 @@ impl Discovered {
             .len();
         // Keep our own copy: the original lies in what becomes guest RAM (QEMU's is 1 MiB:
         // copied 32 bytes at a time, the softfloat memcpy goes byte by byte).
-        let mut host_dtb: Vec<u8> = alloc::vec![0; size];
-        // SAFETY: the header says the blob is `size` bytes long; `host_dtb` holds `size` bytes
-        // and is a fresh heap buffer, so the two do not overlap.
-        unsafe { mem::copy_fast(host_dtb.as_mut_ptr() as u64, dtb_addr as u64, size as u64) };
+        // Not zeroed first (a memset of the whole room, QEMU's 1 MiB, mostly free space).
+        let mut host_dtb: Vec<u8> = Vec::with_capacity(size);
+        // SAFETY: the header says the blob is `size` bytes long; `host_dtb` has room for `size`
+        // bytes and is a fresh heap buffer, so the two do not overlap; after the copy all `size`
+        // bytes are initialised.
+        unsafe {
+            mem::copy_fast(host_dtb.as_mut_ptr() as u64, dtb_addr as u64, size as u64);
+            host_dtb.set_len(size);
+        }
         let board = Board::from_dtb(&host_dtb).map_err(|e| format!("device tree: {e}"))?;
         let uart = board.console.as_ref().ok_or(
             "the device tree names no UART this build drives (PL011, i.MX, Cadence, 16550) for /chosen/stdout-path",
@@ -193,18 +198,19 @@ impl Mapped {
         let (contents, sources) = guest::from_boot_loader(board).map_err(|e| e.to_string())?;
         let migration = if d.opts.migrate { Some(setup_migration(board, plan)?) } else { None };
         let tree = GuestTree::new(board, &d.host_dtb, plan, &d.opts, migration.as_ref(), guest_cpus);
-        // The DTB's size hardly depends on where things go: measure it with the initramfs put
-        // above 4 GiB (its properties then take their widest form). Its room is as large as
-        // the boot loader's DTB (QEMU's: 1 MiB), or the tree if that is larger.
-        let probe = contents.initramfs.map(|r| Range::new(1 << 40, (1 << 40) + r.len()));
-        let probe = tree.build(&contents.cmdline, probe)?;
-        let dtb_room = d.dtb.len().max(probe.len() as u64).next_multiple_of(8);
         // Where QEMU would put the guest on the guest's RAM (`hypcore::load::place_guest`: from
-        // the machine's RAM base, or a later range when the first cannot hold it).
+        // the machine's RAM base, or a later range when the first cannot hold it). The DTB's
+        // room is as large as the boot loader's DTB (QEMU's: 1 MiB), or the guest's tree if
+        // that is larger; the tree names the initramfs, which goes before the DTB: placed with
+        // the boot loader's room first, the tree is written once, and again only if its own
+        // size moved the initramfs (a larger room that sends the guest to another RAM range).
         let base = board.memory.first().map_or(0, |m| m.base);
         let reserved: Vec<Range> = board.reserved_regions().map(|r| Range::new(r.base, r.end())).collect();
+        let initrd = guest::initrd_at(&contents, base, &reserved, d.dtb.len()).map_err(|e| e.to_string())?;
+        let first = tree.build(&contents.cmdline, initrd)?;
+        let dtb_room = d.dtb.len().max(first.len() as u64).next_multiple_of(8);
         let loaded = guest::load(&contents, base, &reserved, dtb_room).map_err(|e| e.to_string())?;
-        let gdtb = tree.build(&loaded.cmdline, loaded.initrd)?;
+        let gdtb = if loaded.initrd == initrd { first } else { tree.build(&loaded.cmdline, loaded.initrd)? };
         guest::write_dtb(&gdtb, loaded.dtb).map_err(|e| e.to_string())?;
         // What the boot loader and the hypervisor left in the guest's RAM: the bundle, the boot
         // loader's DTB, the image before the move.

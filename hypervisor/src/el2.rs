@@ -36,7 +36,28 @@ pub fn features() -> Features {
 /// First thing on the boot CPU, before anything relies on EL2's state: every EL2 control in
 /// the mode the entry code found (nVHE unless E2H is RES1), traps off, stage 2 off.
 pub fn entry_boot() {
-    rt::entry::el2(&rt::el2::guest_controls(rt::entry::el2_mode_at_entry(), &features()));
+    let f = features();
+    rt::entry::el2(&rt::el2::guest_controls(rt::entry::el2_mode_at_entry(), &f));
+    set_vector_use(&f);
+}
+
+/// lib/pgtable's vector routines keep what the guest may hold: whole Z registers where SVE is
+/// implemented (CPTR_EL2 hands it to the guest untrapped; EL2's vector length, ZCR_EL2.LEN at
+/// its largest, bounds the guest's), and the scalar loop while the guest's PSTATE.SM is set
+/// where SME is; else the Q registers (SME without SVE: none). Every CPU writes the same controls (`rt::el2`), so the
+/// boot CPU decides for all.
+fn set_vector_use(f: &Features) {
+    use pgtable::vector::VectorUse;
+    let v = if f.sve {
+        // SAFETY: SVE is implemented, and CPTR_EL2 (just written) leaves it untrapped at EL2.
+        VectorUse::Sve { sme: f.sme, vl: unsafe { pgtable::vector::sve_vl() } }
+    } else if f.sme {
+        // Streaming Z registers without SVE's saves: no vector routine.
+        VectorUse::Scalar
+    } else {
+        VectorUse::Neon
+    };
+    pgtable::vector::set(v);
 }
 
 /// The boot CPU, once its boot words are read and before it builds its EL2 table: EL2 runs

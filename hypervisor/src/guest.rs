@@ -195,7 +195,7 @@ pub fn inspect(initrd: Range) -> Result<Contents, LoadError> {
     if kernel.is_image() {
         // The checks QEMU does not make (sizes, page size, endianness, this project's stamp).
         let what = if bundle { KernelFile::BundleKernel } else { KernelFile::Initrd };
-        ImageHeader::parse(kbytes).map_err(|e| LoadError::BadImage { what, e })?;
+        ImageHeader::parse_with(kbytes, rt::crc::engine()).map_err(|e| LoadError::BadImage { what, e })?;
     }
     Ok(Contents { kernel_at, kernel, initramfs, cmdline, bundle })
 }
@@ -230,7 +230,8 @@ pub fn from_boot_loader(board: &board::Board) -> Result<(Contents, Vec<Range>), 
     }
     let kernel = Kernel::classify(kbytes);
     if kernel.is_image() {
-        ImageHeader::parse(kbytes).map_err(|e| LoadError::BadImage { what: KernelFile::Module, e })?;
+        ImageHeader::parse_with(kbytes, rt::crc::engine())
+            .map_err(|e| LoadError::BadImage { what: KernelFile::Module, e })?;
     }
     let contents = Contents {
         kernel_at: k.start,
@@ -242,11 +243,9 @@ pub fn from_boot_loader(board: &board::Board) -> Result<(Contents, Vec<Range>), 
     Ok((contents, files))
 }
 
-/// Puts the kernel and the initramfs where QEMU would (`hypcore::load::place_guest`: QEMU's
-/// loader RAM from the machine's RAM `base` to the end of the guest's first range, else a
-/// later range of guest RAM), clear of `reserved` memory, and returns where the DTB goes
-/// (`dtb_len` bytes).
-pub fn load(c: &Contents, base: u64, reserved: &[Range], dtb_len: u64) -> Result<GuestBoot, LoadError> {
+/// Where QEMU's rule puts the guest's parts (`hypcore::load::place_guest`) with a DTB of
+/// `dtb_len` bytes; nothing is copied.
+fn place(c: &Contents, base: u64, reserved: &[Range], dtb_len: u64) -> Result<load::Placement, LoadError> {
     let what = LoadInput {
         ram: Range::new(0, 0),
         kernel: c.kernel,
@@ -256,6 +255,20 @@ pub fn load(c: &Contents, base: u64, reserved: &[Range], dtb_len: u64) -> Result
     };
     let (_, p) =
         load::place_guest(&what, &load::GuestRam { base, ranges: ram(), reserved }).map_err(LoadError::Placement)?;
+    Ok(p)
+}
+
+/// Where the initramfs goes with a DTB of `dtb_len` bytes ([`load`] puts it there).
+pub fn initrd_at(c: &Contents, base: u64, reserved: &[Range], dtb_len: u64) -> Result<Option<Range>, LoadError> {
+    Ok(place(c, base, reserved, dtb_len)?.initrd)
+}
+
+/// Puts the kernel and the initramfs where QEMU would (`hypcore::load::place_guest`: QEMU's
+/// loader RAM from the machine's RAM `base` to the end of the guest's first range, else a
+/// later range of guest RAM), clear of `reserved` memory, and returns where the DTB goes
+/// (`dtb_len` bytes).
+pub fn load(c: &Contents, base: u64, reserved: &[Range], dtb_len: u64) -> Result<GuestBoot, LoadError> {
+    let p = place(c, base, reserved, dtb_len)?;
     let kernel_room = p.kernel_room(&c.kernel);
     let mut copies = alloc::vec![Copy { from: c.kernel_at, to: p.entry, len: c.kernel.file_len }];
     if let (Some(src), Some(dst)) = (c.initramfs, p.initrd) {

@@ -16,6 +16,7 @@ use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 use board::Board;
+use core::sync::atomic::Ordering;
 use pgtable::hw::HwTlb;
 use pgtable::{regime, Attributes, Constraints, FrameAlloc, InputAddress, IntermPhysAddr, PageTable, Perms, PhysAddr};
 use spin::Mutex;
@@ -26,6 +27,12 @@ use spin::Mutex;
 /// not zeroed ahead: a frame is zeroed when it is handed out for a table that starts empty, and
 /// not at all for a level-3 table the library fills whole (`alloc_filled`: every new table of
 /// an eager split), nor when the cache is drained unused.
+/// Frames are taken with the EL2 MMU off only while [`setup`] builds the first tables.
+static MMU_ON: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+
+/// Where the frames taken with the MMU off lie (one bound), which [`setup`] invalidates.
+static TAKEN_MMU_OFF: Mutex<Option<Range>> = Mutex::new(None);
+
 pub struct HypFrames {
     cache: Vec<u64>,
 }
@@ -36,7 +43,12 @@ impl HypFrames {
     }
 
     fn take(pages: usize) -> Option<u64> {
-        FRAMES.lock().alloc(pages).map(|frame| frame as u64 * PAGE)
+        let pa = FRAMES.lock().alloc(pages).map(|frame| frame as u64 * PAGE)?;
+        if !MMU_ON.load(Ordering::Relaxed) {
+            let mut t = TAKEN_MMU_OFF.lock();
+            *t = Some(hypcore::range::hull(*t, Range::new(pa, pa + pages as u64 * PAGE)));
+        }
+        Some(pa)
     }
 
     fn zero(pa: u64, pages: usize) {
@@ -231,14 +243,21 @@ pub fn setup(board: &Board, plan: &hypcore::plan::MemoryPlan) -> Result<(u64, u6
         };
     }
     // Everything so far was written with the MMU off (straight to memory): drop any stale cache
-    // lines over the hypervisor's region before the first cacheable access, then make the
-    // values secondary CPUs read with their MMU off visible at the point of coherency.
+    // lines over what was written (the image with its BSS, heap and stacks; the tables' frames)
+    // before the first cacheable access, then make the values secondary CPUs read with their
+    // MMU off visible at the point of coherency. Of the frame pools only the frames taken so far
+    // (the tables) were written: the rest is first written cacheably, so a stale line there is
+    // only overwritten, never read (the pools are RAM/16: 180 MiB, 2.9 million lines on a 3 GiB
+    // board).
+    let image = rt::start::image_layout();
+    let taken = TAKEN_MMU_OFF.lock().take();
+    MMU_ON.store(true, Ordering::Relaxed);
     // SAFETY: the boot CPU has run with its MMU off until now, so memory holds everything it
     // wrote to these ranges; no CPU has accessed them cacheably.
     unsafe {
-        rt::cache::invalidate_to_poc(hyp.start, hyp.end - hyp.start);
-        if !frames_hi.is_empty() {
-            rt::cache::invalidate_to_poc(frames_hi.start, frames_hi.len());
+        rt::cache::invalidate_to_poc(image.start as u64, (image.end - image.start) as u64);
+        if let Some(t) = taken {
+            rt::cache::invalidate_to_poc(t.start, t.len());
         }
     }
     *EL2_TABLE.lock() = Some(el2);

@@ -25,6 +25,10 @@ extern "C" fn rt_main(dtb: usize) -> ! {
     VBAR_EL1.set(rt::trap::vectors_el1());
     // Nothing the boot loader left in EL1's controls is relied on (`rt::el1`).
     rt::entry::el1(&rt::features::Features::from_ids(&rt::features::IdRegs::read()));
+    // lib/pgtable's vector routines keep Q registers only: CPACR_EL1 (`rt::el1::CPACR_ENTRY`)
+    // traps SVE and SME at EL0 and EL1, so a task's vector state is Q0-Q31 and never in
+    // streaming mode; FP/SIMD stays untrapped at EL1 throughout.
+    pgtable::vector::set(pgtable::vector::VectorUse::Neon);
     // Before anything can fail: under the hypervisor the run's final line is the hypervisor's.
     if power::probe_hypervisor() {
         power::set_host(Host::Hypervisor);

@@ -51,9 +51,16 @@ pub fn dirty_log_get(id: u64, buf: &mut [u64]) -> Result<(), HypError> {
 
 /// Clears (re-protects) the pages of `mask` (bit `i` = page `first + i`), `count` pages.
 pub fn dirty_log_clear(id: u64, mask: &[u64], first: u64, count: u64) -> Result<(), HypError> {
+    let a = dirty_log_clear_args(id, mask, first, count)?;
+    check(call(a[0], a[1], a[2], a[3])[0])
+}
+
+/// The registers x0-x3 of [`dirty_log_clear`]'s call (the mask made visible to the hypervisor),
+/// for a caller that makes the call itself.
+pub fn dirty_log_clear_args(id: u64, mask: &[u64], first: u64, count: u64) -> Result<[u64; 4], HypError> {
     sync_buffer(mask.as_ptr() as u64, mask.len() * 8);
     let ipa = buffer_ipa(mask.as_ptr() as u64, mask.len() * 8).map_err(|_| HypError::InvalidParameter)?;
-    check(call(hc::DIRTY_LOG_CLEAR, id, ipa, first | count << 32)[0])
+    Ok([hc::DIRTY_LOG_CLEAR, id, ipa, first | count << 32])
 }
 
 /// Chooses the split walker and the eager-split chunk (0 keeps it); returns the previous ones.

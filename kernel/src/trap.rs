@@ -60,9 +60,26 @@ extern "C" fn rt_el0_sync(frame: &mut TrapFrame, esr_v: u64) {
 /// done (the vectors then save the rest of the frame and call [`rt_el0_abort_denied`]).
 #[no_mangle]
 extern "C" fn rt_el0_abort(_frame: &mut TrapFrame, esr_v: u64) -> u64 {
-    sched::enter_from_user();
+    let area = crate::percpu::this_area();
+    let entry = sched::enter_from_user_on(area);
     let far = FAR_EL1.get();
     let access = abort_access(esr_v);
+    // The common case first, alone: a translation fault at level 3 (the page's level-3 table
+    // exists) that is a first touch the region allows (`UserSpace::first_touch`). IRQs stay
+    // masked and nothing schedules until the return: `area` is still this CPU's.
+    let level3 = esr::FaultStatus::of(esr_v) == esr::FaultStatus::Translation(3);
+    if level3 && sched::with_running_from_user(entry, |t| t.process.mm.first_touch(far, access, &area.first_touch)) {
+        sched::return_to_user_on(area);
+        return 0;
+    }
+    el0_abort_rest(esr_v, far, access)
+}
+
+/// [`rt_el0_abort`] for a fault that is not a first touch the region allows (or whose first
+/// touch found no frame, or was declined): the address space's whole decision.
+#[cold]
+#[inline(never)]
+fn el0_abort_rest(esr_v: u64, far: u64, access: Access) -> u64 {
     let out = sched::with_running(|t| t.process.mm.fault(far, access, fault_kind(esr_v)));
     match out.expect("an exception from EL0 has a task") {
         FaultOutcome::Mapped | FaultOutcome::Spurious | FaultOutcome::Retry => {
@@ -175,6 +192,11 @@ fn user_copy_fault(frame: &mut TrapFrame, esr_v: u64, far: u64) -> bool {
 fn lower_sync(frame: &mut TrapFrame, esr_v: u64) {
     let ec = esr::class(esr_v);
     match ec {
+        // The first FP/SIMD instruction of a task that does not own this CPU's registers.
+        esr::EC_SVE_SIMD_FP => {
+            let cpu = crate::arch::cpu::this_cpu();
+            sched::with_running(|t| sched::fpsimd::trap(cpu, t)).expect("an exception from EL0 has a task");
+        }
         esr::EC_DABT_LOWER | esr::EC_IABT_LOWER => {
             let far = FAR_EL1.get();
             let access = abort_access(esr_v);
@@ -198,8 +220,7 @@ fn task_fault(frame: &mut TrapFrame, esr_v: u64, far: u64, why: &str) {
     {
         let mut f = t.fault.lock();
         if f.entry != 0 && f.saved.is_none() {
-            // The kernel does not use FP/SIMD: the registers hold the task's EL0 state.
-            let fp = crate::sched::fpsimd::current();
+            let fp = crate::sched::fpsimd::task_state(&t);
             f.saved = Some(alloc::boxed::Box::new((frame.clone(), fp)));
             let pc = frame.elr;
             frame.x[0] = far;

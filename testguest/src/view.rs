@@ -84,6 +84,43 @@ pub fn run(b: &Board, blob: &[u8], regs: [u64; 3], args: &bootargs::Args, cmdlin
         c.check("cpus", b.cpus.len() as u64 == n, format!("{} CPUs in the DTB, testguest.smp {n}", b.cpus.len()));
     }
 
+    // RAM nobody loaded reads as zero, as QEMU's fresh RAM does: no leftover of what the
+    // hypervisor copied or moved (its own first image, the bundle) and no unzeroed BSS. One word
+    // at each end of every page outside the image, the DTB, the initramfs, reserved memory and
+    // QEMU's boot stub.
+    let mut kept: Vec<(u64, u64)> = alloc::vec![(start, end), (dtb, dtb + size)];
+    kept.extend(b.initrd.iter().map(|i| (i.base, i.end())));
+    // QEMU's own boot stub (its `bootloader_aarch64`, under 256 bytes) lies at the start of RAM.
+    kept.extend(ram.first().map(|&(s, _)| (s, s + 0x1000)));
+    kept.extend(b.mem_reserve.iter().map(|r| (r.base, r.end())));
+    kept.extend(b.reserved_memory.iter().flat_map(|m| m.regions.iter().map(|r| (r.base, r.end()))));
+    let (mut dirty, mut first_dirty) = (0u64, None);
+    for &(s, e) in &ram {
+        let mut page = s.next_multiple_of(0x1000);
+        while page + 0x1000 <= e {
+            if !kept.iter().any(|&(ks, ke)| page < ke && ks < page + 0x1000) {
+                // SAFETY: a whole page of the guest's RAM (the DTB's memory node) that nothing
+                // of the guest's lies in: an aligned read of RAM has no side effect.
+                let (head, tail) = unsafe {
+                    (
+                        core::ptr::read_volatile(page as *const u64),
+                        core::ptr::read_volatile((page + 0xff8) as *const u64),
+                    )
+                };
+                if head | tail != 0 {
+                    dirty += 1;
+                    first_dirty.get_or_insert(page);
+                }
+            }
+            page += 0x1000;
+        }
+    }
+    c.check(
+        "ram-zero",
+        dirty == 0,
+        format_args!("{dirty} pages outside what was loaded are not zero (first at {:#x})", first_dirty.unwrap_or(0)),
+    );
+
     // PSCI.
     use abi::psci as p;
     let p_node = b.psci.as_ref();

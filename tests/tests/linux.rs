@@ -156,3 +156,27 @@ fn long_both_linux_peers_run_the_el0_bench_on_max_and_a76() {
         }
     }
 }
+
+/// Each Linux peer of `bench split --peer linux,linux-newest`: KVM's dirty_log_perf_test, built
+/// from the peer kernel's own Debian source with the xtask's patch, runs in that Linux booted
+/// alone at EL2 (QEMU 10, `-icount shift=0`) as the bench runs it, and every run of the bench
+/// (2M and 1G backings, enable and manual clear) ends with status 0, the eager split on at the
+/// bench's chunk, a figure read (the parser's checks), on the Linux version of the label. The
+/// first run builds each test (about a minute each: unpacking the source, headers, the test);
+/// then about 5-10 min a peer under TCG.
+#[test]
+#[ignore = "long: cargo xtask test --long"]
+fn long_both_linux_peers_run_kvms_dirty_log_benchmark() {
+    use xtask::bench::dirty_log;
+    for peer in [xtask::bench::Peer::Linux, xtask::bench::Peer::LinuxNewest] {
+        let p = dirty_log::prepare(peer).unwrap_or_else(|e| panic!("the Linux peer {peer:?} is not available: {e:#}"));
+        let version = p.peer.label.strip_prefix("linux-").unwrap();
+        assert!(p.source.starts_with(&format!("linux-source-{version}=")), "{} built from {}", p.peer.label, p.source);
+        let figures =
+            dirty_log::measure(&p, true, tests::images()).unwrap_or_else(|e| panic!("{}: {e:#}", p.peer.label));
+        let runs: Vec<dirty_log::Run> = figures.iter().map(|f| f.run).collect();
+        assert_eq!(runs, dirty_log::RUNS, "{}", p.peer.label);
+        let rows = dirty_log::rows(&p, &figures, true);
+        assert!(rows.iter().all(|r| r["insns_per_pte"].as_f64().is_some_and(|v| v > 0.0)), "{rows:?}");
+    }
+}

@@ -178,5 +178,5 @@ fn the_bbml2_allow_list_decides_through_the_boots_own_check() {
 fn pgtable_group_assembly_agrees_with_its_spec_on_the_cpu() {
     let run = boot(config(|c| c.bootargs = "test=pgtable-groups".into()));
     run.expect_exit(0);
-    run.expect_output("kernel: pgtable-groups: 6000 comparisons of the assembly with its spec agree");
+    run.expect_output("kernel: pgtable-groups: 6250 comparisons of the assembly with its spec agree");
 }

@@ -1,7 +1,7 @@
 //! The project's test guest (`testguest/`) on the machine plain QEMU gives it and on the one the
 //! hypervisor gives it: as a raw binary and as an arm64 Image, GICv2/v3, 1-8 CPUs, with and
 //! without MTE, 128 MiB to 16 GiB. It checks its DTB lies above its image, BSS and stacks, its
-//! RAM is `--mem`, PSCI's version and features, the timer, the GIC, its command line, its load
+//! RAM is `--mem` and reads as zero wherever nothing was loaded, PSCI's version and features, the timer, the GIC, its command line, its load
 //! address; the test also holds the record of what it found under the hypervisor equal to plain
 //! QEMU's (but for the command line: alone, the xtask adds `pgtlab_alone=1`).
 

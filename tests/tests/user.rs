@@ -40,9 +40,14 @@ fn selftest_passed(r: &Run) {
         assert!(checks.iter().any(|c| c.str("check") == Some(name.as_str())), "no check {name:?}");
     }
     // Every call number was exercised with good and bad arguments: spot-check a few by name.
-    for name in
-        ["write from a kernel address", "mmap FIXED over a mapping", "NONE -> RW: write goes", "wait for no such task"]
-    {
+    for name in [
+        "write from a kernel address",
+        "mmap FIXED over a mapping",
+        "NONE -> RW: write goes",
+        "wait for no such task",
+        "FP/SIMD: task 0 kept its registers",
+        "FP/SIMD: task 1 kept its registers",
+    ] {
         assert!(checks.iter().any(|c| c.str("check") == Some(name)), "no check {name:?}");
     }
     // The task that touched an unmapped address was ended with a report; the process went on.
@@ -61,6 +66,14 @@ fn selftest_on_max_with_gicv3() {
     for name in ["NONE -> RW issued no TLBI", "RO -> RW under lazy_relax issued no TLBI"] {
         assert!(checks.iter().any(|c| c.str("check") == Some(name) && c.bool("ok") == Some(true)), "{name}");
     }
+}
+
+/// On one CPU the two FP/SIMD tasks only yield to each other: every switch between them moves
+/// the registers' owner (the lazy switch's trap), none moves a task.
+#[test]
+fn selftest_on_one_cpu() {
+    let r = run("max", 1, "test=pan user=selftest");
+    selftest_passed(&r);
 }
 
 #[test]

@@ -3,9 +3,9 @@
 //! segments laid out from the link address (0), with the header's `image_size` set to the end
 //! of the BSS. The ELF is checked first: a position-independent image may only carry
 //! `R_AARCH64_RELATIVE` dynamic relocations, the only kind `lib/rt` applies at boot; the
-//! hypervisor's code may hold no FP/SIMD instruction at all, the kernel's none outside the
-//! functions that save and load a task's EL0 FP/SIMD state and its CPU-state self-test
-//! ([`check_no_fp_simd`]).
+//! hypervisor's code may hold no FP/SIMD instruction outside lib/pgtable's vector routines
+//! (which save and restore what they use), the kernel's none outside those, the functions that
+//! save and load a task's EL0 FP/SIMD state and its CPU-state self-test ([`check_no_fp_simd`]).
 
 use crate::provision::toolchain::{CrossToolchain, HYP_TARGET, TARGET};
 use crate::workspace_root;
@@ -17,22 +17,31 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-/// The bare-metal binaries and their targets: the two that boot, neither using FP/SIMD
-/// (softfloat: the hypervisor never touches a guest's FP/SIMD/SVE/SME state, the kernel leaves
-/// its tasks' EL0 FP/SIMD state in the registers, so a trap saves none, as Linux), the serial
+/// The bare-metal binaries and their targets: the two that boot, neither using FP/SIMD outside
+/// named routines (softfloat: a trap to the hypervisor saves none of the guest's
+/// FP/SIMD/SVE/SME state, the kernel leaves its tasks' EL0 FP/SIMD state in the registers, so a
+/// trap saves none, as Linux; lib/pgtable's vector routines keep what they use), the serial
 /// chainloader (`cargo xtask chainboot`, `cargo xtask flash --chainloader`) and the test guest
 /// (`testguest/`, an Image and a raw binary).
 pub const BINARIES: [(&str, &str); 4] =
     [("hypervisor", HYP_TARGET), ("kernel", HYP_TARGET), ("chainloader", TARGET), ("testguest", TARGET)];
 
-/// Where each binary may hold FP/SIMD instructions: nowhere in the hypervisor; in the kernel
-/// only where it saves and loads a task's EL0 FP/SIMD state (`kernel/src/sched/fpsimd.rs`)
-/// and in the self-test that fills the vector registers (`kernel/src/selftest/cpu_state.rs`; its
-/// symbols are `kernel::kern::…`: every module of the kernel sits in `kern`, behind one gate).
+/// lib/pgtable's vector routines (`lib/pgtable/src/vector.rs`: the protect's run and the new
+/// table's fill), which save and restore every vector register they use (whole Z registers
+/// where SVE state is live) and fall back to general registers in streaming mode.
+pub const VECTOR_ROUTINES: &str = "__pgtable_vec_";
+
+/// Where each binary may hold FP/SIMD instructions: in the hypervisor only in lib/pgtable's
+/// vector routines ([`VECTOR_ROUTINES`]); in the kernel there, where it saves and loads a
+/// task's EL0 FP/SIMD state (`kernel/src/sched/fpsimd.rs`) and in the self-test that fills the
+/// vector registers (`kernel/src/selftest/cpu_state.rs`; its symbols are `kernel::kern::…`:
+/// every module of the kernel sits in `kern`, behind one gate).
 pub fn fp_simd_allowed(bin: &str) -> Option<&'static [&'static str]> {
     match bin {
-        "hypervisor" => Some(&[]),
-        "kernel" => Some(&["__kernel_fp_save", "__kernel_fp_load", "kernel::kern::selftest::cpu_state::"]),
+        "hypervisor" => Some(&[VECTOR_ROUTINES]),
+        "kernel" => {
+            Some(&["__kernel_fp_save", "__kernel_fp_load", "kernel::kern::selftest::cpu_state::", VECTOR_ROUTINES])
+        }
         _ => None,
     }
 }

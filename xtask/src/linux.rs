@@ -3,7 +3,7 @@
 //! machine's backports; or Debian's newest cloud kernel, [`Flavour`]) and a static busybox
 //! fetched with `apt-get download` (`debian`), and an initramfs built here (`cpio`) whose
 //! `/init` prints [`MARKER`] with what the guest sees (a `linux_guest` report record), runs what
-//! the command line asks (`pgtlab_test=panic|stray|dirty`), and powers off.
+//! the command line asks (`pgtlab_test=panic|stray|dirty|bench|dirtylog`), and powers off.
 //!
 //! Everything lands in `target/downloads/linux/` and is reused on the next run (never committed).
 
@@ -220,6 +220,12 @@ bench)
     st=$?
     echo "@@report {\"kind\":\"linux_bench_exit\",\"status\":$st}"
     ;;
+dirtylog)
+    # KVM's dirty-log benchmark (this Linux at EL2 with KVM), the peer of bench split.
+    /bin/pgtlab-dirtylog
+    st=$?
+    echo "@@report {\"kind\":\"linux_dirtylog_exit\",\"status\":$st}"
+    ;;
 esac
 # Alone (no hypervisor to print it), the final line is ours: it names the step's verdict, and
 # the power-off (success) or reset (failure) that follows is it.
@@ -254,7 +260,12 @@ pub fn initramfs(busybox: &[u8], extra: &[(&str, &[u8])]) -> Result<Vec<u8>> {
 /// Fetches (once) Debian's kernel of `flavour` and busybox, and writes the initramfs with
 /// `extra` programs (e.g. `bin/pgtlab-dirty`).
 pub fn prepare(flavour: Flavour, extra: &[(String, PathBuf)]) -> Result<LinuxGuest> {
-    let dir = linux_dir();
+    prepare_with(flavour, extra, &linux_dir().join("initramfs.cpio"))
+}
+
+/// [`prepare`] with the initramfs written to `initramfs` (guests of different programs, ready
+/// at once).
+pub fn prepare_with(flavour: Flavour, extra: &[(String, PathBuf)], initramfs: &std::path::Path) -> Result<LinuxGuest> {
     let apt = Apt::machine_arm64()?;
     let fetched = kernel(flavour).and_then(|k| Ok((k, busybox(&apt)?)));
     let ((kernel, package), busybox) = fetched.context(
@@ -267,10 +278,28 @@ pub fn prepare(flavour: Flavour, extra: &[(String, PathBuf)]) -> Result<LinuxGue
         .map(|(n, p)| Ok((n.to_string(), std::fs::read(p).with_context(|| format!("reading {}", p.display()))?)))
         .collect::<Result<_>>()?;
     let refs: Vec<(&str, &[u8])> = extra_bytes.iter().map(|(n, b)| (n.as_str(), b.as_slice())).collect();
-    let cpio = initramfs(&bb, &refs)?;
-    let initramfs = dir.join("initramfs.cpio");
-    crate::write_if_changed(&initramfs, &cpio)?;
-    Ok(LinuxGuest { kernel, initramfs, package })
+    let cpio = self::initramfs(&bb, &refs)?;
+    if let Some(d) = initramfs.parent() {
+        std::fs::create_dir_all(d)?;
+    }
+    crate::write_if_changed(initramfs, &cpio)?;
+    Ok(LinuxGuest { kernel, initramfs: initramfs.to_path_buf(), package })
+}
+
+/// The apt states that may offer the sources of `flavour`'s kernel (`linux-source-X.Y`), in
+/// the order to try: the state its kernel came from; for the newest kernel each suite of the
+/// rule that found it (`provision::cloud_kernel`), opened only when reached.
+pub fn source_apts(flavour: Flavour) -> Box<dyn Iterator<Item = Result<Apt>>> {
+    match flavour {
+        Flavour::CloudNewest => Box::new(crate::provision::cloud_kernel::SUITES.into_iter().map(|(suite, suites)| {
+            crate::provision::cloud_kernel::apt(&crate::provision::cloud_kernel::shared_dir(), suite, suites)
+        })),
+        f => Box::new(std::iter::once_with(move || {
+            let apt = f.apt()?;
+            apt.ensure_lists()?;
+            Ok(apt)
+        })),
+    }
 }
 
 /// Programs of ours the initramfs carries: `bin/pgtlab-dirty` and `bin/pgtlab-bench`

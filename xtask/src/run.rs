@@ -102,7 +102,7 @@ pub struct RunArgs {
     /// (less the hypervisor's share).
     #[arg(long, value_parser = size_arg)]
     pub mem: Option<Size>,
-    /// Deterministic instruction counting: -icount shift=N.
+    /// Deterministic instruction counting: -icount shift=N,sleep=off.
     #[arg(long)]
     pub icount: Option<u32>,
     /// One instruction per translation block, so interrupts can land between any two

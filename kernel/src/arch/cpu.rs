@@ -12,6 +12,26 @@ pub const STATIC_COUNTERS: usize = 8;
 /// What every canary of CPU `c` holds: this pattern xor `c`.
 pub const CANARY: u64 = 0xc0ff_ee00_5afe_0000;
 
+/// What the EL0 page fault's first-touch path (`mm::user`'s `UserSpace::first_touch`) did on
+/// one CPU, counted by that CPU alone (with IRQs masked: plain increments) and summed over every
+/// CPU where read: the first touches it mapped (each a demand-zero fault and an elided flush:
+/// an empty entry became valid) and the barriers they issued (by kind, not in `HwTlb`'s shared
+/// atomic counters: `mm::user::tlb_counters` adds them). Here, beside the page it lives in, so
+/// this module needs nothing of `mm`.
+pub struct CpuTally {
+    /// First touches mapped.
+    pub(crate) touches: AtomicU64,
+    /// Barriers issued, by `pgtable::tlb::Barrier::kind`.
+    pub(crate) dsb: [AtomicU64; pgtable::tlb::BARRIER_KINDS],
+}
+
+impl CpuTally {
+    /// Nothing counted.
+    pub const fn new() -> Self {
+        CpuTally { touches: AtomicU64::new(0), dsb: [const { AtomicU64::new(0) }; pgtable::tlb::BARRIER_KINDS] }
+    }
+}
+
 /// Page 0 of every area.
 #[repr(C, align(4096))]
 pub struct StaticArea {
@@ -25,6 +45,12 @@ pub struct StaticArea {
     pub canary_lo: u64,
     /// Static per-CPU counters.
     pub counters: [AtomicU64; STATIC_COUNTERS],
+    /// What the EL0 page fault's first-touch path counted on this CPU (`mm::user`): here, so
+    /// the handler reaches it through TPIDR_EL1 alone.
+    pub first_touch: CpuTally,
+    /// Whether this CPU's DCZID_EL0 lets `DC ZVA` zero 64-byte blocks (`mm::frames`: read
+    /// once when the CPU starts; false before, when zeroing reads the register itself).
+    pub zva64: core::sync::atomic::AtomicBool,
     /// `CANARY ^ cpu`.
     pub canary_hi: u64,
 }
@@ -42,6 +68,8 @@ pub static STATIC_AREAS: [StaticArea; rt::MAX_CPUS] = {
             need_resched: AtomicU64::new(0),
             canary_lo: 0,
             counters: [const { AtomicU64::new(0) }; STATIC_COUNTERS],
+            first_touch: CpuTally::new(),
+            zva64: core::sync::atomic::AtomicBool::new(false),
             canary_hi: 0,
         }
     }; rt::MAX_CPUS];

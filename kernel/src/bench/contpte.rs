@@ -35,7 +35,6 @@ use abi::stats::{ratio, timing_fields, Summary};
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
-use pgtable::hw::HwTlb;
 use pgtable::kmem::{self, MemChange};
 use pgtable::{Opts, VirtAddr};
 
@@ -99,7 +98,7 @@ pub fn run() -> Result<(), String> {
                     // table pages and this code again after the previous step's TLBI (module
                     // documentation).
                     let _warm = kernel.leaf(VirtAddr::new(gva)).map(|l| l.desc());
-                    let c0 = HwTlb::counters();
+                    let c0 = crate::mm::user::tlb_counters();
                     let (ns, insns, r) = pmu.measure(|| match step {
                         // The convert straight from the leaf (as Linux holds the ptep): one look-up
                         // down the table, then the 16 entries; no walk of the range.
@@ -116,7 +115,7 @@ pub fn run() -> Result<(), String> {
                                 .map_err(|e| format!("{e}"))
                         }
                     });
-                    let c1 = HwTlb::counters();
+                    let c1 = crate::mm::user::tlb_counters();
                     drop(g);
                     match r {
                         Ok(true) => {}

@@ -152,14 +152,14 @@ pub fn run() -> Result<(), String> {
         for v in variants.iter_mut() {
             for c in [MemChange::Ro, MemChange::Rw] {
                 let fold = v.fold;
-                let (stats0, tlb0) = (stats_of(v), HwTlb::counters());
+                let (stats0, tlb0) = (stats_of(v), crate::mm::user::tlb_counters());
                 let (ns, insns, r) = pmu.measure(|| match v.table.as_mut() {
                     Some(pt) => kmem::set_memory(pt, &mut tlb, VirtAddr::new(SCRATCH_BASE + pa), len * PAGE, c, fold)
                         .map_err(|x| format!("{}: {x}", v.name)),
                     None => setmem::change(mm::LINEAR_BASE + pa, len as usize, c).map_err(String::from),
                 });
                 r?;
-                let (stats1, tlb1) = (stats_of(v), HwTlb::counters());
+                let (stats1, tlb1) = (stats_of(v), crate::mm::user::tlb_counters());
                 v.ns.push(ns);
                 v.insns.push(insns);
                 v.tlbis += tlb1.since(&tlb0).tlbi_total();

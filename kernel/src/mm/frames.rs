@@ -10,8 +10,9 @@
 //! first word (reached through the linear map), refilled from the buddy allocator
 //! [`CACHE_BATCH`] at a time and drained back past [`CACHE_HIGH`]. Taking or giving back a frame
 //! is then a few loads and stores under one lock instead of the buddy allocator's free-list
-//! search. [`alloc_zeroed`] clears a frame with `DC ZVA` where the CPU allows it (64 bytes per
-//! instruction).
+//! search. With IRQs masked (every exception handler: a page fault's frame) a frame comes
+//! from the running CPU's own short list without any lock, refilled from the shared cache. [`alloc_zeroed`] clears a frame with `DC ZVA` where the CPU allows it (DCZID_EL0's block
+//! size per instruction).
 
 use super::layout::LINEAR_BASE;
 use alloc::vec::Vec;
@@ -94,33 +95,115 @@ pub fn init(ram: &[Range], reserved: &[Range]) {
 
 /// Allocates `pages` (a power of two) physically contiguous frames aligned to their size
 /// (contents undefined).
+#[inline(always)]
 pub fn alloc(pages: usize) -> Option<u64> {
     if pages == 1 {
         return alloc_one();
     }
+    alloc_many(pages)
+}
+
+/// [`alloc`] of more than one frame: the buddy allocator's.
+#[inline(never)]
+fn alloc_many(pages: usize) -> Option<u64> {
     let f = FRAMES.lock().alloc(pages)?;
     FREE_PAGES.fetch_sub(pages as u64, Ordering::Relaxed);
     Some(f as u64 * PAGE)
 }
 
+/// Frames one CPU keeps for itself, linked through their first word like [`FrameCache`]'s:
+/// taken only by that CPU with IRQs masked (nothing else runs there until it is done, and no
+/// other CPU takes them), so without a lock; other CPUs only read `len` (for [`counts`]).
+/// Filled [`CPU_BATCH`] at a time from the shared cache; frees go to the shared cache.
+#[repr(align(64))]
+struct CpuFrames {
+    head: AtomicU64,
+    len: AtomicU64,
+}
+
+static CPU_FRAMES: [CpuFrames; rt::MAX_CPUS] =
+    [const { CpuFrames { head: AtomicU64::new(0), len: AtomicU64::new(0) } }; rt::MAX_CPUS];
+/// Frames a CPU's own list takes from the shared cache at once.
+const CPU_BATCH: usize = 16;
+
+/// One frame: with IRQs masked (every exception handler, a page fault's among them) from this
+/// CPU's own list, else from the shared cache under its lock.
+#[inline(always)]
 fn alloc_one() -> Option<u64> {
+    if !crate::arch::sync::irqs_masked() {
+        return alloc_shared();
+    }
+    let c = &CPU_FRAMES[crate::arch::cpu::this_cpu() % rt::MAX_CPUS];
+    // Only this CPU changes its list, and nothing else runs on it until this returns (IRQs
+    // masked): plain loads and stores.
+    let head = c.head.load(Ordering::Relaxed);
+    if head == 0 {
+        return refill_cpu(c);
+    }
+    // SAFETY: the first word of a free frame on this CPU's list: the next one's address.
+    c.head.store(unsafe { (phys_to_virt(head) as *const u64).read() }, Ordering::Relaxed);
+    c.len.store(c.len.load(Ordering::Relaxed) - 1, Ordering::Relaxed);
+    Some(head)
+}
+
+/// This CPU's list `c` is empty: [`CPU_BATCH`] frames from the shared cache onto it, one of
+/// them returned. IRQs are masked (the caller's rule).
+#[cold]
+#[inline(never)]
+fn refill_cpu(c: &CpuFrames) -> Option<u64> {
+    let mut shared = CACHE.lock();
+    let mut n = 0;
+    while n < CPU_BATCH {
+        let pa = match shared.pop() {
+            Some(pa) => pa,
+            None => match refill(&mut shared) {
+                Some(pa) => pa,
+                None => break,
+            },
+        };
+        // SAFETY: a free frame now this CPU's alone, reached through the linear map.
+        unsafe { (phys_to_virt(pa) as *mut u64).write(c.head.load(Ordering::Relaxed)) };
+        c.head.store(pa, Ordering::Relaxed);
+        n += 1;
+    }
+    drop(shared);
+    if n == 0 {
+        return None;
+    }
+    // Frames on a CPU's list count as free through its `len`, not through FREE_PAGES.
+    FREE_PAGES.fetch_sub(n as u64, Ordering::Relaxed);
+    c.len.store(c.len.load(Ordering::Relaxed) + n as u64 - 1, Ordering::Relaxed);
+    let head = c.head.load(Ordering::Relaxed);
+    // SAFETY: as in `alloc_one`.
+    c.head.store(unsafe { (phys_to_virt(head) as *const u64).read() }, Ordering::Relaxed);
+    Some(head)
+}
+
+/// One frame from the shared cache (a pop under the lock).
+#[inline(always)]
+fn alloc_shared() -> Option<u64> {
     let mut c = CACHE.lock();
     let pa = match c.pop() {
         Some(pa) => pa,
-        None => {
-            let mut b = FRAMES.lock();
-            for _ in 0..CACHE_BATCH {
-                match b.alloc(1) {
-                    Some(f) => c.push(f as u64 * PAGE),
-                    None => break,
-                }
-            }
-            drop(b);
-            c.pop()?
-        }
+        None => refill(&mut c)?,
     };
+    drop(c);
     FREE_PAGES.fetch_sub(1, Ordering::Relaxed);
     Some(pa)
+}
+
+/// The cache is empty: [`CACHE_BATCH`] frames from the buddy allocator, one of them returned.
+#[inline(never)]
+fn refill(c: &mut FrameCache) -> Option<u64> {
+    let mut b = FRAMES.lock();
+    for _ in 0..CACHE_BATCH {
+        match b.alloc(1) {
+            Some(f) => c.push(f as u64 * PAGE),
+            None => break,
+        }
+    }
+    drop(b);
+    c.pop()
 }
 
 /// Returns frames from [`alloc`].
@@ -145,13 +228,56 @@ pub fn free(pa: u64, pages: usize) {
     FRAMES.lock().dealloc((pa / PAGE) as usize, pages);
 }
 
-/// Zeroes `pages` frames at linear-map address `va` (page aligned): `DC ZVA` blocks where
-/// DCZID_EL0 allows them, else plain stores.
-fn zero(va: u64, pages: usize) {
-    let bytes = pages * PAGE as usize;
+/// DCZID_EL0: block size (bits 3:0, log2 of words) and DZP (bit 4, `DC ZVA` prohibited).
+fn dczid() -> u64 {
     let dczid: u64;
     // SAFETY: reads DCZID_EL0 (block size and whether DC ZVA is allowed); no memory touched.
     unsafe { core::arch::asm!("mrs {}, dczid_el0", out(reg) dczid, options(nomem, nostack, preserves_flags)) };
+    dczid
+}
+
+/// Each CPU as it starts: whether its DCZID_EL0 lets [`zero`] clear a page with 64-byte
+/// `DC ZVA` blocks (DZP clear, BS = 4: 4 << 4 bytes), kept in its static page (a CPU's value
+/// never changes once the kernel runs: HCR_EL2.TDZ is the hypervisor's, set before).
+pub fn init_cpu() {
+    crate::arch::cpu::this_area().zva64.store(dczid() & 0x1f == 4, Ordering::Relaxed);
+}
+
+/// Zeroes `pages` frames at linear-map address `va` (page aligned): `DC ZVA` in 64-byte blocks
+/// where this CPU's [`init_cpu`] found them allowed, in one unrolled round per page; anything
+/// else (other block sizes, not allowed, or before [`init_cpu`]) by [`zero_other`], from
+/// DCZID_EL0 read there.
+#[inline(always)]
+fn zero(va: u64, pages: usize) {
+    if !crate::arch::cpu::this_area().zva64.load(Ordering::Relaxed) {
+        zero_other(va, pages, dczid());
+        return;
+    }
+    for i in 0..pages as u64 {
+        // SAFETY: zeroes the 64 naturally aligned 64-byte blocks of the caller's page at
+        // `va + i * PAGE` (normal memory through the linear map); this CPU's DCZID_EL0 said
+        // DC ZVA is allowed and zeroes 64 bytes (`init_cpu`).
+        unsafe {
+            core::arch::asm!(
+                ".rept {n}",
+                "dc zva, {p}",
+                "add {p}, {p}, #64",
+                ".endr",
+                "dc zva, {p}",
+                n = const PAGE / 64 - 1,
+                p = inout(reg) va + i * PAGE => _,
+                options(nostack, preserves_flags)
+            )
+        };
+    }
+}
+
+/// [`zero`] for blocks other than 64 bytes, or where `DC ZVA` is not allowed (`dczid`:
+/// DCZID_EL0's value).
+#[cold]
+#[inline(never)]
+fn zero_other(va: u64, pages: usize, dczid: u64) {
+    let bytes = pages * PAGE as usize;
     let block = 4usize << (dczid & 0xf);
     if dczid & 0x10 != 0 || block < 64 || block * 8 > PAGE as usize {
         // SAFETY: the caller's frames, reached through the linear map.
@@ -159,11 +285,9 @@ fn zero(va: u64, pages: usize) {
         return;
     }
     let end = va + bytes as u64;
-    // A page in one round of 64-byte blocks (the common size); else rounds of 16 blocks where
-    // a page holds whole rounds of them (blocks up to 256 bytes), else of 8.
-    if block * 64 == PAGE as usize {
-        zva_rounds::<64>(va, end, block as u64);
-    } else if block * 16 <= PAGE as usize {
+    // Rounds of 16 blocks where a page holds whole rounds of them (blocks up to 256 bytes),
+    // else of 8.
+    if block * 16 <= PAGE as usize {
         zva_rounds::<16>(va, end, block as u64);
     } else {
         zva_rounds::<8>(va, end, block as u64);
@@ -192,9 +316,11 @@ fn zva_rounds<const N: usize>(mut p: u64, end: u64, block: u64) {
     }
 }
 
-/// (free, total) frames.
+/// (free, total) frames (free: the buddy allocator's, the shared cache's and every CPU's own
+/// list's; read without stopping the others, so a snapshot of a moving count).
 pub fn counts() -> (u64, u64) {
-    (FREE_PAGES.load(Ordering::Relaxed), TOTAL_PAGES.load(Ordering::Relaxed))
+    let own: u64 = CPU_FRAMES.iter().map(|c| c.len.load(Ordering::Relaxed)).sum();
+    (FREE_PAGES.load(Ordering::Relaxed) + own, TOTAL_PAGES.load(Ordering::Relaxed))
 }
 
 /// Where the kernel reaches physical address `pa`: its linear-map address.

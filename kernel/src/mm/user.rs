@@ -17,6 +17,7 @@
 //!   PMU cycle counter and event counters (PMUSERENR_EL0.CR/ER: read only).
 
 use super::frames::KFrames;
+use crate::arch::cpu::CpuTally;
 use crate::arch::cpuinfo::CpuInfo;
 use aarch64_cpu::registers::{Readable, Writeable, ID_AA64MMFR0_EL1, ID_AA64MMFR1_EL1};
 use abi::syscall::Counters;
@@ -24,6 +25,7 @@ use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use kcore::options::UserOptions;
 use pgtable::asid::AsidAllocator;
 use pgtable::hw::HwTlb;
+use pgtable::tlb::BARRIER_KINDS;
 use pgtable::{regime, Barrier, TlbMaintenance, Tlbi, VirtAddr};
 use spin::{Mutex, Once};
 use uspace::{Access, AddressSpace, FaultKind, FaultOutcome};
@@ -40,6 +42,57 @@ pub static PMU_EL0: AtomicBool = AtomicBool::new(false);
 
 /// Totals over all address spaces (the parts of `abi::syscall::Counters` the kernel keeps).
 pub static FAULTS_DEMAND: AtomicU64 = AtomicU64::new(0);
+/// Adds `n` to a count only this CPU writes (IRQs masked), without an atomic read-modify-write.
+#[inline(always)]
+fn bump(c: &AtomicU64, n: u64) {
+    c.store(c.load(Ordering::Relaxed) + n, Ordering::Relaxed);
+}
+
+/// [`HwTlb`] with its barriers tallied in `dsb` (by kind) instead of its shared atomic
+/// counters; the caller adds them to its CPU's [`CpuTally`].
+struct TalliedTlb {
+    hw: HwTlb,
+    dsb: [u64; BARRIER_KINDS],
+}
+
+impl TlbMaintenance for TalliedTlb {
+    fn tlbi(&mut self, op: Tlbi) {
+        self.hw.tlbi(op)
+    }
+    fn tlbi_series(&mut self, first: Tlbi, stride: u64, count: u64) {
+        self.hw.tlbi_series(first, stride, count)
+    }
+    #[inline(always)]
+    fn dsb(&mut self, barrier: Barrier) {
+        self.dsb[barrier.kind()] += 1;
+        pgtable::hw::dsb_uncounted(barrier);
+    }
+    fn isb(&mut self) {
+        self.hw.isb()
+    }
+    fn features(&self) -> pgtable::TlbFeatures {
+        self.hw.features()
+    }
+}
+
+/// Every CPU's [`CpuTally`] (the static per-CPU pages in the image: the same frames the CPUs
+/// reach through TPIDR_EL1).
+fn tallies() -> impl Iterator<Item = &'static CpuTally> {
+    crate::arch::cpu::STATIC_AREAS.iter().map(|a| &a.first_touch)
+}
+
+/// `HwTlb::counters` with the barriers every CPU tallied itself: what the kernel's TLB
+/// maintenance counts are, wherever they are read.
+pub fn tlb_counters() -> pgtable::TlbCounters {
+    let mut c = HwTlb::counters();
+    for cpu in tallies() {
+        for (total, n) in c.dsb.iter_mut().zip(&cpu.dsb) {
+            *total += n.load(Ordering::Relaxed);
+        }
+    }
+    c
+}
+
 /// Spurious permission faults fixed with a local TLBI.
 pub static FAULTS_SPURIOUS: AtomicU64 = AtomicU64::new(0);
 /// Faults that were the task's.
@@ -92,6 +145,7 @@ pub fn init(cpus: usize, o: &UserOptions) -> Result<(), alloc::string::String> {
 /// the PMU counters.
 pub fn init_cpu() {
     use aarch64_cpu::registers::{Writeable, CNTKCTL_EL1};
+    super::frames::init_cpu();
     // ID_AA64MMFR1_EL1.PAN, bits 23:20.
     if (ID_AA64MMFR1_EL1.get() >> 20) & 0xf != 0 {
         extra_sctlr::clear_span();
@@ -149,9 +203,13 @@ impl TlbMaintenance for SpaceTlb<'_> {
         self.tlbis.fetch_add(count, Ordering::Relaxed);
         self.hw.tlbi_series(first, stride, count)
     }
+    // Always inlined: every change ends in a barrier or two, and an outlined call (which the
+    // inliner chooses when the callers' budget shifts) costs each mprotect a dozen instructions.
+    #[inline(always)]
     fn dsb(&mut self, b: Barrier) {
         self.hw.dsb(b)
     }
+    #[inline(always)]
     fn isb(&mut self) {
         self.hw.isb()
     }
@@ -170,6 +228,8 @@ pub struct UserSpace {
     root: u64,
     /// TLBIs its operations issued.
     tlbis: AtomicU64,
+    /// The hardware's TLB maintenance (a copy of `TLB`'s, at hand for [`UserSpace::first_touch`]).
+    hw: HwTlb,
 }
 
 impl UserSpace {
@@ -182,7 +242,7 @@ impl UserSpace {
         let mut t = tlb();
         let s = AddressSpace::new(KFrames, &mut t)?;
         let root = s.table().root().as_u64();
-        Ok(UserSpace { space: Mutex::new(Some(s)), ctx: AtomicU64::new(0), root, tlbis: AtomicU64::new(0) })
+        Ok(UserSpace { space: Mutex::new(Some(s)), ctx: AtomicU64::new(0), root, tlbis: AtomicU64::new(0), hw: t })
     }
 
     /// Runs `f` on the address space under its lock, with its current ASID and the run-time
@@ -205,6 +265,40 @@ impl UserSpace {
             }
         }
         r
+    }
+
+    /// The common EL0 fault alone (the hardware reported a translation fault at level 3): a
+    /// first touch the region allows, mapped under the address space's lock by
+    /// `uspace::AddressSpace::first_touch` (a zeroed frame, `DSB ISHST`, the entry, `DSB
+    /// ISHST`; an empty entry becoming valid needs no TLBI, so neither the ASID nor the
+    /// counters of [`UserSpace::with`] are needed). Returns false, having changed nothing, for
+    /// anything else, and with flush elision off (its baseline maps new pages by the walk):
+    /// the caller then calls [`UserSpace::fault`]. The lock orders it with every other
+    /// operation on the space (an munmap or mprotect on another CPU runs wholly before or
+    /// after it). The caller returns to the access by an exception return. `mine`: the
+    /// running CPU's tally (its static page's), which counts what was done; IRQs masked.
+    #[inline(always)]
+    pub fn first_touch(&self, va: u64, access: Access, mine: &CpuTally) -> bool {
+        if !FLUSH_ELISION.load(Ordering::Relaxed) {
+            return false;
+        }
+        let mut guard = self.space.lock();
+        let Some(s) = guard.as_mut() else {
+            return false;
+        };
+        let mut t = TalliedTlb { hw: self.hw, dsb: [0; BARRIER_KINDS] };
+        let mapped = s.first_touch(&mut t, va, access);
+        drop(guard);
+        // This CPU's counts, with IRQs masked (an exception handler): plain increments.
+        for (total, n) in mine.dsb.iter().zip(t.dsb) {
+            if n != 0 {
+                bump(total, n);
+            }
+        }
+        if mapped {
+            bump(&mine.touches, 1);
+        }
+        mapped
     }
 
     /// A fault at `va` by the running task (at EL0, or in a user copy). A spurious one is fixed
@@ -283,7 +377,8 @@ pub fn switch_to(cpu: usize, to: Option<&UserSpace>) {
 
 /// The counters block of `nr::COUNTERS`.
 pub fn counters() -> Counters {
-    let c = HwTlb::counters();
+    let c = tlb_counters();
+    let first_touches: u64 = tallies().map(|n| n.touches.load(Ordering::Relaxed)).sum();
     let (mut broadcast, mut range, mut whole) = (0, 0, 0);
     for (name, n) in c.tlbi_by_kind() {
         if name.ends_with("IS") {
@@ -302,10 +397,10 @@ pub fn counters() -> Counters {
         tlbi_range: range,
         tlbi_whole: whole,
         dsb: c.dsb_total(),
-        faults_demand: FAULTS_DEMAND.load(Ordering::Relaxed),
+        faults_demand: FAULTS_DEMAND.load(Ordering::Relaxed) + first_touches,
         faults_spurious: FAULTS_SPURIOUS.load(Ordering::Relaxed),
         faults_denied: FAULTS_DENIED.load(Ordering::Relaxed),
-        flushes_elided: FLUSHES_ELIDED.load(Ordering::Relaxed),
+        flushes_elided: FLUSHES_ELIDED.load(Ordering::Relaxed) + first_touches,
         lazy_relaxed: LAZY_RELAXED.load(Ordering::Relaxed),
         asid_rollovers: asids().rollovers(),
         context_switches: 0,

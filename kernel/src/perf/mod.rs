@@ -257,7 +257,7 @@ pub struct Barriers {
 impl Barriers {
     /// EL1's counts (plain loads: no barrier of their own).
     pub fn el1_now() -> LevelCounts {
-        let t = pgtable::hw::HwTlb::counters();
+        let t = crate::mm::user::tlb_counters();
         let (dsb_cache, isb_cache) = rt::cache::barrier_counts();
         LevelCounts {
             tlbi: t.tlbi_total(),

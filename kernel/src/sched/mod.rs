@@ -10,7 +10,9 @@
 //!   reschedule; and when an IRQ ends in a preemptible kernel section (IRQs on, preemption
 //!   count 0: see `sync` and `preempt`). The switch saves the callee-saved registers
 //!   ([`switch::Context`]); the EL0 context is the exception frame at the top of the task's
-//!   kernel stack; TPIDR_EL0 is saved per task; SP_EL0 points at the running thread's
+//!   kernel stack; the EL0 FP/SIMD registers stay with their owner (`fpsimd`: the resumed
+//!   task's EL0 access is set, a task leaving the CPU flushed, one that ended forgotten);
+//!   TPIDR_EL0 is saved per task; SP_EL0 points at the running thread's
 //!   `sync::ThreadInfo` (its preemption count); TTBR0 changes only when the next task belongs
 //!   to another address space (`mm::user::switch_to`). TTBR1 never changes on a switch: with
 //!   `percpu_tables=on` each CPU keeps its own root for good.
@@ -28,7 +30,8 @@
 //! hardware side (the context switch, TTBR0, TPIDR_EL0, SP_EL0, the SGI, the tick) and the
 //! processes.
 //!
-//! Lock order: a CPU's `current`, then its queue, then its sleepers (`kcore::sched`); a task's
+//! Lock order: a CPU's run-queue lock (its queue and `current`), then its sleepers
+//! (`kcore::sched`); a task's
 //! `waiters` before any of those; a process's `tasks` / `zombies` before any queue. IRQ
 //! handlers take queue and sleeper locks, so these are only ever taken with IRQs masked
 //! (preemptible sections take none).
@@ -156,6 +159,20 @@ pub fn with_running<R>(f: impl FnOnce(&Task) -> R) -> Option<R> {
     Some(f(t))
 }
 
+/// [`with_running`] in an exception taken from EL0, with what its [`enter_from_user`] put
+/// into SP_EL0 (not read back): a task runs (an idle thread never runs at EL0), so there is no
+/// idle thread to rule out.
+#[inline(always)]
+pub fn with_running_from_user<R>(entry: UserEntry, f: impl FnOnce(&Task) -> R) -> R {
+    let ti = entry.0;
+    debug_assert_eq!(ti, crate::arch::sync::thread() as *const _, "SP_EL0 changed since the entry");
+    debug_assert!(!crate::arch::sync::is_idle(ti), "an exception from EL0 on an idle thread");
+    // SAFETY: as in `with_running`; SP_EL0 holds a task's `thread`, not an idle thread's (the
+    // exception came from EL0, where only tasks run).
+    let t = unsafe { &*((ti as *const u8).sub(core::mem::offset_of!(Task, thread)) as *const Task) };
+    f(t)
+}
+
 /// The id of the task running on this CPU, without waiting for a lock (None: no task, or the
 /// lock is held): for fault reports.
 pub fn try_current_tid() -> Option<u64> {
@@ -277,11 +294,10 @@ pub fn wake(t: Arc<Task>) {
 
 /// Where a new task's context starts: finish the switch, then enter EL0 through its frame.
 pub extern "C" fn task_first_run(frame: u64) -> ! {
-    finish_switch(this_cpu());
-    if let Some(t) = current() {
-        // SAFETY: the running task's own FP/SIMD state (all zero: FPCR's defaults).
-        unsafe { fpsimd::load(t.fp.get()) };
-    }
+    let cpu = this_cpu();
+    finish_switch(cpu);
+    // Its FP/SIMD state (all zero: FPCR's defaults) is loaded at its first use.
+    with_running(|t| fpsimd::resume(cpu, t));
     // SAFETY: `frame` is the task's exception frame at the top of its own kernel stack, set up
     // by `spawn` for an EL0t return to its entry.
     unsafe { rt::trap::return_to_el1_frame(frame as *const TrapFrame) }
@@ -292,7 +308,8 @@ pub extern "C" fn task_first_run(frame: u64) -> ! {
 /// pick it and hands it to its new CPU if it moved; a dead one is dropped here (its stack is no
 /// longer in use).
 fn finish_switch(cpu: usize) {
-    drop(QUEUES.finish_switch(cpu, &Kick));
+    // SAFETY: `cpu` is this CPU, in the context switched to.
+    drop(unsafe { QUEUES.finish_switch(cpu, &Kick) });
 }
 
 /// Puts the TTBR0 of `p` (None: the reserved table) on this CPU if it is not there yet. The
@@ -327,11 +344,13 @@ pub fn schedule() {
         prev.cputime.store(t, Ordering::Relaxed);
         prev.tpidr_el0.store(read_tpidr_el0(), Ordering::Relaxed);
     };
-    let sw = QUEUES.switch_out(cpu, taken, |n| start_running_at(cpu, n, now));
+    // SAFETY: `cpu` is this CPU (IRQs masked); the context switched to runs `finish_switch`
+    // first.
+    let sw = unsafe { QUEUES.switch_out(cpu, taken, |n| start_running_at(cpu, n, now)) };
     if !matches!(sw, Switch::NoTask) {
         crate::arch::cpu::set_need_resched(cpu, false);
     }
-    let (save, load, fp): (*mut Context, *const Context, *mut rt::trap::FpState) = match sw {
+    let (save, load, me): (*mut Context, *const Context, *const Task) = match sw {
         Switch::NoTask => return,
         Switch::Stay => {
             if let Some(t) = current() {
@@ -345,10 +364,12 @@ pub fn schedule() {
             // SAFETY: `prev` is in this CPU's `prev` slot until the next context runs
             // `finish_switch`, `next` in its `current` (`kcore::sched::Switch`): both alive here.
             let (prev, next) = unsafe { (&*prev, next.map(|n| &*n)) };
-            let fp = prev.fp.get();
-            // SAFETY: the task's own FP/SIMD area; only the CPU running or switching it
-            // touches it (IRQs masked), and it lives until `finish_switch` drops it from `prev`.
-            unsafe { fpsimd::save(fp) };
+            // Its FP/SIMD registers stay here unless it ends or leaves this CPU.
+            if prev.state() == State::Dead {
+                fpsimd::forget(cpu, prev);
+            } else if prev.cpu() != cpu {
+                fpsimd::flush(cpu, prev);
+            }
             let load = match next {
                 Some(n) => n.ctx.get() as *const Context,
                 None => {
@@ -357,7 +378,7 @@ pub fn schedule() {
                     CPUS[cpu].idle.get()
                 }
             };
-            (prev.ctx.get(), load, fp)
+            (prev.ctx.get(), load, prev as *const Task)
         }
     };
     // SAFETY: `save` belongs to the task the queues keep in this CPU's `prev` (alive until the
@@ -366,9 +387,10 @@ pub fn schedule() {
     // switch.
     unsafe { switch::switch(save, load) };
     // Back, maybe on another CPU (the task may have migrated meanwhile).
-    finish_switch(this_cpu());
-    // SAFETY: this task runs again: its own FP/SIMD area (saved above), alive while it runs.
-    unsafe { fpsimd::load(fp) };
+    let cpu = this_cpu();
+    finish_switch(cpu);
+    // SAFETY: this task runs again (it is alive while it runs).
+    fpsimd::resume(cpu, unsafe { &*me });
 }
 
 /// The thread info SP_EL0 holds from now on on this CPU (`cpu`), and where the EL0 entry finds
@@ -379,18 +401,23 @@ fn set_thread(cpu: usize, ti: &crate::arch::sync::ThreadInfo) {
 }
 
 /// On entry from EL0 (SP_EL0 held the user's stack pointer, now saved in the frame): SP_EL0
-/// to the running task's thread info.
+/// to the running task's thread info, which it returns (for [`with_running_from_user`]).
 #[inline(always)]
-pub fn enter_from_user() {
-    enter_from_user_on(crate::percpu::this_area());
+pub fn enter_from_user() -> UserEntry {
+    enter_from_user_on(crate::percpu::this_area())
 }
 
 /// [`enter_from_user`] on the CPU whose static area is `area` (the caller's).
 #[inline(always)]
-pub fn enter_from_user_on(area: &crate::percpu::StaticArea) {
-    let ti = area.thread.load(Ordering::Relaxed);
-    crate::arch::sync::set_thread(ti as *const crate::arch::sync::ThreadInfo);
+pub fn enter_from_user_on(area: &crate::percpu::StaticArea) -> UserEntry {
+    let ti = area.thread.load(Ordering::Relaxed) as *const crate::arch::sync::ThreadInfo;
+    crate::arch::sync::set_thread(ti);
+    UserEntry(ti)
 }
+
+/// The thread info [`enter_from_user`] put into SP_EL0: a task's (an exception from EL0).
+#[derive(Clone, Copy)]
+pub struct UserEntry(*const crate::arch::sync::ThreadInfo);
 
 /// Bookkeeping for `n` going on this CPU (the queues set its state and `on_cpu`): TTBR0,
 /// TPIDR_EL0, SP_EL0, time.
@@ -444,7 +471,14 @@ fn wake_sleepers(cpu: usize, now: u64) {
 /// system call may have switched and come back on another CPU.)
 #[inline(always)]
 pub fn return_to_user() {
-    if crate::arch::cpu::need_resched() {
+    return_to_user_on(crate::percpu::this_area());
+}
+
+/// [`return_to_user`] through `area`, this CPU's static area as the caller read it at entry
+/// (valid only if nothing since could have switched tasks or CPUs: IRQs masked, no schedule).
+#[inline(always)]
+pub fn return_to_user_on(area: &crate::percpu::StaticArea) {
+    if area.need_resched.load(Ordering::Relaxed) != 0 {
         resched_before_user();
     }
 }

@@ -10,6 +10,7 @@ use alloc::sync::{Arc, Weak};
 use alloc::vec::Vec;
 use core::cell::UnsafeCell;
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use kcore::sched::fp::FpHome;
 use rt::trap::FpState;
 use rt::TrapFrame;
 use spin::Mutex;
@@ -75,8 +76,11 @@ pub struct Task {
     pub kstack: (u64, usize),
     /// Saved kernel context while it is not running (only the CPU switching it touches it).
     pub ctx: UnsafeCell<Context>,
-    /// Its EL0 FP/SIMD registers while it is not running (`fpsimd`; as `ctx`).
+    /// Its EL0 FP/SIMD registers' memory copy (`fpsimd`: the truth while no CPU's registers
+    /// hold them, see `fp_home`; written only by the CPU that runs it or owns its registers).
     pub fp: UnsafeCell<FpState>,
+    /// The CPU whose registers hold its EL0 FP/SIMD state, if any (`kcore::sched::fp`).
+    pub fp_home: FpHome,
     state: AtomicU8,
     /// Exit status once dead.
     pub exit_status: AtomicU64,
@@ -98,7 +102,8 @@ pub struct Task {
 
 // SAFETY: every field is atomic or locked except `ctx` and `fp`, which only the CPU running or switching
 // the task reads and writes, with IRQs masked (the switch path); another CPU takes it over only
-// after `on_cpu` was cleared with release ordering, once the context was saved.
+// after `on_cpu` was cleared with release ordering, once the context was saved; `fp` also the CPU
+// owning its registers, which another CPU reads only after that CPU cleared `fp_home` (release).
 unsafe impl Sync for Task {}
 // SAFETY: as above; a task moves between CPUs' data structures only as an `Arc`.
 unsafe impl Send for Task {}
@@ -117,6 +122,7 @@ impl Task {
             kstack,
             ctx: UnsafeCell::new(ctx),
             fp: UnsafeCell::new(FpState { q: [0; 32], fpsr: 0, fpcr: 0 }),
+            fp_home: FpHome::new(),
             state: AtomicU8::new(State::Ready as u8),
             exit_status: AtomicU64::new(0),
             waiters: Mutex::new(Vec::new()),
@@ -181,6 +187,15 @@ impl kcore::sched::SchedTask for Task {
     }
     fn wake_at(&self) -> u64 {
         self.wake_at.load(Ordering::Relaxed)
+    }
+    fn regs_on(&self) -> Option<usize> {
+        self.fp_home.cpu()
+    }
+}
+
+impl kcore::sched::fp::FpTask for Task {
+    fn fp_home(&self) -> &FpHome {
+        &self.fp_home
     }
 }
 

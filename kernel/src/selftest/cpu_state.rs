@@ -1,10 +1,12 @@
 //! The guest's vector and matrix state across traps to the hypervisor: SVE registers (Z, P,
 //! FFR) at the largest vector length and SME's streaming registers and ZA array are loaded with
 //! a pattern, the CPU traps to EL2 (HVC, and a trapped SMC the hypervisor forwards to the
-//! firmware), and everything must come back unchanged. The hypervisor never touches FP/SIMD
-//! state (it is built without FP); writing any V register there would zero the upper bits of
-//! the matching Z register, which this test sees. Also: MTE's system registers are reachable
-//! on an MTE CPU (HCR_EL2.ATA).
+//! firmware, and with a slot pool the dirty-log calls whose stage-2 work runs lib/pgtable's
+//! vector routines), and everything must come back unchanged, in streaming mode too. The
+//! hypervisor is built without FP; its vector routines save whole Z registers (writing a V
+//! register would zero the upper bits of the matching Z register, which this test sees) and
+//! keep to general registers in streaming mode. The routines' SVE mode is also run here at EL1.
+//! Also: MTE's system registers are reachable on an MTE CPU (HCR_EL2.ATA).
 
 use aarch64_cpu::registers::{Readable, ID_AA64PFR0_EL1, ID_AA64PFR1_EL1};
 use alloc::format;
@@ -171,8 +173,9 @@ fn first_difference(a: &[u8], b: &[u8]) -> Option<usize> {
     a.iter().zip(b).position(|(x, y)| x != y)
 }
 
-/// Enables SVE and SME at EL1 with the largest vector lengths the hypervisor allows.
-fn enable() {
+/// Enables SVE and SME at EL1 with the largest vector lengths the hypervisor allows; returns
+/// CPACR_EL1 as it was (for [`restore`]).
+fn enable() -> u64 {
     // SAFETY: CPACR_EL1/ZCR_EL1/SMCR_EL1 only change what EL1/EL0 may use and the vector
     // lengths; written before any SVE/SME instruction runs (ISB). SMCR_EL1 is written only on a
     // CPU with SME.
@@ -184,7 +187,15 @@ fn enable() {
         if (ID_AA64PFR1_EL1.get() >> 24) & 0xf != 0 {
             core::arch::asm!("msr S3_0_C1_C2_6, {}", "isb", in(reg) 0xfu64); // SMCR_EL1.LEN = max
         }
+        cpacr
     }
+}
+
+/// CPACR_EL1 back to `cpacr` (what [`enable`] found): SVE and SME trapped at EL0 again, and
+/// the FP access the lazy switch (`sched::fpsimd`) last set, which it does not read back.
+fn restore(cpacr: u64) {
+    // SAFETY: only what EL1/EL0 may use changes; no SVE/SME instruction runs after (ISB).
+    unsafe { core::arch::asm!("msr cpacr_el1, {}", "isb", in(reg) cpacr) };
 }
 
 /// `test=sve-state`: SVE (and SME when the CPU has it) state survives traps to the hypervisor.
@@ -197,13 +208,30 @@ pub fn sve_state() -> Result<(), String> {
     if (ID_AA64PFR0_EL1.get() >> 32) & 0xf == 0 {
         return Err("test=sve-state needs a CPU with SVE (-cpu max)".into());
     }
-    enable();
+    let cpacr = enable();
+    let r = sve_rounds();
+    restore(cpacr);
+    r
+}
+
+/// The rounds of [`sve_state`] (SVE enabled).
+#[inline(never)]
+fn sve_rounds() -> Result<(), String> {
     let vl: u64;
     // SAFETY: SVE is enabled at EL1 (above); RDVL only reads the vector length.
     unsafe { core::arch::asm!(".arch_extension sve", "rdvl {}, #1", out(reg) vl) };
     let vl = vl as usize;
-    let fid = abi::hypercall::VERSION;
-    for round in 0..4u64 {
+    let calls = dirty_log_calls(0)?;
+    let rounds = 4 + calls.as_ref().map_or(0, |c| c.args.len() as u64);
+    for round in 0..rounds {
+        // Rounds 0-3: a null HVC, a trapped SMC; then (with a slot pool) the dirty-log calls
+        // whose stage-2 work runs lib/pgtable's vector routines at EL2: the eager split's fill
+        // of new tables, the clear's write-protect of runs of pages.
+        let (args, checked) = match &calls {
+            Some(c) if round >= 4 => (c.args[round as usize - 4], true),
+            _ => ([abi::hypercall::VERSION, 0, 0, 0], false),
+        };
+        let mut ret: u64;
         let (zlen, plen) = (32 * vl, 17 * (vl / 8));
         let mut a = vec![0u8; zlen + plen];
         let mut b = vec![0u8; zlen + plen];
@@ -211,7 +239,7 @@ pub fn sve_state() -> Result<(), String> {
         // The FFR image is loaded through P0 (WRFFR): only its first 1/8 VL bytes matter.
         let (za, pa) = a.split_at_mut(zlen);
         let (zb, pb) = b.split_at_mut(zlen);
-        let conduit_smc = round % 2 == 1;
+        let conduit_smc = round < 4 && round % 2 == 1;
         // SAFETY: SVE is enabled; the loads read `a` (32 Z images then 17 P images, the last
         // for FFR) and the stores write the same layout into `b`, both large enough for this
         // vector length; interrupts are masked so no EL1 handler runs (the kernel's vectors save
@@ -226,6 +254,8 @@ pub fn sve_state() -> Result<(), String> {
                 "ldr p0, [x22, #16, mul vl]",
                 "wrffr p0.b",
                 load_p!(),
+                "ldp x1, x2, [x27]",
+                "ldr x3, [x27, #16]",
                 "cbnz x25, 1f",
                 "hvc #0",
                 "b 2f",
@@ -242,9 +272,13 @@ pub fn sve_state() -> Result<(), String> {
                 in("x22") pa.as_ptr(),
                 in("x23") pb.as_mut_ptr(),
                 in("x25") conduit_smc as u64,
-                inout("x0") if conduit_smc { abi::psci::VERSION } else { fid } => _,
+                in("x27") args[1..].as_ptr(),
+                inout("x0") if conduit_smc { abi::psci::VERSION } else { args[0] } => ret,
             )
         };
+        if checked && ret != 0 {
+            return Err(format!("hypercall {:#x} in round {round} failed: {}", args[0], ret as i64));
+        }
         // Z0-Z31 and P0-P15 must match exactly; FFR's image (loaded through WRFFR, which may
         // canonicalise it) is stored but not compared.
         let ffr_at = zlen + 16 * (vl / 8);
@@ -261,11 +295,124 @@ pub fn sve_state() -> Result<(), String> {
         }
     }
     rt::println!("kernel: sve-state: Z0-Z31, P0-P15 and FFR at {} bits survived HVC and SMC traps", vl * 8);
+    routines_keep_z(vl)?;
+    if let Some(c) = calls {
+        c.finish()?;
+        rt::println!("kernel: sve-state: and the dirty-log enable (eager split) and clear (write-protect) hypercalls");
+    }
     let sme = (ID_AA64PFR1_EL1.get() >> 24) & 0xf != 0;
     let svl = if sme { sme_state()? } else { 0 };
     let mut r = abi::report::Record::new("sve_state");
-    r.u64("vl_bits", vl as u64 * 8).bool("sme", sme).u64("svl_bits", svl as u64 * 8);
+    r.u64("vl_bits", vl as u64 * 8)
+        .bool("sme", sme)
+        .u64("svl_bits", svl as u64 * 8)
+        .u64("dirty_log_rounds", rounds - 4);
     rt::println!("{r}");
+    Ok(())
+}
+
+/// The dirty-log hypercalls a state round makes (x0-x3 each), on two 2 MiB-backed memslots
+/// this sets up: one whose eager-split enable fills new level-3 tables, one in manual-protect
+/// mode with eager split whose two clears split (and fill) a block each and write-protect its
+/// pages. `None` without a slot pool (`hyp.slotpool`).
+struct DirtyLogCalls {
+    args: [[u64; 4]; 3],
+    slots: [u64; 2],
+    _mask: alloc::vec::Vec<u64>,
+}
+
+const SLOT_BYTES: u64 = 4 << 20;
+
+fn dirty_log_calls(set: u64) -> Result<Option<DirtyLogCalls>, String> {
+    use abi::hypercall as hc;
+    let base = crate::selftest::memslot::slot_window() + set * 2 * SLOT_BYTES;
+    let e = |what: &str, err| format!("sve-state: {what}: {err}");
+    let big = match crate::hyp::memslot_create(base, SLOT_BYTES, hc::MEMSLOT_BACKING_2M) {
+        Ok(id) => id,
+        Err(abi::error::HypError::NoMemory) => return Ok(None),
+        Err(x) => return Err(e("memslot", x)),
+    };
+    let small = crate::hyp::memslot_create(base + SLOT_BYTES, SLOT_BYTES, hc::MEMSLOT_BACKING_2M)
+        .map_err(|x| e("memslot", x))?;
+    crate::hyp::dirty_log_enable(small, hc::DIRTY_LOG_MANUAL_PROTECT | hc::DIRTY_LOG_EAGER_SPLIT)
+        .map_err(|x| e("enable", x))?;
+    let mask = alloc::vec![!0u64; 8];
+    let clear = crate::hyp::dirty_log_clear_args(small, &mask, 0, 512).map_err(|x| e("clear", x))?;
+    let clear2 = crate::hyp::dirty_log_clear_args(small, &mask, 512, 512).map_err(|x| e("clear", x))?;
+    Ok(Some(DirtyLogCalls {
+        args: [[hc::DIRTY_LOG_ENABLE, big, hc::DIRTY_LOG_EAGER_SPLIT, 0], clear, clear2],
+        slots: [big, small],
+        _mask: mask,
+    }))
+}
+
+impl DirtyLogCalls {
+    fn finish(self) -> Result<(), String> {
+        for id in self.slots {
+            crate::hyp::dirty_log_disable(id).map_err(|x| format!("sve-state: disable: {x}"))?;
+            crate::hyp::memslot_delete(id).map_err(|x| format!("sve-state: delete: {x}"))?;
+        }
+        Ok(())
+    }
+}
+
+/// lib/pgtable's vector routines in their SVE mode (as the hypervisor runs them: Z registers
+/// live), run here at EL1 with SVE enabled: they agree with their spec
+/// (`pgtable::raw::check_against_spec`) and leave Z0-Z31 and P0-P15 as they found them. The
+/// kernel's own code is softfloat, so between the load and the store nothing else touches those
+/// registers; interrupts stay masked (a task switch would load Q registers only).
+fn routines_keep_z(vl: usize) -> Result<(), String> {
+    use pgtable::vector::{set, VectorUse};
+    let (zlen, plen) = (32 * vl, 16 * (vl / 8));
+    let mut a = vec![0u8; zlen + plen];
+    let mut b = vec![0u8; zlen + plen];
+    pattern(&mut a, 0x7e57);
+    let (za, pa) = a.split_at(zlen);
+    let (zb, pb) = b.split_at_mut(zlen);
+    let daif: u64;
+    // SAFETY: SVE is enabled at EL1 (`enable`); the loads read `a` (32 Z images, 16 P images
+    // of this vector length); interrupts are masked until the store below; the vector
+    // registers written are declared.
+    unsafe {
+        core::arch::asm!(
+            ".arch_extension sve",
+            "mrs {daif}, daif",
+            "msr daifset, #0xf",
+            load_z!(),
+            load_p!(),
+            daif = out(reg) daif,
+            in("x20") za.as_ptr(),
+            in("x22") pa.as_ptr(),
+            out("v0") _, out("v1") _, out("v2") _, out("v3") _, out("v4") _, out("v5") _, out("v6") _,
+            out("v7") _, out("v8") _, out("v9") _, out("v10") _, out("v11") _, out("v12") _,
+            out("v13") _, out("v14") _, out("v15") _, out("v16") _, out("v17") _, out("v18") _,
+            out("v19") _, out("v20") _, out("v21") _, out("v22") _, out("v23") _, out("v24") _,
+            out("v25") _, out("v26") _, out("v27") _, out("v28") _, out("v29") _, out("v30") _,
+            out("v31") _,
+        )
+    };
+    set(VectorUse::Sve { sme: false, vl: vl as u64 });
+    let r = pgtable::raw::check_against_spec(0x5eed_7e57, 256);
+    set(VectorUse::Neon);
+    // SAFETY: as above; the stores write `b` in the same layout; DAIF comes back.
+    unsafe {
+        core::arch::asm!(
+            ".arch_extension sve",
+            store_z!(),
+            store_p!(),
+            "msr daif, {daif}",
+            daif = in(reg) daif,
+            in("x21") zb.as_mut_ptr(),
+            in("x23") pb.as_mut_ptr(),
+        )
+    };
+    let n = r.map_err(|e| format!("pgtable's vector routines in SVE mode: {e}"))?;
+    if let Some(i) = first_difference(&a, &b) {
+        let what =
+            if i < zlen { format!("z{} byte {}", i / vl, i % vl) } else { format!("p{}", (i - zlen) / (vl / 8)) };
+        return Err(format!("pgtable's vector routines in SVE mode changed {what} (vector length {vl} bytes)"));
+    }
+    rt::println!("kernel: sve-state: pgtable's vector routines kept Z0-Z31 and P0-P15 ({n} comparisons with the spec)");
     Ok(())
 }
 
@@ -281,6 +428,9 @@ fn sme_state() -> Result<usize, String> {
     pattern(&mut a, 0x5e5e);
     let (za, aa) = a.split_at_mut(zlen);
     let (zb, ab) = b.split_at_mut(zlen);
+    let calls = dirty_log_calls(1)?;
+    let (ncalls, args) = calls.as_ref().map_or((0u64, core::ptr::null()), |c| (c.args.len() as u64, c.args.as_ptr()));
+    let ret: u64;
     // SAFETY: SME is enabled; SMSTART enters streaming mode with ZA on; the Z images are `svl`
     // bytes each (streaming vector length) and the ZA array `svl` rows of `svl` bytes, matching
     // the buffers; SMSTOP leaves streaming mode and turns ZA off before returning. Interrupts are
@@ -301,6 +451,19 @@ fn sme_state() -> Result<usize, String> {
             "cmp x12, x26",
             "b.ne 3b",
             "hvc #0",
+            // The dirty-log calls (x25 of them, 32 bytes of x0-x3 each at x27), in streaming
+            // mode: the hypervisor's vector routines must keep to general registers (or keep
+            // the streaming state whole). Stops at the first that fails (x0 != 0).
+            "cbz x25, 7f",
+            "5:",
+            "ldp x0, x1, [x27]",
+            "ldp x2, x3, [x27, #16]",
+            "hvc #0",
+            "cbnz x0, 7f",
+            "add x27, x27, #32",
+            "subs x25, x25, #1",
+            "b.ne 5b",
+            "7:",
             store_z!(),
             "mov w12, #0",
             "mov x9, x23",
@@ -317,9 +480,17 @@ fn sme_state() -> Result<usize, String> {
             in("x22") aa.as_ptr(),
             in("x23") ab.as_mut_ptr(),
             in("x26") svl,
-            inout("x0") abi::hypercall::VERSION => _,
+            inout("x25") ncalls => _,
+            inout("x27") args => _,
+            inout("x0") abi::hypercall::VERSION => ret,
         )
     };
+    if let Some(c) = calls {
+        if ret != 0 {
+            return Err(format!("a dirty-log call in streaming mode failed: {}", ret as i64));
+        }
+        c.finish()?;
+    }
     if let Some(i) = first_difference(&a, &b) {
         let what = if i < zlen {
             format!("streaming z{} byte {}", i / svl, i % svl)
@@ -328,7 +499,10 @@ fn sme_state() -> Result<usize, String> {
         };
         return Err(format!("SME state changed across an HVC in streaming mode: {what} (SVL {svl} bytes)"));
     }
-    rt::println!("kernel: sve-state: streaming Z0-Z31 and ZA ({svl}x{svl} bytes) survived an HVC in streaming mode");
+    rt::println!(
+        "kernel: sve-state: streaming Z0-Z31 and ZA ({svl}x{svl} bytes) survived an HVC in streaming mode{}",
+        if ncalls > 0 { ", and the dirty-log calls" } else { "" }
+    );
     tpidr2_state()?;
     Ok(svl)
 }

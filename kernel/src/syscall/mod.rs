@@ -247,9 +247,7 @@ fn fault_return(frame: &mut TrapFrame) -> Result<(), i64> {
     let t = sched::current().ok_or(errno::ESRCH)?;
     let saved = t.fault.lock().saved.take().ok_or(errno::EINVAL)?;
     frame.clone_from(&saved.0);
-    // SAFETY: the task's saved FP/SIMD state, loaded into the registers it returns to EL0 with
-    // (the kernel does not use them).
-    unsafe { crate::sched::fpsimd::load(&saved.1) };
+    crate::sched::fpsimd::set_task_state(&t, &saved.1);
     match how {
         sc::SKIP => frame.elr += 4,
         sc::RETURN_TO_LR => frame.elr = frame.x[30],

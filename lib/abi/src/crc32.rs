@@ -3,7 +3,7 @@
 
 const POLY: u32 = 0xedb8_8320;
 
-const fn table() -> [u32; 256] {
+const fn make_table() -> [u32; 256] {
     let mut t = [0u32; 256];
     let mut i = 0;
     while i < 256 {
@@ -19,7 +19,20 @@ const fn table() -> [u32; 256] {
     t
 }
 
-static TABLE: [u32; 256] = table();
+static TABLE: [u32; 256] = make_table();
+
+/// How bytes are added to a running CRC register (the value before the final XOR): [`table`]
+/// here, or a CPU's CRC32 instructions (`rt::crc`), which divide by the same reflected
+/// polynomial; an engine must give exactly what the table gives for any split of the input.
+pub type Engine = fn(u32, &[u8]) -> u32;
+
+/// The portable engine: one table look-up per byte.
+pub fn table(mut state: u32, bytes: &[u8]) -> u32 {
+    for &b in bytes {
+        state = TABLE[((state ^ u32::from(b)) & 0xff) as usize] ^ (state >> 8);
+    }
+    state
+}
 
 /// A running CRC-32.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,9 +58,12 @@ impl Crc32 {
 
     /// Adds bytes.
     pub fn update(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.byte(b);
-        }
+        self.update_with(bytes, table);
+    }
+
+    /// Adds bytes with `engine`.
+    pub fn update_with(&mut self, bytes: &[u8], engine: Engine) {
+        self.0 = engine(self.0, bytes);
     }
 
     /// The CRC of everything added so far.

@@ -157,11 +157,17 @@ fn read_u32(b: &[u8], off: usize) -> u32 {
 /// CRC-32 (`crate::crc32`: IEEE 802.3, reflected, as zlib) of `data` with the stamp's CRC field
 /// read as zeros.
 pub fn stamp_crc(data: &[u8]) -> u32 {
-    let crc_field = STAMP_OFFSET + 4..STAMP_OFFSET + 8;
+    stamp_crc_with(data, crate::crc32::table)
+}
+
+/// [`stamp_crc`] computed with `engine`: the bytes before the CRC field, as many zeros as the
+/// field has in `data`, the bytes after it.
+pub fn stamp_crc_with(data: &[u8], engine: crate::crc32::Engine) -> u32 {
+    let field = (STAMP_OFFSET + 4).min(data.len())..(STAMP_OFFSET + 8).min(data.len());
     let mut c = crate::crc32::Crc32::new();
-    for (i, &b) in data.iter().enumerate() {
-        c.byte(if crc_field.contains(&i) { 0 } else { b });
-    }
+    c.update_with(&data[..field.start], engine);
+    c.update_with(&[0; 4][..field.len()], engine);
+    c.update_with(&data[field.end..], engine);
     c.value()
 }
 
@@ -170,6 +176,12 @@ impl ImageHeader {
     /// be checked against `image_size`). A pre-3.17 header with `image_size == 0` is refused: the
     /// loader could not know how much memory the BSS needs.
     pub fn parse(file: &[u8]) -> Result<Self, ImageError> {
+        Self::parse_with(file, crate::crc32::table)
+    }
+
+    /// [`ImageHeader::parse`] with the stamp's CRC-32 computed by `engine` (a CPU's CRC32
+    /// instructions: `rt::crc::engine`).
+    pub fn parse_with(file: &[u8], engine: crate::crc32::Engine) -> Result<Self, ImageError> {
         if file.len() < HEADER_SIZE {
             return Err(ImageError::TooShort { len: file.len() });
         }
@@ -203,7 +215,7 @@ impl ImageHeader {
             }
             // Bytes past the stamped length (padding of a loader) are not the file's.
             let len = usize::try_from(stamped).unwrap_or(usize::MAX).min(file.len());
-            let (stamped, found) = (read_u32(file, STAMP_OFFSET + 4), stamp_crc(&file[..len]));
+            let (stamped, found) = (read_u32(file, STAMP_OFFSET + 4), stamp_crc_with(&file[..len], engine));
             if stamped != found {
                 return Err(ImageError::Corrupted { stamped, found });
             }
@@ -245,6 +257,35 @@ impl ImageHeader {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The stamp's CRC by its definition: every byte in turn, the field's read as 0.
+    fn stamp_crc_by_bytes(data: &[u8]) -> u32 {
+        let mut c = crate::crc32::Crc32::new();
+        for (i, &b) in data.iter().enumerate() {
+            c.byte(if (STAMP_OFFSET + 4..STAMP_OFFSET + 8).contains(&i) { 0 } else { b });
+        }
+        c.value()
+    }
+
+    #[test]
+    fn the_stamp_crc_skips_exactly_the_field_at_any_length() {
+        let data: [u8; 100] = core::array::from_fn(|i| (i * 37 + 11) as u8);
+        for len in 0..data.len() {
+            assert_eq!(stamp_crc(&data[..len]), stamp_crc_by_bytes(&data[..len]), "{len} bytes");
+        }
+    }
+
+    #[test]
+    fn an_engine_that_splits_its_input_gives_the_tables_crc() {
+        // Any engine sees the file in three pieces (before, in, after the field): one that
+        // mixed up the pieces' order or lengths would differ from the definition.
+        fn halves(state: u32, bytes: &[u8]) -> u32 {
+            let (a, b) = bytes.split_at(bytes.len() / 2);
+            crate::crc32::table(crate::crc32::table(state, a), b)
+        }
+        let data: [u8; 300] = core::array::from_fn(|i| (i * 13 + 5) as u8);
+        assert_eq!(stamp_crc_with(&data, halves), stamp_crc_by_bytes(&data));
+    }
 
     fn header(text_offset: u64, size: u64, flags: u64, len: usize) -> [u8; 128] {
         let mut b = [0u8; 128];

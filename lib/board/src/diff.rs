@@ -142,9 +142,9 @@ pub fn compare(left: &[u8], right: &[u8]) -> Result<Vec<Difference>, BoardError>
 
 fn node(lt: &Tree, li: usize, rt: &Tree, ri: usize, out: &mut Vec<Difference>) {
     let path = lt.path(li).to_string();
-    let lprops: Vec<_> = lt.nodes[li].fdt.properties().collect();
-    let rprops: Vec<_> = rt.nodes[ri].fdt.properties().collect();
-    for p in &lprops {
+    let lprops = lt.nodes[li].props.as_slice();
+    let rprops = rt.nodes[ri].props.as_slice();
+    for p in lprops {
         let other = rprops.iter().find(|q| q.name == p.name);
         if other.map(|q| q.value) != Some(p.value) {
             out.push(Difference::Property {

@@ -13,10 +13,21 @@ use fdt::Fdt;
 
 use crate::error::{bad_prop, missing_prop, BoardError};
 
+/// A property as the blob has it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Prop<'a> {
+    pub name: &'a str,
+    pub value: &'a [u8],
+}
+
 pub(crate) struct Node<'b, 'a> {
     pub path: String,
     pub name: &'a str,
     pub fdt: FdtNode<'b, 'a>,
+    /// Its properties in the blob's order, decoded once: `fdt` finds a property by decoding
+    /// every one before it (its name looked up and checked as UTF-8 each time), and every
+    /// look-up here would pay that again.
+    pub props: Vec<Prop<'a>>,
     pub parent: Option<usize>,
     pub children: Vec<usize>,
 }
@@ -33,11 +44,22 @@ pub(crate) struct Cells {
     pub size: u32,
 }
 
+fn props_of<'a>(n: FdtNode<'_, 'a>) -> Vec<Prop<'a>> {
+    n.properties().map(|p| Prop { name: p.name, value: p.value }).collect()
+}
+
 impl<'b, 'a> Tree<'b, 'a> {
     pub(crate) fn build(fdt: &'b Fdt<'a>) -> Result<Self, BoardError> {
         let mut nodes = Vec::new();
         let root = fdt.find_node("/").ok_or_else(|| BoardError::MissingNode { node: String::from("/") })?;
-        nodes.push(Node { path: String::from("/"), name: "", fdt: root, parent: None, children: Vec::new() });
+        nodes.push(Node {
+            path: String::from("/"),
+            name: "",
+            fdt: root,
+            props: props_of(root),
+            parent: None,
+            children: Vec::new(),
+        });
         Self::add_children(&mut nodes, 0);
         Ok(Tree { nodes })
     }
@@ -51,7 +73,14 @@ impl<'b, 'a> Tree<'b, 'a> {
             }
             path.push_str(child.name);
             let idx = nodes.len();
-            nodes.push(Node { path, name: child.name, fdt: child, parent: Some(parent), children: Vec::new() });
+            nodes.push(Node {
+                path,
+                name: child.name,
+                fdt: child,
+                props: props_of(child),
+                parent: Some(parent),
+                children: Vec::new(),
+            });
             nodes[parent].children.push(idx);
             Self::add_children(nodes, idx);
         }
@@ -66,7 +95,7 @@ impl<'b, 'a> Tree<'b, 'a> {
     }
 
     pub(crate) fn prop(&self, i: usize, name: &str) -> Option<&'a [u8]> {
-        self.nodes[i].fdt.properties().find(|p| p.name == name).map(|p| p.value)
+        self.nodes[i].props.iter().find(|p| p.name == name).map(|p| p.value)
     }
 
     pub(crate) fn has_prop(&self, i: usize, name: &str) -> bool {
@@ -213,8 +242,7 @@ impl<'b, 'a> Tree<'b, 'a> {
         let Some(aliases) = self.find_path("/aliases") else {
             return Ok(None);
         };
-        let Some(target) = self.nodes[aliases].fdt.properties().find(|p| p.name == path_or_alias).map(|p| p.value)
-        else {
+        let Some(target) = self.prop(aliases, path_or_alias) else {
             return Ok(None);
         };
         let target = match target.split_last() {

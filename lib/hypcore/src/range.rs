@@ -58,6 +58,24 @@ pub const fn align_down(v: u64, a: u64) -> u64 {
     v & !(a - 1)
 }
 
+/// The whole `block`-aligned blocks inside `r` (`block` a power of two), as a range, and the
+/// bytes before and after them, which a block operation (`DC ZVA`) cannot reach; `None` when
+/// `r` holds no whole block (then all of `r` is left for byte-wise work).
+pub fn whole_blocks(r: Range, block: u64) -> Option<Range> {
+    let lo = align_up(r.start, block)?;
+    let hi = align_down(r.end, block);
+    (lo < hi).then(|| Range::new(lo, hi))
+}
+
+/// The smallest range holding `a` (if any) and `b`: where a set of ranges lies, kept as one
+/// bound (the frames the hypervisor took with its MMU off, which it must invalidate).
+pub fn hull(a: Option<Range>, b: Range) -> Range {
+    match a {
+        Some(a) => Range::new(a.start.min(b.start), a.end.max(b.end)),
+        None => b,
+    }
+}
+
 /// The bytes of all `ranges`.
 pub fn total(ranges: &[Range]) -> u64 {
     ranges.iter().map(Range::len).fold(0, u64::saturating_add)
@@ -158,6 +176,44 @@ pub fn place(ram: &[Range], size: u64, align: u64, window: u64, avoid: &[Range])
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_hull_holds_both_and_no_more() {
+        use super::{hull, Range};
+        let (a, b) = (Range::new(0x3000, 0x5000), Range::new(0x8000, 0x9000));
+        assert_eq!(hull(None, b), b);
+        assert_eq!(hull(Some(a), b), Range::new(0x3000, 0x9000));
+        assert_eq!(hull(Some(b), a), Range::new(0x3000, 0x9000));
+        assert_eq!(hull(Some(Range::new(0x1000, 0xa000)), a), Range::new(0x1000, 0xa000));
+    }
+
+    #[test]
+    fn whole_blocks_are_aligned_inside_and_maximal() {
+        use super::{whole_blocks, Range};
+        let b = 64;
+        assert_eq!(whole_blocks(Range::new(0x1000, 0x2000), b), Some(Range::new(0x1000, 0x2000)));
+        assert_eq!(whole_blocks(Range::new(0x1001, 0x2000), b), Some(Range::new(0x1040, 0x2000)));
+        assert_eq!(whole_blocks(Range::new(0x1000, 0x203f), b), Some(Range::new(0x1000, 0x2000)));
+        // Less than a whole block, or one that straddles: none.
+        assert_eq!(whole_blocks(Range::new(0x1001, 0x1040), b), None);
+        assert_eq!(whole_blocks(Range::new(0x1020, 0x1060), b), None);
+        assert_eq!(whole_blocks(Range::new(0x1000, 0x1000), b), None);
+        // Exactly one block; and no overflow at the top of the address space.
+        assert_eq!(whole_blocks(Range::new(0x1040, 0x1080), b), Some(Range::new(0x1040, 0x1080)));
+        assert_eq!(whole_blocks(Range::new(u64::MAX - 10, u64::MAX), b), None);
+        for start in 0x1000..0x1100u64 {
+            for len in 0..0x100u64 {
+                let r = Range::new(start, start + len);
+                match whole_blocks(r, b) {
+                    Some(w) => {
+                        assert!(w.start % b == 0 && w.end % b == 0 && w.start >= r.start && w.end <= r.end);
+                        assert!(w.start - r.start < b && r.end - w.end < b, "{r}: {w} is not all of it");
+                    }
+                    None => assert!(r.start.next_multiple_of(b) + b > r.end, "{r} holds a block"),
+                }
+            }
+        }
+    }
+
     use super::*;
     use alloc::vec;
     use proptest::prelude::*;

@@ -215,13 +215,8 @@ pub fn emit_invalidation<T: TlbMaintenance + ?Sized>(
         return 1;
     }
     let pages = (end - start).div_ceil(PAGE_SIZE);
-    let range_ops = if policy.use_range && tlb.features().range && pages > 1 {
-        let mut n = 0;
-        let rest = TlbiRange::decompose(pages, |_, _| n += 1);
-        n + rest
-    } else {
-        u64::MAX
-    };
+    let range_ops =
+        if policy.use_range && tlb.features().range && pages > 1 { TlbiRange::count(pages) } else { u64::MAX };
     let use_range = range_ops < per_entry_ops;
     let leaf_ops = per_entry_ops.min(range_ops);
     // A removed table is covered by the leaf operations when its region is hit by one of them.

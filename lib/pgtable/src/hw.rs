@@ -1,5 +1,6 @@
 //! The target implementation of [`TlbMaintenance`]: real TLBI / DSB / ISB instructions, each
-//! counted in global atomic counters (all CPUs) readable with [`HwTlb::counters`].
+//! counted in global atomic counters (all CPUs) readable with [`HwTlb::counters`] (barriers
+//! issued through [`dsb_uncounted`] are counted by their issuer instead).
 //!
 //! Regimes: the EL2 forms (VAE2IS, ALLE2IS) and the stage-2 forms (IPAS2E1IS, VMALLS12E1IS,
 //! VMALLE1IS for a guest) must be issued at EL2; the stage-2 forms act on the VMID currently in
@@ -45,6 +46,33 @@ impl HwTlb {
         }
         c.isb = ISB_COUNT.load(Ordering::Relaxed);
         c
+    }
+}
+
+/// Issues `barrier` without counting it in [`HwTlb::counters`]: only for a
+/// [`TlbMaintenance`] whose owner counts its barriers itself (a CPU's own tally, added to these
+/// counters wherever they are read), where the shared atomic counters cost more than the
+/// barrier's own instruction.
+#[inline(always)]
+pub fn dsb_uncounted(barrier: Barrier) {
+    // SAFETY: barriers only order and complete memory accesses and TLB maintenance; no
+    // memory is accessed. Not `nomem`: the compiler must not move descriptor stores across
+    // them.
+    unsafe {
+        match barrier {
+            // Waits for every earlier access and TLBI, system wide.
+            Barrier::Sy => asm!("dsb sy", options(nostack, preserves_flags)),
+            // Waits for earlier accesses and for TLBI ...IS to complete on every CPU of the
+            // inner-shareable domain.
+            Barrier::Ish => asm!("dsb ish", options(nostack, preserves_flags)),
+            // Earlier descriptor stores are visible to every walker in the domain before any
+            // later TLBI executes.
+            Barrier::IshSt => asm!("dsb ishst", options(nostack, preserves_flags)),
+            // Completes local TLBIs and accesses of this CPU.
+            Barrier::Nsh => asm!("dsb nsh", options(nostack, preserves_flags)),
+            // Earlier stores visible to this CPU's walker.
+            Barrier::NshSt => asm!("dsb nshst", options(nostack, preserves_flags)),
+        }
     }
 }
 
@@ -203,25 +231,7 @@ impl TlbMaintenance for HwTlb {
 
     fn dsb(&mut self, barrier: Barrier) {
         DSB_COUNT[barrier.kind()].fetch_add(1, Ordering::Relaxed);
-        // SAFETY: barriers only order and complete memory accesses and TLB maintenance; no
-        // memory is accessed. Not `nomem`: the compiler must not move descriptor stores across
-        // them.
-        unsafe {
-            match barrier {
-                // Waits for every earlier access and TLBI, system wide.
-                Barrier::Sy => asm!("dsb sy", options(nostack, preserves_flags)),
-                // Waits for earlier accesses and for TLBI ...IS to complete on every CPU of the
-                // inner-shareable domain.
-                Barrier::Ish => asm!("dsb ish", options(nostack, preserves_flags)),
-                // Earlier descriptor stores are visible to every walker in the domain before any
-                // later TLBI executes.
-                Barrier::IshSt => asm!("dsb ishst", options(nostack, preserves_flags)),
-                // Completes local TLBIs and accesses of this CPU.
-                Barrier::Nsh => asm!("dsb nsh", options(nostack, preserves_flags)),
-                // Earlier stores visible to this CPU's walker.
-                Barrier::NshSt => asm!("dsb nshst", options(nostack, preserves_flags)),
-            }
-        }
+        dsb_uncounted(barrier);
     }
 
     fn isb(&mut self) {

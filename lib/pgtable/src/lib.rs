@@ -164,6 +164,7 @@ pub mod raw;
 pub mod regime;
 mod table;
 pub mod tlb;
+pub mod vector;
 pub mod walker;
 
 /// The README's example, run as a doc-test too.
@@ -177,7 +178,7 @@ pub use cpu::{Midr, Refusal};
 pub use error::{Arg, Error, ErrorKind};
 pub use frame::{FrameAlloc, HeapFrames};
 pub use gather::{FlushPolicy, TlbGather};
-pub use ops::Leaf;
+pub use ops::{FreshPage, Leaf, PageLeaf};
 pub use regime::{Regime, VaHalf, MAIR};
 pub use table::{Config, CrossingBlocks, Opts, PageTable, Policy, SplitOpts, Stats, Translation};
 pub use tlb::{Barrier, CountingTlb, Shareability, TlbCounters, TlbFeatures, TlbMaintenance, Tlbi, TlbiOp, TlbiRange};

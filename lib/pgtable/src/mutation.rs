@@ -41,12 +41,15 @@ pub enum Mutation {
     /// A write-protecting split under BBML2 writes the blocks read-only in place but does not
     /// flush them before linking the read-only tables (a writable block stays cached).
     SplitReadOnlyUnflushed,
+    /// `map_fresh_page` (a page fault's new page) writes the descriptor without the `DSB
+    /// ISHST` that makes the frame's zeroing visible first.
+    MapFreshUnpublished,
 }
 
 impl Mutation {
     /// Every seeded bug (all variants but `None`, in declaration order; a test keeps the list
     /// complete).
-    pub const ALL: [Mutation; 13] = [
+    pub const ALL: [Mutation; 14] = [
         Mutation::SkipBbmOnSplit,
         Mutation::ElideTlbiRwToRo,
         Mutation::ElideTlbiOaChange,
@@ -60,12 +63,20 @@ impl Mutation {
         Mutation::UnmapPagesUnflushed,
         Mutation::SplitRunBreaksFirst,
         Mutation::SplitReadOnlyUnflushed,
+        Mutation::MapFreshUnpublished,
     ];
 
     /// Whether the bug can only show with `Policy::lazy_relax` on a user (EL1&0 lower half)
     /// table: a run that hunts it must turn lazy relaxation on.
     pub const fn needs_lazy_relax(self) -> bool {
         matches!(self, Mutation::LazyRelaxAnyPermission)
+    }
+
+    /// Whether the bug shows only in `map_fresh_page` (a page fault's new page, its frame from
+    /// the table's allocator): a run that hunts it must draw such maps (the property test's
+    /// sequences with fresh pages; the others have none).
+    pub const fn needs_fresh_pages(self) -> bool {
+        matches!(self, Mutation::MapFreshUnpublished)
     }
 
     /// Whether the bug shows only in splits that write-protect (`SplitOpts::read_only`): a
@@ -107,11 +118,12 @@ mod tests {
                 Mutation::UnmapPagesUnflushed => Some(10),
                 Mutation::SplitRunBreaksFirst => Some(11),
                 Mutation::SplitReadOnlyUnflushed => Some(12),
+                Mutation::MapFreshUnpublished => Some(13),
             }
         }
         for (i, m) in Mutation::ALL.into_iter().enumerate() {
             assert_eq!(position(m), Some(i), "{m:?}");
         }
-        assert_eq!(position(Mutation::SplitReadOnlyUnflushed).map(|p| p + 1), Some(Mutation::ALL.len()));
+        assert_eq!(position(Mutation::MapFreshUnpublished).map(|p| p + 1), Some(Mutation::ALL.len()));
     }
 }

@@ -36,6 +36,17 @@ impl TlbiRange {
     pub const fn bytes(self) -> u64 {
         self.pages() * PAGE_SIZE
     }
+    /// How many operations [`TlbiRange::decompose`] splits `pages` into, single pages included,
+    /// without walking it: at SCALE 3 one operation per 32 units (or part), at each smaller
+    /// SCALE one operation when the 5 bits of units below the larger SCALE are not all zero,
+    /// and the odd page last.
+    #[inline]
+    pub const fn count(pages: u64) -> u64 {
+        let top = (pages >> 16).div_ceil(32);
+        let mid = ((pages >> 11) & 31 != 0) as u64 + ((pages >> 6) & 31 != 0) as u64;
+        top + mid + ((pages >> 1) & 31 != 0) as u64 + (pages & 1)
+    }
+
     /// Splits `pages` into range operations (largest scale first) plus a remainder of single
     /// pages (0 or 1, since every range is an even number of pages). Calls `f(offset_pages, range)`.
     pub fn decompose(mut pages: u64, mut f: impl FnMut(u64, TlbiRange)) -> u64 {
@@ -436,6 +447,29 @@ mod tests {
             });
             assert!(rest <= 1);
             assert_eq!(covered + rest, pages);
+        }
+    }
+
+    fn walked_count(pages: u64) -> u64 {
+        let mut n = 0;
+        let rest = TlbiRange::decompose(pages, |_, _| n += 1);
+        n + rest
+    }
+
+    #[test]
+    fn range_count_matches_decomposition() {
+        // Every count up to four SCALE-3 units, then the edges of each SCALE and of the
+        // 32-unit cap at SCALE 3.
+        for pages in 0..=(4 << 16) {
+            assert_eq!(TlbiRange::count(pages), walked_count(pages), "{pages} pages");
+        }
+        for scale in 0..4u64 {
+            let unit = 1u64 << (5 * scale + 1);
+            for k in [1u64, 31, 32, 33, 63, 64, 65, 1 << 10, (1 << 10) + 1] {
+                for pages in [k * unit - 1, k * unit, k * unit + 1] {
+                    assert_eq!(TlbiRange::count(pages), walked_count(pages), "{pages} pages");
+                }
+            }
         }
     }
 

@@ -76,8 +76,15 @@ fn icache_line() -> u64 {
 /// `DSB SY` so the maintenance has completed on return.
 fn by_line(start: u64, len: u64, op: impl Fn(u64)) {
     let line = dcache_line();
-    let mut a = start & !(line - 1);
-    while a < start.saturating_add(len) {
+    let l = crate::lines::lines(start, len, line);
+    let mut a = l.first;
+    for _ in 0..l.rounds {
+        for k in 0..crate::lines::ROUND {
+            op(a + k * line);
+        }
+        a += crate::lines::ROUND * line;
+    }
+    for _ in 0..l.singles {
         op(a);
         a += line;
     }

@@ -22,6 +22,7 @@ extern crate std;
 
 pub mod cadence_uart;
 pub mod console;
+pub mod crc;
 pub use abi::esr;
 pub mod el1;
 pub mod el2;
@@ -30,6 +31,7 @@ pub mod gicv2;
 pub mod heap;
 pub use abi::image;
 pub mod imx_uart;
+pub mod lines;
 pub mod ns16550;
 pub use abi::pe;
 pub mod pl011;

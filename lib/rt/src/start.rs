@@ -142,6 +142,17 @@ __rt_entry:
     add     x9, x9, :lo12:__bss_start
     adrp    x10, __bss_end
     add     x10, x10, :lo12:__bss_end
+    sub     x11, x10, x9            // 64 bytes per round while 64 are left (the BSS is MiBs:
+    bic     x11, x11, #63           // the heap), then 16 at a time as the linker aligns it
+    add     x11, x9, x11
+6:  cmp     x9, x11
+    b.hs    4f
+    stp     xzr, xzr, [x9]
+    stp     xzr, xzr, [x9, #16]
+    stp     xzr, xzr, [x9, #32]
+    stp     xzr, xzr, [x9, #48]
+    add     x9, x9, #64
+    b       6b
 4:  cmp     x9, x10
     b.hs    5f
     stp     xzr, xzr, [x9], #16

@@ -22,7 +22,10 @@
 use alloc::vec::Vec;
 
 use abi::syscall::{errno, map, prot, PAGE_SIZE, USER_END, USER_START};
-use pgtable::{Attributes, Constraints, FrameAlloc, PageTable, Perms, PhysAddr, TlbMaintenance, VaHalf, VirtAddr};
+use pgtable::{
+    Attributes, Barrier, Constraints, FrameAlloc, FreshPage, PageLeaf, PageTable, Perms, PhysAddr, TlbMaintenance,
+    VaHalf, VirtAddr,
+};
 
 use crate::elf::{ElfError, Program};
 use crate::vma::{Vma, VmaSet};
@@ -184,12 +187,24 @@ pub fn perms_of(p: u64) -> Perms {
     r
 }
 
-fn need(a: Access) -> Perms {
+pub(crate) fn need(a: Access) -> Perms {
     match a {
         Access::Read => Perms::READ | Perms::USER,
         Access::Write => Perms::RW | Perms::USER,
         Access::Exec => Perms::READ | Perms::USER | Perms::USER_EXEC,
     }
+}
+
+/// Whether a region with protection `p` allows `a`: [`perms_of`] of `p` holds what the access
+/// needs (write and execute imply read), decided on the `prot` bits alone.
+#[inline(always)]
+pub(crate) fn allows(p: u64, a: Access) -> bool {
+    let wanted = match a {
+        Access::Read => prot::ALL,
+        Access::Write => prot::WRITE,
+        Access::Exec => prot::EXEC,
+    };
+    p & wanted != 0
 }
 
 fn pt_err(e: pgtable::Error) -> i64 {
@@ -269,6 +284,8 @@ impl Freed {
 pub struct AddressSpace<A: FrameAlloc> {
     pt: PageTable<A>,
     vmas: VmaSet,
+    /// The page descriptor of each `prot` value (index: its three bits), encoded once.
+    leaves: [PageLeaf; 8],
     /// Its counters.
     pub stats: SpaceStats,
 }
@@ -281,8 +298,12 @@ impl<A: FrameAlloc> AddressSpace<A> {
     /// `ENOMEM` without a frame for the root.
     pub fn new<T: TlbMaintenance + ?Sized>(frames: A, tlb: &mut T) -> Result<Self, i64> {
         let mut pt = PageTable::el1(0, VaHalf::Lower, frames).map_err(pt_err)?;
+        let mut leaves = [pt.page_leaf(Attributes::normal(Perms::NONE)).map_err(pt_err)?; 8];
+        for (p, leaf) in leaves.iter_mut().enumerate() {
+            *leaf = pt.page_leaf(Attributes::normal(perms_of(p as u64))).map_err(pt_err)?;
+        }
         pt.set_live(tlb);
-        Ok(AddressSpace { pt, vmas: VmaSet::new(), stats: SpaceStats::default() })
+        Ok(AddressSpace { pt, vmas: VmaSet::new(), leaves, stats: SpaceStats::default() })
     }
 
     /// The table.
@@ -420,6 +441,37 @@ impl<A: FrameAlloc> AddressSpace<A> {
         out
     }
 
+    /// The common fault alone, a first touch the region allows: `va` a user address inside
+    /// a region whose protection allows `access`, its page's entry empty in a level-3 table
+    /// that exists, and a frame to be had. Then the page is mapped (`PageTable::map_fresh_page`:
+    /// a zeroed frame, `DSB ISHST`, the entry, `DSB ISHST`), counted as [`fault`](Self::fault)
+    /// counts a demand-zero page, and this returns true; anything else returns false having
+    /// changed nothing, and the caller calls [`fault`](Self::fault). The caller knows the
+    /// hardware reported a translation fault, and returns to the access through an exception
+    /// return (no `ISB` here).
+    #[inline(always)]
+    pub fn first_touch<T: TlbMaintenance + ?Sized>(&mut self, tlb: &mut T, va: u64, access: Access) -> bool {
+        if va >= USER_END {
+            return false;
+        }
+        let Some(vma) = self.vmas.find(va) else {
+            return false;
+        };
+        if !allows(vma.prot, access) {
+            return false;
+        }
+        let page = VirtAddr::new(va & !(PAGE_SIZE - 1));
+        let leaf = self.leaves[(vma.prot & prot::ALL) as usize];
+        match self.pt.map_fresh_leaf(tlb, page, leaf) {
+            FreshPage::Mapped(_) => {
+                self.stats.pages += 1;
+                self.stats.demand += 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
     #[inline(always)]
     fn decide<T: TlbMaintenance + ?Sized>(
         &mut self,
@@ -481,11 +533,33 @@ impl<A: FrameAlloc> AddressSpace<A> {
     }
 
     /// Maps a fresh zero page at `page` with the region's protection; `Ok(false)` when
-    /// something is mapped there already (the frame is given back).
+    /// something is mapped there already (no frame taken, or the frame given back).
     #[inline(always)]
     fn populate<T: TlbMaintenance + ?Sized>(&mut self, tlb: &mut T, page: u64, vma: Vma) -> Result<bool, i64> {
-        let pa = self.pt.frames_mut().alloc_zeroed(1).ok_or(errno::ENOMEM)?;
         let attrs = Attributes::normal(perms_of(vma.prot));
+        match self.pt.map_fresh_page(tlb, VirtAddr::new(page), attrs) {
+            FreshPage::Mapped(_) => {
+                self.stats.pages += 1;
+                Ok(true)
+            }
+            FreshPage::Occupied => Ok(false),
+            FreshPage::NoFrame => Err(errno::ENOMEM),
+            FreshPage::Declined => self.populate_walk(tlb, page, attrs),
+        }
+    }
+
+    /// [`populate`](Self::populate) where the fresh-page path declined (no level-3 table yet,
+    /// a summary bit to clear, flush elision off): by `map`, its frame's zeros made visible
+    /// first (`DSB ISHST`), as `map_fresh_page` does.
+    #[inline(never)]
+    fn populate_walk<T: TlbMaintenance + ?Sized>(
+        &mut self,
+        tlb: &mut T,
+        page: u64,
+        attrs: Attributes,
+    ) -> Result<bool, i64> {
+        let pa = self.pt.frames_mut().alloc_zeroed(1).ok_or(errno::ENOMEM)?;
+        tlb.dsb(Barrier::IshSt);
         if let Err(e) = self.pt.map(tlb, VirtAddr::new(page), PAGE_SIZE, pa, attrs, Constraints::PAGES_ONLY) {
             self.pt.frames_mut().free(pa, 1);
             return match e.kind() {
@@ -548,6 +622,8 @@ impl<A: FrameAlloc> AddressSpace<A> {
         // `phys_to_ptr` reaches all of it (FrameAlloc contract) and nothing else writes it.
         let page = unsafe { core::slice::from_raw_parts_mut(self.page_ptr(pa), PAGE_SIZE as usize) };
         fill(page);
+        // What was written visible before any walker can find the entry.
+        tlb.dsb(Barrier::IshSt);
         if let Err(e) =
             self.pt.map(tlb, VirtAddr::new(va), PAGE_SIZE, pa, Attributes::normal(perms), Constraints::PAGES_ONLY)
         {

@@ -141,6 +141,64 @@ fn demand_zero_faults_and_map_fixed_replacement() {
     assert_eq!(touch(&mut s, &mut t, a, Access::Read), FaultOutcome::Mapped);
 }
 
+/// The lean first touch maps exactly what `fault` would map as a demand-zero page, and
+/// nothing else: not outside a region, not beyond its protection, not over a page (or a
+/// PROT_NONE marker) already there, not above user space; the general path then decides.
+#[test]
+fn first_touch_maps_only_what_the_region_allows() {
+    let (mut s, mut t) = space();
+    let mm = |s: &mut AddressSpace<HeapFrames>, t: &mut CountingTlb, prot: u64| {
+        s.mmap(t, crate::Mmap { addr: 0, len: 4 * PAGE_SIZE, prot, flags: ANON, fd: NOFD, offset: 0 }).unwrap()
+    };
+    let ro = mm(&mut s, &mut t, prot::READ);
+    let none = mm(&mut s, &mut t, 0);
+    let rw = mm(&mut s, &mut t, RW);
+    // The first page of each region through `fault` (its level-3 table is made there).
+    assert_eq!(touch(&mut s, &mut t, ro, Access::Read), FaultOutcome::Mapped);
+    assert_eq!(touch(&mut s, &mut t, rw, Access::Write), FaultOutcome::Mapped);
+    let before = (s.stats, t.counters.tlbi_total());
+    assert!(!s.first_touch(&mut t, ro + PAGE_SIZE, Access::Write), "a write to a read-only region");
+    assert!(!s.first_touch(&mut t, ro + PAGE_SIZE, Access::Exec), "an instruction fetch from a non-executable region");
+    assert!(!s.first_touch(&mut t, none, Access::Read), "PROT_NONE");
+    assert!(!s.first_touch(&mut t, rw + 4 * PAGE_SIZE + 8, Access::Read), "past the region");
+    assert!(!s.first_touch(&mut t, USER_END + 8, Access::Read), "above user space");
+    assert!(!s.first_touch(&mut t, rw + 8, Access::Read), "mapped already");
+    assert_eq!((s.stats, t.counters.tlbi_total()), before, "a refused first touch changes nothing");
+    assert!(s.table().translate(VirtAddr::new(ro + PAGE_SIZE)).is_none());
+    // What it maps: a zero page with the region's permissions, counted as a demand-zero fault,
+    // with no TLBI (an empty entry becomes valid).
+    assert!(s.first_touch(&mut t, ro + PAGE_SIZE + 16, Access::Read));
+    assert!(s.first_touch(&mut t, rw + 2 * PAGE_SIZE + 8, Access::Write));
+    assert_eq!((s.stats.pages, s.stats.demand), (before.0.pages + 2, before.0.demand + 2));
+    assert_eq!(t.counters.tlbi_total(), before.1);
+    let tr = s.table().translate(VirtAddr::new(ro + PAGE_SIZE)).unwrap();
+    assert_eq!(tr.attrs.perms, perms_of(prot::READ));
+    let tw = s.table().translate(VirtAddr::new(rw + 2 * PAGE_SIZE)).unwrap();
+    assert_eq!(tw.attrs.perms, perms_of(RW));
+    // SAFETY: HeapFrames' physical addresses are heap pointers to whole pages.
+    let words = unsafe { core::slice::from_raw_parts(tw.phys.as_u64() as *const u64, 512) };
+    assert!(words.iter().all(|&w| w == 0), "a zero page");
+    // A PROT_NONE page (populated, then protected) is not a first touch.
+    s.mprotect(&mut t, rw, PAGE_SIZE, 0).unwrap();
+    assert!(!s.first_touch(&mut t, rw, Access::Read));
+    // And `fault` still decides the rest as before.
+    assert_eq!(
+        touch(&mut s, &mut t, ro + PAGE_SIZE, Access::Write),
+        FaultOutcome::Denied(Denial::Protection(prot::READ))
+    );
+    assert_eq!(touch(&mut s, &mut t, rw + 2 * PAGE_SIZE, Access::Write), FaultOutcome::Retry);
+}
+
+/// The first touch's check on the `prot` bits is the permissions' own.
+#[test]
+fn allows_is_what_the_permissions_grant() {
+    for p in 0..=prot::ALL {
+        for a in [Access::Read, Access::Write, Access::Exec] {
+            assert_eq!(crate::space::allows(p, a), perms_of(p).contains(crate::space::need(a)), "prot {p:#x}, {a:?}");
+        }
+    }
+}
+
 #[test]
 fn mprotect_and_munmap_arguments() {
     let (mut s, mut t) = space();

@@ -89,11 +89,14 @@ fn run(_args: &str) -> i32 {
     calls_without_memory(&mut c);
     write_and_clock(&mut c);
     mmap_munmap(&mut c);
+    fault_counts(&mut c);
     mprotect_paths(&mut c);
     exec_permissions(&mut c);
     tasks(&mut c);
     knobs(&mut c);
     registers_survive(&mut c);
+    fp_state_is_per_task(&mut c);
+    vector_registers_survive(&mut c);
     let bad = bad_pointers(&mut c);
     let mut r = Record::new("selftest");
     r.u64("checks", c.n)
@@ -239,6 +242,22 @@ fn mmap_munmap(c: &mut Checks) {
 
 /// Pages in four states (never touched, read, written, PROT_NONE while written), then each
 /// protection change, probed by EL0 stores and loads and by the kernel writing for the task.
+/// Demand-zero faults are counted, with their barriers: each maps a page after a `DSB ISHST`
+/// that publishes the zeroed frame and before one that publishes the entry, whichever path
+/// the kernel takes (its lean first touch tallies them per CPU; the totals add every CPU's).
+fn fault_counts(c: &mut Checks) {
+    const N: u64 = 8;
+    let a = sys::mmap(0, N * PAGE_SIZE, RW, ANON).unwrap_or(0);
+    let before = sys::counters();
+    for i in 0..N {
+        c.goes("touch a fresh page", PROBE.write(a + i * PAGE_SIZE, i));
+    }
+    let after = sys::counters();
+    c.that("each first touch counts a demand-zero fault", after.faults_demand - before.faults_demand >= N);
+    c.that("... and its two DSBs", after.dsb - before.dsb >= 2 * N);
+    c.ok("munmap them", sys::munmap(a, N * PAGE_SIZE), 0);
+}
+
 fn mprotect_paths(c: &mut Checks) {
     use abi::syscall::nr;
     let n = 4;
@@ -464,6 +483,75 @@ __selftest_regs:
     yield_nr = const abi::syscall::nr::YIELD,
 );
 
+// What this block guarantees: `__selftest_vregs(addr, len, prot, src, dst)` loads q0-q31 from
+// `src` (512 bytes), makes the `MPROTECT(addr, len, prot)` system call, stores q0-q31 into `dst`
+// (512 bytes) and returns the call's x0; the caller's d8-d15 (callee-saved) are given back.
+#[cfg(target_arch = "aarch64")]
+core::arch::global_asm!(
+    r#"
+.section .text.selftest_vregs, "ax"
+.arch_extension simd
+.global __selftest_vregs
+__selftest_vregs:
+    sub     sp, sp, #64
+    stp     d8, d9, [sp, #0]
+    stp     d10, d11, [sp, #16]
+    stp     d12, d13, [sp, #32]
+    stp     d14, d15, [sp, #48]
+    .irp k, 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31
+    ldr     q\k, [x3, #(\k * 16)]
+    .endr
+    mov     x8, #{mprotect_nr}
+    svc     #0
+    .irp k, 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31
+    str     q\k, [x4, #(\k * 16)]
+    .endr
+    ldp     d8, d9, [sp, #0]
+    ldp     d10, d11, [sp, #16]
+    ldp     d12, d13, [sp, #32]
+    ldp     d14, d15, [sp, #48]
+    add     sp, sp, #64
+    ret
+"#,
+    mprotect_nr = const abi::syscall::nr::MPROTECT,
+);
+
+#[cfg(target_arch = "aarch64")]
+extern "C" {
+    fn __selftest_vregs(addr: u64, len: u64, prot: u64, src: *const [u64; 64], dst: *mut [u64; 64]) -> i64;
+}
+
+/// The task's vector registers survive an mprotect of 512 present pages, which the kernel does
+/// with its vector routine (lib/pgtable's, saving and restoring what it uses): q0-q31 loaded
+/// with a pattern before the call must all come back.
+fn vector_registers_survive(c: &mut Checks) {
+    const PAGES: u64 = 512;
+    let Ok(base) = sys::mmap(0, PAGES * PAGE_SIZE, RW, ANON) else {
+        c.that("vector registers: mmap", false);
+        return;
+    };
+    for i in 0..PAGES {
+        // SAFETY: inside the mapping just made, read-write.
+        unsafe { ((base + i * PAGE_SIZE) as *mut u64).write_volatile(i) };
+    }
+    let src: [u64; 64] =
+        core::array::from_fn(|k| 0xa5c3_0000_0000_0000 ^ (k as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    #[cfg(target_arch = "aarch64")]
+    let (r, dst) = {
+        let mut dst = [0u64; 64];
+        // SAFETY: the mapping is this task's; `src` and `dst` are 512 bytes each; the routine
+        // gives back every register the ABI asks it to.
+        let r = unsafe { __selftest_vregs(base, PAGES * PAGE_SIZE, prot::READ, &src, &mut dst) };
+        (r, dst)
+    };
+    #[cfg(not(target_arch = "aarch64"))]
+    let (r, dst) = (0i64, src);
+    c.ok("vector registers: mprotect of 512 pages", if r < 0 { Err(r) } else { Ok(r as u64) }, 0);
+    let bad = (0..32).filter(|&q| dst[2 * q..2 * q + 2] != src[2 * q..2 * q + 2]).fold(0u64, |m, q| m | 1 << q);
+    c.record("vector registers: q0-q31 survive an mprotect of 512 pages", bad == 0, bad as i64, 0);
+    let _ = sys::munmap(base, PAGES * PAGE_SIZE);
+}
+
 /// The high half of the values `__selftest_regs` puts into the registers.
 const REG_PATTERN: u64 = 0x5a5a << 48;
 
@@ -498,4 +586,131 @@ fn registers_survive(c: &mut Checks) {
     }
     c.record("registers: x1-x30 survive a page fault and a system call", bad == 0, bad as i64, 0);
     let _ = sys::munmap(page, PAGE_SIZE);
+}
+
+// What this block guarantees: `__selftest_fp_round(seed, fpcr, fpsr, mask)` puts into q<k>
+// the low half `seed + k` and the high half `!(seed + k)` (k = 0..31), FPCR = `fpcr`, FPSR =
+// `fpsr`, makes the `YIELD` system call, then (when `mask` is not 0) `percpu(AFFINITY, mask)`
+// (a move to another CPU) and `YIELD` again, and returns a bit set of what it then finds
+// changed: bit k for q<k>, bit 32 for FPCR, bit 33 for FPSR. It gives back x19-x30 and SP and
+// touches no memory but its stack.
+#[cfg(target_arch = "aarch64")]
+core::arch::global_asm!(
+    r#"
+.section .text.selftest_fp, "ax"
+.global __selftest_fp_round
+__selftest_fp_round:
+    stp     x19, x20, [sp, #-48]!
+    stp     x21, x22, [sp, #16]
+    str     x30, [sp, #32]
+    mov     x19, x0
+    mov     x20, x1
+    mov     x21, x2
+    mov     x22, x3
+    .irp k, 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31
+    add     x9, x19, #\k
+    mvn     x10, x9
+    fmov    d\k, x9
+    mov     v\k\().d[1], x10
+    .endr
+    msr     fpcr, x20
+    msr     fpsr, x21
+    mov     x8, #{yield_nr}
+    svc     #0
+    cbz     x22, 1f
+    mov     x0, #{affinity}
+    mov     x1, x22
+    mov     x8, #{percpu_nr}
+    svc     #0
+    mov     x8, #{yield_nr}
+    svc     #0
+1:
+    mov     x0, #0
+    .irp k, 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31
+    add     x9, x19, #\k
+    mvn     x10, x9
+    fmov    x11, d\k
+    mov     x12, v\k\().d[1]
+    cmp     x11, x9
+    ccmp    x12, x10, #0, eq
+    cset    x13, ne
+    orr     x0, x0, x13, lsl #\k
+    .endr
+    mrs     x11, fpcr
+    cmp     x11, x20
+    cset    x13, ne
+    orr     x0, x0, x13, lsl #32
+    mrs     x11, fpsr
+    cmp     x11, x21
+    cset    x13, ne
+    orr     x0, x0, x13, lsl #33
+    ldr     x30, [sp, #32]
+    ldp     x21, x22, [sp, #16]
+    ldp     x19, x20, [sp], #48
+    ret
+"#,
+    yield_nr = const abi::syscall::nr::YIELD,
+    percpu_nr = const abi::syscall::nr::PERCPU,
+    affinity = const abi::syscall::percpu::AFFINITY,
+);
+
+#[cfg(target_arch = "aarch64")]
+extern "C" {
+    fn __selftest_fp_round(seed: u64, fpcr: u64, fpsr: u64, mask: u64) -> u64;
+}
+
+/// Rounds each FP/SIMD task makes.
+const FP_ROUNDS: u64 = 64;
+/// CPUs online (set by [`fp_state_is_per_task`] before it starts the tasks).
+static FP_CPUS: AtomicU64 = AtomicU64::new(1);
+
+/// One FP/SIMD task (`id` 0 or 1): [`FP_ROUNDS`] rounds of distinct values in q0-q31, FPCR
+/// (its rounding mode and flush-to-zero bits) and FPSR (cumulative flags), each kept across
+/// yields and, with more than one CPU, moves between CPUs. Exit status:
+/// the rounds that found a value changed.
+extern "C" fn fp_task(id: u64) -> ! {
+    let cpus = FP_CPUS.load(Ordering::Acquire).clamp(1, 8);
+    // RMode (23:22) and FZ (24) differ between the tasks; FPSR's QC (27) and IOC/DZC (0, 1).
+    let fpcr = if id == 0 { 1 << 22 } else { (2 << 22) | (1 << 24) };
+    let fpsr = if id == 0 { (1 << 27) | 1 } else { 2 };
+    let mut bad = 0;
+    for round in 0..FP_ROUNDS {
+        let seed = ((id + 1) << 40) | (round << 16);
+        // Every fourth round a move to one CPU; every eighth all CPUs again (the balance may
+        // then pull it).
+        let mask = match round % 8 {
+            _ if cpus == 1 => 0,
+            3 => 1 << ((round / 4 + id) % cpus),
+            7 => u64::MAX,
+            _ => 0,
+        };
+        #[cfg(target_arch = "aarch64")]
+        // SAFETY: the function gives back every register the ABI asks it to (it changes the
+        // FP/SIMD registers, all caller-saved here but d8-d15's low halves, which this
+        // function's caller does not keep anything in: it is the task's whole body).
+        let found = unsafe { __selftest_fp_round(seed, fpcr, fpsr, mask) };
+        #[cfg(not(target_arch = "aarch64"))]
+        let found = {
+            let _ = (seed, fpcr, fpsr, mask);
+            0u64
+        };
+        if found != 0 {
+            user::println!("selftest: FP/SIMD task {id} round {round}: changed {found:#x}");
+            bad += 1;
+        }
+    }
+    sys::exit(bad)
+}
+
+/// Two tasks each keep their own q0-q31, FPSR and FPCR across many yields between them (the
+/// lazy FP/SIMD switch traps and swaps the registers' owner) and moves between CPUs (a task
+/// leaving a CPU takes its state along), never seeing the other's.
+fn fp_state_is_per_task(c: &mut Checks) {
+    let ncpus = sys::sysctl(sysctl::NCPUS, abi::syscall::SYSCTL_GET).unwrap_or(1).min(8);
+    FP_CPUS.store(ncpus, Ordering::Release);
+    // Both on CPU 0 first (the moves spread them), so they yield to each other.
+    let a = user::thread::spawn(fp_task, 0, 0).unwrap_or(0);
+    let b = user::thread::spawn(fp_task, 1, 0).unwrap_or(0);
+    c.ok("FP/SIMD: task 0 kept its registers", sys::wait(a), 0);
+    c.ok("FP/SIMD: task 1 kept its registers", sys::wait(b), 0);
 }

@@ -29,6 +29,7 @@ use std::time::Duration;
 
 pub mod baseline;
 pub mod catalog;
+pub mod dirty_log;
 pub mod guest_boot;
 pub mod pgtable;
 
@@ -237,10 +238,13 @@ pub fn run_on(which: &str, icount: bool, peers: &[Peer], on: On) -> Result<()> {
         let _ = writeln!(list, "  guest-boot: Debian's Linux to its user-space marker, hypervisor vs plain QEMU");
         return Err(anyhow::Error::new(crate::error::Refused(format!("unknown benchmark {which:?}; known:\n{list}"))));
     };
+    if b.name == "split" && !peers.is_empty() {
+        return run_split_with_peers(b, icount, peers, on);
+    }
     if !peers.is_empty() && !b.peer {
         return Err(anyhow::Error::new(crate::error::Refused(format!(
             "--peer: {which} has no peer side (its rows measure the kernel's own mechanisms; only the EL0 \
-             benchmark mprotect has one)"
+             benchmark mprotect and split have one)"
         ))));
     }
     on.check(b, icount)?;
@@ -253,6 +257,27 @@ pub fn run_on(which: &str, icount: bool, peers: &[Peer], on: On) -> Result<()> {
     let linux = peers.iter().map(|p| linux_guest(*p)).collect::<Result<Vec<_>>>()?;
     check_labels(&linux)?;
     run_guest(b, &qemu, &images, icount, &linux, on)
+}
+
+/// `bench split --peer ...`: ours as always, then each Linux peer's KVM eager split
+/// ([`dirty_log`]: built and prepared first, so a peer that cannot be had fails before the long
+/// runs), side by side per final PTE. The peers run on TCG: refused with another accelerator or
+/// without the hypervisor.
+fn run_split_with_peers(b: &GuestBench, icount: bool, peers: &[Peer], on: On) -> Result<()> {
+    if !on.accel.tcg {
+        return crate::error::refuse(format!(
+            "--peer with --accel {}: split's Linux peers boot Linux at EL2 with KVM under QEMU TCG; compare on TCG",
+            on.accel
+        ));
+    }
+    on.check(b, icount)?;
+    let tc = toolchain::find()?;
+    let qemu = system::qemu()?;
+    let images = build::build(&tc, &[])?;
+    let prepared = peers.iter().map(|p| dirty_log::prepare(*p)).collect::<Result<Vec<_>>>()?;
+    check_labels(&prepared.iter().map(|p| p.peer.clone()).collect::<Vec<_>>())?;
+    run_guest(b, &qemu, &images, icount, &[], on)?;
+    dirty_log::run(&prepared, icount, &images)
 }
 
 /// The host a run off TCG measured, one line for its rows: this host's kernel and KVM's PMU
@@ -791,10 +816,16 @@ mod tests {
 
     #[test]
     fn a_peer_is_refused_where_there_is_none() {
-        for b in ["exits", "split", "pgtable", "guest-boot"] {
+        for b in ["exits", "pgtable", "guest-boot"] {
             let e = run(b, false, &[Peer::Linux]).unwrap_err();
             assert_eq!(crate::error::code_of(&e), abi::exit::USAGE, "{b}: {e:#}");
         }
+        // split's peers boot Linux at EL2 under TCG: another accelerator is refused before
+        // anything is built.
+        let kvm = On { accel: crate::machine::accel::find("kvm").unwrap(), ..On::default() };
+        let e = run_on("split", false, &[Peer::Linux], kvm).unwrap_err();
+        assert_eq!(crate::error::code_of(&e), abi::exit::USAGE, "{e:#}");
+        assert!(e.to_string().contains("compare on TCG"), "{e}");
     }
 
     /// `--peer` takes each known name once, alone or comma-separated; anything else is refused
@@ -908,9 +939,10 @@ pub struct Args {
     /// verdict (better / worse / within noise). One benchmark at a time.
     #[arg(long)]
     pub compare: Option<PathBuf>,
-    /// Run the same workload on other kernels too, on the same machine, and print them side by
-    /// side: `linux` (Debian's 6.12 from backports), `linux-newest` (Debian's newest cloud
-    /// kernel, 7.x of sid), or both: `linux,linux-newest` (EL0 benchmarks only).
+    /// Run the same workload on other kernels too and print them side by side: `linux`
+    /// (Debian's 6.12 from backports), `linux-newest` (Debian's newest cloud kernel, 7.x of
+    /// sid), or both: `linux,linux-newest`. mprotect: the EL0 workload on the same machine;
+    /// split: KVM's dirty_log_perf_test with the eager split, Linux alone at EL2 (long).
     #[arg(long)]
     pub peer: Option<String>,
     /// `guest-boot` only: on this board's QEMU model (pi4, zcu102, imx8mp-evk).
@@ -1060,6 +1092,11 @@ pub fn cli(a: Args) -> Result<()> {
         plot::PEER_GOAL
     );
     t += &format!("\n## The kernel against Linux (goal: every row <= {}x Linux)\n\n{p}", plot::PEER_GOAL);
+    let split = dirty_log::summary(&dir)?;
+    println!(
+        "== the hypervisor's split against Linux KVM's eager split (bench split --peer linux,linux-newest) ==\n{split}"
+    );
+    t += &format!("\n## The stage-2 split against Linux KVM's eager split\n\n{split}");
     crate::write_file(&dir.join("summary.md"), &t)?;
     Ok(())
 }

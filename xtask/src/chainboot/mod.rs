@@ -523,14 +523,17 @@ pub fn cli(a: Args) -> Result<i32> {
     };
     let mut vm = None;
     let (link, ready_timeout) = if a.qemu {
-        let cfg = qemu_config(&a)?;
+        let mut cfg = qemu_config(&a)?;
         let ram = board_ram(&cfg, a.ram)?;
+        // The machine's description names the size it runs with, given or not.
+        cfg.mem = crate::machine::Size::from_bytes(ram);
         if !cfg.accel.tcg {
             crate::supervise::kvm::check_host(&cfg.machine_args(ram, cfg.model().min_qemu))?;
         }
         eprintln!(
-            "xtask: the emulated board has {} MiB of RAM (--ram); the guest gets what the hypervisor leaves",
-            ram >> 20
+            "xtask: the emulated board has {} MiB of RAM ({}); the guest gets what the hypervisor leaves",
+            ram >> 20,
+            if a.ram.is_some() { "--ram" } else { "the default; --ram sets it" }
         );
         let v = qemu::start(&cfg.qemu()?.path, &cfg, ram, &crate::build::chainloader_image())?;
         eprintln!("xtask: QEMU ({}) runs the chainloader with its UART on {}", cfg.describe(), v.socket.display());

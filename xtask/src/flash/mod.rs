@@ -388,30 +388,7 @@ pub fn cli(a: Args) -> Result<()> {
         return Ok(());
     }
     let files = image_files(&boot, a.firmware.as_deref())?;
-    let need = fat::size_for(&files);
-    let size = match a.size_mib {
-        // Bounded by clap (64 to MAX_SIZE_MIB): no overflow.
-        Some(m) => m << 20,
-        None => need,
-    };
-    ensure!(
-        size <= MAX_SIZE_MIB << 20,
-        "the files need a {} MiB image, more than the {MAX_SIZE_MIB} MiB this builds",
-        size >> 20
-    );
-    let image = fat::build(&files, size).map_err(|e| {
-        if a.size_mib.is_some() {
-            refuse(format!(
-                "--size-mib {}: the files ({} MiB) do not fit in a FAT32 image that size ({e:#}); leave --size-mib \
-                 out ({} MiB fits them) or give more",
-                size >> 20,
-                files.iter().map(|f| f.data.len() as u64).sum::<u64>().div_ceil(1 << 20),
-                need >> 20
-            ))
-        } else {
-            e
-        }
-    })?;
+    let image = sized_image(&files, a.size_mib)?;
     let info = fat::read(&image)?;
     if let Some(path) = &a.image {
         crate::write_file(path, &image)?;
@@ -424,6 +401,28 @@ pub fn cli(a: Args) -> Result<()> {
         eprintln!("xtask: {w}");
     }
     Ok(())
+}
+
+/// The FAT32 image of `files`: `size_mib` MiB, or what the files need. A size they do not fit
+/// in is refused with the size that fits.
+fn sized_image(files: &[fat::File], size_mib: Option<u64>) -> Result<Vec<u8>> {
+    let need = fat::size_for(files);
+    // Bounded by clap (64 to MAX_SIZE_MIB): no overflow.
+    let size = size_mib.map_or(need, |m| m << 20);
+    ensure!(
+        size <= MAX_SIZE_MIB << 20,
+        "the files need a {} MiB image, more than the {MAX_SIZE_MIB} MiB this builds",
+        size >> 20
+    );
+    fat::build(files, size).map_err(|e| match size_mib {
+        Some(m) => anyhow::Error::new(crate::error::Refused(format!(
+            "--size-mib {m}: the files ({} MiB) do not fit in a FAT32 image that size ({e:#}); leave --size-mib out \
+             ({} MiB fits them) or give more",
+            files.iter().map(|f| f.data.len() as u64).sum::<u64>().div_ceil(1 << 20),
+            need >> 20
+        ))),
+        None => e,
+    })
 }
 
 /// Debian's TF-A BL31 for `pi` (`crate::provision::firmware`). On a Pi 4 it brings PSCI (the
@@ -461,8 +460,7 @@ fn layout_cli(a: &Args) -> Result<()> {
         layouts::efi_files(&hyp, &kernel, &format!("{} {}", bootargs::FIRMWARE_MARKER, a.bootargs.trim()))
     };
     files.sort_by(|x, y| x.path.cmp(&y.path));
-    let size = a.size_mib.map_or_else(|| fat::size_for(&files), |m| m << 20);
-    let image = fat::build(&files, size)?;
+    let image = sized_image(&files, a.size_mib)?;
     let info = fat::read(&image)?;
     if let Some(path) = &a.image {
         crate::write_file(path, &image)?;
@@ -564,6 +562,21 @@ fn write_device(dev: &Path, image: &[u8], yes: bool) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A `--size-mib` the files do not fit in is refused (exit 64) with the size that fits; one
+    /// they fit in gives an image of exactly that size.
+    #[test]
+    fn a_card_size_the_files_do_not_fit_in_is_refused_with_one_that_fits() {
+        let files = vec![fat::File { path: "kernel8.img".into(), data: vec![0xa5; 70 << 20] }];
+        let e = sized_image(&files, Some(64)).unwrap_err();
+        assert_eq!(crate::error::code_of(&e), 64, "{e:#}");
+        let need = fat::size_for(&files) >> 20;
+        let msg = format!("{e:#}");
+        assert!(msg.starts_with("--size-mib 64: the files (70 MiB) do not fit"), "{msg}");
+        assert!(msg.contains(&format!("({need} MiB fits them)")), "{msg}");
+        assert_eq!(sized_image(&files, Some(need)).unwrap().len() as u64, need << 20);
+        assert_eq!(sized_image(&files, None).unwrap().len() as u64, need << 20);
+    }
 
     fn boot() -> Boot {
         Boot {

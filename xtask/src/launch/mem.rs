@@ -33,6 +33,8 @@ pub struct MachineMem {
     /// (`no-map` reserved memory, spin tables: firmware's), which the hypervisor's plan leaves
     /// out: its kernel counts that much less than `guest`.
     pub withheld: u64,
+    /// `guest` is what `--mem` asked for (else the model's default or the most it gives).
+    pub asked: bool,
 }
 
 impl MachineMem {
@@ -41,11 +43,21 @@ impl MachineMem {
         self.total - self.guest
     }
 
+    /// Where the guest's size came from, as the run's line says it: `--mem`, or the default
+    /// (virt's, or on a board the most it gives).
+    fn source(&self) -> &'static str {
+        if self.asked {
+            "--mem"
+        } else {
+            "the default; --mem sets it"
+        }
+    }
+
     /// The line `cargo xtask run` prints.
     pub fn describe(&self) -> String {
         if !self.hypervisor {
             return if self.total == self.guest {
-                format!("QEMU gets {} MiB of RAM (--mem), all the guest's", self.total >> 20)
+                format!("QEMU gets {} MiB of RAM ({}), all the guest's", self.total >> 20, self.source())
             } else {
                 format!(
                     "QEMU gets {} MiB of RAM, of which the guest sees {} MiB (the rest is the board's co-processor's)",
@@ -70,10 +82,11 @@ impl MachineMem {
             String::new()
         };
         format!(
-            "QEMU gets {} MiB of RAM: {} MiB for the guest (--mem{withheld}) + {} MiB for the hypervisor (its image and \
+            "QEMU gets {} MiB of RAM: {} MiB for the guest ({}{withheld}) + {} MiB for the hypervisor (its image and \
              page-table frames{pools})",
             self.total >> 20,
             self.guest >> 20,
+            self.source(),
             self.hypervisor_bytes() >> 20
         )
     }
@@ -120,7 +133,14 @@ pub fn machine_mem(input: &MemInput) -> Result<MachineMem, Refused> {
                         max >> 20
                     )));
                 }
-                Ok(MachineMem { guest, total: guest, pools: 0, hypervisor: false, withheld: 0 })
+                Ok(MachineMem {
+                    guest,
+                    total: guest,
+                    pools: 0,
+                    hypervisor: false,
+                    withheld: 0,
+                    asked: input.guest.is_some(),
+                })
             }
             RamSize::Fixed { total, usable } => match input.guest {
                 Some(g) if g.bytes() != usable => Err(Refused(format!(
@@ -130,7 +150,14 @@ pub fn machine_mem(input: &MemInput) -> Result<MachineMem, Refused> {
                     usable >> 20,
                     usable >> 20
                 ))),
-                _ => Ok(MachineMem { guest: usable, total, pools: 0, hypervisor: false, withheld: 0 }),
+                _ => Ok(MachineMem {
+                    guest: usable,
+                    total,
+                    pools: 0,
+                    hypervisor: false,
+                    withheld: 0,
+                    asked: input.guest.is_some(),
+                }),
             },
         };
     };
@@ -195,12 +222,18 @@ pub fn machine_mem(input: &MemInput) -> Result<MachineMem, Refused> {
                 pools: pools(&s.plan),
                 hypervisor: true,
                 withheld: withheld(&s.plan),
+                asked: input.guest.is_some(),
             })
         }
         RamSize::Fixed { total, .. } => match share::boot_plan(&share_input(guest), total) {
-            Ok((_, plan)) => {
-                Ok(MachineMem { guest, total, pools: pools(&plan), hypervisor: true, withheld: withheld(&plan) })
-            }
+            Ok((_, plan)) => Ok(MachineMem {
+                guest,
+                total,
+                pools: pools(&plan),
+                hypervisor: true,
+                withheld: withheld(&plan),
+                asked: input.guest.is_some(),
+            }),
             Err(why) => {
                 let most = largest_guest(&share_input, total, true).map_or(String::new(), |g| {
                     format!("; the guest gets at most {} MiB there (--mem {}M)", g >> 20, g >> 20)
@@ -286,10 +319,17 @@ mod tests {
         let m = machine_mem(&input("virt", None, Some(&h))).unwrap();
         assert_eq!(m.guest, GIB, "virt's default guest: 1 GiB");
         assert!(m.total > GIB && m.total - GIB <= 23 * MIB, "{m:?}");
-        assert!(m.describe().starts_with(&format!("QEMU gets {} MiB of RAM: 1024 MiB for the guest", m.total >> 20)));
+        assert!(m.describe().starts_with(&format!(
+            "QEMU gets {} MiB of RAM: 1024 MiB for the guest (the default; --mem sets it) + ",
+            m.total >> 20
+        )));
         let alone = machine_mem(&input("virt", Some(Size::mib(2048)), None)).unwrap();
         assert_eq!((alone.guest, alone.total), (2 * GIB, 2 * GIB));
         assert_eq!(alone.describe(), "QEMU gets 2048 MiB of RAM (--mem), all the guest's");
+        let default = machine_mem(&input("virt", None, None)).unwrap();
+        assert!(default.describe().ends_with("(the default; --mem sets it), all the guest's"), "{default:?}");
+        let asked = machine_mem(&input("virt", Some(Size::gib(1)), Some(&h))).unwrap();
+        assert!(asked.describe().contains("1024 MiB for the guest (--mem)"), "{}", asked.describe());
         let four = machine_mem(&input("virt", Some(Size::gib(4)), Some(&h))).unwrap();
         assert!(
             four.hypervisor_bytes() > 256 * MIB && four.hypervisor_bytes() < 300 * MIB,
@@ -339,7 +379,14 @@ mod tests {
     /// (the boards test holds the figure to the ZCU102's plan and its kernel).
     #[test]
     fn memory_the_board_keeps_from_the_guest_is_said() {
-        let m = MachineMem { guest: GIB, total: GIB + 22 * MIB, pools: 0, hypervisor: true, withheld: 512 << 10 };
+        let m = MachineMem {
+            guest: GIB,
+            total: GIB + 22 * MIB,
+            pools: 0,
+            hypervisor: true,
+            withheld: 512 << 10,
+            asked: true,
+        };
         assert!(m.describe().contains("1024 MiB for the guest (--mem, of which the board's device tree keeps 512 KiB"));
         assert!(m.describe().contains("counts 1048064 KiB"), "{}", m.describe());
         let plain = MachineMem { withheld: 0, ..m };

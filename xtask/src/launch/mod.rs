@@ -51,7 +51,7 @@ pub struct Launch {
     pub smp: u32,
     /// The guest's RAM (`--mem`); `None`: the machine's default ([`mem`]).
     pub mem: Option<Size>,
-    /// `-icount shift=N`: deterministic instruction counts.
+    /// `-icount shift=N,sleep=off`: deterministic instruction counts and virtual time.
     pub icount: Option<u32>,
     /// Kernel command line (`hyp.`-prefixed words are the hypervisor's).
     pub bootargs: String,
@@ -60,7 +60,7 @@ pub struct Launch {
     /// Boot the kernel alone at EL1, no hypervisor.
     pub no_hypervisor: bool,
     /// Boot the kernel alone on a machine with EL2: it starts at EL2 (and must refuse to run
-    /// there).
+    /// there); with [`Self::guest`], that guest alone at EL2 (Linux with KVM).
     pub kernel_at_el2: bool,
     /// A file to give the hypervisor as the guest kernel instead of the built kernel Image.
     pub guest_image: Option<PathBuf>,
@@ -364,9 +364,10 @@ impl Launch {
             _ => self.bootargs.clone(),
         };
         let (kernel, initrd) = match (&self.guest, self.under_hypervisor()) {
-            (Some(g), false) if self.no_hypervisor => {
-                // Alone, the guest itself must print the run's final line: the project's Linux
-                // init does when it finds this word (`crate::linux::init_script`).
+            (Some(g), false) => {
+                // Alone (at EL1, or at EL2 with `kernel_at_el2`: Linux with KVM), the guest
+                // itself must print the run's final line: the project's Linux init does when it
+                // finds this word (`crate::linux::init_script`).
                 append = join(&[&g.append, &self.bootargs, ALONE_WORD]);
                 (g.kernel.clone(), g.initrd.clone())
             }
@@ -422,7 +423,13 @@ impl Launch {
         // In MiB: QEMU reads a bare number as MiB, this project as bytes.
         a.extend(["-m".into(), format!("{}M", machine_bytes >> 20)]);
         if let Some(shift) = self.icount {
-            a.extend(["-icount".into(), format!("shift={shift}")]);
+            // sleep=off: while every vCPU waits (WFI), the virtual clock jumps to the next timer
+            // instead of running at the host's real-time pace. With QEMU's default (sleep=on) a
+            // guest's clock, and so its uptime and any count taken across a wait, follows how
+            // fast the host happened to run QEMU: two boots of the same Linux under -icount
+            // differed by 10% and more, the slower side (more TCG work per instruction, e.g. a
+            // guest behind stage 2) losing time in every wait.
+            a.extend(["-icount".into(), format!("shift={shift},sleep=off")]);
         }
         if let Some(p) = &self.plugin {
             a.extend(["-plugin".into(), p.clone()]);

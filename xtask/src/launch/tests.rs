@@ -69,7 +69,7 @@ fn no_hypervisor_boots_the_kernel_alone_at_el1() {
     assert_eq!(after(&a, "-m"), Some("1024M"));
     assert_eq!(name(&a, "-kernel").as_deref(), Some("k.img"));
     assert_eq!(after(&a, "-initrd"), None);
-    assert_eq!(after(&a, "-icount"), Some("shift=0"));
+    assert_eq!(after(&a, "-icount"), Some("shift=0,sleep=off"));
     assert_eq!(after(&a, "-append"), Some("a b"));
     // gdb on localhost only, never `-s` (every interface).
     assert_eq!(after(&a, "-gdb"), Some("tcp:127.0.0.1:1234"));
@@ -98,6 +98,12 @@ fn another_guest_travels_as_a_bundle_or_boots_alone() {
     let plain = Launch { no_hypervisor: true, ..cfg };
     let a = plain.args(&images()).unwrap();
     assert_eq!(after(&a, "-M"), Some("virt,gic-version=3,mte=on"));
+    assert_eq!((name(&a, "-kernel").as_deref(), name(&a, "-initrd").as_deref()), (Some("k.img"), Some("rootfs.cpio")));
+    assert_eq!(after(&a, "-append"), Some("console=ttyAMA0 hyp.on-fault=stop pgtlab_alone=1"));
+    // Alone at EL2 (Linux with KVM): the same guest, on a machine with EL2.
+    let at_el2 = Launch { no_hypervisor: false, kernel_at_el2: true, mte: false, ..plain.clone() };
+    let a = at_el2.args(&images()).unwrap();
+    assert_eq!(after(&a, "-M"), Some("virt,gic-version=3,virtualization=on"));
     assert_eq!((name(&a, "-kernel").as_deref(), name(&a, "-initrd").as_deref()), (Some("k.img"), Some("rootfs.cpio")));
     assert_eq!(after(&a, "-append"), Some("console=ttyAMA0 hyp.on-fault=stop pgtlab_alone=1"));
     let other = Guest { append: "quiet".into(), ..guest.clone() };

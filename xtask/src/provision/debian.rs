@@ -268,6 +268,13 @@ impl Apt {
         Self::create(dir, "arm64", None)
     }
 
+    /// The apt state under `dir` for `arch` packages of the machine's own suites (its apt
+    /// sources as they are); a `status` file already there is kept (the packages apt plans
+    /// against as installed).
+    pub fn machine_suites(dir: &Path, arch: &str) -> Result<Apt> {
+        Self::create(dir, arch, None)
+    }
+
     /// The one apt state for arm64 packages of the machine's own suites: the Linux guest's kernel
     /// and busybox, EDK2 and U-Boot all come through it, so its package lists are fetched once.
     pub fn machine_arm64() -> Result<Apt> {
@@ -365,13 +372,14 @@ impl Apt {
     pub fn update(&self) -> Result<()> {
         static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
         let _one = ONE.lock().unwrap_or_else(|p| p.into_inner());
+        let arch = &self.arch;
         eprintln!(
-            "xtask: apt-get update (arm64 package lists from this machine's apt sources, kept in {})",
+            "xtask: apt-get update ({arch} package lists from this machine's apt sources, kept in {})",
             self.dir.display()
         );
-        run_limited(self.apt("apt-get")?.args(["-q", "update"]), "apt-get update (arm64)")?;
+        run_limited(self.apt("apt-get")?.args(["-q", "update"]), &format!("apt-get update ({arch})"))?;
         if !self.has_lists() {
-            bail!("apt-get update left no arm64 package list: do this machine's apt sources carry arm64 packages?");
+            bail!("apt-get update left no {arch} package list: do this machine's apt sources carry {arch} packages?");
         }
         Ok(())
     }
@@ -406,6 +414,27 @@ impl Apt {
         c.current_dir(debs).args(["-q", "download", package]);
         run_limited(&mut c, &format!("apt-get download {package}"))?;
         find().with_context(|| format!("apt-get download {package} left no .deb in {}", debs.display()))
+    }
+
+    /// Downloads version `version` of `package` into `debs` (if not there yet; created as
+    /// needed) and returns its `.deb`; an error when the archive no longer offers that version.
+    pub fn download_version_to(&self, package: &str, version: &str, debs: &Path) -> Result<PathBuf> {
+        std::fs::create_dir_all(debs).with_context(|| format!("creating {}", debs.display()))?;
+        // apt names the file NAME_VERSION_ARCH.deb, an epoch's colon written %3a.
+        let prefix = format!("{package}_{}_", version.replace(':', "%3a"));
+        let find = || -> Option<PathBuf> {
+            std::fs::read_dir(debs).ok()?.flatten().map(|e| e.path()).find(|p| {
+                p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(&prefix) && n.ends_with(".deb"))
+            })
+        };
+        if let Some(p) = find() {
+            return Ok(p);
+        }
+        eprintln!("xtask: apt-get download {package}={version} ({}, {})", self.arch, self.suite_name());
+        let mut c = self.apt("apt-get")?;
+        c.current_dir(debs).args(["-q", "download", &format!("{package}={version}")]);
+        run_limited(&mut c, &format!("apt-get download {package}={version}"))?;
+        find().with_context(|| format!("apt-get download {package}={version} left no .deb in {}", debs.display()))
     }
 
     /// The package lists, fetched with `apt-get update` when there are none yet.

@@ -128,11 +128,38 @@ fn split_read_only(h: &mut Harness) {
     assert_eq!((t.level, t.attrs.perms), (3, Perms::READ | Perms::USER));
 }
 
+/// A page fault's new page next to the 8 pages (`map_fresh_page`, its frame from the
+/// model's allocator, which counts it written until an inner-shareable DSB), then the same
+/// page again, which must find it occupied.
+fn fresh_page(h: &mut Harness) {
+    let rw = Attributes::normal(Perms::RW | Perms::USER);
+    let va = VirtAddr::new(0x80_8000);
+    let first = h.pt.map_fresh_page(&mut h.tlb, va, rw);
+    let again = h.pt.map_fresh_page(&mut h.tlb, va, rw);
+    let mapped = h.pt.translate(va).map(|t| t.phys);
+    if !matches!(first, crate::FreshPage::Mapped(pa) if Some(pa) == mapped) || again != crate::FreshPage::Occupied {
+        h.model.borrow_mut().violations.push(format!("map_fresh_page: {first:?}, then {again:?}, maps {mapped:?}"));
+    }
+}
+
+/// Write-protects the 2 MiB holding the pages, unmaps one and maps a writable fresh page
+/// there: the fresh path must leave it to `map` (the "no writable below" summary on its way
+/// down is set), which clears the summary.
+fn fresh_page_below_summary(h: &mut Harness) {
+    h.pt.write_protect(&mut h.tlb, VirtAddr::new(0x80_0000), 2 * MIB).unwrap();
+    h.pt.unmap(&mut h.tlb, VirtAddr::new(0x80_1000), PAGE_SIZE).unwrap();
+    let rw = Attributes::normal(Perms::RW | Perms::USER);
+    let va = VirtAddr::new(0x80_1000);
+    if h.pt.map_fresh_page(&mut h.tlb, va, rw) == crate::FreshPage::Declined {
+        h.pt.map(&mut h.tlb, va, PAGE_SIZE, PhysAddr::new(0x9000_1000), rw, Constraints::PAGES_ONLY).unwrap();
+    }
+}
+
 /// One operation of the mutation tests.
 type TestOp = fn(&mut Harness);
 
 /// Every operation of the mutation tests, each correct without a mutation.
-const OPS: [(&str, TestOp); 12] = [
+const OPS: [(&str, TestOp); 14] = [
     ("split", split),
     ("rw_to_ro", rw_to_ro),
     ("change_output", change_output),
@@ -145,6 +172,8 @@ const OPS: [(&str, TestOp); 12] = [
     ("unmap_pages_of", unmap_pages_of),
     ("split_block_run", split_block_run),
     ("split_read_only", split_read_only),
+    ("fresh_page", fresh_page),
+    ("fresh_page_below_summary", fresh_page_below_summary),
 ];
 
 #[test]
@@ -191,6 +220,12 @@ fn mutation_no_dsb_before_tlbi_is_caught() {
 fn mutation_keep_no_writable_is_caught() {
     caught(Mutation::KeepNoWritable, writable_below_summary, "stale summary");
     caught(Mutation::KeepNoWritable, map_page_below_summary, "stale summary");
+    caught(Mutation::KeepNoWritable, fresh_page_below_summary, "stale summary");
+}
+
+#[test]
+fn mutation_map_fresh_unpublished_is_caught() {
+    caught(Mutation::MapFreshUnpublished, fresh_page, "before its contents were made visible");
 }
 
 #[test]

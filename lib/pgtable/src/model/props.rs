@@ -77,6 +77,12 @@ enum Op {
         len: u64,
         dirty: bool,
     },
+    /// `map_fresh_page` of unit `at` (fine scale only: one page), its frame from the table's
+    /// allocator (the model's, which counts it as written until an inner-shareable DSB).
+    Fresh {
+        at: u64,
+        perms: u8,
+    },
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -204,7 +210,22 @@ fn op(scale: Scale, ro_splits: bool) -> impl Strategy<Value = Op> {
     ]
 }
 
-fn setup(scale: Scale, max_ops: usize, ro_splits: bool) -> impl Strategy<Value = Setup> {
+/// [`op`], and with `fresh` also one-page [`Op::Fresh`] maps (fine scale), one in four: a
+/// strategy of its own, so the sequences without them stay those drawn before they existed.
+fn ops(scale: Scale, ro_splits: bool, fresh: bool) -> BoxedStrategy<Op> {
+    if !fresh {
+        return op(scale, ro_splits).boxed();
+    }
+    assert_eq!(scale.unit, PAGE_SIZE, "fresh pages are drawn at the fine scale only");
+    let w = scale.window_units;
+    prop_oneof![
+        3 => op(scale, ro_splits),
+        1 => (0..w, any::<u8>()).prop_map(|(at, perms)| Op::Fresh { at, perms }),
+    ]
+    .boxed()
+}
+
+fn setup(scale: Scale, max_ops: usize, ro_splits: bool, fresh: bool) -> impl Strategy<Value = Setup> {
     (
         0..REGIMES.len(),
         any::<bool>(),
@@ -212,7 +233,7 @@ fn setup(scale: Scale, max_ops: usize, ro_splits: bool) -> impl Strategy<Value =
         prop::bool::weighted(0.8),
         any::<bool>(),
         prop_oneof![3 => Just(0usize), 1 => 0..4usize],
-        prop::collection::vec(op(scale, ro_splits), 1..=max_ops),
+        prop::collection::vec(ops(scale, ro_splits, fresh), 1..=max_ops),
         planted(scale, max_ops, ro_splits),
     )
         .prop_map(move |(regime, bbml2, range_tlbi, elision, split_contiguous, live_after, mut ops, planted)| {
@@ -259,6 +280,8 @@ struct Case<K: InputAddress> {
     reference: RefMap,
     /// The pages the last `unmap_pages_of` told.
     told: Vec<u64>,
+    /// What the last `map_fresh_page` did.
+    fresh: Option<crate::FreshPage>,
 }
 
 impl<K: InputAddress> Case<K> {
@@ -324,6 +347,11 @@ impl<K: InputAddress> Case<K> {
             Op::Unfold { at, len } => h.pt.unfold(&mut h.tlb, a(at), len * unit).map(drop),
             Op::SoftBits { at, len, dirty } => {
                 h.pt.set_software_bits(&mut h.tlb, a(at), len * unit, sw::DIRTY, if dirty { sw::DIRTY } else { 0 })
+            }
+            Op::Fresh { at, perms } => {
+                let attrs = Attributes::normal(perms_for(regime, perms));
+                self.fresh = Some(h.pt.map_fresh_page(&mut h.tlb, a(at), attrs));
+                Ok(())
             }
         }
     }
@@ -401,6 +429,7 @@ impl<K: InputAddress> Case<K> {
             | Op::Fold { at, len }
             | Op::Unfold { at, len }
             | Op::SoftBits { at, len, .. } => (at, len),
+            Op::Fresh { at, .. } => (at, 1),
         };
         let r = &mut self.reference;
         match *op {
@@ -456,6 +485,21 @@ impl<K: InputAddress> Case<K> {
                     r.insert(at + u, (out(o + u), perms_for(self.regime, perms)));
                 }
             }
+            Op::Fresh { perms, .. } => {
+                prop_assert_eq!(res, Ok(()), "{:?}", op);
+                let held = r.contains_key(&at);
+                match self.fresh.take() {
+                    Some(crate::FreshPage::Mapped(pa)) => {
+                        prop_assert!(!held, "{:?} mapped over unit {} of the reference", op, at);
+                        r.insert(at, (pa.as_u64(), perms_for(self.regime, perms)));
+                    }
+                    Some(crate::FreshPage::Occupied) => prop_assert!(held, "{:?}: occupied, reference empty", op),
+                    // Not its case (no level-3 table, a block, a summary to clear, flush
+                    // elision off): nothing changed, as the comparison below checks.
+                    Some(crate::FreshPage::Declined) => {}
+                    other => prop_assert!(false, "{:?}: {:?}", op, other),
+                }
+            }
             Op::Split { .. } => {
                 prop_assert_eq!(res, Ok(()), "{:?}", op);
                 for u in split_read_only {
@@ -500,7 +544,8 @@ fn run_case_of<K: InputAddress>(
     h.pt.policy_mut().split_contiguous = s.split_contiguous;
     h.pt.policy_mut().lazy_relax = lazy_relax;
     h.mutate(mutation);
-    let mut case = Case { h, regime, scale, base: input_base(regime), reference: RefMap::new(), told: Vec::new() };
+    let mut case =
+        Case { h, regime, scale, base: input_base(regime), reference: RefMap::new(), told: Vec::new(), fresh: None };
     for (i, op) in s.ops.iter().enumerate() {
         if i == s.live_after {
             case.h.go_live();
@@ -560,6 +605,19 @@ pub(super) fn config(cases: u32, seed: u64) -> Config {
 
 /// Runs random cases of `scale` (`ro_splits`: splits are read-only, [`op`]) against the reference.
 fn property(scale: Scale, default_cases: u32, long_cases: u32, max_ops: usize, lazy_relax: bool, ro_splits: bool) {
+    property_of(scale, default_cases, long_cases, max_ops, lazy_relax, ro_splits, false)
+}
+
+/// [`property`], with `fresh`: one-page [`Op::Fresh`] maps among the operations.
+fn property_of(
+    scale: Scale,
+    default_cases: u32,
+    long_cases: u32,
+    max_ops: usize,
+    lazy_relax: bool,
+    ro_splits: bool,
+    fresh: bool,
+) {
     let cases = match std::env::var("PGTABLE_CASES").ok().and_then(|v| v.parse().ok()) {
         Some(n) => n,
         None if long() => long_cases,
@@ -567,7 +625,8 @@ fn property(scale: Scale, default_cases: u32, long_cases: u32, max_ops: usize, l
     };
     let seed = seed();
     let mut runner = TestRunner::new(config(cases, seed));
-    let result = runner.run(&setup(scale, max_ops, ro_splits), |s| run_case(scale, &s, Mutation::None, lazy_relax));
+    let result =
+        runner.run(&setup(scale, max_ops, ro_splits, fresh), |s| run_case(scale, &s, Mutation::None, lazy_relax));
     if let Err(e) = result {
         failed(e, seed);
     }
@@ -576,6 +635,13 @@ fn property(scale: Scale, default_cases: u32, long_cases: u32, max_ops: usize, l
 #[test]
 fn fine_sequences_match_reference_and_checker_stays_silent() {
     property(FINE, 96, 1_000_000, 8, false, false);
+}
+
+/// A page fault's one-page maps (`map_fresh_page`, frames from the table's allocator) among
+/// every other operation: the reference gets the frame it mapped; occupied means mapped there.
+#[test]
+fn fresh_page_sequences_match_reference_and_checker_stays_silent() {
+    property_of(FINE, 96, 100_000, 12, false, false, true);
 }
 
 /// Lazy relaxation leaves narrower entries in the TLBs: the checker accepts them (they only
@@ -624,7 +690,7 @@ fn property_test_catches_every_mutation() {
         let mut runner = TestRunner::new(Config { max_shrink_iters: 0, ..config(6000, 0x11_5eed) });
         // Runs of 2 MiB blocks split to pages come often only with 2 MiB units.
         let scale = if m.needs_block_runs() || m.needs_read_only_splits() { BLOCKS } else { FINE };
-        let r = runner.run(&setup(scale, 8, m.needs_read_only_splits()), |s| {
+        let r = runner.run(&setup(scale, 8, m.needs_read_only_splits(), m.needs_fresh_pages()), |s| {
             // Live from the start so that every change is maintained.
             let s = Setup { live_after: 0, ..s };
             // A bug in lazy relaxation shows only with it on.

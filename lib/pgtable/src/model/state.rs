@@ -358,6 +358,9 @@ impl Model {
             if Desc(new).is_table(level) && Desc(new).addr() != Desc(old).addr() {
                 self.check_published(Desc(new).addr().as_u64(), level + 1, off);
             }
+            if Desc(new).is_valid_leaf(level) && Desc(new).addr() != Desc(old).addr() {
+                self.check_page_published(Desc(new).addr().as_u64(), level, off);
+            }
         }
         if placed.is_none() {
             self.unpublished.insert(self.slot(table, index).0);
@@ -674,6 +677,20 @@ impl Model {
         }
     }
 
+    /// A page (or the first page of a block) about to be mapped by a live table's leaf at
+    /// `level`, input `off`: a frame allocated (zeroed) or written while unreachable must have
+    /// been written for the last time before an inner-shareable DSB, or another CPU whose walk
+    /// finds the new leaf could read what the frame held before (Linux: the `smp_wmb()` of
+    /// `__folio_mark_uptodate` before `set_pte_at` in a demand-zero fault).
+    fn check_page_published(&mut self, pa: u64, level: usize, off: u64) {
+        if self.unpublished.contains(&pa) {
+            self.violation(format!(
+                "page {pa:#x} mapped by a live leaf (level {level}, input {off:#x}) before its contents were \
+                 made visible (no DSB ISHST since it was zeroed or written)"
+            ));
+        }
+    }
+
     /// Whether some valid leaf below `table` (at `level`) grants write access (`writable`) or
     /// is a block (not `writable`).
     fn subtree_has(&self, table: u64, level: usize, writable: bool) -> bool {
@@ -729,6 +746,14 @@ impl Model {
     pub fn check_quiescent(&mut self) {
         self.check_unsettled_groups();
         self.check_summaries();
+        // A new valid entry whose write no DSB made visible yet: the caller's next access
+        // through it (the faulting one a page fault retries) may walk the old, empty entry.
+        let unseen = self.stale.iter().filter(|&&(t, i, _)| Desc(self.peek(t, i)).is_valid()).count();
+        if self.live && unseen != 0 {
+            self.violation(format!(
+                "{unseen} valid descriptor write(s) not made visible to the walkers by a DSB at the end of the operation"
+            ));
+        }
         if !self.pending.is_empty() {
             self.violation(format!(
                 "{} TLBI(s) not completed by a DSB at the end of the operation",

@@ -5,6 +5,8 @@
 mod contpte;
 pub use contpte::Leaf;
 mod direct;
+mod fresh;
+pub use fresh::{FreshPage, PageLeaf};
 mod map;
 mod protect;
 mod remap;
