@@ -140,8 +140,12 @@ fn compare_labelled(
     suffix: &str,
 ) -> Result<()> {
     let runs = std::env::var("PGTLAB_GUEST_BOOT_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(RUNS).max(1);
-    let mode =
-        if icount { "QEMU TCG with -icount shift=0,sleep=off (guest uptime exact)" } else { "QEMU TCG, wall time" };
+    let mode = if icount {
+        "QEMU TCG with -icount shift=0,sleep=off (guest uptime in instructions; an SMP guest's moves a few percent \
+         with where timer deadlines fall)"
+    } else {
+        "QEMU TCG, wall time"
+    };
     let mut text = format!(
         "benchmark guest-boot — {package} to its user-space marker, {runs} interleaved runs per side — {mode}, {}\n\n",
         qemu_bin.display()
