@@ -32,6 +32,7 @@ mod memory;
 pub mod modules;
 mod node;
 mod power;
+mod scan;
 mod timer;
 mod tree;
 mod validate;
@@ -49,6 +50,7 @@ pub use guest::{dangling_cpu_refs, guest_dtb, CpuRef, ExtraDevice, GuestSpec, CP
 pub use memory::ReservedMemory;
 pub use node::Status;
 pub use power::{Psci, PsciFunctionIds, PsciMethod, PsciVersion, PM_WATCHDOG};
+pub use scan::MemFacts;
 pub use timer::{Pmu, Timer};
 pub use validate::{total_size as dtb_total_size, FDT_MAGIC, MAX_DTB_SIZE};
 pub use writer::FdtWriter;
