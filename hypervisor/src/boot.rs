@@ -223,7 +223,7 @@ impl Mapped {
         if let Some(at) = d.loaded_at {
             dirty.push(Range::new(at, at + (layout.end - layout.start) as u64));
         }
-        let mut keep = alloc::vec![loaded.kernel.range(), loaded.dtb];
+        let mut keep = alloc::vec![loaded.kernel.file(), loaded.dtb];
         keep.extend(loaded.initrd);
         let scrubbed = guest::scrub(&dirty, &keep);
         report_guest(plan, &loaded, scrubbed);
