@@ -61,21 +61,23 @@ impl Discovered {
             );
         }
         // SAFETY: x0 points at the DTB per the arm64 boot protocol, in RAM nothing writes
-        // meanwhile; only its length is taken here (the header's, checked: at most 2 MiB).
-        let size = unsafe { board::dtb_at(dtb_addr as *const u8) }
-            .map_err(|e| format!("device tree at {dtb_addr:#x}: {e}"))?
-            .len();
-        // Keep our own copy: the original lies in what becomes guest RAM (QEMU's is 1 MiB:
-        // copied 32 bytes at a time, the softfloat memcpy goes byte by byte).
-        // Not zeroed first (a memset of the whole room, QEMU's 1 MiB, mostly free space).
-        let mut host_dtb: Vec<u8> = Vec::with_capacity(size);
-        // SAFETY: the header says the blob is `size` bytes long; `host_dtb` has room for `size`
-        // bytes and is a fresh heap buffer, so the two do not overlap; after the copy all `size`
-        // bytes are initialised.
+        // meanwhile; the header's length is checked (at most 2 MiB).
+        let blob = unsafe { board::dtb_at(dtb_addr as *const u8) }
+            .map_err(|e| format!("device tree at {dtb_addr:#x}: {e}"))?;
+        let size = blob.len();
+        // Keep our own copy: the original lies in what becomes guest RAM. Only the bytes its
+        // blocks use (QEMU's blob is 1 MiB, a few KiB of it tree), with `totalsize` saying so;
+        // copied 32 bytes at a time (the softfloat memcpy goes byte by byte), not zeroed first.
+        let used = board::dtb_used_len(blob).map_err(|e| format!("device tree at {dtb_addr:#x}: {e}"))?;
+        let mut host_dtb: Vec<u8> = Vec::with_capacity(used);
+        // SAFETY: `used` <= the blob's length (checked by `dtb_used_len`); `host_dtb` has room
+        // for `used` bytes and is a fresh heap buffer, so the two do not overlap; after the copy
+        // all `used` bytes are initialised.
         unsafe {
-            mem::copy_fast(host_dtb.as_mut_ptr() as u64, dtb_addr as u64, size as u64);
-            host_dtb.set_len(size);
+            mem::copy_fast(host_dtb.as_mut_ptr() as u64, dtb_addr as u64, used as u64);
+            host_dtb.set_len(used);
         }
+        host_dtb[4..8].copy_from_slice(&(used as u32).to_be_bytes());
         let board = Board::from_dtb(&host_dtb).map_err(|e| format!("device tree: {e}"))?;
         let uart = board.console.as_ref().ok_or(
             "the device tree names no UART this build drives (PL011, i.MX, Cadence, 16550) for /chosen/stdout-path",

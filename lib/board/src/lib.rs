@@ -52,7 +52,7 @@ pub use node::Status;
 pub use power::{Psci, PsciFunctionIds, PsciMethod, PsciVersion, PM_WATCHDOG};
 pub use scan::MemFacts;
 pub use timer::{Pmu, Timer};
-pub use validate::{total_size as dtb_total_size, FDT_MAGIC, MAX_DTB_SIZE};
+pub use validate::{total_size as dtb_total_size, used_len as dtb_used_len, FDT_MAGIC, MAX_DTB_SIZE};
 pub use writer::FdtWriter;
 
 use tree::Tree;

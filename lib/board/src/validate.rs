@@ -161,6 +161,20 @@ pub(crate) fn mem_reserve(data: &[u8], h: &Header) -> Result<Vec<(u64, u64)>, Bo
     }
 }
 
+/// The bytes of a blob its blocks use (header, memory reservations up to their terminator,
+/// structure and strings blocks): `totalsize` less the free space at its end (QEMU pads its
+/// DTB to 1 MiB around a few KiB). Copying these and setting `totalsize` to the length gives
+/// an equal tree.
+pub fn used_len(data: &[u8]) -> Result<usize, BoardError> {
+    let h = header(data)?;
+    let rsv_end = h.off_mem_rsvmap + 16 * (mem_reserve(data, &h)?.len() + 1);
+    Ok([rsv_end, h.off_dt_struct + h.size_dt_struct, h.off_dt_strings + h.size_dt_strings]
+        .into_iter()
+        .max()
+        .unwrap_or(HEADER_LEN)
+        .max(HEADER_LEN))
+}
+
 /// NUL-terminated UTF-8 string starting at `off` inside `block`.
 pub(crate) fn cstr_at(block: &[u8], off: usize) -> Result<&str, &'static str> {
     let rest = block.get(off..).filter(|r| !r.is_empty()).ok_or("offset outside its block")?;
