@@ -253,22 +253,23 @@ pub fn emit_invalidation<T: TlbMaintenance + ?Sized>(
     // in an ASID-tagged regime unless every leaf below it was non-global; be conservative.
     let global_ops = global || !req.tables.is_empty();
     let mut series = 0;
-    if use_range {
-        let rest = TlbiRange::decompose(pages, |p, r| {
-            let b = start + p * PAGE_SIZE;
-            let op = match regime {
-                Regime::El2 | Regime::El20 => TlbiOp::Rvae2 { base: va(b), range: r },
-                Regime::El1 { asid, half } => {
-                    if global_ops || half == VaHalf::Upper {
-                        TlbiOp::Rvaae1 { base: va(b), range: r }
-                    } else {
-                        TlbiOp::Rvae1 { asid, base: va(b), range: r }
-                    }
-                }
-                Regime::Stage2 { vmid } => TlbiOp::Ripas2e1 { vmid, base: IntermPhysAddr::new(b), range: r },
-            };
-            tlbi(op, tlb);
-        });
+    let range_op = |b: u64, r: TlbiRange| match regime {
+        Regime::El2 | Regime::El20 => TlbiOp::Rvae2 { base: va(b), range: r },
+        Regime::El1 { asid, half } => {
+            if global_ops || half == VaHalf::Upper {
+                TlbiOp::Rvaae1 { base: va(b), range: r }
+            } else {
+                TlbiOp::Rvae1 { asid, base: va(b), range: r }
+            }
+        }
+        Regime::Stage2 { vmid } => TlbiOp::Ripas2e1 { vmid, base: IntermPhysAddr::new(b), range: r },
+    };
+    if use_range && range_ops == 1 {
+        // The range is one operation (an mprotect or munmap of 2 MiB: SCALE 1, NUM 7): the
+        // operation `decompose` would give, without its walk (`pages` is at least 2 here).
+        tlbi(range_op(start, TlbiRange::covering(pages)), tlb);
+    } else if use_range {
+        let rest = TlbiRange::decompose(pages, |p, r| tlbi(range_op(start + p * PAGE_SIZE, r), tlb));
         if rest != 0 {
             let last = start + (pages - 1) * PAGE_SIZE;
             tlbi(single(regime, last, global_ops, base), tlb);
