@@ -336,6 +336,54 @@ mod tests {
         assert_eq!(t.counters.tlbi_by_kind().collect::<Vec<_>>(), [("VAE1IS", 1), ("RVAE1IS", 1)]);
     }
 
+    /// With range TLBIs, a range one operation covers gets exactly that operation (the one
+    /// `decompose` gives), and one it does not gets `decompose`'s operations, the odd page last.
+    #[test]
+    fn one_range_operation_when_one_covers_the_range() {
+        #[derive(Default)]
+        struct Ops(Vec<TlbiOp>);
+        impl TlbMaintenance for Ops {
+            fn tlbi(&mut self, op: Tlbi) {
+                self.0.push(op.op);
+            }
+            fn dsb(&mut self, _: Barrier) {}
+            fn isb(&mut self) {}
+            fn features(&self) -> TlbFeatures {
+                TlbFeatures { range: true }
+            }
+        }
+        let el1 = Regime::El1 { asid: 3, half: VaHalf::Lower };
+        let emit = |pages: u64| {
+            let mut t = Ops::default();
+            let req = FlushRequest {
+                range: 0..pages * PAGE_SIZE,
+                stride: PAGE_SIZE,
+                leaf_only: true,
+                global: false,
+                tables: &[],
+            };
+            emit_invalidation(el1, &req, &FlushPolicy::default(), &mut t);
+            t.0
+        };
+        let base = VirtAddr::new(0);
+        for pages in [2u64, 64, 512, 1 << 11, 31 << 11] {
+            let mut want = Vec::new();
+            TlbiRange::decompose(pages, |_, range| want.push(TlbiOp::Rvae1 { asid: 3, base, range }));
+            assert_eq!(want.len(), 1);
+            assert_eq!(emit(pages), want, "{pages} pages");
+        }
+        assert_eq!(emit(512), [TlbiOp::Rvae1 { asid: 3, base, range: TlbiRange { scale: 1, num: 7 } }]);
+        let r = |scale, num| TlbiRange { scale, num };
+        assert_eq!(
+            emit(515),
+            [
+                TlbiOp::Rvae1 { asid: 3, base, range: r(1, 7) },
+                TlbiOp::Rvae1 { asid: 3, base: VirtAddr::new(512 * PAGE_SIZE), range: r(0, 0) },
+                TlbiOp::Vae1 { asid: 3, va: VirtAddr::new(514 * PAGE_SIZE) },
+            ]
+        );
+    }
+
     /// Every instruction a TLB-maintenance edge was asked for, in order.
     #[derive(Default)]
     struct Recorder(Vec<String>);
