@@ -230,7 +230,8 @@ pub struct UserSpace {
     root: u64,
     /// TLBIs its operations issued.
     tlbis: AtomicU64,
-    /// The hardware's TLB maintenance (a copy of `TLB`'s, at hand for [`UserSpace::first_touch`]).
+    /// The hardware's TLB maintenance (a copy of `TLB`'s, at hand for [`UserSpace::first_touch`]
+    /// and [`UserSpace::with`]).
     hw: HwTlb,
 }
 
@@ -258,7 +259,7 @@ impl UserSpace {
         pt.policy_mut().flush_elision = FLUSH_ELISION.load(Ordering::Relaxed);
         pt.policy_mut().lazy_relax = LAZY_RELAX.load(Ordering::Relaxed);
         let (e0, l0) = (pt.stats().flushes_elided, pt.stats().lazy_relaxed);
-        let mut t = SpaceTlb { hw: tlb(), tlbis: 0 };
+        let mut t = SpaceTlb { hw: self.hw, tlbis: 0 };
         let r = f(s, &mut t);
         if t.tlbis != 0 {
             self.tlbis.fetch_add(t.tlbis, Ordering::Relaxed);
