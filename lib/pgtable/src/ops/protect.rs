@@ -411,12 +411,11 @@ impl<A: FrameAlloc, K: InputAddress> PageTable<A, K> {
             // never inside such a range: their post-visits change nothing and only count).
             let root = self.root();
             if let Some(path) = path_to_leaf_table(self.frames(), regime.start_level(), root, s) {
-                let r = if e - s == PAGE_SIZE {
-                    self.protect_leaves::<T, true>(tlb, &p, &path)
-                } else {
-                    self.protect_run(tlb, &p, &path)
-                };
-                if let Some(r) = r {
+                if e - s == PAGE_SIZE {
+                    if let Some(r) = self.protect_leaves::<T, true>(tlb, &p, &path) {
+                        return r;
+                    }
+                } else if let Some(r) = self.protect_run(tlb, &p, &path) {
                     return r;
                 }
                 let mut ctx = self.ctx(tlb, opts);
