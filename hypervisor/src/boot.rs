@@ -202,6 +202,11 @@ impl Mapped {
         let board = &d.board;
         let (contents, sources) = guest::from_boot_loader(board).map_err(|e| e.to_string())?;
         let migration = if d.opts.migrate { Some(setup_migration(board, plan)?) } else { None };
+        // The CPUs waiting in a firmware spin table come into the hypervisor's `WFI` now, not
+        // after the loading: under QEMU's TCG a `WFE` loop keeps a host thread busy, and on a
+        // small host the three of the Pi 4 model slowed this CPU's boot by half. Everything
+        // they need is ready: the EL2 tables and configuration (`map`), the migration worker.
+        let taken = psci::take_waiting_cpus();
         let tree = GuestTree::new(board, &d.host_dtb, plan, &d.opts, migration.as_ref(), guest_cpus);
         // Where QEMU would put the guest on the guest's RAM (`hypcore::load::place_guest`: from
         // the machine's RAM base, or a later range when the first cannot hold it). The DTB's
@@ -230,7 +235,7 @@ impl Mapped {
         let scrubbed = guest::scrub(&dirty, &keep);
         report_guest(plan, &loaded, scrubbed);
         rt::println!("{}", boot_record(board, plan, &loaded, guest_cpus, loaded.dtb.start));
-        Ok(Loaded { kernel_entry: loaded.kernel.entry, dtb_at: loaded.dtb.start, m: self })
+        Ok(Loaded { kernel_entry: loaded.kernel.entry, dtb_at: loaded.dtb.start, taken, m: self })
     }
 }
 
@@ -265,11 +270,13 @@ struct Loaded {
     kernel_entry: u64,
     /// The guest's device tree (x0).
     dtb_at: u64,
+    /// CPUs taken from the spin table: (the guest's, the others).
+    taken: (usize, usize),
 }
 
 impl Loaded {
-    /// The tests that replace the guest's start (`hyp.test=`), the spin-table CPUs taken into
-    /// `WFI`, then the guest on this CPU at EL1.
+    /// The tests that replace the guest's start (`hyp.test=`), what the spin-table CPUs taken
+    /// into `WFI` wait for, then the guest on this CPU at EL1.
     fn enter(self) -> Result<Infallible, String> {
         let p = &self.m.p;
         let opts = &p.d.opts;
@@ -282,7 +289,7 @@ impl Loaded {
         if let Some(insn) = opts.aarch32_test {
             aarch32_test_guest(p.me, insn, self.kernel_entry, p.plan.hyp.start)?;
         }
-        match psci::take_waiting_cpus() {
+        match self.taken {
             (0, 0) => {}
             (guest, 0) => {
                 rt::println!("hyp: {guest} CPUs taken from the spin table: they wait in WFI for the guest's CPU_ON")
