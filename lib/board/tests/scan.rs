@@ -7,7 +7,7 @@
 mod common;
 
 use board::{Board, MemFacts, Region};
-use common::{base_tree, cells, compact, s, Qemu, N};
+use common::{base_tree, cells, compact, s, Qemu, Rng, N};
 
 /// Both, and the check that they agree when both succeed. Returns the scan's result.
 fn both(dtb: &[u8], what: &str) -> (Option<MemFacts>, bool) {
@@ -246,21 +246,6 @@ fn every_rule_the_scan_follows_matches_the_full_parse() {
         }
     }
     assert!(read + 1 >= cases.len(), "nearly every case parses both ways ({read} of {})", cases.len());
-}
-
-/// xorshift64*, as in `fuzz.rs`.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
 }
 
 #[test]

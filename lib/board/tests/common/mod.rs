@@ -219,3 +219,18 @@ pub fn compact(dtb: &[u8]) -> Vec<u8> {
     v[4..8].copy_from_slice(&(end as u32).to_be_bytes());
     v
 }
+
+/// xorshift64*: deterministic, so a failure reproduces.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
