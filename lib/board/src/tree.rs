@@ -12,6 +12,10 @@ use alloc::vec::Vec;
 
 use crate::error::{bad_prop, missing_prop, BoardError};
 
+/// Deepest node nesting a tree holds and the walk accepts (the root is depth 1). Real trees
+/// stay below 10.
+pub const MAX_DEPTH: usize = 32;
+
 /// A property as the blob has it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Prop<'a> {
@@ -129,7 +133,7 @@ impl<'a> Tree<'a> {
 
     /// Node `i`'s absolute path (`/` for the root), built from its ancestors' names.
     pub(crate) fn path(&self, i: usize) -> String {
-        let mut chain = [0usize; crate::validate::MAX_DEPTH];
+        let mut chain = [0usize; MAX_DEPTH];
         let mut depth = 0;
         let mut cur = i;
         while let Some(p) = self.nodes[cur].parent() {

@@ -21,8 +21,7 @@ use crate::tree::{Tree, PHANDLE_NAMES};
 pub const FDT_MAGIC: u32 = 0xd00d_feed;
 /// Size of the version-17 header.
 pub const HEADER_LEN: usize = 40;
-/// Deepest node nesting accepted (the root is depth 1). Real trees stay below 10.
-pub const MAX_DEPTH: usize = 32;
+pub use crate::tree::MAX_DEPTH;
 /// Largest blob accepted by [`crate::dtb_at`] (Linux arm64 caps the DTB at 2 MiB too).
 pub const MAX_DTB_SIZE: usize = 2 << 20;
 
