@@ -32,6 +32,9 @@ pub const MOVED_MARK: u64 = u64::from_le_bytes(*b"PGTLMOVE");
 /// From the device tree at `dtb_addr` (x0) to the guest; `loaded_at`: where the boot loader put
 /// the image, if it has moved since (its old copy is zeroed once the guest is in place).
 pub fn boot(dtb_addr: usize, loaded_at: Option<u64>) -> Result<Infallible, String> {
+    if loaded_at.is_none() {
+        move_early(dtb_addr);
+    }
     Discovered::read(dtb_addr, loaded_at)?.plan()?.map()?.load()?.enter()
 }
 
@@ -58,21 +61,23 @@ impl Discovered {
             );
         }
         // SAFETY: x0 points at the DTB per the arm64 boot protocol, in RAM nothing writes
-        // meanwhile; only its length is taken here (the header's, checked: at most 2 MiB).
-        let size = unsafe { board::dtb_at(dtb_addr as *const u8) }
-            .map_err(|e| format!("device tree at {dtb_addr:#x}: {e}"))?
-            .len();
-        // Keep our own copy: the original lies in what becomes guest RAM (QEMU's is 1 MiB:
-        // copied 32 bytes at a time, the softfloat memcpy goes byte by byte).
-        // Not zeroed first (a memset of the whole room, QEMU's 1 MiB, mostly free space).
-        let mut host_dtb: Vec<u8> = Vec::with_capacity(size);
-        // SAFETY: the header says the blob is `size` bytes long; `host_dtb` has room for `size`
-        // bytes and is a fresh heap buffer, so the two do not overlap; after the copy all `size`
-        // bytes are initialised.
+        // meanwhile; the header's length is checked (at most 2 MiB).
+        let blob = unsafe { board::dtb_at(dtb_addr as *const u8) }
+            .map_err(|e| format!("device tree at {dtb_addr:#x}: {e}"))?;
+        let size = blob.len();
+        // Keep our own copy: the original lies in what becomes guest RAM. Only the bytes its
+        // blocks use (QEMU's blob is 1 MiB, a few KiB of it tree), with `totalsize` saying so;
+        // copied 32 bytes at a time (the softfloat memcpy goes byte by byte), not zeroed first.
+        let used = board::dtb_used_len(blob).map_err(|e| format!("device tree at {dtb_addr:#x}: {e}"))?;
+        let mut host_dtb: Vec<u8> = Vec::with_capacity(used);
+        // SAFETY: `used` <= the blob's length (checked by `dtb_used_len`); `host_dtb` has room
+        // for `used` bytes and is a fresh heap buffer, so the two do not overlap; after the copy
+        // all `used` bytes are initialised.
         unsafe {
-            mem::copy_fast(host_dtb.as_mut_ptr() as u64, dtb_addr as u64, size as u64);
-            host_dtb.set_len(size);
+            mem::copy_fast(host_dtb.as_mut_ptr() as u64, dtb_addr as u64, used as u64);
+            host_dtb.set_len(used);
         }
+        host_dtb[4..8].copy_from_slice(&(used as u32).to_be_bytes());
         let board = Board::from_dtb(&host_dtb).map_err(|e| format!("device tree: {e}"))?;
         let uart = board.console.as_ref().ok_or(
             "the device tree names no UART this build drives (PL011, i.MX, Cadence, 16550) for /chosen/stdout-path",
@@ -88,7 +93,7 @@ impl Discovered {
         let opts = options::parse(board.bootargs.as_deref().unwrap_or(""));
         trap::set_stop_on_fault(opts.stop_on_fault);
         let dtb = Range::new(dtb_addr as u64, (dtb_addr + size) as u64);
-        let home = go_home(&board, &opts, dtb, dtb_addr);
+        let home = go_home(&board, &opts, dtb, dtb_addr, loaded_at.is_some())?;
         let mode = el2::choose_mode(opts.force_e2h);
         let layout = rt::start::image_layout();
         rt::println!(
@@ -197,6 +202,11 @@ impl Mapped {
         let board = &d.board;
         let (contents, sources) = guest::from_boot_loader(board).map_err(|e| e.to_string())?;
         let migration = if d.opts.migrate { Some(setup_migration(board, plan)?) } else { None };
+        // The CPUs waiting in a firmware spin table come into the hypervisor's `WFI` now, not
+        // after the loading: under QEMU's TCG a `WFE` loop keeps a host thread busy, and on a
+        // small host the three of the Pi 4 model slowed this CPU's boot by half. Everything
+        // they need is ready: the EL2 tables and configuration (`map`), the migration worker.
+        let taken = psci::take_waiting_cpus();
         let tree = GuestTree::new(board, &d.host_dtb, plan, &d.opts, migration.as_ref(), guest_cpus);
         // Where QEMU would put the guest on the guest's RAM (`hypcore::load::place_guest`: from
         // the machine's RAM base, or a later range when the first cannot hold it). The DTB's
@@ -220,12 +230,12 @@ impl Mapped {
         if let Some(at) = d.loaded_at {
             dirty.push(Range::new(at, at + (layout.end - layout.start) as u64));
         }
-        let mut keep = alloc::vec![loaded.kernel.range(), loaded.dtb];
+        let mut keep = alloc::vec![loaded.kernel.file(), loaded.dtb];
         keep.extend(loaded.initrd);
         let scrubbed = guest::scrub(&dirty, &keep);
         report_guest(plan, &loaded, scrubbed);
         rt::println!("{}", boot_record(board, plan, &loaded, guest_cpus, loaded.dtb.start));
-        Ok(Loaded { kernel_entry: loaded.kernel.entry, dtb_at: loaded.dtb.start, m: self })
+        Ok(Loaded { kernel_entry: loaded.kernel.entry, dtb_at: loaded.dtb.start, taken, m: self })
     }
 }
 
@@ -260,11 +270,13 @@ struct Loaded {
     kernel_entry: u64,
     /// The guest's device tree (x0).
     dtb_at: u64,
+    /// CPUs taken from the spin table: (the guest's, the others).
+    taken: (usize, usize),
 }
 
 impl Loaded {
-    /// The tests that replace the guest's start (`hyp.test=`), the spin-table CPUs taken into
-    /// `WFI`, then the guest on this CPU at EL1.
+    /// The tests that replace the guest's start (`hyp.test=`), what the spin-table CPUs taken
+    /// into `WFI` wait for, then the guest on this CPU at EL1.
     fn enter(self) -> Result<Infallible, String> {
         let p = &self.m.p;
         let opts = &p.d.opts;
@@ -277,7 +289,7 @@ impl Loaded {
         if let Some(insn) = opts.aarch32_test {
             aarch32_test_guest(p.me, insn, self.kernel_entry, p.plan.hyp.start)?;
         }
-        match psci::take_waiting_cpus() {
+        match self.taken {
             (0, 0) => {}
             (guest, 0) => {
                 rt::println!("hyp: {guest} CPUs taken from the spin table: they wait in WFI for the guest's CPU_ON")
@@ -310,39 +322,93 @@ fn aarch32_test_guest(me: usize, insn: u32, at: u64, r1: u64) -> Result<core::co
     el2::enter_aarch32_guest(at, r1)
 }
 
-/// Moves the hypervisor to the top of RAM (`hypcore::home`) so the guest's RAM has no hole: the
-/// image is copied there and boot starts over in the copy (this call then never returns). Says
-/// where the hypervisor runs, for the banner. Called before any static outside the BSS is
-/// written (`rt::start::restart_at`'s condition).
-fn go_home(board: &Board, opts: &options::Options, dtb: Range, dtb_addr: usize) -> &'static str {
-    use hypcore::home::{decide, Home, HomeInput};
+/// Before anything else is read or written: the early scan of the device tree
+/// (`board::MemFacts::scan`: RAM, reserved memory, what the boot loader loaded, the command
+/// line) and, where `hypcore::home` says so, the move to the top of RAM (restarting there: this
+/// call then never returns). The full parse then runs once, after the move: the code that runs
+/// before it is translated twice by an emulator, and under QEMU's TCG every translation left in
+/// what becomes the guest's RAM costs a flush of every vCPU's jump cache when the guest's
+/// kernel is copied over it. Anything the scan cannot read, and every other decision, is left
+/// to [`go_home`] after the full parse, which says why.
+fn move_early(dtb_addr: usize) {
+    use hypcore::home::{decide, Home};
+    if dtb_addr == 0 {
+        return;
+    }
+    // SAFETY: as in `Discovered::read`: x0 points at the DTB, which nothing writes meanwhile;
+    // the header's length is checked (at most 2 MiB).
+    let Ok(blob) = (unsafe { board::dtb_at(dtb_addr as *const u8) }) else {
+        return;
+    };
+    let Ok(facts) = board::MemFacts::scan(blob) else {
+        return;
+    };
+    // Of the command line only `hyp.slotpool=` matters here; the whole line is parsed (and any
+    // error in it reported) after the move. A line without the word has no slot pool.
+    let line = facts.bootargs.as_deref().unwrap_or("").as_bytes();
+    let word = hypcore::options::SLOTPOOL.as_bytes();
+    let slotpool = if line.windows(word.len()).any(|w| w == word) {
+        let Ok(opts) = options::try_parse(facts.bootargs.as_deref().unwrap_or("")) else {
+            return;
+        };
+        opts.slotpool
+    } else {
+        None
+    };
+    let dtb = Range::new(dtb_addr as u64, (dtb_addr + blob.len()) as u64);
+    let input = home_input(&facts, slotpool, dtb);
+    if let Home::MoveTo(to) = decide(&input) {
+        // SAFETY: as in `go_home`; nothing but the heap (BSS) has been written yet.
+        unsafe { rt::start::restart_at(to, dtb_addr as u64, input.image.start, MOVED_MARK) }
+    }
+}
+
+/// What `hypcore::home::decide` needs, from a tree's memory facts: RAM and reserved memory as
+/// the memory plan sees them (firmware's no-map memory is no RAM), and what the boot loader
+/// loaded (the DTB at `dtb`, the initrd, the modules).
+fn home_input(f: &board::MemFacts, slotpool: Option<u64>, dtb: Range) -> hypcore::home::HomeInput {
     let layout = rt::start::image_layout();
     let image = Range::new(layout.start as u64, layout.end as u64);
-    // RAM and reserved memory as the memory plan sees them (firmware's no-map memory is no RAM).
-    let plan_input = hypcore::plan::PlanInput::from_board(board, image, opts.pool, opts.slotpool);
-    let input = HomeInput {
+    let plan_input = hypcore::plan::PlanInput::from_facts(f, image, None, slotpool);
+    hypcore::home::HomeInput {
         ram: plan_input.ram,
         image,
         reserved: plan_input.reserved,
-        loaded: [Some(dtb), board.initrd.map(|i| Range::new(i.base, i.end()))]
-            .into_iter()
-            .flatten()
-            .chain(board.module_regions().map(|m| Range::new(m.base, m.end())))
-            .collect(),
-        slotpool: opts.slotpool,
-    };
+        loaded: [Some(dtb), plan_input.initrd].into_iter().flatten().chain(plan_input.modules).collect(),
+        slotpool,
+    }
+}
+
+/// Moves the hypervisor to the top of RAM (`hypcore::home`) so the guest's RAM has no hole: the
+/// image is copied there and boot starts over in the copy (this call then never returns). Says
+/// where the hypervisor runs, for the banner. Called before any static outside the BSS is
+/// written (`rt::start::restart_at`'s condition). `moved`: the image moved already (after
+/// [`move_early`]); the full parse must then agree that it is home, or the boot stops.
+fn go_home(
+    board: &Board,
+    opts: &options::Options,
+    dtb: Range,
+    dtb_addr: usize,
+    moved: bool,
+) -> Result<&'static str, String> {
+    use hypcore::home::{decide, Home};
+    let input = home_input(&board.mem_facts(), opts.slotpool, dtb);
     match decide(&input) {
-        Home::Here => "top of RAM",
+        Home::Here => Ok("top of RAM"),
         Home::Stay(why) => {
             rt::println!(
                 "hyp: warning: staying where the boot loader put the hypervisor (the guest's RAM gets a hole): {why}"
             );
-            "where it was loaded"
+            Ok("where it was loaded")
         }
+        Home::MoveTo(to) if moved => Err(format!(
+            "the image moved to the top of RAM by the early scan of the device tree, but the full parse \
+             places it at {to:#x}: the two disagree (board::MemFacts)"
+        )),
         // SAFETY: `decide` chose a 2 MiB aligned destination inside RAM, clear of the running
         // image, the DTB, the initrd and reserved memory; only the boot CPU runs; so far only the
         // heap, the console and the options (BSS statics) have been written.
-        Home::MoveTo(to) => unsafe { rt::start::restart_at(to, dtb_addr as u64, image.start, MOVED_MARK) },
+        Home::MoveTo(to) => unsafe { rt::start::restart_at(to, dtb_addr as u64, input.image.start, MOVED_MARK) },
     }
 }
 

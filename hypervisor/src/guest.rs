@@ -137,12 +137,16 @@ pub struct LoadedKernel {
     pub entry: u64,
     /// What it may use from `entry`: `image_size` (BSS included) or the file's length.
     pub image_size: u64,
+    /// The file's bytes from `entry`: what was loaded (the rest of `image_size`, the BSS, the
+    /// kernel clears itself, as with QEMU's loader or a firmware's).
+    pub file_len: u64,
     pub kind: KernelKind,
 }
 
 impl LoadedKernel {
-    pub fn range(&self) -> Range {
-        Range::new(self.entry, self.entry + self.image_size)
+    /// The file where it was loaded.
+    pub fn file(&self) -> Range {
+        Range::new(self.entry, self.entry + self.file_len)
     }
 }
 
@@ -284,18 +288,16 @@ pub fn load(c: &Contents, base: u64, reserved: &[Range], dtb_len: u64) -> Result
         // so none overwrites a source still to be read; move_bytes handles overlap.
         unsafe { crate::mem::move_bytes(cp.to, cp.from, cp.len) };
     }
-    let bss = Range::new(p.entry + c.kernel.file_len, p.kernel.end);
-    if !bss.is_empty() {
-        // SAFETY: the kernel's BSS, guest RAM inside its room (checked above).
-        unsafe { crate::mem::zero(bss.start, bss.len()) };
-    }
-    crate::el2::clean_dcache_range(kernel_room.start, kernel_room.len());
+    // The BSS is not written: what lies there is what QEMU's loader leaves (zeros, or what the
+    // boot loader and the hypervisor wrote, which `scrub` zeroes). The guest starts with its
+    // MMU off: what was written goes to the point of coherency.
+    crate::el2::clean_dcache_range(p.entry, c.kernel.file_len);
     if let Some(i) = p.initrd {
         crate::el2::clean_dcache_range(i.start, i.len());
     }
     let kind = if c.kernel.is_image() { KernelKind::Image } else { KernelKind::Raw };
     Ok(GuestBoot {
-        kernel: LoadedKernel { entry: p.entry, image_size: kernel_room.len(), kind },
+        kernel: LoadedKernel { entry: p.entry, image_size: kernel_room.len(), file_len: c.kernel.file_len, kind },
         initrd: p.initrd,
         dtb: p.dtb,
         cmdline: c.cmdline.clone(),

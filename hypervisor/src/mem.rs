@@ -11,15 +11,19 @@ pub use hypcore::{BLOCK_1G, BLOCK_2M, PAGE};
 /// Heap for the hypervisor's own data (DTB copies, board description, guest DTB).
 const HEAP_SIZE: usize = 4 << 20;
 
+/// The heap's first block: not cleared at entry (`rt::heap`).
+#[link_section = ".bss.rt_uninit.heap"]
+static HEAP_SPACE: rt::heap::HeapSpace<HEAP_SIZE> = rt::heap::HeapSpace::new();
+
 #[global_allocator]
-static HEAP: rt::heap::BssHeap<HEAP_SIZE> = rt::heap::BssHeap::new();
+static HEAP: rt::heap::BssHeap = rt::heap::BssHeap::new();
 
 /// 4 KiB frames by frame number.
 pub static FRAMES: Mutex<FrameAllocator<32>> = Mutex::new(FrameAllocator::new());
 
 /// Makes the heap usable. Call once, on the boot CPU, before anything allocates.
 pub fn init_heap() {
-    HEAP.init();
+    HEAP.init(&HEAP_SPACE);
 }
 
 /// Pages handed to the frame pool.

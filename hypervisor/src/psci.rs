@@ -41,8 +41,9 @@ fn waker() -> Option<rt::gicv2::V2Mmio> {
     (d != 0 && c != 0).then(|| unsafe { rt::gicv2::V2Mmio::new(d as usize, c as usize, || {}) })
 }
 
-/// At the end of boot, on a board whose CPUs wait in a firmware spin table and which has a GIC to
-/// wake them through: takes the other CPUs into the hypervisor now, where they wait in [`park`]
+/// Once the EL2 tables are built (before the guest is loaded), on a board whose CPUs wait in a
+/// firmware spin table and which has a GIC to wake them through: takes the other CPUs into the
+/// hypervisor now, where they wait in [`park`]
 /// (`WFI`) for the guest's CPU_ON instead of in the firmware's `WFE` loop, which under QEMU's TCG
 /// does not sleep and keeps host threads busy for the whole run. CPUs beyond the guest's
 /// (`hyp.cpus`) wait there for good (CPU_ON refuses them); the migration worker starts on its

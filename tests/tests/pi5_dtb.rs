@@ -170,3 +170,21 @@ fn guest_device_tree_the_hypervisor_writes_for_a_pi5() {
         assert!(symbols, "__symbols__ (for overlays) survives");
     }
 }
+
+/// The early scan the hypervisor moves itself by reads what the full parse reads, on every
+/// board's own tree (and the Pi 5's as its firmware hands it over, with memory, initrd and
+/// command line filled in).
+#[test]
+fn early_scan_reads_every_boards_tree_as_the_full_parse() {
+    let Some(pi5) = pi5_dtb() else { return };
+    let mut trees = vec![("pi5 as the firmware hands it".to_string(), as_the_firmware_hands_it(&pi5, 4, 0x0100_0000))];
+    for f in xtask::provision::debian::KERNEL_PACKAGE_FILES.iter().filter(|f| f.ends_with(".dtb")) {
+        let p = xtask::provision::debian::file_from_kernel_package(f).unwrap_or_else(|e| panic!("{f}: {e:#}"));
+        trees.push((f.to_string(), std::fs::read(p).unwrap()));
+    }
+    for (what, dtb) in &trees {
+        let full = Board::from_dtb(dtb).unwrap_or_else(|e| panic!("{what}: {e}")).mem_facts();
+        let scan = board::MemFacts::scan(dtb).unwrap_or_else(|e| panic!("{what}: the early scan fails: {e}"));
+        assert_eq!(scan, full, "{what}: the early scan and the full parse disagree");
+    }
+}

@@ -1,5 +1,5 @@
 //! The kernel heap: a buddy allocator (`buddy_system_allocator::LockedHeap`) that starts with a
-//! 4 MiB block inside the image's BSS (usable with the MMU off, before the DTB is parsed) and
+//! 4 MiB block inside the image's BSS (not cleared at entry: `rt::heap`; usable with the MMU off, before the DTB is parsed) and
 //! grows into RAM from the frame allocator once the MMU is on (`mm::init`).
 //!
 //! The boot CPU uses the heap twice: with the MMU off at the image's physical address (to read
@@ -11,12 +11,16 @@
 /// Bytes of the boot block.
 const HEAP_SIZE: usize = 4 << 20;
 
+/// The heap's first block: not cleared at entry (`rt::heap`).
+#[link_section = ".bss.rt_uninit.heap"]
+static HEAP_SPACE: rt::heap::HeapSpace<HEAP_SIZE> = rt::heap::HeapSpace::new();
+
 #[global_allocator]
-static HEAP: rt::heap::BssHeap<HEAP_SIZE> = rt::heap::BssHeap::new();
+static HEAP: rt::heap::BssHeap = rt::heap::BssHeap::new();
 
 /// Call once on the boot CPU before anything allocates.
 pub fn init() {
-    HEAP.init();
+    HEAP.init(&HEAP_SPACE);
 }
 
 /// Starts the heap afresh over its boot block, as the running code reaches it now (the image's
@@ -27,7 +31,7 @@ pub fn init() {
 /// No object allocated before may be used (or freed) afterwards.
 pub unsafe fn reset() {
     // SAFETY: the caller's contract.
-    unsafe { HEAP.reset() }
+    unsafe { HEAP.reset(&HEAP_SPACE) }
 }
 
 /// Adds `[start, start + size)` to the heap.

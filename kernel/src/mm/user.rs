@@ -188,19 +188,21 @@ mod extra_sctlr {
 }
 
 /// The TLB maintenance of operations on one address space: the hardware's, counted for that
-/// address space too (what `Counters::space_tlbi` reports to its tasks).
-pub struct SpaceTlb<'a> {
+/// address space too (what `Counters::space_tlbi` reports to its tasks): in `tlbis` while the
+/// operation runs, added to the address space's count once at its end ([`UserSpace::with`]).
+pub struct SpaceTlb {
     hw: HwTlb,
-    tlbis: &'a AtomicU64,
+    tlbis: u64,
 }
 
-impl TlbMaintenance for SpaceTlb<'_> {
+impl TlbMaintenance for SpaceTlb {
+    #[inline(always)]
     fn tlbi(&mut self, op: Tlbi) {
-        self.tlbis.fetch_add(1, Ordering::Relaxed);
+        self.tlbis += 1;
         self.hw.tlbi(op)
     }
     fn tlbi_series(&mut self, first: Tlbi, stride: u64, count: u64) {
-        self.tlbis.fetch_add(count, Ordering::Relaxed);
+        self.tlbis += count;
         self.hw.tlbi_series(first, stride, count)
     }
     // Always inlined: every change ends in a barrier or two, and an outlined call (which the
@@ -228,7 +230,8 @@ pub struct UserSpace {
     root: u64,
     /// TLBIs its operations issued.
     tlbis: AtomicU64,
-    /// The hardware's TLB maintenance (a copy of `TLB`'s, at hand for [`UserSpace::first_touch`]).
+    /// The hardware's TLB maintenance (a copy of `TLB`'s, at hand for [`UserSpace::first_touch`]
+    /// and [`UserSpace::with`]).
     hw: HwTlb,
 }
 
@@ -247,7 +250,7 @@ impl UserSpace {
 
     /// Runs `f` on the address space under its lock, with its current ASID and the run-time
     /// switches in its table; adds what the table counted to the global counters.
-    pub fn with<R>(&self, f: impl FnOnce(&mut AddressSpace<KFrames>, &mut SpaceTlb<'_>) -> R) -> R {
+    pub fn with<R>(&self, f: impl FnOnce(&mut AddressSpace<KFrames>, &mut SpaceTlb) -> R) -> R {
         let mut guard = self.space.lock();
         let s = guard.as_mut().expect("a live address space");
         let asid = asids().asid(self.ctx.load(Ordering::Relaxed));
@@ -256,8 +259,11 @@ impl UserSpace {
         pt.policy_mut().flush_elision = FLUSH_ELISION.load(Ordering::Relaxed);
         pt.policy_mut().lazy_relax = LAZY_RELAX.load(Ordering::Relaxed);
         let (e0, l0) = (pt.stats().flushes_elided, pt.stats().lazy_relaxed);
-        let mut t = SpaceTlb { hw: tlb(), tlbis: &self.tlbis };
+        let mut t = SpaceTlb { hw: self.hw, tlbis: 0 };
         let r = f(s, &mut t);
+        if t.tlbis != 0 {
+            self.tlbis.fetch_add(t.tlbis, Ordering::Relaxed);
+        }
         let st = s.table().stats();
         for (total, d) in [(&FLUSHES_ELIDED, st.flushes_elided - e0), (&LAZY_RELAXED, st.lazy_relaxed - l0)] {
             if d != 0 {

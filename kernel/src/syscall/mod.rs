@@ -112,7 +112,7 @@ fn other(n: u64, a: &[u64; 31]) -> Result<u64, i64> {
 }
 
 fn with_mm<R>(
-    f: impl FnOnce(&mut uspace::AddressSpace<crate::mm::frames::KFrames>, &mut user::SpaceTlb<'_>) -> Result<R, i64>,
+    f: impl FnOnce(&mut uspace::AddressSpace<crate::mm::frames::KFrames>, &mut user::SpaceTlb) -> Result<R, i64>,
 ) -> Result<R, i64> {
     sched::with_running(|t| t.process.mm.with(f)).unwrap_or(Err(errno::ESRCH))
 }

@@ -50,21 +50,11 @@ impl Board {
     /// lives there too: the Pi 4's page 0), else its 4 KiB page. Neither a guest nor anything
     /// else may have it while a CPU may still be spinning there. Page-aligned, no duplicates.
     pub fn spin_table_regions(&self) -> Vec<Region> {
-        let mut out: Vec<Region> = Vec::new();
-        for c in &self.cpus {
-            let Some(EnableMethod::SpinTable { release_addr: Some(a) }) = c.enable_method else { continue };
-            let r = match self.mem_reserve.iter().find(|r| r.contains(a)) {
-                Some(r) => {
-                    let base = r.base & !0xfff;
-                    Region::new(base, (r.end().saturating_add(0xfff) & !0xfff) - base)
-                }
-                None => Region::new(a & !0xfff, 0x1000),
-            };
-            if !out.contains(&r) {
-                out.push(r);
-            }
-        }
-        out
+        let release = self.cpus.iter().filter_map(|c| match c.enable_method {
+            Some(EnableMethod::SpinTable { release_addr: Some(a) }) => Some(a),
+            _ => None,
+        });
+        crate::scan::spin_table_regions(&self.mem_reserve, release)
     }
 
     /// Whether any CPU starts by spin-table.

@@ -133,9 +133,9 @@ fn pci_windows(t: &Tree, i: usize) -> Result<Vec<Window>, BoardError> {
     let Some(v) = t.prop(i, "ranges") else {
         return Ok(Vec::new());
     };
-    let path = t.path(i);
+    let path = &t.path(i);
     let own = t.cells(i)?;
-    let parent = t.nodes[i].parent.ok_or_else(|| bad_prop(path, "ranges", "the root cannot be a PCI bridge"))?;
+    let parent = t.nodes[i].parent().ok_or_else(|| bad_prop(path, "ranges", "the root cannot be a PCI bridge"))?;
     let up = t.cells(parent)?;
     if own.addr != 3 || own.size == 0 || own.size > 2 || up.addr == 0 || up.addr > 2 {
         return Err(bad_prop(

@@ -108,22 +108,17 @@ impl fmt::Display for Difference {
     }
 }
 
-fn tree_of(blob: &[u8]) -> Result<(validate::Header, Vec<(u64, u64)>), BoardError> {
-    let checked = validate::check(blob)?;
-    let h = validate::header(checked.bytes())?;
-    let rsv = validate::mem_reserve(checked.bytes(), &h)?;
-    Ok((h, rsv))
+fn tree_of(blob: &[u8]) -> Result<(validate::Parsed<'_>, Vec<(u64, u64)>), BoardError> {
+    let p = validate::parse(blob)?;
+    let rsv = validate::mem_reserve(p.bytes, &p.header)?;
+    Ok((p, rsv))
 }
 
 /// Compares `left` and `right` (whole DTBs) node by node. Every difference, in the left tree's
 /// order (nodes only the right tree has after their siblings).
 pub fn compare(left: &[u8], right: &[u8]) -> Result<Vec<Difference>, BoardError> {
-    let (lh, lrsv) = tree_of(left)?;
-    let (rh, rrsv) = tree_of(right)?;
-    let bad = |_| BoardError::BadHeader { field: "magic", value: 0, why: "rejected by the fdt parser" };
-    let lf = fdt::Fdt::new(left).map_err(bad)?;
-    let rf = fdt::Fdt::new(right).map_err(bad)?;
-    let (lt, rt) = (Tree::build(&lf)?, Tree::build(&rf)?);
+    let (validate::Parsed { header: lh, tree: lt, .. }, lrsv) = tree_of(left)?;
+    let (validate::Parsed { header: rh, tree: rt, .. }, rrsv) = tree_of(right)?;
     let mut out = Vec::new();
     if lh.boot_cpuid_phys != rh.boot_cpuid_phys {
         out.push(Difference::Header {
@@ -141,9 +136,9 @@ pub fn compare(left: &[u8], right: &[u8]) -> Result<Vec<Difference>, BoardError>
 }
 
 fn node(lt: &Tree, li: usize, rt: &Tree, ri: usize, out: &mut Vec<Difference>) {
-    let path = lt.path(li).to_string();
-    let lprops = lt.nodes[li].props.as_slice();
-    let rprops = rt.nodes[ri].props.as_slice();
+    let path = lt.path(li);
+    let lprops = lt.props(li);
+    let rprops = rt.props(ri);
     for p in lprops {
         let other = rprops.iter().find(|q| q.name == p.name);
         if other.map(|q| q.value) != Some(p.value) {
@@ -176,11 +171,11 @@ fn node(lt: &Tree, li: usize, rt: &Tree, ri: usize, out: &mut Vec<Difference>) {
     for &c in &lkids {
         match rkids.iter().find(|&&r| name(rt, r) == name(lt, c)) {
             Some(&r) => node(lt, c, rt, r, out),
-            None => out.push(Difference::Node { path: lt.path(c).to_string(), only_left: true }),
+            None => out.push(Difference::Node { path: lt.path(c), only_left: true }),
         }
     }
     for &r in rkids.iter().filter(|&&r| !lkids.iter().any(|&l| name(lt, l) == name(rt, r))) {
-        out.push(Difference::Node { path: rt.path(r).to_string(), only_left: false });
+        out.push(Difference::Node { path: rt.path(r), only_left: false });
     }
 }
 

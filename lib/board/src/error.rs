@@ -104,10 +104,10 @@ impl fmt::Display for BoardError {
 
 impl core::error::Error for BoardError {}
 
-pub(crate) fn bad_prop(node: &str, prop: &'static str, why: &'static str) -> BoardError {
-    BoardError::BadProperty { node: String::from(node), prop, why }
+pub(crate) fn bad_prop(node: impl Into<String>, prop: &'static str, why: &'static str) -> BoardError {
+    BoardError::BadProperty { node: node.into(), prop, why }
 }
 
-pub(crate) fn missing_prop(node: &str, prop: &'static str) -> BoardError {
-    BoardError::MissingProperty { node: String::from(node), prop }
+pub(crate) fn missing_prop(node: impl Into<String>, prop: &'static str) -> BoardError {
+    BoardError::MissingProperty { node: node.into(), prop }
 }

@@ -62,7 +62,7 @@ pub(crate) fn parse_gic(t: &Tree) -> Result<Option<Gic>, BoardError> {
     let list = if v3 { GIC_V3 } else { GIC_V2 };
     let compatible = compat.iter().find(|c| list.contains(c)).map(|s| s.to_string()).unwrap_or_default();
     let regs = required_reg(t, i)?;
-    let path = t.path(i);
+    let path = &t.path(i);
     let gic = if v3 {
         let n = t.prop_u32(i, "#redistributor-regions")?.unwrap_or(1) as usize;
         if n == 0 {
@@ -105,7 +105,7 @@ pub(crate) fn interrupt_parent(t: &Tree, mut i: usize) -> Option<usize> {
         if let Some(p) = t.prop(i, "interrupt-parent").and_then(|v| <[u8; 4]>::try_from(v).ok()) {
             return t.by_phandle(u32::from_be_bytes(p));
         }
-        i = t.nodes[i].parent?;
+        i = t.nodes[i].parent()?;
     }
 }
 
@@ -113,7 +113,7 @@ pub(crate) fn interrupt_parent(t: &Tree, mut i: usize) -> Option<usize> {
 /// a PPI partition cell on some GICv3 trees), type 0 = SPI (INTID 32 + number), 1 = PPI
 /// (INTID 16 + number).
 pub(crate) fn gic_interrupts(t: &Tree, i: usize) -> Result<Vec<u32>, BoardError> {
-    let path = t.path(i);
+    let path = &t.path(i);
     let Some(v) = t.prop(i, "interrupts") else {
         return Err(missing_prop(path, "interrupts"));
     };

@@ -79,6 +79,8 @@ struct Ctx<'s> {
     timer: Option<(usize, usize)>,
     chosen: Option<usize>,
     reserved_node: Option<usize>,
+    /// The host's first memory node (a child of the root).
+    first_memory: Option<usize>,
     psci: Option<usize>,
     /// Bytes of the host's `linux,initrd-start`, if it has one.
     initrd_width: Option<usize>,
@@ -99,16 +101,8 @@ fn spec_err(item: String, why: &'static str) -> BoardError {
 /// [`crate::Board::from_dtb`]) changed as `spec` says. Host `/memreserve/` entries are kept
 /// when they overlap guest RAM and dropped otherwise.
 pub fn guest_dtb(host_dtb: &[u8], spec: &GuestSpec) -> Result<Vec<u8>, BoardError> {
-    let checked = validate::check(host_dtb)?;
-    let bytes = checked.bytes();
-    let header = validate::header(bytes)?;
+    let validate::Parsed { bytes, header, tree: t } = validate::parse(host_dtb)?;
     let rsv = validate::mem_reserve(bytes, &header)?;
-    let fdt = fdt::Fdt::new(bytes).map_err(|_| BoardError::BadHeader {
-        field: "magic",
-        value: 0,
-        why: "rejected by the fdt parser",
-    })?;
-    let t = Tree::build(&fdt)?;
 
     check_ranges("memory", &spec.memory, false)?;
     if spec.memory.is_empty() {
@@ -119,7 +113,7 @@ pub fn guest_dtb(host_dtb: &[u8], spec: &GuestSpec) -> Result<Vec<u8>, BoardErro
         check_ranges("initrd", &[r], true)?;
     }
     let find = |p: &String| -> Result<usize, BoardError> {
-        match t.nodes.iter().position(|n| n.path == *p) {
+        match t.find_exact(p) {
             Some(0) => Err(spec_err(p.clone(), "cannot remove or disable the root node")),
             Some(i) => Ok(i),
             None => Err(spec_err(p.clone(), "no such node in the host tree")),
@@ -131,7 +125,9 @@ pub fn guest_dtb(host_dtb: &[u8], spec: &GuestSpec) -> Result<Vec<u8>, BoardErro
     let mut cpus = cpu_nodes(&t, &spec.remove_cpus)?;
     let cpus_node = t.find_path("/cpus");
     cpus.extend(removed.iter().copied().filter(|&i| {
-        t.nodes[i].parent.is_some() && t.nodes[i].parent == cpus_node && t.prop_str(i, "device_type") == Ok(Some("cpu"))
+        t.nodes[i].parent().is_some()
+            && t.nodes[i].parent() == cpus_node
+            && t.prop_str(i, "device_type") == Ok(Some("cpu"))
     }));
     let edits = drop_cpu_refs(&t, &cpus, &mut removed)?;
     // Only a tree that left CPUs out can have gained a dangling reference (checked below).
@@ -151,13 +147,15 @@ pub fn guest_dtb(host_dtb: &[u8], spec: &GuestSpec) -> Result<Vec<u8>, BoardErro
         chosen: top("chosen"),
         initrd_width: top("chosen").and_then(|c| t.prop(c, "linux,initrd-start")).map(|v| v.len()),
         reserved_node: top("reserved-memory"),
+        first_memory: t.children(0).find(|&c| is_memory_node(&t, c)),
         psci,
         removed,
         disabled,
         edits,
     };
 
-    let mut w = FdtWriter::new();
+    // The guest's tree is about the host's: room for it up front, not grown a copy at a time.
+    let mut w = FdtWriter::with_capacity(header.size_dt_struct + 1024, header.size_dt_strings + 256);
     w.set_boot_cpuid_phys(header.boot_cpuid_phys);
     for (base, size) in rsv {
         let r = Region::new(base, size);
@@ -165,7 +163,9 @@ pub fn guest_dtb(host_dtb: &[u8], spec: &GuestSpec) -> Result<Vec<u8>, BoardErro
             w.add_mem_reserve(base, size)?;
         }
     }
-    emit(&t, 0, &ctx, &mut w)?;
+    // The writer's offset of each host property name, as `FdtWriter::property_noted` notes it.
+    let mut notes = alloc::vec![0u32; t.name_ids()];
+    emit(&t, 0, &ctx, &mut w, &mut notes)?;
     let out = w.finish()?;
     // Parsing the output again costs as much as the host's tree: only where CPUs were left out.
     if let Some((node, prop)) = if left_cpus_out { dangling_cpu_refs(&out)?.into_iter().next() } else { None } {
@@ -237,11 +237,26 @@ pub const CPU_REFS: &[(&str, CpuRef)] = &[
 const PATH_NODES: &[&str] = &["/__symbols__", "/aliases", "/__fixups__", "/__local_fixups__"];
 
 fn holds_phandles(t: &Tree, i: usize) -> bool {
-    !PATH_NODES.iter().any(|p| t.nodes[i].path == *p || t.nodes[i].path.starts_with(&format!("{p}/")))
+    // Node names hold no `/`: a path is one of these or under it when its first component is.
+    !t.top_level(i).is_some_and(|top| PATH_NODES.iter().any(|p| p.strip_prefix('/') == Some(t.nodes[top].name)))
+}
+
+/// Whether node `i` lies under `/cpus/cpu-map` (is a cluster, socket or leaf of it).
+fn under_cpu_map(t: &Tree, i: usize) -> bool {
+    let mut chain = core::iter::successors(Some(i), |&c| t.nodes[c].parent()).filter(|&c| c != 0);
+    let mut names = [""; 2];
+    let mut depth = 0;
+    for c in chain.by_ref() {
+        names.rotate_left(1);
+        names[1] = t.nodes[c].name;
+        depth += 1;
+    }
+    // `names` ends with the top-level ancestor, the one before it next to last.
+    depth >= 3 && names == ["cpu-map", "cpus"]
 }
 
 fn phandle_of(t: &Tree, i: usize) -> Option<u32> {
-    ["phandle", "linux,phandle"]
+    crate::tree::PHANDLE_NAMES
         .iter()
         .find_map(|n| t.prop(i, n))
         .and_then(|v| <[u8; 4]>::try_from(v).ok())
@@ -328,10 +343,9 @@ fn drop_cpu_refs(t: &Tree, cpus: &[usize], removed: &mut Vec<usize>) -> Result<V
     }
     // cpu-map clusters (and sockets) whose every entry went, deepest first.
     for i in (0..t.nodes.len()).rev() {
-        let n = &t.nodes[i];
-        if n.path.starts_with("/cpus/cpu-map/")
-            && !n.children.is_empty()
-            && n.children.iter().all(|c| removed.contains(c))
+        if under_cpu_map(t, i)
+            && t.has_children(i)
+            && t.children(i).all(|c| removed.contains(&c))
             && !removed.contains(&i)
         {
             removed.push(i);
@@ -343,13 +357,7 @@ fn drop_cpu_refs(t: &Tree, cpus: &[usize], removed: &mut Vec<usize>) -> Result<V
 /// The `(node path, property)` of every [`CPU_REFS`] property in `dtb` naming a node that is
 /// not in the tree (the check [`guest_dtb`] makes of its own output, and the tests' oracle).
 pub fn dangling_cpu_refs(dtb: &[u8]) -> Result<Vec<(String, &'static str)>, BoardError> {
-    let checked = validate::check(dtb)?;
-    let fdt = fdt::Fdt::new(checked.bytes()).map_err(|_| BoardError::BadHeader {
-        field: "magic",
-        value: 0,
-        why: "rejected by the fdt parser",
-    })?;
-    let t = Tree::build(&fdt)?;
+    let t = validate::parse(dtb)?.tree;
     let mut out = Vec::new();
     for i in 0..t.nodes.len() {
         for &(name, how) in CPU_REFS {
@@ -361,7 +369,7 @@ pub fn dangling_cpu_refs(dtb: &[u8]) -> Result<Vec<(String, &'static str)>, Boar
                 Err(_) => true,
             };
             if dangling {
-                out.push((String::from(t.path(i)), name));
+                out.push((t.path(i), name));
             }
         }
     }
@@ -403,19 +411,19 @@ fn encode_reg(cells: Cells, regions: &[Region], what: &str) -> Result<Vec<u8>, B
     Ok(out)
 }
 
-fn emit(t: &Tree, i: usize, cx: &Ctx, w: &mut FdtWriter) -> Result<(), BoardError> {
+fn emit(t: &Tree, i: usize, cx: &Ctx, w: &mut FdtWriter, notes: &mut [u32]) -> Result<(), BoardError> {
     let spec = cx.spec;
     let node = &t.nodes[i];
     let is_chosen = cx.chosen == Some(i);
     let is_psci = cx.psci == Some(i) && spec.psci_method.is_some();
-    let psci_cpu = spec.psci_method.is_some() && node.parent.is_some() && node.parent == cx.cpus_node;
+    let psci_cpu = spec.psci_method.is_some() && node.parent().is_some() && node.parent() == cx.cpus_node;
     let disable = cx.disabled.contains(&i);
     w.begin_node(node.name)?;
     let mut wrote_method = false;
     // /chosen's properties the spec replaces are written where the host has them (the same
     // order as QEMU's); the others after the host's.
     let mut chosen_written: Vec<&str> = Vec::new();
-    for p in &node.props {
+    for p in t.props(i) {
         if let Some((_, name, v)) = cx.edits.iter().find(|(n, name, _)| *n == i && *name == p.name) {
             w.property(name, v)?;
             continue;
@@ -442,7 +450,7 @@ fn emit(t: &Tree, i: usize, cx: &Ctx, w: &mut FdtWriter) -> Result<(), BoardErro
                 // The maintenance interrupt: a machine without EL2 has none.
                 "interrupts" => continue,
                 "reg" => {
-                    let c = t.nodes[i].parent.map_or(Ok(cx.root_cells), |p| t.cells(p))?;
+                    let c = t.nodes[i].parent().map_or(Ok(cx.root_cells), |p| t.cells(p))?;
                     let pair = 4 * (c.addr + c.size) as usize;
                     w.property("reg", &p.value[..p.value.len().min(keep * pair)])?;
                     continue;
@@ -460,7 +468,10 @@ fn emit(t: &Tree, i: usize, cx: &Ctx, w: &mut FdtWriter) -> Result<(), BoardErro
                 wrote_method = true;
             }
             _ if psci_cpu && p.name == "enable-method" => w.property_str("enable-method", "psci")?,
-            _ => w.property(p.name, p.value)?,
+            _ => match notes.get_mut(usize::from(p.name_id)).filter(|_| p.name_id != 0) {
+                Some(note) => w.property_noted(p.name, note, p.value)?,
+                None => w.property(p.name, p.value)?,
+            },
         }
     }
     if let (true, false, Some(m)) = (is_psci, wrote_method, spec.psci_method) {
@@ -475,7 +486,7 @@ fn emit(t: &Tree, i: usize, cx: &Ctx, w: &mut FdtWriter) -> Result<(), BoardErro
         }
     }
     // The guest's memory nodes go where the host's first one was (first if it had none).
-    let first_memory = t.children(0).find(|&c| is_memory_node(t, c));
+    let first_memory = cx.first_memory;
     if i == 0 && first_memory.is_none() {
         memory_nodes(cx, w)?;
     }
@@ -501,7 +512,7 @@ fn emit(t: &Tree, i: usize, cx: &Ctx, w: &mut FdtWriter) -> Result<(), BoardErro
         if cx.removed.contains(&c) || is_memory_node(t, c) {
             continue;
         }
-        emit(t, c, cx, w)?;
+        emit(t, c, cx, w, notes)?;
     }
     if cx.reserved_node == Some(i) {
         let existing: Vec<&str> = t.children(i).map(|c| t.nodes[c].name).collect();

@@ -1,10 +1,10 @@
 //! Device tree (DTB) -> [`Board`]: what the hypervisor needs to know about the machine, and
 //! [`guest_dtb`]: the tree the guest gets.
 //!
-//! Parsing goes through the `fdt` crate, after this crate has checked the whole blob (header,
-//! block bounds, every token of the structure block, every name), so no input — truncated,
-//! corrupted or hostile — makes it panic: `fdt` 0.1.5 alone panics on malformed blobs. Every
-//! problem is a [`BoardError`] naming the node and property. [`FdtWriter`] writes blobs;
+//! One walk over the blob checks all of it (header, block bounds, every token of the structure
+//! block, every name) and builds the node tree the parsers read, so no input — truncated,
+//! corrupted or hostile — makes it panic. Every problem is a [`BoardError`] naming the node and
+//! property. [`FdtWriter`] writes blobs;
 //! [`guest_dtb`] uses it to derive the guest's tree from the host's.
 //!
 //! ```no_run
@@ -32,6 +32,7 @@ mod memory;
 pub mod modules;
 mod node;
 mod power;
+mod scan;
 mod timer;
 mod tree;
 mod validate;
@@ -49,11 +50,10 @@ pub use guest::{dangling_cpu_refs, guest_dtb, CpuRef, ExtraDevice, GuestSpec, CP
 pub use memory::ReservedMemory;
 pub use node::Status;
 pub use power::{Psci, PsciFunctionIds, PsciMethod, PsciVersion, PM_WATCHDOG};
+pub use scan::MemFacts;
 pub use timer::{Pmu, Timer};
-pub use validate::{total_size as dtb_total_size, FDT_MAGIC, MAX_DTB_SIZE};
+pub use validate::{total_size as dtb_total_size, used_len as dtb_used_len, FDT_MAGIC, MAX_DTB_SIZE};
 pub use writer::FdtWriter;
-
-use tree::Tree;
 
 /// A physical address range `[base, base + size)`; `base + size` never wraps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -184,16 +184,8 @@ impl Board {
 
     /// Parses a DTB. Never panics; `dtb` may be longer than the blob's `totalsize`.
     pub fn from_dtb(dtb: &[u8]) -> Result<Board, BoardError> {
-        let checked = validate::check(dtb)?;
-        let bytes = checked.bytes();
-        let header = validate::header(bytes)?;
+        let validate::Parsed { bytes, header, tree: t } = validate::parse(dtb)?;
         let mem_reserve = validate::mem_reserve(bytes, &header)?.into_iter().map(|(b, s)| Region::new(b, s)).collect();
-        let fdt = fdt::Fdt::new(bytes).map_err(|_| BoardError::BadHeader {
-            field: "magic",
-            value: 0,
-            why: "rejected by the fdt parser",
-        })?;
-        let t = Tree::build(&fdt)?;
         // Most fundamental first: the first error reported is the one that matters most.
         let memory = memory::parse_memory(&t)?;
         let reserved_memory = memory::parse_reserved(&t)?;
@@ -202,7 +194,7 @@ impl Board {
         let psci = power::parse_psci(&t)?;
         let timer = timer::parse_timer(&t)?;
         let pmu = timer::parse_pmu(&t)?;
-        let chosen = t.find_path("/chosen").filter(|&c| t.nodes[c].parent == Some(0));
+        let chosen = t.find_path("/chosen").filter(|&c| t.nodes[c].parent() == Some(0));
         let (bootargs, initrd) = match chosen {
             Some(c) => chosen::parse_chosen(&t, c)?,
             None => (None, None),

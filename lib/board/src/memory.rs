@@ -40,7 +40,7 @@ impl Board {
 }
 
 pub(crate) fn is_memory_node(t: &Tree, i: usize) -> bool {
-    t.nodes[i].parent == Some(0)
+    t.nodes[i].parent() == Some(0)
         && (prop_is(t, i, "device_type", "memory")
             || (base_name(t.nodes[i].name) == "memory" && !t.has_prop(i, "device_type")))
 }

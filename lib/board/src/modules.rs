@@ -67,7 +67,7 @@ pub(crate) fn parse_modules(t: &Tree, c: usize) -> Result<Option<GuestModules>, 
     let mut found: Vec<(Kind, Module, Option<String>)> = Vec::new();
     let mut generic = 0;
     for m in t.children(c) {
-        let path = t.path(m);
+        let path = &t.path(m);
         let compat = t.prop_strs(m, "compatible")?.unwrap_or_default();
         let specific: Vec<&str> =
             compat.iter().copied().filter(|s| s.starts_with("multiboot,") && *s != MODULE).collect();

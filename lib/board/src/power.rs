@@ -96,7 +96,7 @@ pub(crate) fn parse_psci(t: &Tree) -> Result<Option<Psci>, BoardError> {
     let Some(i) = find_psci(t).filter(|&i| crate::node::available(t, i)) else {
         return Ok(None);
     };
-    let path = t.path(i);
+    let path = &t.path(i);
     let method = match t.prop_str(i, "method")? {
         Some("hvc") => PsciMethod::Hvc,
         Some("smc") => PsciMethod::Smc,

@@ -1,40 +1,65 @@
-//! A flat, path-indexed view of a checked tree, built on `fdt`'s node iterators.
+//! A flat, index-linked view of a checked tree, built in the same walk that validates the blob
+//! ([`crate::validate::parse`]).
 //!
-//! Only the panic-free parts of `fdt` are used (`Fdt::new`, `root`, `FdtNode::{name,
-//! properties, children}`, `memory_reservations`) and only on blobs that passed
-//! [`crate::validate::check`]. Property values are decoded here with checked arithmetic, each
-//! failure turned into a [`BoardError`] naming the node and property.
+//! Each node's name and properties are decoded once, in that walk: nothing here re-reads the
+//! token stream (the `fdt` crate, used before, re-decoded a node's whole subtree, every
+//! property name checked as UTF-8 again, once per ancestor). Paths are built only when asked
+//! for (errors, the paths [`crate::Board`] reports). Property values are decoded here with
+//! checked arithmetic, each failure turned into a [`BoardError`] naming the node and property.
 
 use alloc::string::String;
 use alloc::vec::Vec;
 
-use fdt::node::FdtNode;
-use fdt::Fdt;
-
 use crate::error::{bad_prop, missing_prop, BoardError};
 
+/// Deepest node nesting a tree holds and the walk accepts (the root is depth 1). Real trees
+/// stay below 10.
+pub const MAX_DEPTH: usize = 32;
+
 /// A property as the blob has it.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Prop<'a> {
     pub name: &'a str,
     pub value: &'a [u8],
+    /// The same for every property of this name (the offset of the strings block it came
+    /// from), `1..Tree::name_ids()`; 0 when not known.
+    pub name_id: u16,
 }
 
-pub(crate) struct Node<'b, 'a> {
-    pub path: String,
+/// The properties that give a node's phandle.
+pub(crate) const PHANDLE_NAMES: [&str; 2] = ["phandle", "linux,phandle"];
+
+/// No node: the end of a sibling list, the root's parent.
+const NONE: u32 = u32::MAX;
+
+#[derive(Debug, Clone)]
+pub(crate) struct Node<'a> {
     pub name: &'a str,
-    pub fdt: FdtNode<'b, 'a>,
-    /// Its properties in the blob's order, decoded once: `fdt` finds a property by decoding
-    /// every one before it (its name looked up and checked as UTF-8 each time), and every
-    /// look-up here would pay that again.
-    pub props: Vec<Prop<'a>>,
-    pub parent: Option<usize>,
-    pub children: Vec<usize>,
+    /// Its properties, in the blob's order: `Tree::props[props.0..props.1]`.
+    props: (u32, u32),
+    parent: u32,
+    first_child: u32,
+    last_child: u32,
+    next_sibling: u32,
+}
+
+impl Node<'_> {
+    /// The parent's index; `None` for the root.
+    pub(crate) fn parent(&self) -> Option<usize> {
+        (self.parent != NONE).then_some(self.parent as usize)
+    }
 }
 
 /// All nodes in depth-first pre-order; index 0 is the root.
-pub(crate) struct Tree<'b, 'a> {
-    pub nodes: Vec<Node<'b, 'a>>,
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Tree<'a> {
+    pub nodes: Vec<Node<'a>>,
+    props: Vec<Prop<'a>>,
+    /// `(phandle, node)` for each node's first `phandle` and first `linux,phandle` property
+    /// that is one cell, in node order: [`Tree::by_phandle`]'s index.
+    phandles: Vec<(u32, u32)>,
+    /// One more than the largest [`Prop::name_id`].
+    name_ids: usize,
 }
 
 /// `#address-cells` / `#size-cells` a node declares for its children.
@@ -44,58 +69,140 @@ pub(crate) struct Cells {
     pub size: u32,
 }
 
-fn props_of<'a>(n: FdtNode<'_, 'a>) -> Vec<Prop<'a>> {
-    n.properties().map(|p| Prop { name: p.name, value: p.value }).collect()
-}
-
-impl<'b, 'a> Tree<'b, 'a> {
-    pub(crate) fn build(fdt: &'b Fdt<'a>) -> Result<Self, BoardError> {
-        let mut nodes = Vec::new();
-        let root = fdt.find_node("/").ok_or_else(|| BoardError::MissingNode { node: String::from("/") })?;
-        nodes.push(Node {
-            path: String::from("/"),
-            name: "",
-            fdt: root,
-            props: props_of(root),
-            parent: None,
-            children: Vec::new(),
-        });
-        Self::add_children(&mut nodes, 0);
-        Ok(Tree { nodes })
+impl<'a> Tree<'a> {
+    /// A tree with room for about `nodes` nodes and `props` properties.
+    pub(crate) fn with_capacity(nodes: usize, props: usize) -> Self {
+        Tree { nodes: Vec::with_capacity(nodes), props: Vec::with_capacity(props), phandles: Vec::new(), name_ids: 1 }
     }
 
-    fn add_children(nodes: &mut Vec<Node<'b, 'a>>, parent: usize) {
-        let pnode = nodes[parent].fdt;
-        for child in pnode.children() {
-            let mut path = nodes[parent].path.clone();
-            if parent != 0 {
-                path.push('/');
+    /// Adds a node (the next in pre-order) under `parent` (`None`: the root) and returns its
+    /// index. Its properties are the ones [`Tree::push_prop`] adds next.
+    pub(crate) fn push_node(&mut self, name: &'a str, parent: Option<usize>) -> usize {
+        let idx = self.nodes.len();
+        let at = self.props.len() as u32;
+        let parent = parent.map_or(NONE, |p| p as u32);
+        self.nodes.push(Node {
+            name,
+            props: (at, at),
+            parent,
+            first_child: NONE,
+            last_child: NONE,
+            next_sibling: NONE,
+        });
+        if parent != NONE {
+            let p = &mut self.nodes[parent as usize];
+            let last = p.last_child;
+            p.last_child = idx as u32;
+            if last == NONE {
+                p.first_child = idx as u32;
+            } else {
+                self.nodes[last as usize].next_sibling = idx as u32;
             }
-            path.push_str(child.name);
-            let idx = nodes.len();
-            nodes.push(Node {
-                path,
-                name: child.name,
-                fdt: child,
-                props: props_of(child),
-                parent: Some(parent),
-                children: Vec::new(),
-            });
-            nodes[parent].children.push(idx);
-            Self::add_children(nodes, idx);
+        }
+        idx
+    }
+
+    /// Adds a property to the node added last (properties come before child nodes);
+    /// `phandle`: whether `name` is [`PHANDLE_NAMES`]' (the caller knows it per name);
+    /// `name_id`: see [`Prop::name_id`].
+    pub(crate) fn push_prop(&mut self, name: &'a str, value: &'a [u8], phandle: bool, name_id: u16) {
+        let Some(node) = self.nodes.len().checked_sub(1) else {
+            return;
+        };
+        // A look-up finds a node's first property of a name: only that one is indexed.
+        if phandle && !self.props(node).iter().any(|p| p.name == name) {
+            if let Ok(v) = <[u8; 4]>::try_from(value) {
+                self.phandles.push((u32::from_be_bytes(v), node as u32));
+            }
+        }
+        self.props.push(Prop { name, value, name_id });
+        self.name_ids = self.name_ids.max(usize::from(name_id) + 1);
+        self.nodes[node].props.1 = self.props.len() as u32;
+    }
+
+    /// One more than the largest [`Prop::name_id`].
+    pub(crate) fn name_ids(&self) -> usize {
+        self.name_ids
+    }
+
+    /// Node `i`'s properties in the blob's order.
+    pub(crate) fn props(&self, i: usize) -> &[Prop<'a>] {
+        let (a, b) = self.nodes[i].props;
+        &self.props[a as usize..b as usize]
+    }
+
+    /// Node `i`'s absolute path (`/` for the root), built from its ancestors' names.
+    pub(crate) fn path(&self, i: usize) -> String {
+        let mut chain = [0usize; MAX_DEPTH];
+        let mut depth = 0;
+        let mut cur = i;
+        while let Some(p) = self.nodes[cur].parent() {
+            if depth < chain.len() {
+                chain[depth] = cur;
+            }
+            depth += 1;
+            cur = p;
+        }
+        if depth == 0 {
+            return String::from("/");
+        }
+        let depth = depth.min(chain.len());
+        let mut s = String::with_capacity(chain[..depth].iter().map(|&c| self.nodes[c].name.len() + 1).sum());
+        for &c in chain[..depth].iter().rev() {
+            s.push('/');
+            s.push_str(self.nodes[c].name);
+        }
+        s
+    }
+
+    /// The first node in pre-order whose path is exactly `path`.
+    pub(crate) fn find_exact(&self, path: &str) -> Option<usize> {
+        if path == "/" {
+            return Some(0);
+        }
+        let rest = path.strip_prefix('/')?;
+        self.find_exact_under(0, rest)
+    }
+
+    /// The first node in pre-order under `i` at the relative path `rest` (components exact;
+    /// siblings of one name are all tried, in order).
+    fn find_exact_under(&self, i: usize, rest: &str) -> Option<usize> {
+        let (comp, tail) = match rest.split_once('/') {
+            Some((c, t)) => (c, Some(t)),
+            None => (rest, None),
+        };
+        self.children(i).filter(|&c| self.nodes[c].name == comp).find_map(|c| match tail {
+            None => Some(c),
+            Some(t) => self.find_exact_under(c, t),
+        })
+    }
+
+    /// The top-level node (a child of the root) node `i` is or lies under; `None` for the root.
+    pub(crate) fn top_level(&self, mut i: usize) -> Option<usize> {
+        loop {
+            match self.nodes[i].parent() {
+                None => return None,
+                Some(0) => return Some(i),
+                Some(p) => i = p,
+            }
         }
     }
 
-    pub(crate) fn path(&self, i: usize) -> &str {
-        &self.nodes[i].path
+    pub(crate) fn children(&self, i: usize) -> impl Iterator<Item = usize> + '_ {
+        let first = self.nodes[i].first_child;
+        core::iter::successors((first != NONE).then_some(first), move |&c| {
+            let n = self.nodes[c as usize].next_sibling;
+            (n != NONE).then_some(n)
+        })
+        .map(|c| c as usize)
     }
 
-    pub(crate) fn children(&self, i: usize) -> impl Iterator<Item = usize> + '_ {
-        self.nodes[i].children.iter().copied()
+    pub(crate) fn has_children(&self, i: usize) -> bool {
+        self.nodes[i].first_child != NONE
     }
 
     pub(crate) fn prop(&self, i: usize, name: &str) -> Option<&'a [u8]> {
-        self.nodes[i].props.iter().find(|p| p.name == name).map(|p| p.value)
+        self.props(i).iter().find(|p| p.name == name).map(|p| p.value)
     }
 
     pub(crate) fn has_prop(&self, i: usize, name: &str) -> bool {
@@ -157,9 +264,8 @@ impl<'b, 'a> Tree<'b, 'a> {
 
     /// The cells node `i` declares for its children; both properties are required.
     pub(crate) fn cells(&self, i: usize) -> Result<Cells, BoardError> {
-        let path = self.path(i);
-        let addr = self.prop_u32(i, "#address-cells")?.ok_or_else(|| missing_prop(path, "#address-cells"))?;
-        let size = self.prop_u32(i, "#size-cells")?.ok_or_else(|| missing_prop(path, "#size-cells"))?;
+        let addr = self.prop_u32(i, "#address-cells")?.ok_or_else(|| missing_prop(self.path(i), "#address-cells"))?;
+        let size = self.prop_u32(i, "#size-cells")?.ok_or_else(|| missing_prop(self.path(i), "#size-cells"))?;
         Ok(Cells { addr, size })
     }
 
@@ -168,7 +274,7 @@ impl<'b, 'a> Tree<'b, 'a> {
         let Some(v) = self.prop(i, prop) else {
             return Ok(None);
         };
-        let parent = self.nodes[i].parent.ok_or_else(|| bad_prop("/", prop, "the root node has no parent bus"))?;
+        let parent = self.nodes[i].parent().ok_or_else(|| bad_prop("/", prop, "the root node has no parent bus"))?;
         let cells = self.cells(parent)?;
         decode_pairs(v, cells).map(Some).map_err(|why| bad_prop(self.path(i), prop, why))
     }
@@ -193,9 +299,9 @@ impl<'b, 'a> Tree<'b, 'a> {
     /// `[addr, addr + size)` as node `i`'s `reg` would give it (an address on `i`'s parent
     /// bus), translated to a CPU physical address; `Ok(None)` when not reachable.
     pub(crate) fn translate(&self, i: usize, mut addr: u64, size: u64) -> Result<Option<u64>, BoardError> {
-        let mut bus = self.nodes[i].parent;
+        let mut bus = self.nodes[i].parent();
         while let Some(b) = bus {
-            let Some(up) = self.nodes[b].parent else {
+            let Some(up) = self.nodes[b].parent() else {
                 break;
             };
             let Some(ranges) = self.prop(b, "ranges") else {
@@ -259,12 +365,9 @@ impl<'b, 'a> Tree<'b, 'a> {
         Ok(self.find_path(target))
     }
 
+    /// The first node (in pre-order) whose `phandle` or `linux,phandle` is `phandle`.
     pub(crate) fn by_phandle(&self, phandle: u32) -> Option<usize> {
-        (0..self.nodes.len()).find(|&i| {
-            ["phandle", "linux,phandle"].iter().any(|n| {
-                self.prop(i, n).and_then(|v| <[u8; 4]>::try_from(v).ok()).map(u32::from_be_bytes) == Some(phandle)
-            })
-        })
+        self.phandles.iter().find(|&&(p, _)| p == phandle).map(|&(_, n)| n as usize)
     }
 }
 
@@ -317,4 +420,52 @@ fn decode_ranges(v: &[u8], child: Cells, parent: Cells) -> Option<Vec<(u64, u64,
             ))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::FdtWriter;
+    use proptest::prelude::*;
+
+    /// What [`Tree::by_phandle`] answered before it had an index: every node's properties
+    /// searched in order.
+    fn linear(t: &Tree, phandle: u32) -> Option<usize> {
+        (0..t.nodes.len()).find(|&i| {
+            PHANDLE_NAMES.iter().any(|n| {
+                t.prop(i, n).and_then(|v| <[u8; 4]>::try_from(v).ok()).map(u32::from_be_bytes) == Some(phandle)
+            })
+        })
+    }
+
+    proptest! {
+        /// Nodes with no, one, both or repeated phandle properties, some not one cell long.
+        #[test]
+        fn phandle_index_is_the_linear_search(
+            nodes in prop::collection::vec(prop::collection::vec((0usize..3, 0u32..6, 3usize..6), 0..5), 1..24)
+        ) {
+            let mut w = FdtWriter::new();
+            w.begin_node("").unwrap();
+            for (k, props) in nodes.iter().enumerate() {
+                w.begin_node(&alloc::format!("n{k}")).unwrap();
+                for (j, &(name, v, len)) in props.iter().enumerate() {
+                    let mut value = alloc::vec![0u8; len];
+                    value[..3].copy_from_slice(&v.to_be_bytes()[1..]);
+                    let name = match name {
+                        0 | 1 => PHANDLE_NAMES[name].into(),
+                        _ => alloc::format!("other{j}"),
+                    };
+                    // A repeated name inside a node is malformed but possible: written raw.
+                    w.property(&name, &value).unwrap();
+                }
+                w.end_node().unwrap();
+            }
+            w.end_node().unwrap();
+            let dtb = w.finish().unwrap();
+            let t = crate::validate::parse(&dtb).unwrap().tree;
+            for ph in 0..7 {
+                prop_assert_eq!(t.by_phandle(ph), linear(&t, ph), "phandle {}", ph);
+            }
+        }
+    }
 }

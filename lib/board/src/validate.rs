@@ -1,8 +1,6 @@
-//! Structural validation of a flattened device tree before `fdt` sees it.
-//!
-//! `fdt` 0.1.5 assumes a well-formed blob: it slices, unwraps and asserts on the token stream
-//! (and mishandles `FDT_NOP` in some positions). Everything it relies on is checked here, so
-//! that after [`check`] succeeds no call this crate makes into `fdt` can panic:
+//! Structural validation of a flattened device tree, and its [`Tree`] built in the same walk
+//! ([`parse`]). Nothing reads the blob before it is checked here, so no input can make this
+//! crate index out of bounds or loop:
 //!
 //! - header: magic, version 17 layout, `totalsize` within the buffer, every block inside
 //!   `totalsize`, alignment;
@@ -11,20 +9,19 @@
 //!   properties before child nodes, every property's value inside the block and its name offset
 //!   pointing at a NUL-terminated UTF-8 string inside the strings block, balanced
 //!   BEGIN_NODE/END_NODE, nesting at most [`MAX_DEPTH`], `FDT_END` after the root;
-//! - `FDT_NOP` tokens are legal but `fdt` trips over them, so a blob that has any is copied
-//!   without them.
+//! - `FDT_NOP` tokens are legal anywhere between tokens and skipped.
 
 use alloc::string::String;
 use alloc::vec::Vec;
 
 use crate::error::BoardError;
+use crate::tree::{Tree, PHANDLE_NAMES};
 
 /// Magic number at offset 0 of every DTB.
 pub const FDT_MAGIC: u32 = 0xd00d_feed;
 /// Size of the version-17 header.
 pub const HEADER_LEN: usize = 40;
-/// Deepest node nesting accepted (the root is depth 1). Real trees stay below 10.
-pub const MAX_DEPTH: usize = 32;
+pub use crate::tree::MAX_DEPTH;
 /// Largest blob accepted by [`crate::dtb_at`] (Linux arm64 caps the DTB at 2 MiB too).
 pub const MAX_DTB_SIZE: usize = 2 << 20;
 
@@ -161,6 +158,20 @@ pub(crate) fn mem_reserve(data: &[u8], h: &Header) -> Result<Vec<(u64, u64)>, Bo
     }
 }
 
+/// The bytes of a blob its blocks use (header, memory reservations up to their terminator,
+/// structure and strings blocks): `totalsize` less the free space at its end (QEMU pads its
+/// DTB to 1 MiB around a few KiB). Copying these and setting `totalsize` to the length gives
+/// an equal tree.
+pub fn used_len(data: &[u8]) -> Result<usize, BoardError> {
+    let h = header(data)?;
+    let rsv_end = h.off_mem_rsvmap + 16 * (mem_reserve(data, &h)?.len() + 1);
+    Ok([rsv_end, h.off_dt_struct + h.size_dt_struct, h.off_dt_strings + h.size_dt_strings]
+        .into_iter()
+        .max()
+        .unwrap_or(HEADER_LEN)
+        .max(HEADER_LEN))
+}
+
 /// NUL-terminated UTF-8 string starting at `off` inside `block`.
 pub(crate) fn cstr_at(block: &[u8], off: usize) -> Result<&str, &'static str> {
     let rest = block.get(off..).filter(|r| !r.is_empty()).ok_or("offset outside its block")?;
@@ -168,111 +179,138 @@ pub(crate) fn cstr_at(block: &[u8], off: usize) -> Result<&str, &'static str> {
     core::str::from_utf8(&rest[..len]).map_err(|_| "string is not UTF-8")
 }
 
-/// A blob that passed [`check`]: exactly `totalsize` bytes, no `FDT_NOP` tokens.
-pub(crate) enum Checked<'a> {
-    Borrowed(&'a [u8]),
-    Owned(Vec<u8>),
+/// A blob that passed [`parse`]: its header and its tree.
+pub(crate) struct Parsed<'a> {
+    /// Exactly `totalsize` bytes.
+    pub bytes: &'a [u8],
+    pub header: Header,
+    pub tree: Tree<'a>,
 }
 
-impl Checked<'_> {
-    pub(crate) fn bytes(&self) -> &[u8] {
-        match self {
-            Checked::Borrowed(b) => b,
-            Checked::Owned(v) => v,
+/// Largest strings block whose names [`Names`] remembers (real trees' are a few KiB).
+const NAME_INDEX_MAX: usize = 64 << 10;
+
+/// The property names of a strings block, each offset checked (NUL-terminated, UTF-8) once:
+/// a tree names a few hundred properties thousands of times.
+struct Names<'a> {
+    strings: &'a [u8],
+    /// Per offset of the strings block: 1 + the index in `names` of the string there, 0 while
+    /// unchecked. Empty (nothing remembered) for a strings block over [`NAME_INDEX_MAX`].
+    slot: Vec<u16>,
+    /// Each name, whether it gives a node's phandle ([`PHANDLE_NAMES`]), and its
+    /// [`crate::tree::Prop::name_id`] (1 + its index here).
+    names: Vec<(&'a str, bool, u16)>,
+}
+
+impl<'a> Names<'a> {
+    fn new(strings: &'a [u8]) -> Self {
+        let slot = if strings.len() <= NAME_INDEX_MAX { alloc::vec![0; strings.len()] } else { Vec::new() };
+        Names { strings, slot, names: Vec::new() }
+    }
+
+    /// The name at `off`: [`cstr_at`]'s answer, checked only the first time; whether it
+    /// gives a node's phandle; its id (0 for a name not remembered).
+    fn at(&mut self, off: usize) -> Result<(&'a str, bool, u16), &'static str> {
+        if let Some(&k) = self.slot.get(off) {
+            if k != 0 {
+                return Ok(self.names[usize::from(k) - 1]);
+            }
         }
+        let name = cstr_at(self.strings, off)?;
+        let mut entry = (name, PHANDLE_NAMES.contains(&name), 0);
+        // At most one name per offset, so fewer names than `slot` entries (<= 64 Ki).
+        if off < self.slot.len() && self.names.len() < usize::from(u16::MAX) {
+            entry.2 = self.names.len() as u16 + 1;
+            self.names.push(entry);
+            self.slot[off] = entry.2;
+        }
+        Ok(entry)
     }
 }
 
-struct Level {
-    path_len: usize,
-    seen_child: bool,
-}
-
-/// Validates a whole blob (see the module documentation).
-pub(crate) fn check(data: &[u8]) -> Result<Checked<'_>, BoardError> {
+/// Validates a whole blob (see the module documentation) and builds its [`Tree`] in the same
+/// walk. `data` may be longer than the blob's `totalsize`.
+pub(crate) fn parse(data: &[u8]) -> Result<Parsed<'_>, BoardError> {
     let h = header(data)?;
     let data = &data[..h.totalsize];
     mem_reserve(data, &h)?;
     let strings = &data[h.off_dt_strings..h.off_dt_strings + h.size_dt_strings];
     let s_start = h.off_dt_struct;
     let s_end = h.off_dt_struct + h.size_dt_struct;
+    let block = &data[..s_end];
+    let mut names = Names::new(strings);
 
-    let mut path = String::from("/");
-    let mut levels: Vec<Level> = Vec::new();
+    // Room for a typical tree's nodes and properties up front (a board's: a node per ~170
+    // bytes of the structure block, a property per ~30), bounded for a hostile blob.
+    let mut tree = Tree::with_capacity((h.size_dt_struct / 128).min(1024), (h.size_dt_struct / 24).min(8192));
+    // Open nodes, innermost last: (index in `tree`, has it had a child node yet?).
+    let mut levels: Vec<(usize, bool)> = Vec::with_capacity(MAX_DEPTH);
     let mut root_done = false;
-    let mut nops = 0usize;
     let mut pos = s_start;
-    let err = |path: &str, pos: usize, why: &'static str| BoardError::BadStructure {
-        node: String::from(if path.is_empty() { "/" } else { path }),
+    let err = |tree: &Tree, levels: &[(usize, bool)], pos: usize, why: &'static str| BoardError::BadStructure {
+        node: levels.last().map_or_else(|| String::from("/"), |&(i, _)| tree.path(i)),
         offset: pos as u64,
         why,
     };
     loop {
-        let Some(tag) = be32(&data[..s_end], pos) else {
-            return Err(err(&path, pos, "structure block ends before FDT_END"));
+        let Some(tag) = be32(block, pos) else {
+            return Err(err(&tree, &levels, pos, "structure block ends before FDT_END"));
         };
         match tag {
-            FDT_NOP => {
-                nops += 1;
-                pos += 4;
-            }
+            FDT_NOP => pos += 4,
             FDT_BEGIN_NODE => {
                 if root_done {
-                    return Err(err(&path, pos, "second root node after the end of the first"));
+                    return Err(err(&tree, &levels, pos, "second root node after the end of the first"));
                 }
                 if levels.len() >= MAX_DEPTH {
-                    return Err(err(&path, pos, "nodes nested deeper than 32 levels"));
+                    return Err(err(&tree, &levels, pos, "nodes nested deeper than 32 levels"));
                 }
-                let name = cstr_at(&data[..s_end], pos + 4).map_err(|why| err(&path, pos, node_name_why(why)))?;
+                let name = cstr_at(block, pos + 4).map_err(|why| err(&tree, &levels, pos, node_name_why(why)))?;
                 if levels.is_empty() {
                     if !name.is_empty() {
-                        return Err(err("/", pos, "root node name is not empty"));
+                        return Err(err(&tree, &[], pos, "root node name is not empty"));
                     }
                 } else {
                     if name.is_empty() {
-                        return Err(err(&path, pos, "child node with an empty name"));
+                        return Err(err(&tree, &levels, pos, "child node with an empty name"));
                     }
                     if name.contains('/') {
-                        return Err(err(&path, pos, "node name contains '/'"));
+                        return Err(err(&tree, &levels, pos, "node name contains '/'"));
                     }
                 }
-                let parent_len = path.len();
-                if let Some(parent) = levels.last_mut() {
-                    parent.seen_child = true;
-                    if parent_len > 1 {
-                        path.push('/');
-                    }
-                    path.push_str(name);
-                }
-                levels.push(Level { path_len: parent_len, seen_child: false });
+                let parent = levels.last_mut().map(|(p, seen_child)| {
+                    *seen_child = true;
+                    *p
+                });
+                levels.push((tree.push_node(name, parent), false));
                 pos = align4(pos + 4 + name.len() + 1);
             }
             FDT_PROP => {
-                let Some(level) = levels.last() else {
-                    return Err(err(&path, pos, "property outside any node"));
+                let Some(&(_, seen_child)) = levels.last() else {
+                    return Err(err(&tree, &levels, pos, "property outside any node"));
                 };
-                if level.seen_child {
-                    return Err(err(&path, pos, "property after a child node"));
+                if seen_child {
+                    return Err(err(&tree, &levels, pos, "property after a child node"));
                 }
-                let (Some(len), Some(nameoff)) = (be32(&data[..s_end], pos + 4), be32(&data[..s_end], pos + 8)) else {
-                    return Err(err(&path, pos, "property header runs past the structure block"));
+                let (Some(len), Some(nameoff)) = (be32(block, pos + 4), be32(block, pos + 8)) else {
+                    return Err(err(&tree, &levels, pos, "property header runs past the structure block"));
                 };
                 let value_end = (pos + 12).checked_add(len as usize).filter(|&e| e <= s_end);
                 let Some(value_end) = value_end else {
-                    return Err(err(&path, pos, "property value runs past the structure block"));
+                    return Err(err(&tree, &levels, pos, "property value runs past the structure block"));
                 };
-                match cstr_at(strings, nameoff as usize) {
-                    Ok("") => return Err(err(&path, pos, "property with an empty name")),
-                    Ok(_) => {}
-                    Err(why) => return Err(err(&path, pos, prop_name_why(why))),
-                }
+                let (name, phandle, id) = match names.at(nameoff as usize) {
+                    Ok(("", _, _)) => return Err(err(&tree, &levels, pos, "property with an empty name")),
+                    Ok(entry) => entry,
+                    Err(why) => return Err(err(&tree, &levels, pos, prop_name_why(why))),
+                };
+                tree.push_prop(name, &block[pos + 12..value_end], phandle, id);
                 pos = align4(value_end);
             }
             FDT_END_NODE => {
-                let Some(level) = levels.pop() else {
-                    return Err(err(&path, pos, "FDT_END_NODE without a matching FDT_BEGIN_NODE"));
-                };
-                path.truncate(level.path_len);
+                if levels.pop().is_none() {
+                    return Err(err(&tree, &levels, pos, "FDT_END_NODE without a matching FDT_BEGIN_NODE"));
+                }
                 if levels.is_empty() {
                     root_done = true;
                 }
@@ -280,17 +318,14 @@ pub(crate) fn check(data: &[u8]) -> Result<Checked<'_>, BoardError> {
             }
             FDT_END => {
                 if !root_done {
-                    return Err(err(&path, pos, "FDT_END before the root node is closed"));
+                    return Err(err(&tree, &levels, pos, "FDT_END before the root node is closed"));
                 }
                 break;
             }
-            _ => return Err(err(&path, pos, "unknown token in the structure block")),
+            _ => return Err(err(&tree, &levels, pos, "unknown token in the structure block")),
         }
     }
-    if nops == 0 {
-        return Ok(Checked::Borrowed(data));
-    }
-    Ok(Checked::Owned(strip_nops(data, &h, pos + 4)))
+    Ok(Parsed { bytes: data, header: h, tree })
 }
 
 fn node_name_why(why: &'static str) -> &'static str {
@@ -310,56 +345,4 @@ fn prop_name_why(why: &'static str) -> &'static str {
 
 fn align4(x: usize) -> usize {
     (x + 3) & !3
-}
-
-/// Copies a checked blob without its `FDT_NOP` tokens. `struct_end` is just past `FDT_END`.
-fn strip_nops(data: &[u8], h: &Header, struct_end: usize) -> Vec<u8> {
-    let mut structs = Vec::with_capacity(struct_end - h.off_dt_struct);
-    let mut pos = h.off_dt_struct;
-    while pos < struct_end {
-        let tag = be32(data, pos).unwrap_or(FDT_END);
-        let len = match tag {
-            FDT_BEGIN_NODE => {
-                let name_len = cstr_at(data, pos + 4).map(str::len).unwrap_or(0);
-                align4(4 + name_len + 1)
-            }
-            FDT_PROP => align4(12 + be32(data, pos + 4).unwrap_or(0) as usize),
-            _ => 4,
-        };
-        if tag != FDT_NOP {
-            structs.extend_from_slice(&data[pos..pos + len]);
-        }
-        pos += len;
-    }
-    // Reservation entries including the terminator (validated above).
-    let mut rsv_len = 16;
-    while be64(data, h.off_mem_rsvmap + rsv_len - 16) != Some(0)
-        || be64(data, h.off_mem_rsvmap + rsv_len - 8) != Some(0)
-    {
-        rsv_len += 16;
-    }
-    let strings = &data[h.off_dt_strings..h.off_dt_strings + h.size_dt_strings];
-    let off_rsv = HEADER_LEN;
-    let off_struct = off_rsv + rsv_len;
-    let off_strings = off_struct + structs.len();
-    let total = off_strings + strings.len();
-    let mut out = Vec::with_capacity(total);
-    for v in [
-        FDT_MAGIC,
-        total as u32,
-        off_struct as u32,
-        off_strings as u32,
-        off_rsv as u32,
-        17,
-        16,
-        h.boot_cpuid_phys,
-        strings.len() as u32,
-        structs.len() as u32,
-    ] {
-        out.extend_from_slice(&v.to_be_bytes());
-    }
-    out.extend_from_slice(&data[h.off_mem_rsvmap..h.off_mem_rsvmap + rsv_len]);
-    out.extend_from_slice(&structs);
-    out.extend_from_slice(strings);
-    out
 }

@@ -8,8 +8,6 @@
 //! names or `/` in node names, balanced nodes,
 //! properties before child nodes, sizes within 32 bits, nesting depth).
 
-use alloc::collections::BTreeMap;
-use alloc::string::String;
 use alloc::vec::Vec;
 
 use crate::error::BoardError;
@@ -30,12 +28,25 @@ use crate::validate::{FDT_BEGIN_NODE, FDT_END, FDT_END_NODE, FDT_MAGIC, FDT_PROP
 /// ```
 #[derive(Debug, Default)]
 pub struct FdtWriter {
-    structs: Vec<u8>,
+    /// The blob as far as it is known: from the first node on, room for the header (written by
+    /// [`FdtWriter::finish`]), the memory reservations added until then with their terminator,
+    /// and the structure block so far; empty before. The blob is built in place: no copy of it
+    /// at the end (a byte at a time on the bare-metal targets).
+    buf: Vec<u8>,
+    /// Where the structure block starts in `buf` (0 before the first node).
+    struct_start: usize,
+    /// Room `buf` gets at the first node.
+    reserve: usize,
     strings: Vec<u8>,
-    string_offsets: BTreeMap<String, u32>,
+    /// The names in `strings`, open-addressed by [`name_hash`]: `(hash, offset + 1)`, `(_, 0)`
+    /// an empty slot; a power of two long (or empty), at most half full.
+    names: Vec<(u32, u32)>,
+    name_count: usize,
     /// One entry per open node: has it had a child node yet?
     open: Vec<bool>,
     root_done: bool,
+    /// Memory reservations, in the order added; those added before the first node are in `buf`
+    /// already.
     mem_reserve: Vec<(u64, u64)>,
     boot_cpuid_phys: u32,
 }
@@ -44,10 +55,66 @@ fn werr(why: &'static str) -> BoardError {
     BoardError::Write { why }
 }
 
+/// FNV-1a: property names are short; equal names have equal hashes.
+fn name_hash(name: &[u8]) -> u32 {
+    name.iter().fold(0x811c_9dc5u32, |h, &b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193))
+}
+
 impl FdtWriter {
     /// An empty writer.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty writer with room for a structure block of `structs` bytes and a strings block
+    /// of `strings` bytes (a re-emitted tree's are about its source's).
+    pub fn with_capacity(structs: usize, strings: usize) -> Self {
+        FdtWriter { reserve: structs, strings: Vec::with_capacity(strings), ..Self::default() }
+    }
+
+    /// The offset of `name` in the strings block, if it is there.
+    fn find_name(&self, name: &[u8], hash: u32) -> Option<u32> {
+        if self.names.is_empty() {
+            return None;
+        }
+        let mask = self.names.len() - 1;
+        let mut i = hash as usize & mask;
+        loop {
+            let (h, at) = self.names[i];
+            if at == 0 {
+                return None;
+            }
+            let off = (at - 1) as usize;
+            if h == hash
+                && self.strings.get(off..off + name.len()) == Some(name)
+                && self.strings.get(off + name.len()) == Some(&0)
+            {
+                return Some(off as u32);
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    /// Records that `strings` holds a name hashing to `hash` at `off`.
+    fn add_name(&mut self, hash: u32, off: u32) {
+        if (self.name_count + 1) * 2 > self.names.len() {
+            let room = (self.names.len() * 2).max(64);
+            let old = core::mem::replace(&mut self.names, alloc::vec![(0, 0); room]);
+            for (h, at) in old.into_iter().filter(|&(_, at)| at != 0) {
+                self.place(h, at);
+            }
+        }
+        self.place(hash, off + 1);
+        self.name_count += 1;
+    }
+
+    fn place(&mut self, hash: u32, at: u32) {
+        let mask = self.names.len() - 1;
+        let mut i = hash as usize & mask;
+        while self.names[i].1 != 0 {
+            i = (i + 1) & mask;
+        }
+        self.names[i] = (hash, at);
     }
 
     /// Adds a `/memreserve/` entry (written in the order added).
@@ -84,9 +151,20 @@ impl FdtWriter {
             (Some(parent), false) => *parent = true,
             (None, true) => {}
         }
+        if self.struct_start == 0 {
+            // The first node: header, the reservations so far and their terminator go first.
+            let mut buf = Vec::with_capacity(HEADER_LEN + 16 * (self.mem_reserve.len() + 1) + self.reserve);
+            buf.resize(HEADER_LEN, 0);
+            for (a, s) in self.mem_reserve.iter().chain(&[(0, 0)]) {
+                buf.extend_from_slice(&a.to_be_bytes());
+                buf.extend_from_slice(&s.to_be_bytes());
+            }
+            self.struct_start = buf.len();
+            self.buf = buf;
+        }
         self.push_u32(FDT_BEGIN_NODE);
-        self.structs.extend_from_slice(name.as_bytes());
-        self.structs.push(0);
+        self.buf.extend_from_slice(name.as_bytes());
+        self.buf.push(0);
         self.align();
         self.open.push(false);
         Ok(())
@@ -111,25 +189,54 @@ impl FdtWriter {
             Some(true) => return Err(werr("property after a child node")),
             Some(false) => {}
         }
-        if name.is_empty() || name.contains('\0') {
+        let hash = name_hash(name.as_bytes());
+        // A name found is one checked when it was added: not empty, no NUL.
+        let found = self.find_name(name.as_bytes(), hash);
+        if found.is_none() && (name.is_empty() || name.contains('\0')) {
             return Err(werr("property name is empty or contains NUL"));
         }
         let len = u32::try_from(value.len()).map_err(|_| werr("property value over 4 GiB"))?;
-        let nameoff = match self.string_offsets.get(name) {
-            Some(&off) => off,
+        let nameoff = match found {
+            Some(off) => off,
             None => {
                 let off = u32::try_from(self.strings.len()).map_err(|_| werr("strings block over 4 GiB"))?;
                 self.strings.extend_from_slice(name.as_bytes());
                 self.strings.push(0);
-                self.string_offsets.insert(String::from(name), off);
+                self.add_name(hash, off);
                 off
             }
         };
-        self.push_u32(FDT_PROP);
-        self.push_u32(len);
-        self.push_u32(nameoff);
-        self.structs.extend_from_slice(value);
+        self.push_prop(len, nameoff, value);
+        Ok(())
+    }
+
+    fn push_prop(&mut self, len: u32, nameoff: u32, value: &[u8]) {
+        let mut head = [0u8; 12];
+        head[..4].copy_from_slice(&FDT_PROP.to_be_bytes());
+        head[4..8].copy_from_slice(&len.to_be_bytes());
+        head[8..].copy_from_slice(&nameoff.to_be_bytes());
+        self.buf.extend_from_slice(&head);
+        self.buf.extend_from_slice(value);
         self.align();
+    }
+
+    /// [`FdtWriter::property`] for a name `note` stands for: `*note` is 0 or the offset + 1
+    /// this writer gave that name, set here the first time (a tree re-emitted names a few
+    /// hundred properties thousands of times: each found once).
+    pub(crate) fn property_noted(&mut self, name: &str, note: &mut u32, value: &[u8]) -> Result<(), BoardError> {
+        if *note == 0 {
+            self.property(name, value)?;
+            // The name is the strings block's, found or added by `property`.
+            *note = self.find_name(name.as_bytes(), name_hash(name.as_bytes())).map_or(0, |off| off + 1);
+            return Ok(());
+        }
+        match self.open.last() {
+            None => return Err(werr("property outside any node")),
+            Some(true) => return Err(werr("property after a child node")),
+            Some(false) => {}
+        }
+        let len = u32::try_from(value.len()).map_err(|_| werr("property value over 4 GiB"))?;
+        self.push_prop(len, *note - 1, value);
         Ok(())
     }
 
@@ -172,43 +279,81 @@ impl FdtWriter {
             return Err(werr("root node missing or not closed"));
         }
         self.push_u32(FDT_END);
-        let off_rsv = HEADER_LEN;
-        let rsv_len = (self.mem_reserve.len() + 1) * 16;
-        let off_struct = off_rsv + rsv_len;
-        let off_strings = off_struct + self.structs.len();
+        let early = (self.struct_start - HEADER_LEN) / 16 - 1;
+        if early < self.mem_reserve.len() {
+            // Reservations added after the first node: in before the terminator.
+            let late: Vec<u8> = self.mem_reserve[early..]
+                .iter()
+                .flat_map(|(a, s)| a.to_be_bytes().into_iter().chain(s.to_be_bytes()))
+                .collect();
+            let at = self.struct_start - 16;
+            self.buf.splice(at..at, late);
+            self.struct_start += 16 * (self.mem_reserve.len() - early);
+        }
+        let structs_len = self.buf.len() - self.struct_start;
+        let off_struct = self.struct_start;
+        let off_strings = off_struct + structs_len;
         let total = off_strings + self.strings.len();
         let fit = |x: usize| u32::try_from(x).map_err(|_| werr("blob over 4 GiB"));
-        let mut out = Vec::with_capacity(total);
-        for v in [
+        let header = [
             FDT_MAGIC,
             fit(total)?,
             fit(off_struct)?,
             fit(off_strings)?,
-            fit(off_rsv)?,
+            HEADER_LEN as u32,
             17,
             16,
             self.boot_cpuid_phys,
             fit(self.strings.len())?,
-            fit(self.structs.len())?,
-        ] {
-            out.extend_from_slice(&v.to_be_bytes());
+            fit(structs_len)?,
+        ];
+        for (k, v) in header.iter().enumerate() {
+            self.buf[4 * k..4 * k + 4].copy_from_slice(&v.to_be_bytes());
         }
-        for (a, s) in self.mem_reserve.iter().chain([(0, 0)].iter()) {
-            out.extend_from_slice(&a.to_be_bytes());
-            out.extend_from_slice(&s.to_be_bytes());
-        }
-        out.extend_from_slice(&self.structs);
-        out.extend_from_slice(&self.strings);
-        Ok(out)
+        self.buf.extend_from_slice(&self.strings);
+        Ok(self.buf)
     }
 
     fn push_u32(&mut self, v: u32) {
-        self.structs.extend_from_slice(&v.to_be_bytes());
+        self.buf.extend_from_slice(&v.to_be_bytes());
     }
 
     fn align(&mut self) {
-        while !self.structs.len().is_multiple_of(4) {
-            self.structs.push(0);
+        let pad = self.buf.len().wrapping_neg() & 3;
+        self.buf.extend_from_slice(&[0u8; 3][..pad]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// A name written through its note gives the blob `property` gives.
+        #[test]
+        fn noted_names_write_what_property_writes(picks in prop::collection::vec((0usize..40, any::<bool>()), 1..200)) {
+            let names: Vec<alloc::string::String> = (0..40).map(|k| alloc::format!("p{}", k % 23 + k / 23 * 100)).collect();
+            let mut plain = FdtWriter::new();
+            let mut noted = FdtWriter::new();
+            let mut notes = [0u32; 40];
+            for w in [&mut plain, &mut noted] {
+                w.begin_node("").unwrap();
+                w.property_u32("#address-cells", 2).unwrap();
+            }
+            for (j, &(k, use_note)) in picks.iter().enumerate() {
+                let value = (j as u32).to_be_bytes();
+                plain.property(&names[k], &value[..j % 5]).unwrap();
+                if use_note {
+                    noted.property_noted(&names[k], &mut notes[k], &value[..j % 5]).unwrap();
+                } else {
+                    noted.property(&names[k], &value[..j % 5]).unwrap();
+                }
+            }
+            for w in [&mut plain, &mut noted] {
+                w.end_node().unwrap();
+            }
+            prop_assert_eq!(plain.finish().unwrap(), noted.finish().unwrap());
         }
     }
 }

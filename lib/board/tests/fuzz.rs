@@ -6,22 +6,7 @@ mod common;
 use std::collections::BTreeMap;
 
 use board::{guest_dtb, Board, GuestSpec, Region};
-use common::{base_tree, compact, Qemu};
-
-/// xorshift64*: deterministic, so a failure reproduces.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
+use common::{base_tree, compact, Qemu, Rng};
 
 const INTERESTING: [u32; 14] =
     [0, 1, 2, 3, 4, 9, 0x10, 0x28, 0x7fff_ffff, 0x8000_0000, 0xffff_fff0, 0xffff_fffc, 0xffff_ffff, 0xd00d_feed];

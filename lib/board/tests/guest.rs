@@ -498,3 +498,35 @@ fn cpus_removed_by_path_leave_no_reference_either() {
     assert!(g.find_node("/etm@22040000").is_none() && g.find_node("/cpus/cpu-map/socket0/cluster1").is_none());
     assert_eq!(g.find_node("/__symbols__").unwrap().property("cpus").unwrap().value, b"/cpus\0");
 }
+
+/// Paths to remove or disable name nodes exactly, and among siblings of one name (malformed,
+/// but possible) the first in tree order whose subtree has the rest of the path.
+#[test]
+fn spec_paths_among_siblings_of_one_name() {
+    let mut t = base_tree();
+    t.kids.push(N::new("dup").kid(N::new("x")));
+    t.kids.push(N::new("dup").kid(N::new("y")).kid(N::new("x")));
+    let host = t.dtb();
+    let spec = |remove: &[&str], disable: &[&str]| GuestSpec {
+        memory: vec![Region::new(0x4000_0000, MIB)],
+        remove: remove.iter().map(|s| s.to_string()).collect(),
+        disable: disable.iter().map(|s| s.to_string()).collect(),
+        ..GuestSpec::default()
+    };
+    let out = guest_dtb(&host, &spec(&["/dup/y"], &["/dup/x"])).unwrap();
+    let f = fdt::Fdt::new(&out).unwrap();
+    let dups: Vec<Vec<(String, bool)>> = f
+        .find_node("/")
+        .unwrap()
+        .children()
+        .filter(|n| n.name == "dup")
+        .map(|n| n.children().map(|c| (c.name.to_string(), c.property("status").is_some())).collect())
+        .collect();
+    assert_eq!(dups, [vec![("x".to_string(), true)], vec![("x".to_string(), false)]]);
+    for bad in ["/dup/z", "/dup/", "dup/x", "//dup/x", "/dup//x", ""] {
+        let e = guest_dtb(&host, &spec(&[bad], &[])).unwrap_err();
+        assert!(matches!(&e, BoardError::BadGuestSpec { why: "no such node in the host tree", .. }), "{bad}: {e:?}");
+    }
+    let e = guest_dtb(&host, &spec(&[], &["/"])).unwrap_err();
+    assert!(matches!(&e, BoardError::BadGuestSpec { why: "cannot remove or disable the root node", .. }), "{e:?}");
+}

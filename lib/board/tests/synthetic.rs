@@ -231,8 +231,9 @@ fn structure_without_end_token_or_with_stray_end_node() {
     assert!(matches!(&e, BoardError::BadStructure { why, .. } if why.contains("without a matching")), "{e:?}");
 }
 
-/// libfdt's `fdt_nop_node`/`fdt_nop_property` leave FDT_NOP tokens; `fdt` 0.1.5 trips over
-/// some of them, so the blob is rebuilt without them: same Board as without NOPs.
+/// libfdt's `fdt_nop_node`/`fdt_nop_property` leave FDT_NOP tokens (QEMU's board models hand
+/// over trees with them); `fdt` 0.1.5 trips over some of them, the parser here skips them:
+/// same Board as without NOPs, its `dtb_size` the blob's own.
 #[test]
 fn nop_tokens_anywhere_are_harmless() {
     let clean = base_tree().dtb();
@@ -260,9 +261,14 @@ fn nop_tokens_anywhere_are_harmless() {
     }
     let d = raw_blob(&structs, &clean[soff..soff + ssize]);
     let mut got = Board::from_dtb(&d).unwrap();
+    assert_eq!(got.dtb_size, d.len(), "the bytes the blob occupies, its NOPs included");
     got.dtb_size = expect.dtb_size;
     assert_eq!(got, expect);
-    // And fdt alone, on the same blob, panics or loses nodes: that is why we strip them.
+    // The guest's tree (written without NOPs) is the same, and so is the comparison of trees.
+    let spec = board::GuestSpec { memory: vec![Region::new(0x4000_0000, 0x100_0000)], ..Default::default() };
+    assert_eq!(board::guest_dtb(&d, &spec).unwrap(), board::guest_dtb(&clean, &spec).unwrap());
+    assert_eq!(board::diff::compare(&d, &clean).unwrap(), vec![]);
+    // And fdt alone, on the same blob, panics or loses nodes.
     let lost = std::panic::catch_unwind(|| {
         let f = fdt::Fdt::new(&d).unwrap();
         f.all_nodes().count()
@@ -887,4 +893,52 @@ fn pmu_interrupts() {
     assert_eq!(parse(&pmu("arm,smmu-v3-pmcg", Some(&[0, 1, 4]))).unwrap().pmu, None);
     assert_eq!(parse(&pmu("vendor,some-pmu", Some(&[0, 1, 4]))).unwrap().pmu, None);
     assert_eq!(parse(&base_tree()).unwrap().pmu, None);
+}
+
+/// Property names at every offset of a shared string (`linux,phandle`, `phandle` and `handle`
+/// are one string at three offsets, as dtc merges suffixes), in changing order: each property
+/// keeps its own name, however often its offset recurs (the parser checks each offset's name
+/// once and remembers it).
+#[test]
+fn property_names_sharing_their_bytes() {
+    let strings = b"#address-cells\0#size-cells\0linux,phandle\0";
+    let (ac, sc, lp) = (0u32, 15u32, 27u32);
+    let token = |v: u32| v.to_be_bytes();
+    let prop = |structs: &mut Vec<u8>, nameoff: u32, v: u32| {
+        structs.extend_from_slice(&token(3));
+        structs.extend_from_slice(&token(4));
+        structs.extend_from_slice(&token(nameoff));
+        structs.extend_from_slice(&token(v));
+    };
+    let mut structs = Vec::new();
+    structs.extend_from_slice(&token(1));
+    structs.extend_from_slice(&[0; 4]);
+    prop(&mut structs, ac, 2);
+    prop(&mut structs, sc, 2);
+    let order = [lp, lp + 6, lp + 8, sc + 1, lp + 6, lp, sc + 6, lp + 8, sc];
+    for (k, chunk) in order.chunks(3).enumerate() {
+        structs.extend_from_slice(&token(1));
+        structs.extend_from_slice(format!("n{k}\0\0").as_bytes());
+        for (j, &off) in chunk.iter().enumerate() {
+            prop(&mut structs, off, j as u32);
+        }
+        structs.extend_from_slice(&token(2));
+    }
+    structs.extend_from_slice(&token(2));
+    structs.extend_from_slice(&token(9));
+    let d = raw_blob(&structs, strings);
+    let name_at = |off: u32| {
+        let rest = &strings[off as usize..];
+        std::str::from_utf8(&rest[..rest.iter().position(|&b| b == 0).unwrap()]).unwrap()
+    };
+    // The guest's tree re-emits every property under the name the parser read.
+    let spec = board::GuestSpec { memory: vec![Region::new(0x4000_0000, 0x100_0000)], ..Default::default() };
+    let out = board::guest_dtb(&d, &spec).unwrap();
+    let f = fdt::Fdt::new(&out).unwrap();
+    for (k, chunk) in order.chunks(3).enumerate() {
+        let n = f.find_node(&format!("/n{k}")).unwrap();
+        let got: Vec<&str> = n.properties().map(|p| p.name).collect();
+        let want: Vec<&str> = chunk.iter().map(|&o| name_at(o)).collect();
+        assert_eq!(got, want, "/n{k}");
+    }
 }

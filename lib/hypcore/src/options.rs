@@ -11,6 +11,9 @@ const M: u64 = 1 << 20;
 
 /// `hyp.guest-mem`: the word the xtask adds so the guest gets exactly `--mem`.
 pub const GUEST_MEM: &str = "hyp.guest-mem";
+/// `hyp.slotpool=`: the memslot pool's size, the one word the hypervisor reads before it moves
+/// itself (where the pool goes decides where it goes).
+pub const SLOTPOOL: &str = "hyp.slotpool";
 
 /// `hyp.key`: the run's key, which the xtask chooses for each run and the hypervisor prints in
 /// its final line (`abi::exit::KeyedFinalLine`); the guest never sees it.
@@ -31,7 +34,7 @@ pub const WORDS: &[Word] = &[
         1 << 40,
         "page-table frame pool (default 16M below 2G of RAM, else RAM/16 up to 512M)",
     ),
-    Word::size("hyp.slotpool", 2 * M, 1 << 40, "memory backing memslots, from the top of RAM (default none)"),
+    Word::size(SLOTPOOL, 2 * M, 1 << 40, "memory backing memslots, from the top of RAM (default none)"),
     Word::size(
         GUEST_MEM,
         M,
@@ -101,7 +104,7 @@ impl PlanWords {
     pub fn from_args(a: &bootargs::Args) -> PlanWords {
         PlanWords {
             pool: a.size("hyp.pool"),
-            slotpool: a.size("hyp.slotpool"),
+            slotpool: a.size(SLOTPOOL),
             migrate: a.flag("hyp.migrate"),
             guest_mem: a.size(GUEST_MEM),
         }

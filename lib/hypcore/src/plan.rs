@@ -82,25 +82,32 @@ pub struct PlanInput {
 }
 
 impl PlanInput {
-    /// The input for `board` with the hypervisor's `image` where it was loaded: RAM is the DTB's
-    /// memory minus its `no-map` reserved regions and the firmware's spin-table memory (a CPU
-    /// may still spin there: `Board::spin_table_regions`); the other reserved regions (and
-    /// `/memreserve/`) stay RAM that nothing is placed in.
+    /// The input for `board` with the hypervisor's `image` where it was loaded:
+    /// [`Self::from_facts`] of the full parse's facts.
     pub fn from_board(board: &board::Board, image: Range, pool: Option<u64>, slotpool: Option<u64>) -> PlanInput {
+        Self::from_facts(&board.mem_facts(), image, pool, slotpool)
+    }
+
+    /// The input for a tree's memory facts (`board::MemFacts`, from the full parse or the early
+    /// scan) with the hypervisor's `image` where it was loaded: RAM is the DTB's memory minus
+    /// its `no-map` reserved regions and the firmware's spin-table memory (a CPU may still spin
+    /// there: `MemFacts::spin_table_regions`); the other reserved regions (and `/memreserve/`)
+    /// stay RAM that nothing is placed in.
+    pub fn from_facts(f: &board::MemFacts, image: Range, pool: Option<u64>, slotpool: Option<u64>) -> PlanInput {
         let region = |r: board::Region| Range::new(r.base, r.end());
-        let mut ram: Vec<Range> = board.memory.iter().map(|r| region(*r)).collect();
-        for hole in board.no_map_regions().chain(board.spin_table_regions()) {
+        let mut ram: Vec<Range> = f.memory.iter().map(|r| region(*r)).collect();
+        for hole in f.no_map_regions().chain(f.spin_table_regions()) {
             ram = range::subtract(&ram, region(hole));
         }
-        let no_map: Vec<board::Region> = board.no_map_regions().collect();
+        let no_map: Vec<board::Region> = f.no_map_regions().collect();
         PlanInput {
-            memory: board.memory.iter().map(|r| region(*r)).collect(),
+            memory: f.memory.iter().map(|r| region(*r)).collect(),
             guest_mem: None,
             ram,
             image,
-            reserved: board.reserved_regions().filter(|r| !no_map.contains(r)).map(region).collect(),
-            initrd: board.initrd.map(region),
-            modules: board.module_regions().map(region).collect(),
+            reserved: f.reserved_regions().filter(|r| !no_map.contains(r)).map(region).collect(),
+            initrd: f.initrd.map(region),
+            modules: f.modules.iter().map(|r| region(*r)).collect(),
             pool,
             slotpool,
             mirror: false,

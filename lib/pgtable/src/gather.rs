@@ -253,22 +253,23 @@ pub fn emit_invalidation<T: TlbMaintenance + ?Sized>(
     // in an ASID-tagged regime unless every leaf below it was non-global; be conservative.
     let global_ops = global || !req.tables.is_empty();
     let mut series = 0;
-    if use_range {
-        let rest = TlbiRange::decompose(pages, |p, r| {
-            let b = start + p * PAGE_SIZE;
-            let op = match regime {
-                Regime::El2 | Regime::El20 => TlbiOp::Rvae2 { base: va(b), range: r },
-                Regime::El1 { asid, half } => {
-                    if global_ops || half == VaHalf::Upper {
-                        TlbiOp::Rvaae1 { base: va(b), range: r }
-                    } else {
-                        TlbiOp::Rvae1 { asid, base: va(b), range: r }
-                    }
-                }
-                Regime::Stage2 { vmid } => TlbiOp::Ripas2e1 { vmid, base: IntermPhysAddr::new(b), range: r },
-            };
-            tlbi(op, tlb);
-        });
+    let range_op = |b: u64, r: TlbiRange| match regime {
+        Regime::El2 | Regime::El20 => TlbiOp::Rvae2 { base: va(b), range: r },
+        Regime::El1 { asid, half } => {
+            if global_ops || half == VaHalf::Upper {
+                TlbiOp::Rvaae1 { base: va(b), range: r }
+            } else {
+                TlbiOp::Rvae1 { asid, base: va(b), range: r }
+            }
+        }
+        Regime::Stage2 { vmid } => TlbiOp::Ripas2e1 { vmid, base: IntermPhysAddr::new(b), range: r },
+    };
+    if use_range && range_ops == 1 {
+        // The range is one operation (an mprotect or munmap of 2 MiB: SCALE 1, NUM 7): the
+        // operation `decompose` would give, without its walk (`pages` is at least 2 here).
+        tlbi(range_op(start, TlbiRange::covering(pages)), tlb);
+    } else if use_range {
+        let rest = TlbiRange::decompose(pages, |p, r| tlbi(range_op(start + p * PAGE_SIZE, r), tlb));
         if rest != 0 {
             let last = start + (pages - 1) * PAGE_SIZE;
             tlbi(single(regime, last, global_ops, base), tlb);
@@ -333,6 +334,54 @@ mod tests {
         assert_eq!(t.counters.tlbi_by_kind().collect::<Vec<_>>(), [("ASIDE1IS", 1)], "as Linux's MAX_DVM_OPS");
         let t = run(el1, 513, true, false);
         assert_eq!(t.counters.tlbi_by_kind().collect::<Vec<_>>(), [("VAE1IS", 1), ("RVAE1IS", 1)]);
+    }
+
+    /// With range TLBIs, a range one operation covers gets exactly that operation (the one
+    /// `decompose` gives), and one it does not gets `decompose`'s operations, the odd page last.
+    #[test]
+    fn one_range_operation_when_one_covers_the_range() {
+        #[derive(Default)]
+        struct Ops(Vec<TlbiOp>);
+        impl TlbMaintenance for Ops {
+            fn tlbi(&mut self, op: Tlbi) {
+                self.0.push(op.op);
+            }
+            fn dsb(&mut self, _: Barrier) {}
+            fn isb(&mut self) {}
+            fn features(&self) -> TlbFeatures {
+                TlbFeatures { range: true }
+            }
+        }
+        let el1 = Regime::El1 { asid: 3, half: VaHalf::Lower };
+        let emit = |pages: u64| {
+            let mut t = Ops::default();
+            let req = FlushRequest {
+                range: 0..pages * PAGE_SIZE,
+                stride: PAGE_SIZE,
+                leaf_only: true,
+                global: false,
+                tables: &[],
+            };
+            emit_invalidation(el1, &req, &FlushPolicy::default(), &mut t);
+            t.0
+        };
+        let base = VirtAddr::new(0);
+        for pages in [2u64, 64, 512, 1 << 11, 31 << 11] {
+            let mut want = Vec::new();
+            TlbiRange::decompose(pages, |_, range| want.push(TlbiOp::Rvae1 { asid: 3, base, range }));
+            assert_eq!(want.len(), 1);
+            assert_eq!(emit(pages), want, "{pages} pages");
+        }
+        assert_eq!(emit(512), [TlbiOp::Rvae1 { asid: 3, base, range: TlbiRange { scale: 1, num: 7 } }]);
+        let r = |scale, num| TlbiRange { scale, num };
+        assert_eq!(
+            emit(515),
+            [
+                TlbiOp::Rvae1 { asid: 3, base, range: r(1, 7) },
+                TlbiOp::Rvae1 { asid: 3, base: VirtAddr::new(512 * PAGE_SIZE), range: r(0, 0) },
+                TlbiOp::Vae1 { asid: 3, va: VirtAddr::new(514 * PAGE_SIZE) },
+            ]
+        );
     }
 
     /// Every instruction a TLB-maintenance edge was asked for, in order.

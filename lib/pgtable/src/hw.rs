@@ -114,6 +114,9 @@ macro_rules! tlbi_all {
     };
 }
 
+// Inlined: where the operation is known (a gather's one range or whole-ASID operation), the
+// match folds to its instruction and operand.
+#[inline(always)]
 fn issue(t: &Tlbi) {
     let is = matches!(t.sh, Shareability::InnerShareable);
     let leaf = t.leaf_only;
@@ -198,6 +201,7 @@ fn issue(t: &Tlbi) {
 }
 
 impl TlbMaintenance for HwTlb {
+    #[inline(always)]
     fn tlbi(&mut self, op: Tlbi) {
         TLBI_COUNT[op.kind()].fetch_add(1, Ordering::Relaxed);
         issue(&op);

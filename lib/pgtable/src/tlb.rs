@@ -47,6 +47,29 @@ impl TlbiRange {
         top + mid + ((pages >> 1) & 31 != 0) as u64 + (pages & 1)
     }
 
+    /// The one range operation that covers exactly `pages` when [`TlbiRange::decompose`] splits
+    /// them into a single operation and no odd page (`count(pages) == 1`, `pages` even), without
+    /// walking: its SCALE is the largest whose unit `pages` reaches (at most 3), its NUM the units
+    /// less one.
+    #[inline(always)]
+    pub const fn single(pages: u64) -> Option<TlbiRange> {
+        if pages < 2 || pages & 1 != 0 || TlbiRange::count(pages) != 1 {
+            return None;
+        }
+        Some(TlbiRange::covering(pages))
+    }
+
+    /// [`TlbiRange::single`] for a `pages` it accepts (at least 2 and `count(pages) == 1`, which
+    /// makes it even: an odd count above 1 needs a range and the odd page), without the check.
+    #[inline(always)]
+    pub const fn covering(pages: u64) -> TlbiRange {
+        // log2(pages) is at least 1; SCALE s takes units of 2^(5s+1) pages.
+        let s = (63 - pages.leading_zeros() as u64 - 1) / 5;
+        let scale = if s > 3 { 3 } else { s };
+        let num = (pages >> (5 * scale + 1)) - 1;
+        TlbiRange { scale: scale as u8, num: num as u8 }
+    }
+
     /// Splits `pages` into range operations (largest scale first) plus a remainder of single
     /// pages (0 or 1, since every range is an even number of pages). Calls `f(offset_pages, range)`.
     pub fn decompose(mut pages: u64, mut f: impl FnMut(u64, TlbiRange)) -> u64 {
@@ -471,6 +494,34 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// `single` is the one operation `decompose` gives when it gives one and no odd page, and
+    /// `None` for every other count: every count up to four SCALE-3 units, then the edges of each
+    /// SCALE and of the cap.
+    #[test]
+    fn single_range_is_the_decomposition_of_one_operation() {
+        let check = |pages: u64| {
+            let mut ops = Vec::new();
+            let rest = TlbiRange::decompose(pages, |off, r| ops.push((off, r)));
+            let want = if ops.len() == 1 && rest == 0 { Some(ops[0].1) } else { None };
+            assert_eq!(TlbiRange::single(pages), want, "{pages} pages");
+            if let Some(r) = want {
+                assert_eq!(r.pages(), pages);
+            }
+        };
+        for pages in 0..=(4 << 16) {
+            check(pages);
+        }
+        for scale in 0..4u64 {
+            let unit = 1u64 << (5 * scale + 1);
+            for k in [1u64, 2, 31, 32, 33, 63, 64, 65, 1 << 10] {
+                for pages in [k * unit - 1, k * unit, k * unit + 1] {
+                    check(pages);
+                }
+            }
+        }
+        assert_eq!(TlbiRange::single(512), Some(TlbiRange { scale: 1, num: 7 }), "an mprotect of 2 MiB");
     }
 
     #[test]

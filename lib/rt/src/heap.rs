@@ -1,56 +1,82 @@
-//! A heap that starts inside the image's BSS: usable before anything else is set up (with the
-//! MMU off, before the device tree is read), and able to grow into RAM later. One
-//! `buddy_system_allocator` heap over a static block of `N` bytes; each binary declares one as
-//! its `#[global_allocator]`.
+//! A heap that starts inside the image: usable before anything else is set up (with the MMU
+//! off, before the device tree is read), and able to grow into RAM later. One
+//! `buddy_system_allocator` heap ([`BssHeap`]) over a static block ([`HeapSpace`]); each binary
+//! declares one of each, the heap as its `#[global_allocator]`.
+//!
+//! The block lives in `.bss.rt_uninit` (`lib/rt/link.ld`: the start of the BSS, which the entry
+//! code does not clear): a heap needs no zeroed memory, and clearing MiBs with the MMU off, as
+//! the entry code must, was a third of the hypervisor's boot. Hence `MaybeUninit`: nothing reads
+//! the block before the heap hands a piece of it out.
 
 use buddy_system_allocator::{Heap, LockedHeap};
 use core::alloc::{GlobalAlloc, Layout};
 use core::cell::UnsafeCell;
+use core::mem::MaybeUninit;
 
+/// `N` bytes for a heap, page aligned. Declare it with
+/// `#[link_section = ".bss.rt_uninit"]`: the entry code leaves that section as it finds it.
 #[repr(C, align(4096))]
-struct Space<const N: usize>([u8; N]);
+pub struct HeapSpace<const N: usize>(UnsafeCell<MaybeUninit<[u8; N]>>);
 
-/// A heap over `N` bytes of the image's BSS.
-pub struct BssHeap<const N: usize> {
-    space: UnsafeCell<Space<N>>,
-    heap: LockedHeap<32>,
-}
+// SAFETY: the block is handed to one heap (`BssHeap::init` / `reset`) and touched only through
+// it afterwards.
+unsafe impl<const N: usize> Sync for HeapSpace<N> {}
 
-// SAFETY: the space is handed to the locked heap once (`init` / `reset`) and touched only
-// through it afterwards.
-unsafe impl<const N: usize> Sync for BssHeap<N> {}
-
-impl<const N: usize> Default for BssHeap<N> {
+impl<const N: usize> Default for HeapSpace<N> {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl<const N: usize> BssHeap<N> {
+impl<const N: usize> HeapSpace<N> {
+    /// A block (its contents whatever the memory holds).
+    pub const fn new() -> Self {
+        HeapSpace(UnsafeCell::new(MaybeUninit::uninit()))
+    }
+
+    /// Its first byte, as the running code reaches it now.
+    pub fn base(&self) -> usize {
+        self.0.get() as usize
+    }
+}
+
+/// A buddy heap, empty until [`BssHeap::init`] hands it a [`HeapSpace`].
+pub struct BssHeap {
+    heap: LockedHeap<32>,
+}
+
+impl Default for BssHeap {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl BssHeap {
     /// An empty heap (nothing can be allocated before [`BssHeap::init`]).
     pub const fn new() -> Self {
-        BssHeap { space: UnsafeCell::new(Space([0; N])), heap: LockedHeap::empty() }
+        BssHeap { heap: LockedHeap::empty() }
     }
 
-    /// Hands the BSS block to the heap. Call once, on the boot CPU, before anything allocates.
-    pub fn init(&self) {
-        // SAFETY: the block belongs to this heap alone and is handed over once.
-        unsafe { self.heap.lock().init(self.space.get() as usize, N) };
+    /// Hands `space` to the heap. Call once, on the boot CPU, before anything allocates.
+    pub fn init<const N: usize>(&self, space: &'static HeapSpace<N>) {
+        // SAFETY: the block belongs to this heap alone (the caller's static, given once) and
+        // is handed over once.
+        unsafe { self.heap.lock().init(space.base(), N) };
     }
 
-    /// Starts the heap afresh over its BSS block as the running code reaches it now (after an
-    /// image moved from its physical to its virtual address): every earlier allocation is
-    /// forgotten.
+    /// Starts the heap afresh over `space` as the running code reaches it now (after an image
+    /// moved from its physical to its virtual address): every earlier allocation is forgotten.
     ///
     /// # Safety
     ///
-    /// No object allocated before may be used (or freed) afterwards.
-    pub unsafe fn reset(&self) {
+    /// No object allocated before may be used (or freed) afterwards; `space` is the block
+    /// [`BssHeap::init`] took.
+    pub unsafe fn reset<const N: usize>(&self, space: &'static HeapSpace<N>) {
         let mut h = self.heap.lock();
         *h = Heap::empty();
         // SAFETY: the block belongs to this heap alone; the caller guarantees nothing allocated
         // from it before is still in use.
-        unsafe { h.init(self.space.get() as usize, N) };
+        unsafe { h.init(space.base(), N) };
     }
 
     /// Adds `[start, start + size)` to the heap.
@@ -66,7 +92,7 @@ impl<const N: usize> BssHeap<N> {
 }
 
 // SAFETY: every call goes to the locked buddy heap, which meets GlobalAlloc's contract.
-unsafe impl<const N: usize> GlobalAlloc for BssHeap<N> {
+unsafe impl GlobalAlloc for BssHeap {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         // SAFETY: forwarded with the caller's layout.
         unsafe { self.heap.alloc(layout) }
@@ -83,13 +109,14 @@ mod tests {
 
     #[test]
     fn allocates_from_its_block_and_grows() {
-        static H: BssHeap<65536> = BssHeap::new();
-        H.init();
+        static SPACE: HeapSpace<65536> = HeapSpace::new();
+        static H: BssHeap = BssHeap::new();
+        H.init(&SPACE);
         let l = Layout::from_size_align(4096, 8).unwrap();
         // SAFETY: a valid layout; the pointers are checked and freed with it.
         unsafe {
             let a = H.alloc(l);
-            let base = H.space.get() as usize;
+            let base = SPACE.base();
             assert!((base..base + 65536).contains(&(a as usize)));
             H.dealloc(a, l);
             // Too big for the block until it grows.

@@ -4,7 +4,8 @@
 //! `lib/rt/link.ld`, and loaded wherever the loader likes (QEMU: RAM base + 2 MiB; the Pi 5
 //! firmware: `kernel_address`; the hypervisor: any 2 MiB aligned guest address). Before any Rust
 //! code runs, `__rt_entry` applies the `R_AARCH64_RELATIVE` entries of `.rela.dyn` (the xtask
-//! refuses to produce an image with any other dynamic relocation), clears the BSS and switches to
+//! refuses to produce an image with any other dynamic relocation), clears the BSS (but the
+//! heap's block before `__bss_clear`, `rt::heap::HeapSpace`) and switches to
 //! CPU 0's boot stack. The binary then provides:
 //!
 //! * `extern "C" fn rt_main(dtb: usize) -> !` for the boot CPU (x1 and x2 reach it as the boot
@@ -46,10 +47,11 @@ macro_rules! pc_relative {
 // trapped). At EL1: SCTLR_EL1 is `el1::SCTLR_MMU_OFF`, CPACR_EL1 is `el1::CPACR_ENTRY` (FP/SIMD
 // untrapped). At both: PSTATE is set by an exception return to the same EL in its handler mode
 // (SP_ELx) with D, A, I, F masked and PAN, UAO, SSBS, DIT, TCO, SS 0, whatever the CPU was
-// entered with. Then: every R_AARCH64_RELATIVE slot holds base + addend, the BSS is zero (boot
-// CPU only), SP is the top of this CPU's 16-byte aligned boot stack and x29/x30 are 0 so
-// backtraces stop there. x0-x3 as the CPU was entered (x1-x3 reach rt_main). A bad relocation
-// type or a CPU index >= MAX_CPUS parks the CPU in a WFE loop (nothing can print yet).
+// entered with. Then: every R_AARCH64_RELATIVE slot holds base + addend, the BSS from
+// __bss_clear is zero (boot CPU only; before it lie the heap blocks, left as found), SP is the
+// top of this CPU's 16-byte aligned boot stack and x29/x30 are 0 so backtraces stop there.
+// x0-x3 as the CPU was entered (x1-x3 reach rt_main). A bad relocation type or a CPU index >=
+// MAX_CPUS parks the CPU in a WFE loop (nothing can print yet).
 core::arch::global_asm!(
     r#"
 .macro rt_mov_q reg, val
@@ -138,12 +140,12 @@ __rt_entry:
     add     x14, x14, x11
     str     x14, [x12, x11]
     b       1b
-3:  adrp    x9, __bss_start
-    add     x9, x9, :lo12:__bss_start
+3:  adrp    x9, __bss_clear
+    add     x9, x9, :lo12:__bss_clear
     adrp    x10, __bss_end
     add     x10, x10, :lo12:__bss_end
-    sub     x11, x10, x9            // 64 bytes per round while 64 are left (the BSS is MiBs:
-    bic     x11, x11, #63           // the heap), then 16 at a time as the linker aligns it
+    sub     x11, x10, x9            // 64 bytes per round while 64 are left (the stacks are
+    bic     x11, x11, #63           // tens of KiB), then 16 at a time as the linker aligns it
     add     x11, x9, x11
 6:  cmp     x9, x11
     b.hs    4f

@@ -996,7 +996,7 @@ pub const SEEDS: &[Seed] = &[
         id: "dtb-spin-table-end-rounded-down",
         class: Class::Parsers,
         bug: "the spin-table memory a /memreserve/ entry holds ends at the page boundary below its end",
-        file: "lib/board/src/cpus.rs",
+        file: "lib/board/src/scan.rs",
         original: "Region::new(base, (r.end().saturating_add(0xfff) & !0xfff) - base)",
         replacement: "Region::new(base, (r.end() & !0xfff) - base)",
         tests: &[h("board", "spin_table_memory_is_rounded_out_to_whole_pages")],

@@ -211,11 +211,26 @@ pub fn base_tree() -> N {
         )
 }
 
-/// The blob with `totalsize` cut down to the end of its strings block (QEMU pads to 1 MiB).
+/// The blob with `totalsize` cut down to the end of its blocks (QEMU pads to 1 MiB):
+/// `board::dtb_used_len`.
 pub fn compact(dtb: &[u8]) -> Vec<u8> {
-    let be = |o: usize| u32::from_be_bytes(dtb[o..o + 4].try_into().unwrap()) as usize;
-    let end = [(be(8), be(36)), (be(12), be(32))].iter().map(|(o, s)| o + s).max().unwrap();
+    let end = board::dtb_used_len(dtb).expect("a well-formed blob");
     let mut v = dtb[..end].to_vec();
     v[4..8].copy_from_slice(&(end as u32).to_be_bytes());
     v
+}
+
+/// xorshift64*: deterministic, so a failure reproduces.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
 }

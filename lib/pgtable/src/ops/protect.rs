@@ -412,9 +412,11 @@ impl<A: FrameAlloc, K: InputAddress> PageTable<A, K> {
             let root = self.root();
             if let Some(path) = path_to_leaf_table(self.frames(), regime.start_level(), root, s) {
                 if e - s == PAGE_SIZE {
-                    if let Some(r) = self.protect_page(tlb, &p, &path) {
+                    if let Some(r) = self.protect_leaves::<T, true>(tlb, &p, &path) {
                         return r;
                     }
+                } else if let Some(r) = self.protect_run(tlb, &p, &path) {
+                    return r;
                 }
                 let mut ctx = self.ctx(tlb, opts);
                 let writable = perms.contains(Perms::WRITE);
@@ -438,16 +440,25 @@ impl<A: FrameAlloc, K: InputAddress> PageTable<A, K> {
         self.run(tlb, opts, s, e, flags, |ctx, en| ctx.protect_visit(en, &p))
     }
 
-    /// `protect` of one page (`p.s`) whose level-3 table exists, without an operation context:
-    /// what the walk does for it (the path's "no writable leaf below" summaries cleared when the
-    /// new permissions write, the visits counted), the leaf changed by the mask, the flush
-    /// decided by [`leaf_decision`] (the one place), and on a live table the maintenance a
-    /// finished gather issues for that one leaf (`DSB ISHST`, its invalidation, `DSB ISH; ISB`;
-    /// after writes that need none, `DSB ISHST; ISB`). `path` leads to its level-3 table. `None`
-    /// before writing anything when the page is not an empty entry or a non-contiguous page the
-    /// mask applies to (the caller's operation context does those).
+    /// `protect` of the pages `[p.s, p.e)` of one level-3 table that exists, without an
+    /// operation context, when they are all of one kind: what the walk does for them (the
+    /// path's "no writable leaf below" summaries cleared when the new permissions write, set on
+    /// the level-3 table's entry when they do not and the range is the whole table; the visits
+    /// counted), the pages changed by one flip ([`protect_pages`]: the first page's change,
+    /// for every page equal to it outside the output address), the flush decided once by
+    /// [`leaf_decision`] (the one place), and on a live table the maintenance a finished gather
+    /// issues for the run (`DSB ISHST`, its invalidation, `DSB ISH; ISB`; after writes that
+    /// need none, `DSB ISHST; ISB`). `path` leads to the level-3 table.
+    ///
+    /// `None` before writing anything when the first page is not a non-contiguous page the mask
+    /// applies to (or, for one page, an empty entry). `None` too when a later page is of
+    /// another kind: the pages before it are changed, counted and flushed here, and the
+    /// caller's operation context then does the whole range (where those pages are already
+    /// what it would make them: no write, no flush).
+    /// `ONE`: the range is one page (inlined in `protect_with`: the common one-page call, no
+    /// run to flip).
     #[inline(always)]
-    fn protect_page<T: TlbMaintenance + ?Sized>(
+    fn protect_leaves<T: TlbMaintenance + ?Sized, const ONE: bool>(
         &mut self,
         tlb: &mut T,
         p: &ProtectArgs,
@@ -457,12 +468,13 @@ impl<A: FrameAlloc, K: InputAddress> PageTable<A, K> {
         let regime = p.regime;
         let start = regime.start_level();
         let s = p.s;
+        let pages = if ONE { 1 } else { ((p.e - s) / PAGE_SIZE) as usize };
         let table = path.leaf_table_addr();
         let i = index_at(3, start, s);
         let old = Desc(self.frames().read_desc(table, i));
-        let new = if old.is_empty() {
+        let new = if old.is_empty() && pages == 1 {
             old
-        } else if old.is_contiguous() {
+        } else if old.is_contiguous() || old.is_empty() {
             return None;
         } else {
             mask.apply(regime, 3, old)?
@@ -474,34 +486,64 @@ impl<A: FrameAlloc, K: InputAddress> PageTable<A, K> {
         let live = self.is_live();
         let policy = *self.policy();
         let decision = leaf_decision(regime, live, &policy, bug, old, new);
-        let clear = p.perms.contains(Perms::WRITE) && !seeded_bug!(self, KeepNoWritable);
+        let writable = p.perms.contains(Perms::WRITE);
+        let clear = writable && !seeded_bug!(self, KeepNoWritable);
         let skip_dsb = seeded_bug!(self, NoDsbBeforeTlbi);
+        // As the run of `protect_leaf_table` (its seeded bugs act here too; a lone page is
+        // recorded as its last page is).
+        let kind_bits = if seeded_bug!(self, ProtectRunWideKind) {
+            NOT_OUTPUT_BITS & !crate::descriptor::PERM_BITS
+        } else {
+            NOT_OUTPUT_BITS
+        };
+        let unflushed = pages > 1 && seeded_bug!(self, ProtectRunUnflushed);
         let (frames, stats) = self.frames_and_stats();
+        let end = if pages == 1 {
+            if new != old {
+                frames.write_desc(table, i, new.0);
+            }
+            i + 1
+        } else {
+            protect_pages(&mut *frames, table, i, i + pages, (kind_bits, old.0 & kind_bits), old.0 ^ new.0)
+        };
+        let done = (end - i) as u64;
+        let whole = end == i + pages;
         let mut written = false;
-        let mut level = start;
-        while level <= 2 {
-            stats.walk.visits[level][Visit::TablePre as usize] += 1;
-            if level < 2 {
-                stats.walk.visits[level][Visit::TablePost as usize] += 1;
+        if whole {
+            let mut level = start;
+            while level <= 2 {
+                stats.walk.visits[level][Visit::TablePre as usize] += 1;
+                if level < 2 {
+                    stats.walk.visits[level][Visit::TablePost as usize] += 1;
+                }
+                let (t, d) = path.table_entry(level);
+                if clear && d.0 & sw::TABLE_NO_WRITABLE != 0 {
+                    frames.write_desc(t, index_at(level, start, s), d.0 & !sw::TABLE_NO_WRITABLE);
+                    stats.desc_writes += 1;
+                    written = true;
+                }
+                level += 1;
             }
-            let (t, d) = path.table_entry(level);
-            if clear && d.0 & sw::TABLE_NO_WRITABLE != 0 {
-                frames.write_desc(t, index_at(level, start, s), d.0 & !sw::TABLE_NO_WRITABLE);
-                stats.desc_writes += 1;
-                written = true;
+            if !writable && pages == crate::addr::ENTRIES_PER_TABLE {
+                let (t, d) = path.table_entry(2);
+                if d.0 & sw::TABLE_NO_WRITABLE == 0 {
+                    frames.write_desc(t, index_at(2, start, s), d.0 | sw::TABLE_NO_WRITABLE);
+                    stats.desc_writes += 1;
+                    written = true;
+                }
             }
-            level += 1;
         }
         let mut flush = None;
-        if new != old {
-            frames.write_desc(table, i, new.0);
-            stats.desc_writes += 1;
+        if new != old && done != 0 {
+            stats.desc_writes += done;
             written = true;
-            match decision {
-                LeafDecision::Nothing => {}
-                LeafDecision::Elided => stats.flushes_elided += 1,
-                LeafDecision::Lazy => stats.lazy_relaxed += 1,
-                LeafDecision::Flush { global } => flush = Some(global),
+            if !unflushed {
+                match decision {
+                    LeafDecision::Nothing => {}
+                    LeafDecision::Elided => stats.flushes_elided += done,
+                    LeafDecision::Lazy => stats.lazy_relaxed += done,
+                    LeafDecision::Flush { global } => flush = Some(global),
+                }
             }
         }
         if live {
@@ -509,8 +551,8 @@ impl<A: FrameAlloc, K: InputAddress> PageTable<A, K> {
                 if !skip_dsb {
                     tlb.dsb(Barrier::IshSt);
                 }
-                let req =
-                    FlushRequest { range: s..s + PAGE_SIZE, stride: PAGE_SIZE, leaf_only: true, global, tables: &[] };
+                let range = s..s + done * PAGE_SIZE;
+                let req = FlushRequest { range, stride: PAGE_SIZE, leaf_only: true, global, tables: &[] };
                 emit_invalidation(regime, &req, &policy.flush, tlb);
                 tlb.dsb(Barrier::Ish);
                 tlb.isb();
@@ -519,7 +561,19 @@ impl<A: FrameAlloc, K: InputAddress> PageTable<A, K> {
                 tlb.isb();
             }
         }
-        Some(Ok(()))
+        whole.then_some(Ok(()))
+    }
+
+    /// [`protect_leaves`](Self::protect_leaves) of more than one page, out of line (the flip's
+    /// vector registers and the run's state stay out of `protect_with`'s frame).
+    #[inline(never)]
+    fn protect_run<T: TlbMaintenance + ?Sized>(
+        &mut self,
+        tlb: &mut T,
+        p: &ProtectArgs,
+        path: &Path,
+    ) -> Option<Result<(), Error>> {
+        self.protect_leaves::<T, false>(tlb, p, path)
     }
 
     /// Removes write access from every mapping in `[start, start + size)`, keeping every other
