@@ -345,10 +345,10 @@ fn move_early(dtb_addr: usize) {
     };
     // Of the command line only `hyp.slotpool=` matters here; the whole line is parsed (and any
     // error in it reported) after the move. A line without the word has no slot pool.
-    let line = facts.bootargs.as_deref().unwrap_or("").as_bytes();
+    let line = facts.bootargs.as_deref().unwrap_or("");
     let word = hypcore::options::SLOTPOOL.as_bytes();
-    let slotpool = if line.windows(word.len()).any(|w| w == word) {
-        let Ok(opts) = options::try_parse(facts.bootargs.as_deref().unwrap_or("")) else {
+    let slotpool = if line.as_bytes().windows(word.len()).any(|w| w == word) {
+        let Ok(opts) = options::try_parse(line) else {
             return;
         };
         opts.slotpool

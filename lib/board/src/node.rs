@@ -5,7 +5,7 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
 use crate::error::{bad_prop, missing_prop, BoardError};
-use crate::tree::Tree;
+use crate::tree::{str_value, Tree};
 use crate::Region;
 
 /// A node's `status` property.
@@ -31,10 +31,15 @@ pub(crate) fn strings(v: Option<Vec<&str>>) -> Vec<String> {
 }
 
 pub(crate) fn status(t: &Tree, i: usize) -> Status {
-    match t.prop_str(i, "status").ok().flatten() {
-        None | Some("okay") | Some("ok") => Status::Okay,
-        Some("disabled") => Status::Disabled,
-        Some(other) => Status::Other(other.to_string()),
+    status_of(t.prop(i, "status"))
+}
+
+/// A `status` value: absent, malformed (not one string), `"okay"` or `"ok"` is [`Status::Okay`].
+pub(crate) fn status_of(v: Option<&[u8]>) -> Status {
+    match v.map(str_value) {
+        None | Some(Err(_)) | Some(Ok("okay" | "ok")) => Status::Okay,
+        Some(Ok("disabled")) => Status::Disabled,
+        Some(Ok(other)) => Status::Other(other.to_string()),
     }
 }
 
@@ -54,13 +59,12 @@ pub(crate) fn prop_is(t: &Tree, i: usize, prop: &str, value: &str) -> bool {
 }
 
 pub(crate) fn regions(t: &Tree, i: usize, pairs: Vec<(u64, u64)>) -> Result<Vec<Region>, BoardError> {
-    pairs
-        .into_iter()
-        .map(|(b, s)| match b.checked_add(s) {
-            Some(_) => Ok(Region::new(b, s)),
-            None => Err(bad_prop(t.path(i), "reg", "range wraps past 2^64")),
-        })
-        .collect()
+    pair_regions(pairs).map_err(|why| bad_prop(t.path(i), "reg", why))
+}
+
+/// (address, size) pairs as regions; a range that wraps past 2^64 is an error.
+pub(crate) fn pair_regions(pairs: Vec<(u64, u64)>) -> Result<Vec<Region>, &'static str> {
+    pairs.into_iter().map(|(b, s)| b.checked_add(s).map(|_| Region::new(b, s)).ok_or("range wraps past 2^64")).collect()
 }
 
 /// `reg` translated to CPU addresses; missing or unreachable is an error.

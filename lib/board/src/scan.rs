@@ -19,7 +19,8 @@
 use alloc::string::String;
 use alloc::vec::Vec;
 
-use crate::tree::{decode_pairs, read_cells, Cells};
+use crate::node::{pair_regions, status_of, Status};
+use crate::tree::{decode_pairs, str_value, u32_or_u64_value, u32_value, Cells};
 use crate::validate::{be32, header, mem_reserve, FDT_BEGIN_NODE, FDT_END, FDT_END_NODE, FDT_NOP, FDT_PROP};
 use crate::{Board, EnableMethod, Region};
 
@@ -206,49 +207,25 @@ fn base_name(name: &[u8]) -> &[u8] {
     name.split(|&b| b == b'@').next().unwrap_or(name)
 }
 
-/// A string property's text if it is one NUL-terminated UTF-8 string (the full parse's
-/// `prop_str`): `Ok(None)` when absent, `Err` when malformed.
+/// A string property: `Ok(None)` when absent, `Err` when malformed (`Tree::prop_str`'s rule).
 fn prop_str(v: Option<&[u8]>) -> Result<Option<&str>, &'static str> {
-    let Some(v) = v else { return Ok(None) };
-    match v.split_last() {
-        Some((0, s)) if !s.contains(&0) => core::str::from_utf8(s).map(Some).map_err(|_| "string is not UTF-8"),
-        _ => Err("not a single NUL-terminated string"),
-    }
+    v.map(str_value).transpose()
 }
 
-/// `status` as the full parse reads it: absent, malformed, `"okay"` or `"ok"` is there.
-fn status_okay(v: Option<&[u8]>) -> bool {
-    matches!(prop_str(v), Ok(None | Some("okay" | "ok")) | Err(_))
+/// A one- or two-cell number (`Tree::prop_u32_or_u64`'s rule).
+fn number(v: Option<&[u8]>) -> Result<Option<u64>, &'static str> {
+    v.map(u32_or_u64_value).transpose()
 }
 
-fn status_disabled(v: Option<&[u8]>) -> bool {
-    matches!(prop_str(v), Ok(Some("disabled")))
-}
-
-/// `prop_u32_or_u64`: one or two cells.
-fn u32_or_u64(v: Option<&[u8]>) -> Result<Option<u64>, &'static str> {
-    match v {
-        None => Ok(None),
-        Some(v) if v.len() == 4 || v.len() == 8 => Ok(read_cells(v, (v.len() / 4) as u32)),
-        Some(_) => Err("expected one or two 32-bit cells"),
-    }
-}
-
-/// The cells a node declares for its children; both required.
+/// The cells a node declares for its children; both required (`Tree::cells`' rule).
 fn cells(n: &Node) -> Result<Cells, &'static str> {
-    let one = |v: Option<&[u8]>| -> Result<u32, &'static str> {
-        let b: [u8; 4] = v.ok_or("missing #address-cells or #size-cells")?.try_into().map_err(|_| "bad cells")?;
-        Ok(u32::from_be_bytes(b))
-    };
+    let one = |v: Option<&[u8]>| u32_value(v.ok_or("missing #address-cells or #size-cells")?);
     Ok(Cells { addr: one(n.props[ADDRESS_CELLS])?, size: one(n.props[SIZE_CELLS])? })
 }
 
 /// `reg` of a node under `parent`, as regions (a wrap is an error).
 fn regions(reg: &[u8], parent: &Node) -> Result<Vec<Region>, &'static str> {
-    decode_pairs(reg, cells(parent)?)?
-        .into_iter()
-        .map(|(b, s)| b.checked_add(s).map(|_| Region::new(b, s)).ok_or("range wraps past 2^64"))
-        .collect()
+    pair_regions(decode_pairs(reg, cells(parent)?)?)
 }
 
 impl<'a> Scan<'a> {
@@ -353,7 +330,7 @@ impl<'a> Scan<'a> {
                 Some(v) => v.strip_suffix(&[0]) == Some(b"memory"),
                 None => base_name(n.name) == b"memory",
             };
-            if is_memory && status_okay(n.props[STATUS]) {
+            if is_memory && status_of(n.props[STATUS]).is_okay() {
                 self.memory_found = true;
                 let reg = n.props[REG].ok_or("memory node without reg")?;
                 let r = regions(reg, &self.open[0])?;
@@ -361,7 +338,7 @@ impl<'a> Scan<'a> {
             }
         }
         match n.kind {
-            Kind::Reserved if status_okay(n.props[STATUS]) => {
+            Kind::Reserved if status_of(n.props[STATUS]).is_okay() => {
                 if let Some(reg) = n.props[REG] {
                     let r = regions(reg, &self.open[1])?;
                     self.facts.reserved.extend(r.into_iter().map(|r| (r, n.props[NO_MAP].is_some())));
@@ -369,7 +346,7 @@ impl<'a> Scan<'a> {
             }
             Kind::Chosen => {
                 self.facts.bootargs = prop_str(n.props[BOOTARGS])?.map(String::from);
-                self.facts.initrd = match (u32_or_u64(n.props[INITRD_START])?, u32_or_u64(n.props[INITRD_END])?) {
+                self.facts.initrd = match (number(n.props[INITRD_START])?, number(n.props[INITRD_END])?) {
                     (None, None) => None,
                     (Some(s), Some(e)) if e >= s => Some(Region::new(s, e - s)),
                     _ => return Err("bad linux,initrd-start / -end"),
@@ -396,9 +373,9 @@ impl<'a> Scan<'a> {
                 // Present: there, or disabled with an enable-method (a spin-table one has).
                 if is_cpu
                     && prop_str(n.props[ENABLE_METHOD])? == Some("spin-table")
-                    && (status_okay(n.props[STATUS]) || status_disabled(n.props[STATUS]))
+                    && !matches!(status_of(n.props[STATUS]), Status::Other(_))
                 {
-                    if let Some(a) = u32_or_u64(n.props[RELEASE_ADDR])? {
+                    if let Some(a) = number(n.props[RELEASE_ADDR])? {
                         self.facts.spin_release.push(a);
                     }
                 }

@@ -211,15 +211,7 @@ impl<'a> Tree<'a> {
 
     /// A string property (one NUL-terminated UTF-8 string).
     pub(crate) fn prop_str(&self, i: usize, name: &'static str) -> Result<Option<&'a str>, BoardError> {
-        let Some(v) = self.prop(i, name) else {
-            return Ok(None);
-        };
-        match v.split_last() {
-            Some((0, s)) if !s.contains(&0) => {
-                core::str::from_utf8(s).map(Some).map_err(|_| bad_prop(self.path(i), name, "string is not UTF-8"))
-            }
-            _ => Err(bad_prop(self.path(i), name, "not a single NUL-terminated string")),
-        }
+        self.prop(i, name).map(str_value).transpose().map_err(|why| bad_prop(self.path(i), name, why))
     }
 
     /// A string-list property.
@@ -242,24 +234,12 @@ impl<'a> Tree<'a> {
     }
 
     pub(crate) fn prop_u32(&self, i: usize, name: &'static str) -> Result<Option<u32>, BoardError> {
-        let Some(v) = self.prop(i, name) else {
-            return Ok(None);
-        };
-        match <[u8; 4]>::try_from(v) {
-            Ok(b) => Ok(Some(u32::from_be_bytes(b))),
-            Err(_) => Err(bad_prop(self.path(i), name, "expected exactly one 32-bit cell")),
-        }
+        self.prop(i, name).map(u32_value).transpose().map_err(|why| bad_prop(self.path(i), name, why))
     }
 
     /// A one- or two-cell number.
     pub(crate) fn prop_u32_or_u64(&self, i: usize, name: &'static str) -> Result<Option<u64>, BoardError> {
-        let Some(v) = self.prop(i, name) else {
-            return Ok(None);
-        };
-        match v.len() {
-            4 | 8 => Ok(read_cells(v, (v.len() / 4) as u32)),
-            _ => Err(bad_prop(self.path(i), name, "expected one or two 32-bit cells")),
-        }
+        self.prop(i, name).map(u32_or_u64_value).transpose().map_err(|why| bad_prop(self.path(i), name, why))
     }
 
     /// The cells node `i` declares for its children; both properties are required.
@@ -372,6 +352,28 @@ impl<'a> Tree<'a> {
 }
 
 /// Reads `n` (0..=2) big-endian cells from the start of `v`.
+/// A string property's value: one NUL-terminated UTF-8 string (the tree's and the early scan's
+/// rule).
+pub(crate) fn str_value(v: &[u8]) -> Result<&str, &'static str> {
+    match v.split_last() {
+        Some((0, s)) if !s.contains(&0) => core::str::from_utf8(s).map_err(|_| "string is not UTF-8"),
+        _ => Err("not a single NUL-terminated string"),
+    }
+}
+
+/// A property's value as exactly one 32-bit cell.
+pub(crate) fn u32_value(v: &[u8]) -> Result<u32, &'static str> {
+    <[u8; 4]>::try_from(v).map(u32::from_be_bytes).map_err(|_| "expected exactly one 32-bit cell")
+}
+
+/// A property's value as a one- or two-cell number.
+pub(crate) fn u32_or_u64_value(v: &[u8]) -> Result<u64, &'static str> {
+    match v.len() {
+        4 | 8 => read_cells(v, (v.len() / 4) as u32).ok_or("expected one or two 32-bit cells"),
+        _ => Err("expected one or two 32-bit cells"),
+    }
+}
+
 pub(crate) fn read_cells(v: &[u8], n: u32) -> Option<u64> {
     match n {
         0 => Some(0),
