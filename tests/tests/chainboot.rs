@@ -26,9 +26,9 @@ fn start(cfg: &Launch, ram: Option<&str>) -> (chainboot::qemu::LoaderVm, Session
     // The build that writes the chainloader's Image comes first: QEMU reads it at start.
     images();
     let ram = chainboot::board_ram(cfg, ram.map(tests::mem)).expect("the board's RAM");
-    let vm = chainboot::qemu::start(&qemu_for(cfg.machine), cfg, ram, &xtask::build::chainloader_image())
+    let mut vm = chainboot::qemu::start(&qemu_for(cfg.machine), cfg, ram, &xtask::build::chainloader_image())
         .expect("QEMU with the loader");
-    let link = chainboot::link::open(&vm.serial(), 115_200).expect("connecting to the serial socket");
+    let link = vm.link().expect("the serial line");
     (vm, Session::new(link, |_| {}, false), xtask::launch::new_key().expect("a run key"))
 }
 

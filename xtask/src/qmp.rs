@@ -4,10 +4,10 @@
 
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, ErrorKind, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// A QMP socket path for one run: in the temporary directory (a socket path must stay under
 /// ~108 bytes), unique per process and call.
@@ -76,17 +76,9 @@ impl EventWatch {
     /// for this), polling while `running` says QEMU is still there, at most `wait`; once
     /// events flow, resumes the machine when `resume` (QEMU was started with `-S` for this:
     /// see [`event_args`]).
-    pub fn start(path: &Path, wait: Duration, resume: bool, mut running: impl FnMut() -> bool) -> Result<EventWatch> {
-        let t0 = std::time::Instant::now();
-        let stream = loop {
-            match UnixStream::connect(path) {
-                Ok(s) => break s,
-                Err(e) if !running() || t0.elapsed() > wait => {
-                    return Err(e).with_context(|| format!("connecting to QEMU's QMP event socket {}", path.display()))
-                }
-                Err(_) => std::thread::sleep(Duration::from_millis(5)),
-            }
-        };
+    pub fn start(path: &Path, wait: Duration, resume: bool, running: impl FnMut() -> bool) -> Result<EventWatch> {
+        let stream = connect_when_listening(path, wait, running)
+            .with_context(|| format!("connecting to QEMU's QMP event socket {}", path.display()))?;
         let mut q = Qmp::handshake(stream)?;
         if resume {
             q.execute("cont", json!({}))?;
@@ -114,6 +106,29 @@ impl EventWatch {
     }
 }
 
+/// Connects to the unix socket at `path` of a QEMU server (QMP, a chardev), which QEMU binds before it listens: while the
+/// path is missing or refuses (the server between the two), tries again every 20 ms as long as
+/// `running()` and at most `wait`; any other error ends at once.
+pub fn connect_when_listening(
+    path: &Path,
+    wait: Duration,
+    mut running: impl FnMut() -> bool,
+) -> std::io::Result<UnixStream> {
+    let t0 = Instant::now();
+    loop {
+        match UnixStream::connect(path) {
+            Err(e)
+                if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::ConnectionRefused)
+                    && running()
+                    && t0.elapsed() < wait =>
+            {
+                std::thread::sleep(Duration::from_millis(20))
+            }
+            r => return r,
+        }
+    }
+}
+
 /// A connected QMP session in command mode.
 pub struct Qmp {
     reader: BufReader<UnixStream>,
@@ -124,14 +139,8 @@ impl Qmp {
     /// Connects to `path` (waiting up to `wait` for QEMU to create it) and leaves capability
     /// negotiation.
     pub fn connect(path: &Path, wait: Duration) -> Result<Qmp> {
-        let start = std::time::Instant::now();
-        let stream = loop {
-            match UnixStream::connect(path) {
-                Ok(s) => break s,
-                Err(_) if start.elapsed() < wait => std::thread::sleep(Duration::from_millis(20)),
-                Err(e) => return Err(e).with_context(|| format!("connecting to QEMU's QMP socket {}", path.display())),
-            }
-        };
+        let stream = connect_when_listening(path, wait, || true)
+            .with_context(|| format!("connecting to QEMU's QMP socket {}", path.display()))?;
         Qmp::handshake(stream)
     }
 
@@ -274,6 +283,62 @@ pub fn describe_cpus(q: &mut Qmp, guest_pcs: Option<u64>) -> Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+    /// A unix socket bound to `path` and not yet listening (what QEMU holds between its
+    /// `bind` and its `listen`).
+    fn bound_only(path: &Path) -> OwnedFd {
+        // SAFETY: socket() returns a new descriptor or -1 (checked); it is owned from here on.
+        let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0) };
+        assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
+        // SAFETY: `fd` was just returned by socket() and nothing else owns it.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        // SAFETY: sockaddr_un is plain old data; all-zero is a valid value to fill in.
+        let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+        addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+        let name = path.as_os_str().as_encoded_bytes();
+        assert!(name.len() < addr.sun_path.len());
+        for (d, s) in addr.sun_path.iter_mut().zip(name) {
+            *d = *s as libc::c_char;
+        }
+        let len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
+        // SAFETY: `addr` is a complete sockaddr_un of `len` bytes; `fd` is an open socket.
+        let r = unsafe { libc::bind(fd.as_raw_fd(), &addr as *const _ as *const libc::sockaddr, len) };
+        assert_eq!(r, 0, "bind: {}", std::io::Error::last_os_error());
+        fd
+    }
+
+    #[test]
+    fn a_socket_bound_before_it_listens_is_waited_for_not_refused() {
+        let path = std::env::temp_dir().join(format!("pgtlab-bound-{}.sock", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let fd = bound_only(&path);
+        assert_eq!(
+            UnixStream::connect(&path).unwrap_err().kind(),
+            ErrorKind::ConnectionRefused,
+            "bound, not listening"
+        );
+        // The server listens 200 ms later; the connection waits for it (at most 10 s).
+        let raw = fd.as_raw_fd();
+        let server = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(200));
+            // SAFETY: `raw` is the bound socket `fd`, open until this thread is joined.
+            assert_eq!(unsafe { libc::listen(raw, 1) }, 0);
+        });
+        let got = connect_when_listening(&path, Duration::from_secs(10), || true);
+        server.join().unwrap();
+        assert!(got.is_ok(), "{got:?}");
+        // A server that went away is not waited for: at most one try after `running` says so.
+        drop(fd);
+        let mut asked = 0;
+        let err = connect_when_listening(&path, Duration::from_secs(10), || {
+            asked += 1;
+            false
+        })
+        .unwrap_err();
+        assert_eq!((err.kind(), asked), (ErrorKind::ConnectionRefused, 1));
+        let _ = std::fs::remove_file(&path);
+    }
 
     #[test]
     fn shutdown_events_say_who_ended_the_machine() {

@@ -535,9 +535,9 @@ pub fn cli(a: Args) -> Result<i32> {
             ram >> 20,
             if a.ram.is_some() { "--ram" } else { "the default; --ram sets it" }
         );
-        let v = qemu::start(&cfg.qemu()?.path, &cfg, ram, &crate::build::chainloader_image())?;
+        let mut v = qemu::start(&cfg.qemu()?.path, &cfg, ram, &crate::build::chainloader_image())?;
         eprintln!("xtask: QEMU ({}) runs the chainloader with its UART on {}", cfg.describe(), v.socket.display());
-        let link = link::open(&v.serial(), a.baud)?;
+        let link = v.link()?;
         vm = Some(v);
         (link, secs(a.ready_timeout.unwrap_or(30)))
     } else {

@@ -8,14 +8,16 @@
 //! busy host then never sees the `@@exit` line; a socket keeps every byte until it is read. The
 //! raw-tty path of a real serial adapter is tested on a pty by `link`'s own tests.
 
+use super::link::Link;
 use crate::launch::Launch;
 use anyhow::{bail, Context, Result};
 use std::io::{BufRead, BufReader};
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// A QEMU running the loader, its serial port on a unix socket.
 pub struct LoaderVm {
@@ -25,12 +27,17 @@ pub struct LoaderVm {
     pub socket: PathBuf,
     /// QEMU's own messages.
     pub messages: mpsc::Receiver<String>,
+    /// The first (and only) connection to the socket, made by [`start`]: QEMU runs the guest
+    /// once it is accepted.
+    stream: Option<UnixStream>,
 }
 
 impl LoaderVm {
-    /// The serial line as [`super::link::open`] takes it (`unix:PATH`).
-    pub fn serial(&self) -> String {
-        format!("unix:{}", self.socket.display())
+    /// The serial line: the connection [`start`] made (once; a second call is an error).
+    pub fn link(&mut self) -> Result<Link> {
+        let s = self.stream.take().context("the loader's serial line was already taken")?;
+        let r = s.try_clone()?;
+        Ok(Link { reader: Box::new(r), writer: Box::new(s), describe: format!("socket {}", self.socket.display()) })
     }
 }
 
@@ -61,7 +68,9 @@ pub fn args(cfg: &Launch, machine_bytes: u64, loader: &Path, serial: &str) -> Ve
 
 /// Starts QEMU with the loader and `machine_bytes` of RAM, its serial port a unix socket QEMU
 /// listens on (and waits for the first connection before it runs the guest), and returns once
-/// the socket is there.
+/// connected. QEMU binds the socket's path before it listens on it: a connection refused while
+/// the path exists is QEMU between the two, so it is tried again every 20 ms while QEMU runs,
+/// for at most 30 s.
 pub fn start(qemu: &Path, cfg: &Launch, machine_bytes: u64, loader: &Path) -> Result<LoaderVm> {
     static RUNS: AtomicU32 = AtomicU32::new(0);
     let socket = std::env::temp_dir().join(format!(
@@ -94,25 +103,32 @@ pub fn start(qemu: &Path, cfg: &Launch, machine_bytes: u64, loader: &Path) -> Re
         });
     }
     drop(tx);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if socket.exists() {
-            return Ok(LoaderVm { child, socket, messages: rx });
+    let mut exited = None;
+    let connected = crate::qmp::connect_when_listening(&socket, Duration::from_secs(30), || match child.try_wait() {
+        Ok(None) => true,
+        end => {
+            exited = Some(end);
+            false
         }
-        let exited = child.try_wait()?;
-        if exited.is_some() || Instant::now() > deadline {
+    });
+    match connected {
+        Ok(stream) => Ok(LoaderVm { child, socket, messages: rx, stream: Some(stream) }),
+        Err(e) => {
             child.kill();
             let said: Vec<String> = rx.try_iter().collect();
-            bail!("QEMU opened no socket for the serial port ({:?}); it said:\n{}", exited, said.join("\n"));
+            bail!(
+                "QEMU took no connection on the serial socket {} ({e}; QEMU ended: {:?}); it said:\n{}",
+                socket.display(),
+                exited,
+                said.join("\n")
+            )
         }
-        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
     #[test]
     fn loader_args_put_the_serial_on_the_given_chardev() {
         let cfg = Launch { cpu: "cortex-a76".into(), gic: 2, ..Launch::default() };
