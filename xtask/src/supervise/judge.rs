@@ -187,8 +187,7 @@ pub fn judge(o: &Outcome) -> Verdict {
         None => return Verdict::new(exit::KILLED, "QEMU ended without an exit status"),
     };
     if code != 0 && o.console_lines == 0 && !o.qemu_messages.is_empty() {
-        let first = o.qemu_messages.iter().find(|m| !m.trim().is_empty()).map_or("", |m| m.trim());
-        return Verdict::new(exit::QEMU_REFUSED, first.to_string());
+        return Verdict::new(exit::QEMU_REFUSED, refusal_line(&o.qemu_messages).to_string());
     }
     if o.judging == Judging::Alone {
         return alone(o, &watch, code);
@@ -215,6 +214,14 @@ pub fn judge(o: &Outcome) -> Verdict {
         );
     }
     guest_code(o, said)
+}
+
+/// The QEMU message that says why it refused: the first that is not a warning (QEMU prints
+/// those before its error, e.g. for a deprecated option), else the first that is not empty.
+fn refusal_line(messages: &[String]) -> &str {
+    let said = || messages.iter().map(|m| m.trim()).filter(|m| !m.is_empty());
+    let warning = |m: &str| m.starts_with("warning: ") || m.contains(": warning: ");
+    said().find(|m| !warning(m)).or_else(|| said().next()).unwrap_or("")
 }
 
 /// The verdict of a final line's code: a guest outcome with the console line that says why, or
@@ -344,6 +351,23 @@ mod tests {
         assert_eq!(v.code, exit::NO_FINAL_LINE, "{v}");
         let v = judge(&outcome(Some(1), "", &warn));
         assert_eq!(v.code, exit::QEMU_REFUSED, "{v}");
+    }
+
+    /// QEMU's warnings (a deprecated option) come before the error that stopped it: the
+    /// refusal quotes the error; a QEMU that only warned is quoted as it is.
+    #[test]
+    fn a_refusal_quotes_qemu_s_error_not_its_warnings() {
+        let said = [
+            "qemu-system-aarch64: -mon chardev=events,mode=control: warning: '-mon' is deprecated",
+            "",
+            "qemu-system-aarch64: KVM does not support GICv2 emulation",
+            "qemu-system-aarch64: warning: a later one",
+        ];
+        let v = judge(&outcome(Some(1), "", &said));
+        assert_eq!(v.code, exit::QEMU_REFUSED, "{v}");
+        assert_eq!(v.reason, "QEMU refused: qemu-system-aarch64: KVM does not support GICv2 emulation", "{v}");
+        let v = judge(&outcome(Some(1), "", &["warning: only this"]));
+        assert_eq!(v.reason, "QEMU refused: warning: only this", "{v}");
     }
 
     /// The line quoted is the first that says why, not a later echo of it.
