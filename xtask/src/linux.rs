@@ -9,7 +9,7 @@
 
 use crate::cpio::Archive;
 use crate::provision::debian::{self, Apt};
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use std::path::PathBuf;
 
 /// The line `/init` prints once user space runs.
@@ -119,11 +119,10 @@ fn kernel(flavour: Flavour) -> Result<(PathBuf, String)> {
         crate::provision::cloud_kernel::fetch_newest_image(&shared, &dir.join("debs"), &image)?.1
     } else {
         let deb = flavour.apt()?.fetch(flavour.meta_package(), true)?;
-        debian::extract(&deb, "./boot/vmlinuz-*", &image)?;
+        // Where the package keeps the Image (`boot/` or, in newer packaging, `usr/lib/modules/`)
+        // is the cloud kernels' one rule.
+        crate::provision::cloud_kernel::extract_image(&deb, &image)?;
         let package = deb.file_stem().and_then(|n| n.to_str()).unwrap_or("?").to_string();
-        if !crate::provision::cloud_kernel::is_arm64_image(&std::fs::read(&image)?) {
-            bail!("{} from {package} is not an arm64 Image (no ARMd magic)", image.display());
-        }
         let _ = std::fs::remove_file(&deb);
         package
     };

@@ -172,8 +172,12 @@ pub fn file_from_kernel_package(path: &str) -> Result<PathBuf> {
     }
     for want in wanted {
         let file = Path::new(want).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let member = if want == "vmlinuz" { "./boot/vmlinuz-*".to_string() } else { format!("*/{want}") };
-        match extract(&deb, &member, &dir.join(&file)) {
+        let got = if want == "vmlinuz" {
+            super::cloud_kernel::extract_vmlinuz(&deb, &dir.join(&file))
+        } else {
+            extract(&deb, &format!("*/{want}"), &dir.join(&file))
+        };
+        match got {
             Ok(()) => std::fs::write(dir.join(format!("{file}.source")), format!("{image} ({})\n", apt.suite_name()))?,
             Err(e) if want == path => return Err(e.context(format!("{image} has no {path}"))),
             Err(e) => eprintln!("xtask: warning: {e:#}"),
