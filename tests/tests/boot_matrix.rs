@@ -99,7 +99,7 @@ long_matrix! {
     long_a35_gicv2_2cpu_256m: "cortex-a35", 2, 2, "256M";
     long_n1_gicv2_8cpu_1g: "neoverse-n1", 2, 8, "1G";
     long_a64fx_gicv3_8cpu_16g: "a64fx", 3, 8, "16G";
-    long_a64fx_gicv2_3cpu_128m: "a64fx", 2, 3, "128M";
+    long_a64fx_gicv3_3cpu_128m: "a64fx", 3, 3, "128M";
 }
 
 matrix! {

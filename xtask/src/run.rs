@@ -31,8 +31,8 @@ pub struct MachineArgs {
     #[arg(long, value_parser = accel_arg)]
     pub accel: Option<&'static Accel>,
     /// QEMU CPU model (virt; default max): max (FEAT_BBM level 2), cortex-a76 (Raspberry Pi 5
-    /// core), cortex-a72, cortex-a57, cortex-a53, cortex-a35, neoverse-n1, a64fx (AArch64
-    /// models only). A board has its own; KVM takes the host's.
+    /// core), cortex-a72, cortex-a57, cortex-a53, cortex-a35, neoverse-n1, a64fx (with --gic 3
+    /// only) (AArch64 models only). A board has its own; KVM takes the host's.
     #[arg(long)]
     pub cpu: Option<String>,
     /// GIC version (virt; default 3): 2 (like the Pi 5's GIC-400) or 3. A board has its own.

@@ -199,6 +199,7 @@ impl Launch {
         self.accel.check(self.icount.is_some(), self.plugin.is_some(), self.singlestep)?;
         if self.accel.cpu.is_none() {
             machine::cpu::check_cpu(&self.cpu)?;
+            machine::cpu::check_cpu_gic(&self.cpu, self.gic)?;
         }
         check_line("--bootargs", &self.bootargs)?;
         check_bootargs(&self.bootargs, self.smp)?;

@@ -16,6 +16,24 @@ pub const CPUS: &[(&str, &str)] = &[
     ("a64fx", "Fujitsu A64FX, SVE; no FEAT_BBM"),
 ];
 
+/// CPU models whose QEMU model advertises the GICv3 system registers whatever GIC the machine
+/// has (`ID_AA64PFR0_EL1.GIC` = 1 is a fixed value of the model; for the others QEMU reports
+/// the field only with a GICv3): with a GICv2 every access to those registers is undefined, as
+/// an entry that follows the ID registers (Linux's `el2_setup.h`, this project's) makes one.
+const GICV3_ONLY: &[&str] = &["a64fx"];
+
+/// `Ok` unless QEMU's model of `cpu` cannot run with GIC version `gic` ([`GICV3_ONLY`]).
+pub fn check_cpu_gic(cpu: &str, gic: u8) -> Result<(), Refused> {
+    if gic == 2 && GICV3_ONLY.contains(&cpu) {
+        return Err(Refused(format!(
+            "--cpu {cpu} with --gic 2: QEMU's {cpu} model says it has the GICv3 system registers \
+             (ID_AA64PFR0_EL1.GIC = 1) even beside a GICv2, where using them is an undefined \
+             instruction; run it with --gic 3"
+        )));
+    }
+    Ok(())
+}
+
 /// QEMU's ARM CPU models that have no AArch64 at all (QEMU 7.2's list): refused with their
 /// own message rather than as unknown.
 const AARCH32_ONLY: &[&str] = &[
@@ -90,5 +108,16 @@ mod tests {
         assert!(check_cpu("foo").unwrap_err().0.contains("is not a CPU model this project runs on"));
         assert!(check_cpu("host").unwrap_err().0.contains("--accel kvm"));
         assert!(CPUS.iter().all(|(c, _)| !AARCH32_ONLY.contains(c)));
+    }
+
+    #[test]
+    fn a64fx_runs_with_a_gicv3_only() {
+        let e = check_cpu_gic("a64fx", 2).unwrap_err().0;
+        assert!(e.contains("--gic 3") && e.contains("ID_AA64PFR0_EL1.GIC"), "{e}");
+        assert_eq!(check_cpu_gic("a64fx", 3), Ok(()));
+        for (c, _) in CPUS.iter().filter(|(c, _)| !GICV3_ONLY.contains(c)) {
+            assert_eq!(check_cpu_gic(c, 2), Ok(()), "{c}");
+        }
+        assert!(GICV3_ONLY.iter().all(|c| CPUS.iter().any(|(n, _)| n == c)));
     }
 }
