@@ -106,9 +106,9 @@ impl EventWatch {
     }
 }
 
-/// Connects to the unix socket at `path` of a QEMU server (QMP, a chardev), which QEMU binds before it listens: while the
-/// path is missing or refuses (the server between the two), tries again every 20 ms as long as
-/// `running()` and at most `wait`; any other error ends at once.
+/// Connects to the unix socket at `path` of a QEMU server (QMP, a chardev), which QEMU binds
+/// before it listens: while the path is missing or refuses (the server between the two), tries
+/// again every 20 ms as long as `running()` and at most `wait`; any other error ends at once.
 pub fn connect_when_listening(
     path: &Path,
     wait: Duration,
