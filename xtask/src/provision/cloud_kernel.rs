@@ -80,21 +80,11 @@ pub fn newest(dir: &Path) -> Result<(CloudKernel, Apt)> {
     )
 }
 
-/// Where a Debian kernel package keeps its Image: newer packaging (Linux 7.x, and 6.12 since
-/// 6.12.9x in bookworm-backports) under `usr/lib/modules/`, older under `boot/`.
-pub const IMAGE_MEMBERS: [&str; 2] = ["./usr/lib/modules/*/vmlinuz", "./boot/vmlinuz-*"];
-
-/// Extracts `deb`'s `vmlinuz` to `dest` from wherever [`IMAGE_MEMBERS`] says it may be (the
-/// error of the last place tried if none holds it).
-pub fn extract_vmlinuz(deb: &Path, dest: &Path) -> Result<()> {
-    debian::extract(deb, IMAGE_MEMBERS[0], dest).or_else(|_| debian::extract(deb, IMAGE_MEMBERS[1], dest))
-}
-
 /// Extracts the kernel Image of `deb` (the `binary_package`'s `.deb`) to `dest`: Linux 7.x's
 /// `usr/lib/modules/*/vmlinuz`, or the older `boot/vmlinuz-*`; refused unless an arm64 Image.
 pub fn extract_image(deb: &Path, dest: &Path) -> Result<()> {
     let name = deb.file_stem().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    extract_vmlinuz(deb, dest).with_context(|| format!("{name} holds no kernel Image"))?;
+    debian::extract_vmlinuz(deb, dest).with_context(|| format!("{name} holds no kernel Image"))?;
     let head = std::fs::read(dest)?;
     if !is_arm64_image(&head) {
         let _ = std::fs::remove_file(dest);

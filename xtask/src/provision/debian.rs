@@ -173,7 +173,7 @@ pub fn file_from_kernel_package(path: &str) -> Result<PathBuf> {
     for want in wanted {
         let file = Path::new(want).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let got = if want == "vmlinuz" {
-            super::cloud_kernel::extract_vmlinuz(&deb, &dir.join(&file))
+            extract_vmlinuz(&deb, &dir.join(&file))
         } else {
             extract(&deb, &format!("*/{want}"), &dir.join(&file))
         };
@@ -496,6 +496,16 @@ impl Apt {
             }
         }
     }
+}
+
+/// Where a Debian kernel package keeps its Image: newer packaging (Linux 7.x's, and
+/// bookworm-backports' 6.12.95 cloud kernel) under `usr/lib/modules/`, older under `boot/`.
+pub const IMAGE_MEMBERS: [&str; 2] = ["./usr/lib/modules/*/vmlinuz", "./boot/vmlinuz-*"];
+
+/// Extracts `deb`'s `vmlinuz` to `dest` from wherever [`IMAGE_MEMBERS`] says it may be (the
+/// error of the last place tried if none holds it).
+pub fn extract_vmlinuz(deb: &Path, dest: &Path) -> Result<()> {
+    extract(deb, IMAGE_MEMBERS[0], dest).or_else(|_| extract(deb, IMAGE_MEMBERS[1], dest))
 }
 
 /// Extracts one file of a `.deb` (`member` as in the package, e.g. `./bin/busybox`; `*`
