@@ -11,9 +11,10 @@ pub use hypcore::{BLOCK_1G, BLOCK_2M, PAGE};
 /// Heap for the hypervisor's own data (DTB copies, board description, guest DTB).
 const HEAP_SIZE: usize = 4 << 20;
 
-/// The heap's first block: not cleared at entry (`rt::heap`).
-#[link_section = ".bss.rt_uninit.heap"]
-static HEAP_SPACE: rt::heap::HeapSpace<HEAP_SIZE> = rt::heap::HeapSpace::new();
+rt::heap_space!(
+    /// The heap's first block: not cleared at entry (`rt::heap`).
+    static HEAP_SPACE: HEAP_SIZE
+);
 
 #[global_allocator]
 static HEAP: rt::heap::BssHeap = rt::heap::BssHeap::new();

@@ -1,6 +1,7 @@
 //! The kernel heap: a buddy allocator (`buddy_system_allocator::LockedHeap`) that starts with a
-//! 4 MiB block inside the image's BSS (not cleared at entry: `rt::heap`; usable with the MMU off, before the DTB is parsed) and
-//! grows into RAM from the frame allocator once the MMU is on (`mm::init`).
+//! 4 MiB block inside the image's BSS (not cleared at entry: `rt::heap`; usable with the MMU
+//! off, before the DTB is parsed) and grows into RAM from the frame allocator once the MMU is
+//! on (`mm::init`).
 //!
 //! The boot CPU uses the heap twice: with the MMU off at the image's physical address (to read
 //! the device tree and build the early tables, `mm::early`), and from the image's virtual
@@ -11,9 +12,10 @@
 /// Bytes of the boot block.
 const HEAP_SIZE: usize = 4 << 20;
 
-/// The heap's first block: not cleared at entry (`rt::heap`).
-#[link_section = ".bss.rt_uninit.heap"]
-static HEAP_SPACE: rt::heap::HeapSpace<HEAP_SIZE> = rt::heap::HeapSpace::new();
+rt::heap_space!(
+    /// The heap's first block: not cleared at entry (`rt::heap`).
+    static HEAP_SPACE: HEAP_SIZE
+);
 
 #[global_allocator]
 static HEAP: rt::heap::BssHeap = rt::heap::BssHeap::new();

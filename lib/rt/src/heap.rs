@@ -13,8 +13,8 @@ use core::alloc::{GlobalAlloc, Layout};
 use core::cell::UnsafeCell;
 use core::mem::MaybeUninit;
 
-/// `N` bytes for a heap, page aligned. Declare it with
-/// `#[link_section = ".bss.rt_uninit"]`: the entry code leaves that section as it finds it.
+/// `N` bytes for a heap, page aligned. Declare it with [`heap_space!`](crate::heap_space),
+/// which puts it where the entry code leaves memory as it finds it.
 #[repr(C, align(4096))]
 pub struct HeapSpace<const N: usize>(UnsafeCell<MaybeUninit<[u8; N]>>);
 
@@ -38,6 +38,17 @@ impl<const N: usize> HeapSpace<N> {
     pub fn base(&self) -> usize {
         self.0.get() as usize
     }
+}
+
+/// Declares `static NAME: HeapSpace<N>` in `.bss.rt_uninit` (`lib/rt/link.ld`: the part of the
+/// BSS the entry code does not clear); the one place that names the section.
+#[macro_export]
+macro_rules! heap_space {
+    ($(#[$m:meta])* $vis:vis static $name:ident: $n:expr) => {
+        $(#[$m])*
+        #[link_section = ".bss.rt_uninit.heap"]
+        $vis static $name: $crate::heap::HeapSpace<{ $n }> = $crate::heap::HeapSpace::new();
+    };
 }
 
 /// A buddy heap, empty until [`BssHeap::init`] hands it a [`HeapSpace`].
@@ -109,7 +120,7 @@ mod tests {
 
     #[test]
     fn allocates_from_its_block_and_grows() {
-        static SPACE: HeapSpace<65536> = HeapSpace::new();
+        crate::heap_space!(static SPACE: 65536);
         static H: BssHeap = BssHeap::new();
         H.init(&SPACE);
         let l = Layout::from_size_align(4096, 8).unwrap();
