@@ -50,8 +50,9 @@ impl TlbiRange {
     /// The one range operation that covers exactly `pages` when [`TlbiRange::decompose`] splits
     /// them into a single operation and no odd page (`count(pages) == 1`, `pages` even), without
     /// walking: its SCALE is the largest whose unit `pages` reaches (at most 3), its NUM the units
-    /// less one.
-    #[inline(always)]
+    /// less one. The statement of [`TlbiRange::covering`]'s domain, for the tests: the gather
+    /// checks the count itself before it calls `covering`.
+    #[cfg(test)]
     pub const fn single(pages: u64) -> Option<TlbiRange> {
         if pages < 2 || pages & 1 != 0 || TlbiRange::count(pages) != 1 {
             return None;
@@ -59,8 +60,9 @@ impl TlbiRange {
         Some(TlbiRange::covering(pages))
     }
 
-    /// [`TlbiRange::single`] for a `pages` it accepts (at least 2 and `count(pages) == 1`, which
-    /// makes it even: an odd count above 1 needs a range and the odd page), without the check.
+    /// The one range operation for a `pages` with `count(pages) == 1` and at least 2 (which makes
+    /// it even: an odd count above 1 needs a range and the odd page), without the check
+    /// (`single` in the tests states it).
     #[inline(always)]
     pub const fn covering(pages: u64) -> TlbiRange {
         // log2(pages) is at least 1; SCALE s takes units of 2^(5s+1) pages.
