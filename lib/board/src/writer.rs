@@ -184,11 +184,7 @@ impl FdtWriter {
 
     /// Adds a property with a raw value to the innermost open node.
     pub fn property(&mut self, name: &str, value: &[u8]) -> Result<(), BoardError> {
-        match self.open.last() {
-            None => return Err(werr("property outside any node")),
-            Some(true) => return Err(werr("property after a child node")),
-            Some(false) => {}
-        }
+        self.property_allowed()?;
         let hash = name_hash(name.as_bytes());
         // A name found is one checked when it was added: not empty, no NUL.
         let found = self.find_name(name.as_bytes(), hash);
@@ -208,6 +204,15 @@ impl FdtWriter {
         };
         self.push_prop(len, nameoff, value);
         Ok(())
+    }
+
+    /// A property may be added now: a node is open and has had no child node yet.
+    fn property_allowed(&self) -> Result<(), BoardError> {
+        match self.open.last() {
+            None => Err(werr("property outside any node")),
+            Some(true) => Err(werr("property after a child node")),
+            Some(false) => Ok(()),
+        }
     }
 
     fn push_prop(&mut self, len: u32, nameoff: u32, value: &[u8]) {
@@ -230,11 +235,7 @@ impl FdtWriter {
             *note = self.find_name(name.as_bytes(), name_hash(name.as_bytes())).map_or(0, |off| off + 1);
             return Ok(());
         }
-        match self.open.last() {
-            None => return Err(werr("property outside any node")),
-            Some(true) => return Err(werr("property after a child node")),
-            Some(false) => {}
-        }
+        self.property_allowed()?;
         let len = u32::try_from(value.len()).map_err(|_| werr("property value over 4 GiB"))?;
         self.push_prop(len, *note - 1, value);
         Ok(())
